@@ -1,0 +1,458 @@
+//! Codec traits implemented by the derive macros, the per-kind field helpers the derived code
+//! calls, and the document-level entry points.
+
+use chrono::{DateTime, NaiveDate, Utc};
+
+use crate::context::{Direction, Mode, WireContext};
+use crate::error::{DecodeError, DecodeErrorKind};
+use crate::reader::{Tag, XmlReader};
+use crate::value::{Href, Money, XmlScalar};
+use crate::version::ApiVersion;
+use crate::writer::XmlWriter;
+
+/// An enumerated value whose wire spelling may depend on the version and site features.
+pub trait XmlEnum: Sized + Clone {
+    /// Name used in error messages ("invoice_state").
+    const NAME: &'static str;
+    /// The value as written for `ctx` (a value that does not exist there is written as its
+    /// fallback).
+    fn wire_value(&self, ctx: &WireContext) -> &str;
+    /// The value a wire spelling stands for in `ctx`, if any.
+    fn from_wire(value: &str, ctx: &WireContext) -> Option<Self>;
+    /// A value this build does not know (lenient response reading).
+    fn unknown(value: String) -> Self;
+    /// The spellings accepted in `ctx`.
+    fn wire_values(ctx: &WireContext) -> Vec<&'static str>;
+}
+
+/// A resource: an element with attributes and child elements.
+pub trait XmlResource: Sized + Default {
+    /// The resource's own element name.
+    const ROOT: &'static str;
+    /// The list element name, for resources that come in lists.
+    const PLURAL: Option<&'static str>;
+    /// Every element the resource knows, at any version (for error diagnosis).
+    const ELEMENTS: &'static [ElementInfo];
+
+    /// The path of the resource's own URL, when it has one and its identifier is set.
+    fn href_path(&self) -> Option<String>;
+    /// Writes the attributes of the resource's start tag (other than `href`).
+    fn write_attributes(&self, w: &mut XmlWriter, ctx: &WireContext, mode: Mode);
+    /// Writes the child elements.
+    fn write_children(&self, w: &mut XmlWriter, ctx: &WireContext, mode: Mode);
+    /// Reads one attribute of the start tag; unknown attributes are ignored.
+    fn read_attribute(&mut self, key: &str, value: &str, ctx: &WireContext, mode: Mode) -> Result<(), DecodeError>;
+    /// Reads one child element (and consumes it).
+    fn read_child<'a>(&mut self, r: &mut XmlReader<'a>, tag: Tag<'a>, ctx: &WireContext) -> Result<(), DecodeError>;
+}
+
+/// Keeps what a context can carry: fields absent at the version, for the features or in the
+/// document's direction are cleared and enum values take their spelling there. For any value
+/// `x`, decoding `x` written for `ctx` gives `x.project(ctx, mode)`.
+pub trait Project {
+    #[must_use]
+    fn project(&self, ctx: &WireContext, mode: Mode) -> Self;
+}
+
+macro_rules! project_by_clone {
+    ($($t:ty),*) => {$(
+        impl Project for $t {
+            fn project(&self, _: &WireContext, _: Mode) -> Self { self.clone() }
+        }
+    )*};
+}
+project_by_clone!(String, i64, bool, f64, DateTime<Utc>, NaiveDate, Money, Href);
+
+impl<T: Project> Project for Option<T> {
+    fn project(&self, ctx: &WireContext, mode: Mode) -> Self {
+        self.as_ref().map(|v| v.project(ctx, mode))
+    }
+}
+
+impl<T: Project> Project for Box<T> {
+    fn project(&self, ctx: &WireContext, mode: Mode) -> Self {
+        Box::new((**self).project(ctx, mode))
+    }
+}
+
+impl<T: Project> Project for Vec<T> {
+    fn project(&self, ctx: &WireContext, mode: Mode) -> Self {
+        self.iter().map(|v| v.project(ctx, mode)).collect()
+    }
+}
+
+/// Where and when an element exists; one entry per (field, element name range).
+#[derive(Debug, Clone, Copy)]
+pub struct ElementInfo {
+    pub element: &'static str,
+    pub since: Option<ApiVersion>,
+    pub until: Option<ApiVersion>,
+    pub direction: Direction,
+    pub feature: Option<&'static str>,
+}
+
+/// Handles a child element no field claimed in this context: skipped in responses, an error
+/// naming the element in requests (telling apart unknown, other-version, feature-gated and
+/// read-only elements).
+pub fn unclaimed_child<'a>(
+    r: &mut XmlReader<'a>,
+    tag: Tag<'a>,
+    ctx: &WireContext,
+    elements: &[ElementInfo],
+) -> Result<(), DecodeError> {
+    if r.mode() == Mode::Response {
+        return r.skip(&tag);
+    }
+    let name = tag.name();
+    let candidates = || elements.iter().filter(|e| e.element == name);
+    let kind = if candidates().next().is_none() {
+        DecodeErrorKind::UnknownElement
+    } else if let Some(e) = candidates().find(|e| ctx.version.within(e.since, e.until) && e.feature.is_some_and(|f| !ctx.features.has(f))) {
+        DecodeErrorKind::FeatureRequired(e.feature.unwrap_or_default())
+    } else if candidates().any(|e| ctx.version.within(e.since, e.until)) {
+        DecodeErrorKind::ResponseOnly
+    } else {
+        DecodeErrorKind::NotAtVersion(ctx.version)
+    };
+    Err(DecodeError::new(kind).within(name))
+}
+
+// ---- writing fields ----
+
+pub fn write_scalar<S: XmlScalar>(w: &mut XmlWriter, name: &str, value: &Option<S>, mode: Mode) {
+    match value {
+        Some(v) => w.value(name, S::TYPE_ATTR, |out| v.write_text(out)),
+        None if mode == Mode::Response => w.nil(name, S::TYPE_ATTR),
+        None => {}
+    }
+}
+
+pub fn write_enum<E: XmlEnum>(w: &mut XmlWriter, name: &str, value: &Option<E>, ctx: &WireContext, mode: Mode) {
+    match value {
+        Some(v) => w.text(name, v.wire_value(ctx)),
+        None if mode == Mode::Response => w.nil(name, None),
+        None => {}
+    }
+}
+
+pub fn write_money(w: &mut XmlWriter, name: &str, value: &Option<Money>, mode: Mode) {
+    match value {
+        Some(money) => {
+            w.open(name);
+            w.open_end();
+            for (currency, cents) in &money.0 {
+                w.value(currency, Some("integer"), |out| cents.write_text(out));
+            }
+            w.close(name);
+        }
+        None if mode == Mode::Response => w.nil(name, None),
+        None => {}
+    }
+}
+
+/// Writes a whole resource element (start tag with `href` and attributes, children, end tag).
+pub fn write_resource<T: XmlResource>(
+    w: &mut XmlWriter,
+    name: &str,
+    value: &T,
+    ctx: &WireContext,
+    mode: Mode,
+    type_attr: Option<&str>,
+) {
+    w.open(name);
+    if mode == Mode::Response {
+        if let Some(path) = value.href_path() {
+            w.attr("href", &Href::path(path).absolute(ctx));
+        }
+    }
+    if let Some(t) = type_attr {
+        w.attr("type", t);
+    }
+    value.write_attributes(w, ctx, mode);
+    w.open_end();
+    value.write_children(w, ctx, mode);
+    w.close(name);
+}
+
+pub fn write_nested<T: XmlResource>(
+    w: &mut XmlWriter,
+    name: &str,
+    value: &Option<Box<T>>,
+    ctx: &WireContext,
+    mode: Mode,
+    typed: bool,
+) {
+    let type_attr = typed.then_some(T::ROOT);
+    match value {
+        Some(v) => write_resource(w, name, &**v, ctx, mode, type_attr),
+        None if mode == Mode::Response => w.nil(name, type_attr),
+        None => {}
+    }
+}
+
+pub fn write_list<T: XmlResource>(
+    w: &mut XmlWriter,
+    name: &str,
+    item: &str,
+    value: &Option<Vec<T>>,
+    ctx: &WireContext,
+    mode: Mode,
+) {
+    if let Some(items) = value {
+        w.open(name);
+        w.attr("type", "array");
+        w.open_end();
+        for v in items {
+            write_resource(w, item, v, ctx, mode, None);
+        }
+        w.close_list(name);
+    }
+}
+
+pub fn write_values<S: XmlScalar>(w: &mut XmlWriter, name: &str, item: &str, value: &Option<Vec<S>>) {
+    if let Some(items) = value {
+        w.open(name);
+        w.attr("type", "array");
+        w.open_end();
+        for v in items {
+            w.value(item, S::TYPE_ATTR, |out| v.write_text(out));
+        }
+        w.close_list(name);
+    }
+}
+
+pub fn write_link(w: &mut XmlWriter, name: &str, value: &Option<Href>, ctx: &WireContext) {
+    if let Some(href) = value {
+        w.link(name, &href.absolute(ctx));
+    }
+}
+
+pub fn write_anchor(w: &mut XmlWriter, anchor: &str, method: &str, value: &Option<Href>, ctx: &WireContext) {
+    if let Some(href) = value {
+        w.anchor(anchor, &href.absolute(ctx), method);
+    }
+}
+
+// ---- reading fields ----
+
+fn nil_value<'a>(r: &mut XmlReader<'a>, tag: &Tag<'a>, required: bool) -> Result<(), DecodeError> {
+    if required {
+        return Err(DecodeErrorKind::NilNotAllowed.into());
+    }
+    r.skip(tag)
+}
+
+pub fn read_scalar<'a, S: XmlScalar>(r: &mut XmlReader<'a>, tag: Tag<'a>, required: bool) -> Result<Option<S>, DecodeError> {
+    if tag.is_nil() {
+        nil_value(r, &tag, required)?;
+        return Ok(None);
+    }
+    let text = r.text(&tag)?;
+    match S::parse_text(&text) {
+        Some(v) => Ok(Some(v)),
+        None => Err(DecodeErrorKind::InvalidValue { value: text.into_owned(), expected: S::EXPECTED.to_owned() }.into()),
+    }
+}
+
+pub fn read_enum<'a, E: XmlEnum>(
+    r: &mut XmlReader<'a>,
+    tag: Tag<'a>,
+    ctx: &WireContext,
+    required: bool,
+) -> Result<Option<E>, DecodeError> {
+    if tag.is_nil() {
+        nil_value(r, &tag, required)?;
+        return Ok(None);
+    }
+    let text = r.text(&tag)?;
+    parse_enum(&text, ctx, r.mode()).map(Some)
+}
+
+/// Parses an enum spelling: unknown values are an error in requests and kept in responses.
+pub fn parse_enum<E: XmlEnum>(text: &str, ctx: &WireContext, mode: Mode) -> Result<E, DecodeError> {
+    if let Some(v) = E::from_wire(text.trim(), ctx) {
+        return Ok(v);
+    }
+    match mode {
+        Mode::Response => Ok(E::unknown(text.to_owned())),
+        Mode::Request => Err(DecodeErrorKind::InvalidValue {
+            value: text.to_owned(),
+            expected: format!("a valid {} (one of: {})", E::NAME, E::wire_values(ctx).join(", ")),
+        }
+        .into()),
+    }
+}
+
+pub fn read_money<'a>(r: &mut XmlReader<'a>, tag: Tag<'a>, required: bool) -> Result<Option<Money>, DecodeError> {
+    if tag.is_nil() {
+        nil_value(r, &tag, required)?;
+        return Ok(None);
+    }
+    let mut money = Money::default();
+    while let Some(child) = r.next_child(&tag)? {
+        let currency = child.name().to_owned();
+        if !Money::is_currency_code(&currency) {
+            if r.mode() == Mode::Response {
+                r.skip(&child)?;
+                continue;
+            }
+            return Err(DecodeError::new(DecodeErrorKind::UnknownElement).within(&currency));
+        }
+        let cents = read_scalar::<i64>(r, child, true).map_err(|e| e.within(&currency))?;
+        if let Some(cents) = cents {
+            match money.0.iter_mut().find(|(c, _)| *c == currency) {
+                Some(slot) => slot.1 = cents,
+                None => money.0.push((currency, cents)),
+            }
+        }
+    }
+    Ok(Some(money))
+}
+
+/// Reads a resource element (its `tag` already read): attributes, then children.
+/// A `nil` element gives `None`.
+pub fn read_resource<'a, T: XmlResource>(
+    r: &mut XmlReader<'a>,
+    tag: Tag<'a>,
+    ctx: &WireContext,
+) -> Result<Option<T>, DecodeError> {
+    if tag.is_nil() {
+        r.skip(&tag)?;
+        return Ok(None);
+    }
+    let mut value = T::default();
+    for (key, attr) in tag.attributes()? {
+        value.read_attribute(key, &attr, ctx, r.mode())?;
+    }
+    while let Some(child) = r.next_child(&tag)? {
+        value.read_child(r, child, ctx)?;
+    }
+    Ok(Some(value))
+}
+
+pub fn read_nested<'a, T: XmlResource>(
+    r: &mut XmlReader<'a>,
+    tag: Tag<'a>,
+    ctx: &WireContext,
+    required: bool,
+) -> Result<Option<Box<T>>, DecodeError> {
+    if required && tag.is_nil() {
+        return Err(DecodeErrorKind::NilNotAllowed.into());
+    }
+    Ok(read_resource::<T>(r, tag, ctx)?.map(Box::new))
+}
+
+pub fn read_list<'a, T: XmlResource>(
+    r: &mut XmlReader<'a>,
+    tag: Tag<'a>,
+    item: &str,
+    ctx: &WireContext,
+) -> Result<Option<Vec<T>>, DecodeError> {
+    if tag.is_nil() {
+        r.skip(&tag)?;
+        return Ok(None);
+    }
+    let mut items = Vec::new();
+    while let Some(child) = r.next_child(&tag)? {
+        if child.name() != item {
+            if r.mode() == Mode::Response {
+                r.skip(&child)?;
+                continue;
+            }
+            return Err(DecodeError::new(DecodeErrorKind::UnknownElement).within(child.name()));
+        }
+        let index = items.len();
+        if let Some(v) = read_resource::<T>(r, child, ctx).map_err(|e| e.at_index(index))? {
+            items.push(v);
+        }
+    }
+    Ok(Some(items))
+}
+
+pub fn read_values<'a, S: XmlScalar>(r: &mut XmlReader<'a>, tag: Tag<'a>, item: &str) -> Result<Option<Vec<S>>, DecodeError> {
+    if tag.is_nil() {
+        r.skip(&tag)?;
+        return Ok(None);
+    }
+    let mut items = Vec::new();
+    while let Some(child) = r.next_child(&tag)? {
+        if child.name() != item {
+            if r.mode() == Mode::Response {
+                r.skip(&child)?;
+                continue;
+            }
+            return Err(DecodeError::new(DecodeErrorKind::UnknownElement).within(child.name()));
+        }
+        let index = items.len();
+        if let Some(v) = read_scalar::<S>(r, child, true).map_err(|e| e.at_index(index))? {
+            items.push(v);
+        }
+    }
+    Ok(Some(items))
+}
+
+pub fn read_link<'a>(r: &mut XmlReader<'a>, tag: Tag<'a>, ctx: &WireContext) -> Result<Option<Href>, DecodeError> {
+    let href = tag.attribute("href")?.map(|h| Href::from_wire(&h, ctx));
+    r.skip(&tag)?;
+    Ok(href)
+}
+
+/// The `name` attribute of an `<a>` anchor.
+pub fn anchor_name(tag: &Tag<'_>) -> Result<Option<String>, DecodeError> {
+    Ok(tag.attribute("name")?.map(|n| n.into_owned()))
+}
+
+// ---- documents ----
+
+/// Writes one resource as a whole document.
+pub fn to_xml<T: XmlResource>(value: &T, ctx: &WireContext, mode: Mode) -> String {
+    let mut w = XmlWriter::new();
+    w.declaration();
+    write_resource(&mut w, T::ROOT, value, ctx, mode, None);
+    w.finish()
+}
+
+/// Writes a list document (`<invoices type="array">…`).
+///
+/// # Panics
+/// If the resource has no list name (a schema property checked by the generator).
+pub fn list_to_xml<T: XmlResource>(items: &[T], ctx: &WireContext, mode: Mode) -> String {
+    let plural = T::PLURAL.unwrap_or(T::ROOT);
+    let mut w = XmlWriter::with_capacity(items.len() * 2048 + 128);
+    w.declaration();
+    w.open(plural);
+    w.attr("type", "array");
+    w.open_end();
+    for item in items {
+        write_resource(&mut w, T::ROOT, item, ctx, mode, None);
+    }
+    w.close_list(plural);
+    w.finish()
+}
+
+fn root_tag<'a>(r: &mut XmlReader<'a>, expected: &str) -> Result<Tag<'a>, DecodeError> {
+    let tag = r.root()?;
+    if tag.name() != expected {
+        return Err(DecodeErrorKind::UnexpectedRoot { expected: expected.to_owned(), found: tag.name().to_owned() }.into());
+    }
+    Ok(tag)
+}
+
+/// Reads one resource document.
+pub fn from_xml<T: XmlResource>(input: &[u8], ctx: &WireContext, mode: Mode) -> Result<T, DecodeError> {
+    let mut r = XmlReader::new(input, mode)?;
+    let tag = root_tag(&mut r, T::ROOT)?;
+    let value = read_resource::<T>(&mut r, tag, ctx).map_err(|e| e.within(T::ROOT))?.unwrap_or_default();
+    r.finish()?;
+    Ok(value)
+}
+
+/// Reads a list document.
+pub fn list_from_xml<T: XmlResource>(input: &[u8], ctx: &WireContext, mode: Mode) -> Result<Vec<T>, DecodeError> {
+    let plural = T::PLURAL.unwrap_or(T::ROOT);
+    let mut r = XmlReader::new(input, mode)?;
+    let tag = root_tag(&mut r, plural)?;
+    let items = read_list::<T>(&mut r, tag, T::ROOT, ctx).map_err(|e| e.within(plural))?.unwrap_or_default();
+    r.finish()?;
+    Ok(items)
+}

@@ -1,0 +1,288 @@
+//! Value types of the dialect: scalars, multi-currency money and hrefs.
+
+use std::borrow::Cow;
+
+use chrono::{DateTime, Datelike, NaiveDate, Timelike, Utc};
+
+use crate::context::WireContext;
+use crate::writer::escape_text;
+
+/// A value written as the text of one element.
+pub trait XmlScalar: Sized + Clone {
+    /// The `type` attribute written on output (`integer`, `boolean`, …), `None` for strings.
+    const TYPE_ATTR: Option<&'static str>;
+    /// How an invalid value is described in errors ("an integer").
+    const EXPECTED: &'static str;
+    /// Appends the escaped text form.
+    fn write_text(&self, out: &mut String);
+    /// Parses the (unescaped) text form; typed values ignore surrounding whitespace.
+    fn parse_text(text: &str) -> Option<Self>;
+}
+
+impl XmlScalar for String {
+    const TYPE_ATTR: Option<&'static str> = None;
+    const EXPECTED: &'static str = "a string";
+    fn write_text(&self, out: &mut String) {
+        escape_text(out, self);
+    }
+    fn parse_text(text: &str) -> Option<Self> {
+        Some(text.to_owned())
+    }
+}
+
+impl XmlScalar for i64 {
+    const TYPE_ATTR: Option<&'static str> = Some("integer");
+    const EXPECTED: &'static str = "an integer";
+    fn write_text(&self, out: &mut String) {
+        out.push_str(itoa::Buffer::new().format(*self));
+    }
+    fn parse_text(text: &str) -> Option<Self> {
+        let t = text.trim();
+        let digits = t.strip_prefix(['-', '+']).unwrap_or(t);
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        t.parse().ok()
+    }
+}
+
+impl XmlScalar for bool {
+    const TYPE_ATTR: Option<&'static str> = Some("boolean");
+    const EXPECTED: &'static str = "a boolean (true or false)";
+    fn write_text(&self, out: &mut String) {
+        out.push_str(if *self { "true" } else { "false" });
+    }
+    fn parse_text(text: &str) -> Option<Self> {
+        match text.trim() {
+            "true" => Some(true),
+            "false" => Some(false),
+            _ => None,
+        }
+    }
+}
+
+impl XmlScalar for f64 {
+    const TYPE_ATTR: Option<&'static str> = Some("float");
+    const EXPECTED: &'static str = "a decimal number";
+    fn write_text(&self, out: &mut String) {
+        use std::fmt::Write;
+        // `Display` for f64 prints the shortest text that reads back to the same value.
+        let _ = write!(out, "{self}");
+    }
+    fn parse_text(text: &str) -> Option<Self> {
+        let t = text.trim();
+        let ok = !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit() || matches!(b, b'-' | b'+' | b'.' | b'e' | b'E'));
+        if !ok {
+            return None;
+        }
+        t.parse::<f64>().ok().filter(|v| v.is_finite())
+    }
+}
+
+impl XmlScalar for DateTime<Utc> {
+    const TYPE_ATTR: Option<&'static str> = Some("datetime");
+    const EXPECTED: &'static str = "an ISO 8601 date-time";
+    fn write_text(&self, out: &mut String) {
+        write_date(out, self.date_naive());
+        out.push('T');
+        push2(out, self.hour());
+        out.push(':');
+        push2(out, self.minute());
+        out.push(':');
+        push2(out, self.second());
+        let nanos = self.nanosecond() % 1_000_000_000;
+        if nanos != 0 {
+            let mut frac = format!("{nanos:09}");
+            while frac.ends_with('0') {
+                frac.pop();
+            }
+            out.push('.');
+            out.push_str(&frac);
+        }
+        out.push('Z');
+    }
+    fn parse_text(text: &str) -> Option<Self> {
+        let t = text.trim();
+        if let Some(fast) = parse_utc_seconds(t) {
+            return Some(fast);
+        }
+        if let Ok(dt) = DateTime::parse_from_rfc3339(t) {
+            return Some(dt.with_timezone(&Utc));
+        }
+        // A plain date means midnight UTC.
+        NaiveDate::parse_from_str(t, "%Y-%m-%d")
+            .ok()
+            .and_then(|d| d.and_hms_opt(0, 0, 0))
+            .map(|naive| naive.and_utc())
+    }
+}
+
+impl XmlScalar for NaiveDate {
+    const TYPE_ATTR: Option<&'static str> = Some("date");
+    const EXPECTED: &'static str = "an ISO 8601 date";
+    fn write_text(&self, out: &mut String) {
+        write_date(out, *self);
+    }
+    fn parse_text(text: &str) -> Option<Self> {
+        NaiveDate::parse_from_str(text.trim(), "%Y-%m-%d").ok()
+    }
+}
+
+fn push2(out: &mut String, n: u32) {
+    out.push(char::from(b'0' + (n / 10 % 10) as u8));
+    out.push(char::from(b'0' + (n % 10) as u8));
+}
+
+fn write_date(out: &mut String, date: NaiveDate) {
+    let year = date.year();
+    if (0..=9999).contains(&year) {
+        let y = year as u32;
+        push2(out, y / 100);
+        push2(out, y % 100);
+    } else {
+        out.push_str(&format!("{year:+05}"));
+    }
+    out.push('-');
+    push2(out, date.month());
+    out.push('-');
+    push2(out, date.day());
+}
+
+/// Fast path for the common `YYYY-MM-DDTHH:MM:SSZ` form.
+fn parse_utc_seconds(t: &str) -> Option<DateTime<Utc>> {
+    let b = t.as_bytes();
+    if b.len() != 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' || b[19] != b'Z'
+    {
+        return None;
+    }
+    let num = |range: std::ops::Range<usize>| -> Option<u32> {
+        b[range].iter().try_fold(0u32, |acc, &d| d.is_ascii_digit().then(|| acc * 10 + u32::from(d - b'0')))
+    };
+    let date = NaiveDate::from_ymd_opt(num(0..4)? as i32, num(5..7)?, num(8..10)?)?;
+    let time = date.and_hms_opt(num(11..13)?, num(14..16)?, num(17..19)?)?;
+    Some(time.and_utc())
+}
+
+/// A multi-currency amount in cents: `<unit_amount_in_cents><USD type="integer">1000</USD>…`.
+/// Currencies keep their order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Money(pub Vec<(String, i64)>);
+
+impl Money {
+    pub fn single(currency: &str, cents: i64) -> Self {
+        Self(vec![(currency.to_owned(), cents)])
+    }
+
+    pub fn get(&self, currency: &str) -> Option<i64> {
+        self.0.iter().find(|(c, _)| c == currency).map(|(_, v)| *v)
+    }
+
+    /// Whether `name` is a plausible currency element (three upper-case ASCII letters).
+    pub fn is_currency_code(name: &str) -> bool {
+        name.len() == 3 && name.bytes().all(|b| b.is_ascii_uppercase())
+    }
+}
+
+/// A URL of a resource: a path starting with `/` (written on the context's base URL) or an
+/// absolute URL kept as read.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Href(String);
+
+impl Href {
+    /// A path on the serving host, such as `/v2/accounts/abc`.
+    pub fn path(path: impl Into<String>) -> Self {
+        Self(path.into())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The URL as written for `ctx`.
+    pub fn absolute(&self, ctx: &WireContext) -> Cow<'_, str> {
+        if self.0.starts_with('/') { Cow::Owned(format!("{}{}", ctx.base_url(), self.0)) } else { Cow::Borrowed(&self.0) }
+    }
+
+    /// Reads an href; one on the context's base URL becomes a path again.
+    pub fn from_wire(url: &str, ctx: &WireContext) -> Self {
+        match url.strip_prefix(ctx.base_url()) {
+            Some(rest) if rest.starts_with('/') && !ctx.base_url().is_empty() => Self(rest.to_owned()),
+            _ => Self(url.to_owned()),
+        }
+    }
+}
+
+/// Appends `segment` percent-encoded for use as one URL path segment.
+pub fn push_path_segment(out: &mut String, segment: &str) {
+    for b in segment.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push('%');
+            out.push(char::from(b"0123456789ABCDEF"[usize::from(b >> 4)]));
+            out.push(char::from(b"0123456789ABCDEF"[usize::from(b & 15)]));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::Features;
+    use crate::version::ApiVersion;
+
+    fn text<T: XmlScalar>(v: &T) -> String {
+        let mut s = String::new();
+        v.write_text(&mut s);
+        s
+    }
+
+    #[test]
+    fn integers_are_strict() {
+        assert_eq!(i64::parse_text(" 42 "), Some(42));
+        assert_eq!(i64::parse_text("-7"), Some(-7));
+        for bad in ["abc", "", "1.5", "1e3", "9999999999999999999999", "- 1"] {
+            assert_eq!(i64::parse_text(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn datetimes_normalise_to_utc() {
+        let dt = DateTime::<Utc>::parse_text("2011-04-30T12:00:00Z").expect("fast path");
+        assert_eq!(text(&dt), "2011-04-30T12:00:00Z");
+        let offset = DateTime::<Utc>::parse_text("2011-04-30T04:00:00-08:00").expect("offset");
+        assert_eq!(offset, dt);
+        let frac = DateTime::<Utc>::parse_text("2011-04-30T12:00:00.250Z").expect("fraction");
+        assert_eq!(text(&frac), "2011-04-30T12:00:00.25Z");
+        let date_only = DateTime::<Utc>::parse_text("2011-04-30").expect("date");
+        assert_eq!(text(&date_only), "2011-04-30T00:00:00Z");
+        assert_eq!(DateTime::<Utc>::parse_text("2011-02-30T12:00:00Z"), None);
+        assert_eq!(DateTime::<Utc>::parse_text("yesterday"), None);
+    }
+
+    #[test]
+    fn floats_and_booleans() {
+        assert_eq!(text(&0.0875f64), "0.0875");
+        assert_eq!(f64::parse_text("0.0875"), Some(0.0875));
+        assert_eq!(f64::parse_text("NaN"), None);
+        assert_eq!(f64::parse_text("inf"), None);
+        assert_eq!(bool::parse_text("true"), Some(true));
+        assert_eq!(bool::parse_text("yes"), None);
+    }
+
+    #[test]
+    fn hrefs_follow_the_base_url() {
+        let ctx = WireContext::new(ApiVersion::default(), Features::none(), "https://api.rebill.test");
+        let href = Href::path("/v2/accounts/a");
+        assert_eq!(href.absolute(&ctx), "https://api.rebill.test/v2/accounts/a");
+        assert_eq!(Href::from_wire("https://api.rebill.test/v2/accounts/a", &ctx), href);
+        assert_eq!(Href::from_wire("https://elsewhere/v2/x", &ctx).as_str(), "https://elsewhere/v2/x");
+    }
+
+    #[test]
+    fn path_segments_are_percent_encoded() {
+        let mut s = String::new();
+        push_path_segment(&mut s, "a b/ü");
+        assert_eq!(s, "a%20b%2F%C3%BC");
+    }
+}

@@ -1,0 +1,224 @@
+//! An indenting XML writer for the v2 dialect (2 spaces, one element per line).
+
+/// Appends `text` escaped for element content.
+pub fn escape_text(out: &mut String, text: &str) {
+    escape(out, text, false);
+}
+
+/// Appends `text` escaped for a double-quoted attribute value.
+pub fn escape_attr(out: &mut String, text: &str) {
+    escape(out, text, true);
+}
+
+#[inline]
+fn escape(out: &mut String, text: &str, attr: bool) {
+    let bytes = text.as_bytes();
+    let mut last = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let replacement: &str = match b {
+            b'&' => "&amp;",
+            b'<' => "&lt;",
+            b'>' => "&gt;",
+            b'"' if attr => "&quot;",
+            b'\n' if attr => "&#10;",
+            b'\t' if attr => "&#9;",
+            b'\r' => "&#13;",
+            b'\n' | b'\t' => continue,
+            0..=0x1f => {
+                out.push_str(&text[last..i]);
+                out.push_str("&#");
+                out.push_str(itoa::Buffer::new().format(b));
+                out.push(';');
+                last = i + 1;
+                continue;
+            }
+            _ => continue,
+        };
+        out.push_str(&text[last..i]);
+        out.push_str(replacement);
+        last = i + 1;
+    }
+    out.push_str(&text[last..]);
+}
+
+/// Builds one document.
+#[derive(Debug, Default)]
+pub struct XmlWriter {
+    out: String,
+    depth: usize,
+    /// The last thing written was a start tag (so a close tag goes on the same line).
+    just_opened: bool,
+}
+
+impl XmlWriter {
+    pub fn new() -> Self {
+        Self::with_capacity(1024)
+    }
+
+    pub fn with_capacity(bytes: usize) -> Self {
+        Self { out: String::with_capacity(bytes), depth: 0, just_opened: false }
+    }
+
+    /// Writes the XML declaration; call first.
+    pub fn declaration(&mut self) {
+        self.out.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>");
+    }
+
+    #[inline]
+    fn line(&mut self) {
+        if !self.out.is_empty() {
+            self.out.push('\n');
+            for _ in 0..self.depth {
+                self.out.push_str("  ");
+            }
+        }
+    }
+
+    /// Starts `<name`; follow with [`attr`](Self::attr) calls and [`open_end`](Self::open_end).
+    #[inline]
+    pub fn open(&mut self, name: &str) {
+        self.line();
+        self.out.push('<');
+        self.out.push_str(name);
+    }
+
+    #[inline]
+    pub fn attr(&mut self, key: &str, value: &str) {
+        self.out.push(' ');
+        self.out.push_str(key);
+        self.out.push_str("=\"");
+        escape_attr(&mut self.out, value);
+        self.out.push('"');
+    }
+
+    /// Ends the start tag opened by [`open`](Self::open).
+    #[inline]
+    pub fn open_end(&mut self) {
+        self.out.push('>');
+        self.depth += 1;
+        self.just_opened = true;
+    }
+
+    /// Closes an element opened by [`open`](Self::open) / [`open_end`](Self::open_end).
+    #[inline]
+    pub fn close(&mut self, name: &str) {
+        self.depth -= 1;
+        if !self.just_opened {
+            self.line();
+        }
+        self.push_end(name);
+    }
+
+    /// Closes a `type="array"` element; an empty list keeps a line break between its tags.
+    #[inline]
+    pub fn close_list(&mut self, name: &str) {
+        self.depth -= 1;
+        self.line();
+        self.push_end(name);
+    }
+
+    #[inline]
+    fn push_end(&mut self, name: &str) {
+        self.out.push_str("</");
+        self.out.push_str(name);
+        self.out.push('>');
+        self.just_opened = false;
+    }
+
+    /// Writes a value element; `write_value` appends the already escaped content.
+    #[inline]
+    pub fn value(&mut self, name: &str, type_attr: Option<&str>, write_value: impl FnOnce(&mut String)) {
+        self.open(name);
+        if let Some(t) = type_attr {
+            self.attr("type", t);
+        }
+        self.out.push('>');
+        write_value(&mut self.out);
+        self.push_end(name);
+    }
+
+    /// Writes a string value element.
+    #[inline]
+    pub fn text(&mut self, name: &str, text: &str) {
+        self.value(name, None, |out| escape_text(out, text));
+    }
+
+    /// Writes `<name type="…" nil="nil"></name>`.
+    #[inline]
+    pub fn nil(&mut self, name: &str, type_attr: Option<&str>) {
+        self.open(name);
+        if let Some(t) = type_attr {
+            self.attr("type", t);
+        }
+        self.out.push_str(" nil=\"nil\">");
+        self.push_end(name);
+    }
+
+    /// Writes `<name href="…"/>`.
+    #[inline]
+    pub fn link(&mut self, name: &str, href: &str) {
+        self.open(name);
+        self.attr("href", href);
+        self.out.push_str("/>");
+        self.just_opened = false;
+    }
+
+    /// Writes `<a name="…" href="…" method="…"/>`.
+    #[inline]
+    pub fn anchor(&mut self, name: &str, href: &str, method: &str) {
+        self.open("a");
+        self.attr("name", name);
+        self.attr("href", href);
+        self.attr("method", method);
+        self.out.push_str("/>");
+        self.just_opened = false;
+    }
+
+    /// Direct access for values that write their own content.
+    pub fn buffer(&mut self) -> &mut String {
+        &mut self.out
+    }
+
+    pub fn finish(mut self) -> String {
+        self.out.push('\n');
+        self.out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_text_and_attributes() {
+        let mut s = String::new();
+        escape_text(&mut s, "a & <b> \"q\"\r\n\t\u{1}");
+        assert_eq!(s, "a &amp; &lt;b&gt; \"q\"&#13;\n\t&#1;");
+        let mut s = String::new();
+        escape_attr(&mut s, "x=\"1\"\n\t");
+        assert_eq!(s, "x=&quot;1&quot;&#10;&#9;");
+    }
+
+    #[test]
+    fn indents_nested_elements() {
+        let mut w = XmlWriter::new();
+        w.declaration();
+        w.open("account");
+        w.attr("href", "https://x/v2/accounts/1");
+        w.open_end();
+        w.text("email", "a@b.c");
+        w.nil("closed_at", Some("datetime"));
+        w.open("address");
+        w.open_end();
+        w.close("address");
+        w.open("list");
+        w.attr("type", "array");
+        w.open_end();
+        w.close_list("list");
+        w.close("account");
+        assert_eq!(
+            w.finish(),
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<account href=\"https://x/v2/accounts/1\">\n  <email>a@b.c</email>\n  <closed_at type=\"datetime\" nil=\"nil\"></closed_at>\n  <address></address>\n  <list type=\"array\">\n  </list>\n</account>\n"
+        );
+    }
+}
