@@ -1,0 +1,260 @@
+//! The typed schema: what the generator and the documentation work from.
+
+use std::fmt;
+
+/// An API version such as 2.10.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Version {
+    pub major: u8,
+    pub minor: u8,
+}
+
+impl fmt::Display for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+/// `[since, until)`; `None` bounds are open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Range {
+    pub since: Option<Version>,
+    pub until: Option<Version>,
+}
+
+impl Range {
+    pub fn contains(&self, v: Version) -> bool {
+        self.since.is_none_or(|s| v >= s) && self.until.is_none_or(|u| v < u)
+    }
+}
+
+impl fmt::Display for Range {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.since, self.until) {
+            (None, None) => write!(f, "all versions"),
+            (Some(s), None) => write!(f, "{s} and later"),
+            (None, Some(u)) => write!(f, "before {u}"),
+            (Some(s), Some(u)) => write!(f, "{s} until {u}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Schema {
+    /// Supported versions, oldest first.
+    pub versions: Vec<Version>,
+    pub default_version: Version,
+    pub features: Vec<Feature>,
+    /// Sorted by name.
+    pub resources: Vec<Resource>,
+    /// Sorted by name.
+    pub enums: Vec<EnumDef>,
+}
+
+impl Schema {
+    pub fn resource(&self, name: &str) -> Option<&Resource> {
+        self.resources.iter().find(|r| r.name == name)
+    }
+
+    pub fn enum_def(&self, name: &str) -> Option<&EnumDef> {
+        self.enums.iter().find(|e| e.name == name)
+    }
+
+    pub fn latest_version(&self) -> Version {
+        self.versions.last().copied().unwrap_or(self.default_version)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Feature {
+    pub name: String,
+    pub doc: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resource {
+    pub name: String,
+    /// XML element of the resource.
+    pub root: String,
+    pub rust_name: String,
+    pub plural: Option<String>,
+    pub href: Option<String>,
+    pub doc: String,
+    pub fields: Vec<Field>,
+    /// The schema file, relative to the schema directory (`invoice.toml`).
+    pub file: String,
+}
+
+impl Resource {
+    /// Whether every field is request-only (a request document such as the invoice refund).
+    pub fn is_request_only(&self) -> bool {
+        self.fields.iter().all(|f| f.direction == Direction::Request)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    Request,
+    Response,
+    Both,
+}
+
+impl Direction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::Request => "request",
+            Direction::Response => "response",
+            Direction::Both => "both",
+        }
+    }
+
+    pub fn overlaps(self, other: Direction) -> bool {
+        self == Direction::Both || other == Direction::Both || self == other
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scalar {
+    String,
+    Integer,
+    Boolean,
+    Datetime,
+    Date,
+    Float,
+    Cents,
+}
+
+impl Scalar {
+    pub fn parse(name: &str) -> Option<Self> {
+        Some(match name {
+            "string" => Scalar::String,
+            "integer" => Scalar::Integer,
+            "boolean" => Scalar::Boolean,
+            "datetime" => Scalar::Datetime,
+            "date" => Scalar::Date,
+            "float" => Scalar::Float,
+            "cents" => Scalar::Cents,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scalar::String => "string",
+            Scalar::Integer => "integer",
+            Scalar::Boolean => "boolean",
+            Scalar::Datetime => "datetime",
+            Scalar::Date => "date",
+            Scalar::Float => "float",
+            Scalar::Cents => "cents",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FieldType {
+    Scalar(Scalar),
+    Money,
+    Enum(String),
+    Resource(String),
+    List { of: String, item: String },
+    Values { of: Scalar, item: String },
+    Link,
+    Anchor { name: String, method: String },
+}
+
+impl FieldType {
+    /// The schema's name for the type (`cents`, `list`, …).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            FieldType::Scalar(s) => s.as_str(),
+            FieldType::Money => "money",
+            FieldType::Enum(_) => "enum",
+            FieldType::Resource(_) => "resource",
+            FieldType::List { .. } => "list",
+            FieldType::Values { .. } => "values",
+            FieldType::Link => "link",
+            FieldType::Anchor { .. } => "anchor",
+        }
+    }
+}
+
+/// An element name and the versions it is used in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rename {
+    pub range: Range,
+    pub element: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Field {
+    pub name: String,
+    pub ty: FieldType,
+    pub direction: Direction,
+    pub range: Range,
+    /// Element name when there are no renames.
+    pub element: String,
+    pub renames: Vec<Rename>,
+    pub feature: Option<String>,
+    pub required: bool,
+    pub attribute: Option<String>,
+    pub typed: bool,
+    pub doc: String,
+}
+
+impl Field {
+    /// The element (or `@attribute`, or `a[name=…]`) the field uses at `v`, if it exists there.
+    pub fn element_at(&self, v: Version) -> Option<String> {
+        if !self.range.contains(v) {
+            return None;
+        }
+        if let Some(attr) = &self.attribute {
+            return Some(format!("@{attr}"));
+        }
+        if let FieldType::Anchor { name, .. } = &self.ty {
+            return Some(format!("a[name={name}]"));
+        }
+        if self.renames.is_empty() {
+            return Some(self.element.clone());
+        }
+        self.renames.iter().find(|r| r.range.contains(v)).map(|r| r.element.clone())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnumDef {
+    pub name: String,
+    pub rust_name: String,
+    pub doc: String,
+    pub values: Vec<EnumValue>,
+    pub file: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnumValue {
+    pub name: String,
+    pub rust_name: String,
+    pub range: Range,
+    pub feature: Option<String>,
+    pub fallback: Option<String>,
+    /// Spelling when there are no renames.
+    pub value: String,
+    pub renames: Vec<ValueRename>,
+    pub doc: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValueRename {
+    pub range: Range,
+    pub value: String,
+}
+
+impl EnumValue {
+    /// The spelling at `v` when the value exists there.
+    pub fn spelling_at(&self, v: Version) -> Option<&str> {
+        if self.renames.is_empty() {
+            return Some(&self.value);
+        }
+        self.renames.iter().find(|r| r.range.contains(v)).map(|r| r.value.as_str())
+    }
+}
