@@ -5,4 +5,4 @@ mod ir;
 mod load;
 
 pub use ir::*;
-pub use load::{camel_case, load_dir, load_sources, SchemaError};
+pub use load::{SchemaError, camel_case, load_dir, load_sources};

@@ -1,6 +1,6 @@
 //! The committed schema/ loads and has the shape the rest of rebill relies on.
 
-use rebill_schema::{load_dir, Direction, FieldType};
+use rebill_schema::{Direction, FieldType, load_dir};
 
 #[test]
 fn committed_schema_loads() {
@@ -13,7 +13,16 @@ fn committed_schema_loads() {
     assert!(refund.is_request_only());
     assert_eq!(refund.root, "invoice");
     let invoice = schema.resource("invoice").expect("invoice");
-    let line_items = invoice.fields.iter().find(|f| f.name == "line_items").expect("line_items");
+    let line_items = invoice
+        .fields
+        .iter()
+        .find(|f| f.name == "line_items")
+        .expect("line_items");
     assert!(matches!(&line_items.ty, FieldType::List { item, .. } if item == "adjustment"));
-    assert!(invoice.fields.iter().any(|f| f.direction == Direction::Response));
+    assert!(
+        invoice
+            .fields
+            .iter()
+            .any(|f| f.direction == Direction::Response)
+    );
 }

@@ -18,13 +18,23 @@ impl Field {
     fn elements(&self) -> Vec<(String, Option<Version>, Option<Version>)> {
         let own = (self.attrs.range.since, self.attrs.range.until);
         if self.attrs.renames.is_empty() {
-            let name = self.attrs.element.clone().unwrap_or_else(|| self.ident.to_string());
+            let name = self
+                .attrs
+                .element
+                .clone()
+                .unwrap_or_else(|| self.ident.to_string());
             return vec![(name, own.0, own.1)];
         }
         self.attrs
             .renames
             .iter()
-            .map(|r| (r.name.clone(), max_since(own.0, r.since), min_until(own.1, r.until)))
+            .map(|r| {
+                (
+                    r.name.clone(),
+                    max_since(own.0, r.since),
+                    min_until(own.1, r.until),
+                )
+            })
             .collect()
     }
 
@@ -38,7 +48,9 @@ impl Field {
     fn element_expr(&self) -> TokenStream {
         let elements = self.elements();
         let mut iter = elements.iter().rev();
-        let Some((last, _, _)) = iter.next() else { return quote!("") };
+        let Some((last, _, _)) = iter.next() else {
+            return quote!("");
+        };
         let mut expr = quote!(#last);
         for (name, since, until) in iter {
             let check = attrs::range_check(*since, *until);
@@ -77,7 +89,9 @@ fn unwrap_type(ty: &Type, wrapper: &str) -> Option<Type> {
     if last.ident != wrapper {
         return None;
     }
-    let PathArguments::AngleBracketed(args) = &last.arguments else { return None };
+    let PathArguments::AngleBracketed(args) = &last.arguments else {
+        return None;
+    };
     match args.args.first()? {
         GenericArgument::Type(t) => Some(t.clone()),
         _ => None,
@@ -88,34 +102,56 @@ pub fn derive(input: DeriveInput) -> syn::Result<TokenStream> {
     let name = &input.ident;
     let top = attrs::resource_attrs(&input.attrs)?;
     let Data::Struct(data) = &input.data else {
-        return Err(syn::Error::new(input.span(), "XmlResource derives only for structs"));
+        return Err(syn::Error::new(
+            input.span(),
+            "XmlResource derives only for structs",
+        ));
     };
     let Fields::Named(named) = &data.fields else {
-        return Err(syn::Error::new(input.span(), "XmlResource needs named fields"));
+        return Err(syn::Error::new(
+            input.span(),
+            "XmlResource needs named fields",
+        ));
     };
     let mut fields = Vec::new();
     for f in &named.named {
-        let ident = f.ident.clone().ok_or_else(|| syn::Error::new(f.span(), "unnamed field"))?;
+        let ident = f
+            .ident
+            .clone()
+            .ok_or_else(|| syn::Error::new(f.span(), "unnamed field"))?;
         let attrs = attrs::field_attrs(&f.attrs, f.span())?;
-        let option = unwrap_type(&f.ty, "Option")
-            .ok_or_else(|| syn::Error::new(f.ty.span(), "every XmlResource field must be an Option"))?;
+        let option = unwrap_type(&f.ty, "Option").ok_or_else(|| {
+            syn::Error::new(f.ty.span(), "every XmlResource field must be an Option")
+        })?;
         let inner = match attrs.kind {
-            Kind::Resource => unwrap_type(&option, "Box")
-                .ok_or_else(|| syn::Error::new(f.ty.span(), "a resource field must be Option<Box<T>>"))?,
-            Kind::List | Kind::Values => unwrap_type(&option, "Vec")
-                .ok_or_else(|| syn::Error::new(f.ty.span(), "a list field must be Option<Vec<T>>"))?,
+            Kind::Resource => unwrap_type(&option, "Box").ok_or_else(|| {
+                syn::Error::new(f.ty.span(), "a resource field must be Option<Box<T>>")
+            })?,
+            Kind::List | Kind::Values => unwrap_type(&option, "Vec").ok_or_else(|| {
+                syn::Error::new(f.ty.span(), "a list field must be Option<Vec<T>>")
+            })?,
             _ => option,
         };
         if attrs.kind == Kind::Anchor && (attrs.anchor.is_none() || attrs.method.is_none()) {
-            return Err(syn::Error::new(f.span(), "an anchor field needs `anchor` and `method`"));
+            return Err(syn::Error::new(
+                f.span(),
+                "an anchor field needs `anchor` and `method`",
+            ));
         }
         if matches!(attrs.kind, Kind::List | Kind::Values) && attrs.item.is_none() {
             return Err(syn::Error::new(f.span(), "a list field needs `item`"));
         }
         if attrs.attribute.is_some() && !matches!(attrs.kind, Kind::Scalar | Kind::Enum) {
-            return Err(syn::Error::new(f.span(), "only scalar and enum fields can be attributes"));
+            return Err(syn::Error::new(
+                f.span(),
+                "only scalar and enum fields can be attributes",
+            ));
         }
-        fields.push(Field { ident, inner, attrs });
+        fields.push(Field {
+            ident,
+            inner,
+            attrs,
+        });
     }
 
     let root = top.root.clone().unwrap_or_else(|| name.to_string());
@@ -174,7 +210,11 @@ pub fn derive(input: DeriveInput) -> syn::Result<TokenStream> {
 
 fn href_fn(top: &attrs::ResourceAttrs, fields: &[Field]) -> syn::Result<TokenStream> {
     let Some(pattern) = &top.href else {
-        return Ok(quote!(fn href_path(&self) -> ::core::option::Option<::std::string::String> { ::core::option::Option::None }));
+        return Ok(quote!(
+            fn href_path(&self) -> ::core::option::Option<::std::string::String> {
+                ::core::option::Option::None
+            }
+        ));
     };
     let text = pattern.value();
     let mut steps = Vec::new();
@@ -190,7 +230,10 @@ fn href_fn(top: &attrs::ResourceAttrs, fields: &[Field]) -> syn::Result<TokenStr
             + open;
         let field_name = &rest[open + 1..close];
         if !fields.iter().any(|f| f.ident == field_name) {
-            return Err(syn::Error::new(pattern.span(), format!("href pattern names unknown field `{field_name}`")));
+            return Err(syn::Error::new(
+                pattern.span(),
+                format!("href pattern names unknown field `{field_name}`"),
+            ));
         }
         let ident = Ident::new(field_name, pattern.span());
         steps.push(quote! {
@@ -237,12 +280,21 @@ fn elements_table(fields: &[Field]) -> TokenStream {
 fn write_attributes(fields: &[Field]) -> TokenStream {
     let mut out = Vec::new();
     for f in fields {
-        let Some(attr) = &f.attrs.attribute else { continue };
+        let Some(attr) = &f.attrs.attribute else {
+            continue;
+        };
         let ident = &f.ident;
         let present = f.presence();
         let text = match f.attrs.kind {
             Kind::Enum => quote!(::rebill_xml::XmlEnum::wire_value(v, ctx)),
-            _ => quote!({ let mut s = ::std::string::String::new(); ::rebill_xml::XmlScalar::write_text(v, &mut s); s }.as_str()),
+            _ => quote!(
+                {
+                    let mut s = ::std::string::String::new();
+                    ::rebill_xml::XmlScalar::write_text(v, &mut s);
+                    s
+                }
+                .as_str()
+            ),
         };
         out.push(quote! {
             if #present {
@@ -267,9 +319,15 @@ fn write_children(fields: &[Field]) -> TokenStream {
         let present = f.presence();
         let element = f.element_expr();
         let write = match f.attrs.kind {
-            Kind::Scalar => quote!(::rebill_xml::codec::write_scalar::<#inner>(w, #element, &self.#ident, mode)),
-            Kind::Enum => quote!(::rebill_xml::codec::write_enum::<#inner>(w, #element, &self.#ident, ctx, mode)),
-            Kind::Money => quote!(::rebill_xml::codec::write_money(w, #element, &self.#ident, mode)),
+            Kind::Scalar => {
+                quote!(::rebill_xml::codec::write_scalar::<#inner>(w, #element, &self.#ident, mode))
+            }
+            Kind::Enum => {
+                quote!(::rebill_xml::codec::write_enum::<#inner>(w, #element, &self.#ident, ctx, mode))
+            }
+            Kind::Money => {
+                quote!(::rebill_xml::codec::write_money(w, #element, &self.#ident, mode))
+            }
             Kind::Resource => {
                 let typed = f.attrs.typed;
                 quote!(::rebill_xml::codec::write_nested::<#inner>(w, #element, &self.#ident, ctx, mode, #typed))
@@ -297,12 +355,16 @@ fn write_children(fields: &[Field]) -> TokenStream {
 fn read_attribute(fields: &[Field]) -> TokenStream {
     let mut arms = Vec::new();
     for f in fields {
-        let Some(attr) = &f.attrs.attribute else { continue };
+        let Some(attr) = &f.attrs.attribute else {
+            continue;
+        };
         let ident = &f.ident;
         let inner = &f.inner;
         let present = f.presence();
         let parse = match f.attrs.kind {
-            Kind::Enum => quote!(::rebill_xml::codec::parse_enum::<#inner>(value, ctx, mode).map_err(|e| e.within(#attr))?),
+            Kind::Enum => {
+                quote!(::rebill_xml::codec::parse_enum::<#inner>(value, ctx, mode).map_err(|e| e.within(#attr))?)
+            }
             _ => quote! {
                 <#inner as ::rebill_xml::XmlScalar>::parse_text(value).ok_or_else(|| {
                     ::rebill_xml::DecodeError::new(::rebill_xml::DecodeErrorKind::InvalidValue {
@@ -312,7 +374,9 @@ fn read_attribute(fields: &[Field]) -> TokenStream {
                 })?
             },
         };
-        arms.push(quote!(#attr if #present => { self.#ident = ::core::option::Option::Some(#parse); }));
+        arms.push(
+            quote!(#attr if #present => { self.#ident = ::core::option::Option::Some(#parse); }),
+        );
     }
     quote! {
         match key {
@@ -327,7 +391,11 @@ fn read_child(fields: &[Field]) -> TokenStream {
     let mut select = Vec::new();
     let mut anchor_select = Vec::new();
     let mut actions = Vec::new();
-    for (index, f) in fields.iter().enumerate().filter(|(_, f)| f.attrs.attribute.is_none()) {
+    for (index, f) in fields
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f.attrs.attribute.is_none())
+    {
         let index = index as u32;
         let ident = &f.ident;
         let inner = &f.inner;
@@ -335,7 +403,8 @@ fn read_child(fields: &[Field]) -> TokenStream {
         let required = f.attrs.required;
         if f.attrs.kind == Kind::Anchor {
             let anchor = f.attrs.anchor.clone().unwrap_or_default();
-            anchor_select.push(quote!(::core::option::Option::Some(#anchor) if #present => #index,));
+            anchor_select
+                .push(quote!(::core::option::Option::Some(#anchor) if #present => #index,));
             actions.push(quote! {
                 #index => { self.#ident = ::rebill_xml::codec::read_link(r, tag, ctx).map_err(|e| e.within("a"))?; }
             });
@@ -350,7 +419,9 @@ fn read_child(fields: &[Field]) -> TokenStream {
             Kind::Scalar => quote!(::rebill_xml::codec::read_scalar::<#inner>(r, tag, #required)),
             Kind::Enum => quote!(::rebill_xml::codec::read_enum::<#inner>(r, tag, ctx, #required)),
             Kind::Money => quote!(::rebill_xml::codec::read_money(r, tag, #required)),
-            Kind::Resource => quote!(::rebill_xml::codec::read_nested::<#inner>(r, tag, ctx, #required)),
+            Kind::Resource => {
+                quote!(::rebill_xml::codec::read_nested::<#inner>(r, tag, ctx, #required))
+            }
             Kind::List => {
                 let item = f.attrs.item.clone().unwrap_or_default();
                 quote!(::rebill_xml::codec::read_list::<#inner>(r, tag, #item, ctx))

@@ -70,7 +70,10 @@ pub struct DecodeError {
 
 impl DecodeError {
     pub fn new(kind: DecodeErrorKind) -> Self {
-        Self { kind, reversed_path: Vec::new() }
+        Self {
+            kind,
+            reversed_path: Vec::new(),
+        }
     }
 
     pub fn kind(&self) -> &DecodeErrorKind {
@@ -80,7 +83,8 @@ impl DecodeError {
     /// Prefixes the path with an element name (called by each enclosing decoder).
     #[must_use]
     pub fn within(mut self, element: &str) -> Self {
-        self.reversed_path.push(PathSegment::Element(element.to_owned()));
+        self.reversed_path
+            .push(PathSegment::Element(element.to_owned()));
         self
     }
 
@@ -160,6 +164,9 @@ mod tests {
             .within("line_items")
             .within("invoice");
         assert_eq!(err.path(), "invoice.line_items[2].quantity");
-        assert_eq!(err.to_string(), "unknown element at `invoice.line_items[2].quantity`");
+        assert_eq!(
+            err.to_string(),
+            "unknown element at `invoice.line_items[2].quantity`"
+        );
     }
 }

@@ -3,7 +3,9 @@
 use std::fmt;
 use std::str::FromStr;
 
-pub use crate::generated::versions::{DEFAULT_VERSION, KNOWN_FEATURES, LATEST_VERSION, SUPPORTED_VERSIONS};
+pub use crate::generated::versions::{
+    DEFAULT_VERSION, KNOWN_FEATURES, LATEST_VERSION, SUPPORTED_VERSIONS,
+};
 
 /// One API version, such as `2.11`. Only the versions in [`SUPPORTED_VERSIONS`] can be parsed;
 /// ordering follows the version numbers (2.9 < 2.10).
@@ -119,9 +121,14 @@ mod tests {
 
     #[test]
     fn rejects_unsupported_versions() {
-        for bad in ["2.1", "2.12", "3.0", "2", "", "two", "2.x", "+2.5", "2.05x", "2.-1"] {
+        for bad in [
+            "2.1", "2.12", "3.0", "2", "", "two", "2.x", "+2.5", "2.05x", "2.-1",
+        ] {
             let err = ApiVersion::parse(bad).expect_err(bad);
-            assert!(err.to_string().contains("supported versions: 2.0, 2.2"), "{err}");
+            assert!(
+                err.to_string().contains("supported versions: 2.0, 2.2"),
+                "{err}"
+            );
         }
     }
 

@@ -1,0 +1,134 @@
+//! `cargo xtask regen [--check]` and `cargo xtask xml`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "cargo xtask", about = "rebill maintainer commands")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Regenerate the models from schema/ (with --check: fail if any generated file is stale).
+    Regen {
+        #[arg(long)]
+        check: bool,
+    },
+    /// Rewrite one response document of a resource from one API version to another.
+    Xml {
+        /// Schema name of the resource (e.g. invoice).
+        #[arg(long)]
+        resource: String,
+        /// Version the input is written at.
+        #[arg(long)]
+        from: String,
+        /// Version to write.
+        #[arg(long)]
+        to: String,
+        /// Site features, comma-separated (e.g. credit_memos).
+        #[arg(long, default_value = "")]
+        features: String,
+        /// Base URL of hrefs.
+        #[arg(long, default_value = "https://api.rebill.test")]
+        base_url: String,
+        /// Input file (stdin when absent).
+        file: Option<PathBuf>,
+    },
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Regen { check } => regen(check),
+        Command::Xml {
+            resource,
+            from,
+            to,
+            features,
+            base_url,
+            file,
+        } => xml(&resource, &from, &to, &features, &base_url, file),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn regen(check: bool) -> anyhow::Result<()> {
+    let root = workspace_root();
+    let schema = rebill_schema::load_dir(&root.join("schema"))?;
+    let files = rebill_codegen::generate(&schema)?;
+    if check {
+        let stale = rebill_codegen::stale_files(&root, &files);
+        if !stale.is_empty() {
+            anyhow::bail!("{}", rebill_codegen::stale_message(&stale));
+        }
+        println!("generated files are up to date ({} files)", files.len());
+    } else {
+        let changed = rebill_codegen::write(&root, &files)?;
+        for path in &changed {
+            println!("wrote {}", path.display());
+        }
+        println!("{} generated files, {} changed", files.len(), changed.len());
+    }
+    Ok(())
+}
+
+/// Runs the `rebill-transcode` binary, which links the generated models. It lives in its own
+/// crate so that `regen` never depends on the code it generates.
+fn xml(
+    resource: &str,
+    from: &str,
+    to: &str,
+    features: &str,
+    base_url: &str,
+    file: Option<PathBuf>,
+) -> anyhow::Result<()> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let mut cmd = std::process::Command::new(cargo);
+    cmd.current_dir(workspace_root())
+        .args([
+            "run",
+            "--quiet",
+            "--release",
+            "--package",
+            "rebill-transcode",
+            "--",
+        ])
+        .args([
+            "--resource",
+            resource,
+            "--from",
+            from,
+            "--to",
+            to,
+            "--features",
+            features,
+            "--base-url",
+            base_url,
+        ]);
+    if let Some(path) = file {
+        cmd.arg(std::path::absolute(path)?);
+    }
+    let status = cmd.status()?;
+    if !status.success() {
+        std::process::exit(status.code().unwrap_or(1));
+    }
+    Ok(())
+}
