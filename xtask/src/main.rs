@@ -42,24 +42,16 @@ enum Command {
 }
 
 fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default()
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_default()
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Regen { check } => regen(check),
-        Command::Xml {
-            resource,
-            from,
-            to,
-            features,
-            base_url,
-            file,
-        } => xml(&resource, &from, &to, &features, &base_url, file),
+        Command::Xml { resource, from, to, features, base_url, file } => {
+            xml(&resource, &from, &to, &features, &base_url, file)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -103,26 +95,8 @@ fn xml(
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let mut cmd = std::process::Command::new(cargo);
     cmd.current_dir(workspace_root())
-        .args([
-            "run",
-            "--quiet",
-            "--release",
-            "--package",
-            "rebill-transcode",
-            "--",
-        ])
-        .args([
-            "--resource",
-            resource,
-            "--from",
-            from,
-            "--to",
-            to,
-            "--features",
-            features,
-            "--base-url",
-            base_url,
-        ]);
+        .args(["run", "--quiet", "--release", "--package", "rebill-transcode", "--"])
+        .args(["--resource", resource, "--from", from, "--to", to, "--features", features, "--base-url", base_url]);
     if let Some(path) = file {
         cmd.arg(std::path::absolute(path)?);
     }

@@ -8,9 +8,7 @@ use std::path::{Path, PathBuf};
 
 use proc_macro2::{Ident, Span, TokenStream};
 use quote::quote;
-use rebill_schema::{
-    Direction, EnumDef, Field, FieldType, Range, Resource, Scalar, Schema, Version,
-};
+use rebill_schema::{Direction, EnumDef, Field, FieldType, Range, Resource, Scalar, Schema, Version};
 
 /// Where the models go, relative to the workspace root.
 pub const MODELS_DIR: &str = "crates/rebill-models/src/generated";
@@ -30,10 +28,7 @@ pub enum GenerateError {
     #[error("generated code for {file} does not parse: {message}")]
     Render { file: String, message: String },
     #[error("{path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
+    Io { path: String, source: std::io::Error },
 }
 
 fn header(source: &str) -> String {
@@ -41,10 +36,8 @@ fn header(source: &str) -> String {
 }
 
 fn render(file: &str, source: &str, tokens: TokenStream) -> Result<String, GenerateError> {
-    let parsed: syn::File = syn::parse2(tokens).map_err(|e| GenerateError::Render {
-        file: file.to_owned(),
-        message: e.to_string(),
-    })?;
+    let parsed: syn::File =
+        syn::parse2(tokens).map_err(|e| GenerateError::Render { file: file.to_owned(), message: e.to_string() })?;
     Ok(header(source) + &prettyplease::unparse(&parsed))
 }
 
@@ -54,16 +47,9 @@ fn ident(name: &str) -> Ident {
 
 /// Generates every file from the schema.
 pub fn generate(schema: &Schema) -> Result<Vec<GeneratedFile>, GenerateError> {
-    let mut files = vec![GeneratedFile {
-        path: PathBuf::from(VERSIONS_FILE),
-        contents: versions_file(schema)?,
-    }];
+    let mut files = vec![GeneratedFile { path: PathBuf::from(VERSIONS_FILE), contents: versions_file(schema)? }];
     for resource in &schema.resources {
-        let enums: Vec<&EnumDef> = schema
-            .enums
-            .iter()
-            .filter(|e| e.file == resource.file)
-            .collect();
+        let enums: Vec<&EnumDef> = schema.enums.iter().filter(|e| e.file == resource.file).collect();
         let tokens = resource_file(schema, resource, &enums);
         let name = format!("{}.rs", resource.name);
         files.push(GeneratedFile {
@@ -143,31 +129,16 @@ fn field_tokens(schema: &Schema, field: &Field) -> TokenStream {
         }
         FieldType::Money => quote!(Option<rebill_xml::Money>),
         FieldType::Enum(e) => {
-            let t = ident(
-                &schema
-                    .enum_def(e)
-                    .map(|d| d.rust_name.clone())
-                    .unwrap_or_default(),
-            );
+            let t = ident(&schema.enum_def(e).map(|d| d.rust_name.clone()).unwrap_or_default());
             quote!(Option<#t>)
         }
         FieldType::Resource(r) => {
-            let t = ident(
-                &schema
-                    .resource(r)
-                    .map(|d| d.rust_name.clone())
-                    .unwrap_or_default(),
-            );
+            let t = ident(&schema.resource(r).map(|d| d.rust_name.clone()).unwrap_or_default());
             quote!(Option<Box<#t>>)
         }
         FieldType::List { of, item } => {
             attrs.push(quote!(item = #item));
-            let t = ident(
-                &schema
-                    .resource(of)
-                    .map(|d| d.rust_name.clone())
-                    .unwrap_or_default(),
-            );
+            let t = ident(&schema.resource(of).map(|d| d.rust_name.clone()).unwrap_or_default());
             quote!(Option<Vec<#t>>)
         }
         FieldType::Values { of, item } => {
@@ -221,10 +192,7 @@ fn field_tokens(schema: &Schema, field: &Field) -> TokenStream {
 
 /// The field's doc text plus a line on where it appears.
 fn field_doc(field: &Field) -> String {
-    let mut facts = vec![
-        format!("`{}`", field.ty.kind()),
-        field.direction.as_str().to_owned(),
-    ];
+    let mut facts = vec![format!("`{}`", field.ty.kind()), field.direction.as_str().to_owned()];
     if field.range != Range::default() {
         facts.push(field.range.to_string());
     }
@@ -250,11 +218,7 @@ fn resource_file(schema: &Schema, resource: &Resource, enums: &[&EnumDef]) -> To
     let doc = doc_attrs(&resource.doc);
     let fields = resource.fields.iter().map(|f| field_tokens(schema, f));
     let enum_items = enums.iter().map(|e| enum_tokens(e));
-    let derives = if enums.is_empty() {
-        quote!(XmlResource)
-    } else {
-        quote!({XmlEnum, XmlResource})
-    };
+    let derives = if enums.is_empty() { quote!(XmlResource) } else { quote!({XmlEnum, XmlResource}) };
     quote! {
         #[allow(unused_imports)]
         use super::*;
@@ -295,11 +259,7 @@ fn enum_tokens(def: &EnumDef) -> TokenStream {
             let fb = rebill_schema::camel_case(fb);
             attrs.push(quote!(fallback = #fb));
         }
-        let mut text = if v.doc.is_empty() {
-            format!("`{}`", v.name)
-        } else {
-            v.doc.clone()
-        };
+        let mut text = if v.doc.is_empty() { format!("`{}`", v.name) } else { v.doc.clone() };
         if v.range != Range::default() || v.feature.is_some() {
             let mut when = vec![v.range.to_string()];
             if let Some(f) = &v.feature {
@@ -396,8 +356,7 @@ pub fn stale_files(root: &Path, files: &[GeneratedFile]) -> Vec<PathBuf> {
     let mut stale: Vec<PathBuf> = files
         .iter()
         .filter(|f| {
-            let on_disk =
-                std::fs::read_to_string(root.join(&f.path)).map(|s| s.replace("\r\n", "\n"));
+            let on_disk = std::fs::read_to_string(root.join(&f.path)).map(|s| s.replace("\r\n", "\n"));
             on_disk.ok().as_deref() != Some(f.contents.as_str())
         })
         .map(|f| f.path.clone())
@@ -420,10 +379,7 @@ pub fn write(root: &Path, files: &[GeneratedFile]) -> Result<Vec<PathBuf>, Gener
     let stale = stale_files(root, files);
     for path in &stale {
         let full = root.join(path);
-        let io = |source| GenerateError::Io {
-            path: path.display().to_string(),
-            source,
-        };
+        let io = |source| GenerateError::Io { path: path.display().to_string(), source };
         match files.iter().find(|f| &f.path == path) {
             Some(file) => {
                 if let Some(parent) = full.parent() {

@@ -13,6 +13,7 @@
 //! assert!(xml.contains(r#"<account href="https://api.rebill.test/v2/accounts/a1">"#));
 //! ```
 
+#[rustfmt::skip]
 mod generated;
 
 pub use generated::*;
@@ -46,11 +47,7 @@ pub trait Model:
 {
 }
 #[cfg(feature = "arbitrary")]
-impl<
-    T: XmlResource + Project + Debug + Clone + PartialEq + rebill_xml::arbitrary::Arbitrary + 'static,
-> Model for T
-{
-}
+impl<T: XmlResource + Project + Debug + Clone + PartialEq + rebill_xml::arbitrary::Arbitrary + 'static> Model for T {}
 
 /// Receives each generated resource type from [`visit_resources`].
 pub trait ResourceVisitor {

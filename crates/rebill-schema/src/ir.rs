@@ -61,10 +61,7 @@ impl Schema {
     }
 
     pub fn latest_version(&self) -> Version {
-        self.versions
-            .last()
-            .copied()
-            .unwrap_or(self.default_version)
+        self.versions.last().copied().unwrap_or(self.default_version)
     }
 }
 
@@ -91,9 +88,7 @@ pub struct Resource {
 impl Resource {
     /// Whether every field is request-only (a request document such as the invoice refund).
     pub fn is_request_only(&self) -> bool {
-        self.fields
-            .iter()
-            .all(|f| f.direction == Direction::Request)
+        self.fields.iter().all(|f| f.direction == Direction::Request)
     }
 }
 
@@ -222,10 +217,7 @@ impl Field {
         if self.renames.is_empty() {
             return Some(self.element.clone());
         }
-        self.renames
-            .iter()
-            .find(|r| r.range.contains(v))
-            .map(|r| r.element.clone())
+        self.renames.iter().find(|r| r.range.contains(v)).map(|r| r.element.clone())
     }
 }
 
@@ -263,9 +255,6 @@ impl EnumValue {
         if self.renames.is_empty() {
             return Some(&self.value);
         }
-        self.renames
-            .iter()
-            .find(|r| r.range.contains(v))
-            .map(|r| r.value.as_str())
+        self.renames.iter().find(|r| r.range.contains(v)).map(|r| r.value.as_str())
     }
 }

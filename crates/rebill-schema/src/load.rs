@@ -19,11 +19,7 @@ pub struct SchemaError {
 }
 
 fn err(file: &str, place: impl Into<String>, message: impl Into<String>) -> SchemaError {
-    SchemaError {
-        file: file.to_owned(),
-        place: place.into(),
-        message: message.into(),
-    }
+    SchemaError { file: file.to_owned(), place: place.into(), message: message.into() }
 }
 
 #[derive(Deserialize)]
@@ -129,18 +125,13 @@ struct RawValueRename {
 
 /// Loads `dir` (the `schema/` directory): `versions.toml` and every other `*.toml` file.
 pub fn load_dir(dir: &Path) -> Result<Schema, SchemaError> {
-    let entries = std::fs::read_dir(dir)
-        .map_err(|e| err("", "", format!("cannot read {}: {e}", dir.display())))?;
+    let entries = std::fs::read_dir(dir).map_err(|e| err("", "", format!("cannot read {}: {e}", dir.display())))?;
     let mut sources = Vec::new();
     for entry in entries {
         let path = entry.map_err(|e| err("", "", e.to_string()))?.path();
         if path.extension().is_some_and(|x| x == "toml") {
-            let name = path
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let text = std::fs::read_to_string(&path)
-                .map_err(|e| err(&name, "", format!("cannot read: {e}")))?;
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let text = std::fs::read_to_string(&path).map_err(|e| err(&name, "", format!("cannot read: {e}")))?;
             sources.push((name, text));
         }
     }
@@ -151,10 +142,8 @@ pub fn load_dir(dir: &Path) -> Result<Schema, SchemaError> {
 pub fn load_sources(sources: &[(String, String)]) -> Result<Schema, SchemaError> {
     let mut sorted: Vec<&(String, String)> = sources.iter().collect();
     sorted.sort_by(|a, b| a.0.cmp(&b.0));
-    let (_, versions_text) = sorted
-        .iter()
-        .find(|(n, _)| n == "versions.toml")
-        .ok_or_else(|| err("versions.toml", "", "missing"))?;
+    let (_, versions_text) =
+        sorted.iter().find(|(n, _)| n == "versions.toml").ok_or_else(|| err("versions.toml", "", "missing"))?;
     let raw_versions: RawVersions =
         toml::from_str(versions_text).map_err(|e| err("versions.toml", "", toml_message(&e)))?;
     let ctx = Versions::check(&raw_versions)?;
@@ -174,23 +163,13 @@ pub fn load_sources(sources: &[(String, String)]) -> Result<Schema, SchemaError>
     let mut seen = BTreeMap::new();
     for e in &enums {
         if let Some(first) = seen.insert(e.name.clone(), e.file.clone()) {
-            return Err(err(
-                &e.file,
-                format!("enum `{}`: ", e.name),
-                format!("already defined in schema/{first}"),
-            ));
+            return Err(err(&e.file, format!("enum `{}`: ", e.name), format!("already defined in schema/{first}")));
         }
     }
     let resource_roots: BTreeMap<String, String> = files
         .iter()
         .map(|(_, raw)| {
-            (
-                raw.resource.name.clone(),
-                raw.resource
-                    .root
-                    .clone()
-                    .unwrap_or_else(|| raw.resource.name.clone()),
-            )
+            (raw.resource.name.clone(), raw.resource.root.clone().unwrap_or_else(|| raw.resource.name.clone()))
         })
         .collect();
 
@@ -205,32 +184,18 @@ pub fn load_sources(sources: &[(String, String)]) -> Result<Schema, SchemaError>
             return Err(err(
                 file,
                 "",
-                format!(
-                    "Rust type name `{}` is already used in schema/{other}",
-                    resource.rust_name
-                ),
+                format!("Rust type name `{}` is already used in schema/{other}", resource.rust_name),
             ));
         }
         resources.push(resource);
     }
     resources.sort_by(|a, b| a.name.cmp(&b.name));
     enums.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(Schema {
-        versions: ctx.versions,
-        default_version: ctx.default,
-        features: ctx.features,
-        resources,
-        enums,
-    })
+    Ok(Schema { versions: ctx.versions, default_version: ctx.default, features: ctx.features, resources, enums })
 }
 
 fn toml_message(e: &toml::de::Error) -> String {
-    e.to_string()
-        .lines()
-        .map(str::trim_end)
-        .filter(|l| !l.is_empty())
-        .collect::<Vec<_>>()
-        .join(" ")
+    e.to_string().lines().map(str::trim_end).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" ")
 }
 
 struct Versions {
@@ -242,19 +207,16 @@ struct Versions {
 fn is_snake(name: &str) -> bool {
     let mut chars = name.chars();
     chars.next().is_some_and(|c| c.is_ascii_lowercase())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
         && !name.ends_with('_')
         && !name.contains("__")
 }
 
 const RUST_KEYWORDS: &[&str] = &[
-    "as", "async", "await", "break", "const", "continue", "crate", "dyn", "else", "enum", "extern",
-    "false", "fn", "for", "gen", "if", "impl", "in", "let", "loop", "match", "mod", "move", "mut",
-    "pub", "ref", "return", "self", "static", "struct", "super", "trait", "true", "type", "unsafe",
-    "use", "where", "while", "abstract", "become", "box", "do", "final", "macro", "override",
-    "priv", "typeof", "unsized", "virtual", "yield", "try",
+    "as", "async", "await", "break", "const", "continue", "crate", "dyn", "else", "enum", "extern", "false", "fn",
+    "for", "gen", "if", "impl", "in", "let", "loop", "match", "mod", "move", "mut", "pub", "ref", "return", "self",
+    "static", "struct", "super", "trait", "true", "type", "unsafe", "use", "where", "while", "abstract", "become",
+    "box", "do", "final", "macro", "override", "priv", "typeof", "unsized", "virtual", "yield", "try",
 ];
 
 /// `invoice_state` → `InvoiceState`.
@@ -264,21 +226,15 @@ pub fn camel_case(snake: &str) -> String {
         .filter(|p| !p.is_empty())
         .map(|p| {
             let mut c = p.chars();
-            c.next()
-                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
-                .unwrap_or_default()
+            c.next().map(|f| f.to_ascii_uppercase().to_string() + c.as_str()).unwrap_or_default()
         })
         .collect()
 }
 
 fn is_xml_name(name: &str) -> bool {
     let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
 }
 
 impl Versions {
@@ -286,19 +242,10 @@ impl Versions {
         let file = "versions.toml";
         let mut versions = Vec::new();
         for text in &raw.versions {
-            let v = parse_version(text).ok_or_else(|| {
-                err(
-                    file,
-                    "versions: ",
-                    format!("`{text}` is not a version like \"2.10\""),
-                )
-            })?;
+            let v = parse_version(text)
+                .ok_or_else(|| err(file, "versions: ", format!("`{text}` is not a version like \"2.10\"")))?;
             if versions.last().is_some_and(|last| *last >= v) {
-                return Err(err(
-                    file,
-                    "versions: ",
-                    format!("`{text}` is out of order (oldest first, no repeats)"),
-                ));
+                return Err(err(file, "versions: ", format!("`{text}` is out of order (oldest first, no repeats)")));
             }
             versions.push(v);
         }
@@ -307,53 +254,22 @@ impl Versions {
         }
         let default = parse_version(&raw.default)
             .filter(|v| versions.contains(v))
-            .ok_or_else(|| {
-                err(
-                    file,
-                    "default: ",
-                    format!("`{}` is not one of the versions", raw.default),
-                )
-            })?;
+            .ok_or_else(|| err(file, "default: ", format!("`{}` is not one of the versions", raw.default)))?;
         let mut features = Vec::new();
         for (name, f) in &raw.features {
             if !is_snake(name) {
-                return Err(err(
-                    file,
-                    format!("feature `{name}`: "),
-                    "names are snake_case",
-                ));
+                return Err(err(file, format!("feature `{name}`: "), "names are snake_case"));
             }
-            features.push(Feature {
-                name: name.clone(),
-                doc: f.doc.clone(),
-            });
+            features.push(Feature { name: name.clone(), doc: f.doc.clone() });
         }
-        Ok(Self {
-            versions,
-            default,
-            features,
-        })
+        Ok(Self { versions, default, features })
     }
 
-    fn version(
-        &self,
-        file: &str,
-        place: &str,
-        text: &Option<String>,
-    ) -> Result<Option<Version>, SchemaError> {
+    fn version(&self, file: &str, place: &str, text: &Option<String>) -> Result<Option<Version>, SchemaError> {
         let Some(text) = text else { return Ok(None) };
-        let v = parse_version(text)
-            .filter(|v| self.versions.contains(v))
-            .ok_or_else(|| {
-                err(
-                    file,
-                    place,
-                    format!(
-                        "unknown version `{text}` (versions.toml lists {})",
-                        self.list()
-                    ),
-                )
-            })?;
+        let v = parse_version(text).filter(|v| self.versions.contains(v)).ok_or_else(|| {
+            err(file, place, format!("unknown version `{text}` (versions.toml lists {})", self.list()))
+        })?;
         Ok(Some(v))
     }
 
@@ -364,39 +280,23 @@ impl Versions {
         since: &Option<String>,
         until: &Option<String>,
     ) -> Result<Range, SchemaError> {
-        let range = Range {
-            since: self.version(file, place, since)?,
-            until: self.version(file, place, until)?,
-        };
+        let range = Range { since: self.version(file, place, since)?, until: self.version(file, place, until)? };
         if let (Some(s), Some(u)) = (range.since, range.until) {
             if s >= u {
-                return Err(err(
-                    file,
-                    place,
-                    format!("empty version range: since {s} is not before until {u}"),
-                ));
+                return Err(err(file, place, format!("empty version range: since {s} is not before until {u}")));
             }
         }
         Ok(range)
     }
 
-    fn feature(
-        &self,
-        file: &str,
-        place: &str,
-        feature: &Option<String>,
-    ) -> Result<Option<String>, SchemaError> {
+    fn feature(&self, file: &str, place: &str, feature: &Option<String>) -> Result<Option<String>, SchemaError> {
         match feature {
             Some(f) if !self.features.iter().any(|k| &k.name == f) => Err(err(
                 file,
                 place,
                 format!(
                     "unknown feature `{f}` (versions.toml declares {})",
-                    self.features
-                        .iter()
-                        .map(|f| format!("`{}`", f.name))
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    self.features.iter().map(|f| format!("`{}`", f.name)).collect::<Vec<_>>().join(", ")
                 ),
             )),
             other => Ok(other.clone()),
@@ -404,11 +304,7 @@ impl Versions {
     }
 
     fn list(&self) -> String {
-        self.versions
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(", ")
+        self.versions.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
     }
 
     /// Every combination of features (the schema has few).
@@ -446,18 +342,10 @@ impl Versions {
             let feature = self.feature(file, &vplace, &v.feature)?;
             let bounded = range != Range::default() || feature.is_some();
             if bounded && v.fallback.is_none() {
-                return Err(err(
-                    file,
-                    &vplace,
-                    "a value with since, until or feature needs a fallback",
-                ));
+                return Err(err(file, &vplace, "a value with since, until or feature needs a fallback"));
             }
             if !bounded && v.fallback.is_some() {
-                return Err(err(
-                    file,
-                    &vplace,
-                    "fallback without since, until or feature is never used",
-                ));
+                return Err(err(file, &vplace, "fallback without since, until or feature is never used"));
             }
             if v.value.is_some() && !v.renames.is_empty() {
                 return Err(err(file, &vplace, "give either value or renames, not both"));
@@ -469,12 +357,7 @@ impl Versions {
                     value: r.value.clone(),
                 });
             }
-            self.check_cover(
-                file,
-                &vplace,
-                range,
-                &renames.iter().map(|r| r.range).collect::<Vec<_>>(),
-            )?;
+            self.check_cover(file, &vplace, range, &renames.iter().map(|r| r.range).collect::<Vec<_>>())?;
             values.push(EnumValue {
                 name: v.name.clone(),
                 rust_name: camel_case(&v.name),
@@ -512,8 +395,7 @@ impl Versions {
         for features in self.feature_sets() {
             for &version in &self.versions {
                 let exists = |v: &EnumValue| {
-                    v.range.contains(version)
-                        && v.feature.as_deref().is_none_or(|f| features.contains(f))
+                    v.range.contains(version) && v.feature.as_deref().is_none_or(|f| features.contains(f))
                 };
                 let mut spellings: BTreeMap<&str, &str> = BTreeMap::new();
                 for v in def.values.iter().filter(|v| exists(v)) {
@@ -522,10 +404,7 @@ impl Versions {
                         return Err(err(
                             file,
                             &place,
-                            format!(
-                                "values `{other}` and `{}` are both spelled `{spelling}` at {version}",
-                                v.name
-                            ),
+                            format!("values `{other}` and `{}` are both spelled `{spelling}` at {version}", v.name),
                         ));
                     }
                 }
@@ -534,10 +413,7 @@ impl Versions {
                     let mut steps = 0;
                     while !exists(current) {
                         steps += 1;
-                        let next = current
-                            .fallback
-                            .as_ref()
-                            .and_then(|fb| def.values.iter().find(|x| &x.name == fb));
+                        let next = current.fallback.as_ref().and_then(|fb| def.values.iter().find(|x| &x.name == fb));
                         match next {
                             Some(n) if steps <= def.values.len() => current = n,
                             _ => {
@@ -556,24 +432,14 @@ impl Versions {
     }
 
     /// Checks that rename ranges do not overlap and cover every version of `own`.
-    fn check_cover(
-        &self,
-        file: &str,
-        place: &str,
-        own: Range,
-        renames: &[Range],
-    ) -> Result<(), SchemaError> {
+    fn check_cover(&self, file: &str, place: &str, own: Range, renames: &[Range]) -> Result<(), SchemaError> {
         if renames.is_empty() {
             return Ok(());
         }
         for &v in self.versions.iter().filter(|v| own.contains(**v)) {
             match renames.iter().filter(|r| r.contains(v)).count() {
                 0 => {
-                    return Err(err(
-                        file,
-                        place,
-                        format!("renames leave version {v} without a name"),
-                    ));
+                    return Err(err(file, place, format!("renames leave version {v} without a name")));
                 }
                 1 => {}
                 _ => return Err(err(file, place, format!("rename ranges overlap at {v}"))),
@@ -591,71 +457,42 @@ impl Versions {
     ) -> Result<Resource, SchemaError> {
         let r = &raw.resource;
         if !is_snake(&r.name) {
-            return Err(err(
-                file,
-                "resource: ",
-                format!("name `{}` is not snake_case", r.name),
-            ));
+            return Err(err(file, "resource: ", format!("name `{}` is not snake_case", r.name)));
         }
         if file != format!("{}.toml", r.name) {
-            return Err(err(
-                file,
-                "resource: ",
-                format!("name `{}` does not match the file name", r.name),
-            ));
+            return Err(err(file, "resource: ", format!("name `{}` does not match the file name", r.name)));
         }
         let root = r.root.clone().unwrap_or_else(|| r.name.clone());
         if !is_xml_name(&root) || r.plural.as_deref().is_some_and(|p| !is_xml_name(p)) {
-            return Err(err(
-                file,
-                "resource: ",
-                "root and plural must be XML element names",
-            ));
+            return Err(err(file, "resource: ", "root and plural must be XML element names"));
         }
         let mut fields = Vec::new();
         for f in &raw.fields {
             fields.push(self.field(file, f, enums, roots)?);
             let field = fields.last().expect("just pushed");
-            if fields[..fields.len() - 1]
-                .iter()
-                .any(|x| x.name == field.name)
-            {
-                return Err(err(
-                    file,
-                    format!("field `{}`: ", field.name),
-                    "defined twice",
-                ));
+            if fields[..fields.len() - 1].iter().any(|x| x.name == field.name) {
+                return Err(err(file, format!("field `{}`: ", field.name), "defined twice"));
             }
         }
         if let Some(href) = &r.href {
             let mut rest = href.as_str();
             if !href.starts_with("/v2/") {
-                return Err(err(
-                    file,
-                    "resource: ",
-                    format!("href `{href}` must start with /v2/"),
-                ));
+                return Err(err(file, "resource: ", format!("href `{href}` must start with /v2/")));
             }
             while let Some(open) = rest.find('{') {
-                let close = rest[open..].find('}').map(|c| c + open).ok_or_else(|| {
-                    err(
-                        file,
-                        "resource: ",
-                        format!("href `{href}` has an unclosed `{{`"),
-                    )
-                })?;
+                let close = rest[open..]
+                    .find('}')
+                    .map(|c| c + open)
+                    .ok_or_else(|| err(file, "resource: ", format!("href `{href}` has an unclosed `{{`")))?;
                 let name = &rest[open + 1..close];
-                let ok = fields.iter().any(|f| {
-                    f.name == name
-                        && matches!(f.ty, FieldType::Scalar(Scalar::String | Scalar::Integer))
-                });
+                let ok = fields
+                    .iter()
+                    .any(|f| f.name == name && matches!(f.ty, FieldType::Scalar(Scalar::String | Scalar::Integer)));
                 if !ok {
                     return Err(err(
                         file,
                         "resource: ",
-                        format!(
-                            "href `{href}` names `{name}`, which is not a string or integer field"
-                        ),
+                        format!("href `{href}` names `{name}`, which is not a string or integer field"),
                     ));
                 }
                 rest = &rest[close + 1..];
@@ -713,17 +550,11 @@ impl Versions {
             "response" => Direction::Response,
             "both" => Direction::Both,
             other => {
-                return Err(err(
-                    file,
-                    &place,
-                    format!("unknown direction `{other}` (request, response or both)"),
-                ));
+                return Err(err(file, &place, format!("unknown direction `{other}` (request, response or both)")));
             }
         };
-        let need_of = |what: &str| {
-            f.of.clone()
-                .ok_or_else(|| err(file, &place, format!("type `{}` needs `of` ({what})", f.ty)))
-        };
+        let need_of =
+            |what: &str| f.of.clone().ok_or_else(|| err(file, &place, format!("type `{}` needs `of` ({what})", f.ty)));
         let ty = match f.ty.as_str() {
             "money" => FieldType::Money,
             "link" => FieldType::Link,
@@ -743,54 +574,30 @@ impl Versions {
             }
             "list" => {
                 let of = need_of("a resource name")?;
-                let root = roots
-                    .get(&of)
-                    .ok_or_else(|| err(file, &place, format!("unknown resource `{of}`")))?;
-                FieldType::List {
-                    item: f.item.clone().unwrap_or_else(|| root.clone()),
-                    of,
-                }
+                let root = roots.get(&of).ok_or_else(|| err(file, &place, format!("unknown resource `{of}`")))?;
+                FieldType::List { item: f.item.clone().unwrap_or_else(|| root.clone()), of }
             }
             "values" => {
                 let of = need_of("a scalar type")?;
-                let scalar = Scalar::parse(&of).ok_or_else(|| {
-                    err(
-                        file,
-                        &place,
-                        format!("`of = \"{of}\"` is not a scalar type"),
-                    )
-                })?;
-                let item = f.item.clone().ok_or_else(|| {
-                    err(
-                        file,
-                        &place,
-                        "type `values` needs `item` (the element of each value)",
-                    )
-                })?;
+                let scalar = Scalar::parse(&of)
+                    .ok_or_else(|| err(file, &place, format!("`of = \"{of}\"` is not a scalar type")))?;
+                let item = f
+                    .item
+                    .clone()
+                    .ok_or_else(|| err(file, &place, "type `values` needs `item` (the element of each value)"))?;
                 FieldType::Values { of: scalar, item }
             }
             "anchor" => {
-                let name = f.anchor.clone().ok_or_else(|| {
-                    err(
-                        file,
-                        &place,
-                        "type `anchor` needs `anchor` (the anchor's name)",
-                    )
-                })?;
+                let name = f
+                    .anchor
+                    .clone()
+                    .ok_or_else(|| err(file, &place, "type `anchor` needs `anchor` (the anchor's name)"))?;
                 let method = f.method.clone().unwrap_or_default();
                 if !matches!(method.as_str(), "get" | "post" | "put" | "delete") {
-                    return Err(err(
-                        file,
-                        &place,
-                        "type `anchor` needs `method` = get, post, put or delete",
-                    ));
+                    return Err(err(file, &place, "type `anchor` needs `method` = get, post, put or delete"));
                 }
                 if direction != Direction::Response {
-                    return Err(err(
-                        file,
-                        &place,
-                        "anchors appear only in responses (direction = \"response\")",
-                    ));
+                    return Err(err(file, &place, "anchors appear only in responses (direction = \"response\")"));
                 }
                 FieldType::Anchor { name, method }
             }
@@ -810,43 +617,22 @@ impl Versions {
         if f.of.is_some()
             && !matches!(
                 ty,
-                FieldType::Enum(_)
-                    | FieldType::Resource(_)
-                    | FieldType::List { .. }
-                    | FieldType::Values { .. }
+                FieldType::Enum(_) | FieldType::Resource(_) | FieldType::List { .. } | FieldType::Values { .. }
             )
         {
-            return Err(err(
-                file,
-                &place,
-                format!("`of` does not apply to type `{}`", f.ty),
-            ));
+            return Err(err(file, &place, format!("`of` does not apply to type `{}`", f.ty)));
         }
         if f.item.is_some() && !matches!(ty, FieldType::List { .. } | FieldType::Values { .. }) {
-            return Err(err(
-                file,
-                &place,
-                format!("`item` does not apply to type `{}`", f.ty),
-            ));
+            return Err(err(file, &place, format!("`item` does not apply to type `{}`", f.ty)));
         }
         if (f.anchor.is_some() || f.method.is_some()) && !matches!(ty, FieldType::Anchor { .. }) {
-            return Err(err(
-                file,
-                &place,
-                "`anchor` and `method` apply only to type `anchor`",
-            ));
+            return Err(err(file, &place, "`anchor` and `method` apply only to type `anchor`"));
         }
         if f.typed && !matches!(ty, FieldType::Resource(_)) {
             return Err(err(file, &place, "`typed` applies only to type `resource`"));
         }
-        if f.attribute.is_some()
-            && !matches!(ty, FieldType::Scalar(Scalar::String) | FieldType::Enum(_))
-        {
-            return Err(err(
-                file,
-                &place,
-                "only string and enum fields can be attributes",
-            ));
+        if f.attribute.is_some() && !matches!(ty, FieldType::Scalar(Scalar::String) | FieldType::Enum(_)) {
+            return Err(err(file, &place, "only string and enum fields can be attributes"));
         }
         if f.attribute.is_some() && (f.element.is_some() || !f.renames.is_empty()) {
             return Err(err(file, &place, "an attribute field has no element name"));
@@ -854,39 +640,19 @@ impl Versions {
         let range = self.range(file, &place, &f.since, &f.until)?;
         let feature = self.feature(file, &place, &f.feature)?;
         if f.element.is_some() && !f.renames.is_empty() {
-            return Err(err(
-                file,
-                &place,
-                "give either element or renames, not both",
-            ));
+            return Err(err(file, &place, "give either element or renames, not both"));
         }
         let mut renames = Vec::new();
         for r in &f.renames {
             if !is_xml_name(&r.element) {
-                return Err(err(
-                    file,
-                    &place,
-                    format!("`{}` is not an XML element name", r.element),
-                ));
+                return Err(err(file, &place, format!("`{}` is not an XML element name", r.element)));
             }
-            renames.push(Rename {
-                range: self.range(file, &place, &r.since, &r.until)?,
-                element: r.element.clone(),
-            });
+            renames.push(Rename { range: self.range(file, &place, &r.since, &r.until)?, element: r.element.clone() });
         }
-        self.check_cover(
-            file,
-            &place,
-            range,
-            &renames.iter().map(|r| r.range).collect::<Vec<_>>(),
-        )?;
+        self.check_cover(file, &place, range, &renames.iter().map(|r| r.range).collect::<Vec<_>>())?;
         let element = f.element.clone().unwrap_or_else(|| f.name.clone());
         if !is_xml_name(&element) {
-            return Err(err(
-                file,
-                &place,
-                format!("`{element}` is not an XML element name"),
-            ));
+            return Err(err(file, &place, format!("`{element}` is not an XML element name")));
         }
         Ok(Field {
             name: f.name.clone(),
@@ -910,8 +676,5 @@ fn parse_version(text: &str) -> Option<Version> {
     if !digits(a) || !digits(b) {
         return None;
     }
-    Some(Version {
-        major: a.parse().ok()?,
-        minor: b.parse().ok()?,
-    })
+    Some(Version { major: a.parse().ok()?, minor: b.parse().ok()? })
 }

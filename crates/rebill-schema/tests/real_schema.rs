@@ -13,16 +13,7 @@ fn committed_schema_loads() {
     assert!(refund.is_request_only());
     assert_eq!(refund.root, "invoice");
     let invoice = schema.resource("invoice").expect("invoice");
-    let line_items = invoice
-        .fields
-        .iter()
-        .find(|f| f.name == "line_items")
-        .expect("line_items");
+    let line_items = invoice.fields.iter().find(|f| f.name == "line_items").expect("line_items");
     assert!(matches!(&line_items.ty, FieldType::List { item, .. } if item == "adjustment"));
-    assert!(
-        invoice
-            .fields
-            .iter()
-            .any(|f| f.direction == Direction::Response)
-    );
+    assert!(invoice.fields.iter().any(|f| f.direction == Direction::Response));
 }

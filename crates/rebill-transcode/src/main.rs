@@ -11,10 +11,7 @@ use clap::Parser;
 use rebill_xml::{ApiVersion, Features, Mode, WireContext};
 
 #[derive(Parser)]
-#[command(
-    name = "rebill-transcode",
-    about = "Rewrite a rebill XML document for another API version"
-)]
+#[command(name = "rebill-transcode", about = "Rewrite a rebill XML document for another API version")]
 struct Args {
     /// Schema name of the resource (e.g. invoice).
     #[arg(long)]
@@ -50,38 +47,21 @@ fn main() -> ExitCode {
 
 fn run(args: Args) -> anyhow::Result<String> {
     let features = Features::parse(&args.features)?;
-    let from = WireContext::new(
-        ApiVersion::parse(&args.from)?,
-        features.clone(),
-        &args.base_url,
-    );
+    let from = WireContext::new(ApiVersion::parse(&args.from)?, features.clone(), &args.base_url);
     let to = WireContext::new(ApiVersion::parse(&args.to)?, features, &args.base_url);
-    let info = rebill_models::RESOURCES
-        .iter()
-        .find(|r| r.name == args.resource)
-        .ok_or_else(|| {
-            let names: Vec<_> = rebill_models::RESOURCES.iter().map(|r| r.name).collect();
-            anyhow::anyhow!(
-                "unknown resource `{}`; known resources: {}",
-                args.resource,
-                names.join(", ")
-            )
-        })?;
+    let info = rebill_models::RESOURCES.iter().find(|r| r.name == args.resource).ok_or_else(|| {
+        let names: Vec<_> = rebill_models::RESOURCES.iter().map(|r| r.name).collect();
+        anyhow::anyhow!("unknown resource `{}`; known resources: {}", args.resource, names.join(", "))
+    })?;
     let input = match &args.file {
-        Some(path) => {
-            std::fs::read(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
-        }
+        Some(path) => std::fs::read(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
         None => {
             let mut buf = Vec::new();
             std::io::stdin().read_to_end(&mut buf)?;
             buf
         }
     };
-    let mode = if info.request_only {
-        Mode::Request
-    } else {
-        Mode::Response
-    };
+    let mode = if info.request_only { Mode::Request } else { Mode::Response };
     match rebill_models::transcode(info.name, &input, &from, &to, mode) {
         Some(result) => result.map_err(|e| anyhow::anyhow!("invalid {} document: {e}", info.name)),
         None => anyhow::bail!("unknown resource `{}`", info.name),

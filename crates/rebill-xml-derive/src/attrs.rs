@@ -12,15 +12,8 @@ pub struct Version(pub u8, pub u8);
 impl Version {
     pub fn parse(lit: &LitStr) -> syn::Result<Self> {
         let text = lit.value();
-        let parsed = text
-            .split_once('.')
-            .and_then(|(a, b)| Some(Version(a.parse().ok()?, b.parse().ok()?)));
-        parsed.ok_or_else(|| {
-            syn::Error::new(
-                lit.span(),
-                format!("`{text}` is not a version like \"2.10\""),
-            )
-        })
+        let parsed = text.split_once('.').and_then(|(a, b)| Some(Version(a.parse().ok()?, b.parse().ok()?)));
+        parsed.ok_or_else(|| syn::Error::new(lit.span(), format!("`{text}` is not a version like \"2.10\"")))
     }
 }
 
@@ -99,9 +92,7 @@ pub enum Kind {
 impl Kind {
     fn parse(lit: &LitStr) -> syn::Result<Self> {
         Ok(match lit.value().as_str() {
-            "string" | "integer" | "boolean" | "datetime" | "date" | "float" | "cents" => {
-                Kind::Scalar
-            }
+            "string" | "integer" | "boolean" | "datetime" | "date" | "float" | "cents" => Kind::Scalar,
             "money" => Kind::Money,
             "enum" => Kind::Enum,
             "resource" => Kind::Resource,
@@ -110,10 +101,7 @@ impl Kind {
             "link" => Kind::Link,
             "anchor" => Kind::Anchor,
             other => {
-                return Err(syn::Error::new(
-                    lit.span(),
-                    format!("unknown kind `{other}`"),
-                ));
+                return Err(syn::Error::new(lit.span(), format!("unknown kind `{other}`")));
             }
         })
     }
@@ -158,19 +146,13 @@ pub fn field_attrs(attrs: &[Attribute], span: Span) -> syn::Result<FieldAttrs> {
     };
     for attr in attrs.iter().filter(|a| a.path().is_ident("xml")) {
         attr.parse_nested_meta(|meta| {
-            let string = |meta: &syn::meta::ParseNestedMeta| -> syn::Result<LitStr> {
-                meta.value()?.parse::<LitStr>()
-            };
+            let string = |meta: &syn::meta::ParseNestedMeta| -> syn::Result<LitStr> { meta.value()?.parse::<LitStr>() };
             if meta.path.is_ident("kind") {
                 kind = Some(Kind::parse(&string(&meta)?)?);
             } else if meta.path.is_ident("element") {
                 out.element = Some(string(&meta)?.value());
             } else if meta.path.is_ident("rename") {
-                let mut rename = Rename {
-                    name: String::new(),
-                    since: None,
-                    until: None,
-                };
+                let mut rename = Rename { name: String::new(), since: None, until: None };
                 meta.parse_nested_meta(|inner| {
                     let lit = inner.value()?.parse::<LitStr>()?;
                     if inner.path.is_ident("element") {
@@ -201,10 +183,7 @@ pub fn field_attrs(attrs: &[Attribute], span: Span) -> syn::Result<FieldAttrs> {
                     "response" => Direction::Response,
                     "both" => Direction::Both,
                     _ => {
-                        return Err(syn::Error::new(
-                            lit.span(),
-                            "expected request, response or both",
-                        ));
+                        return Err(syn::Error::new(lit.span(), "expected request, response or both"));
                     }
                 };
             } else if meta.path.is_ident("required") {
@@ -246,11 +225,7 @@ pub fn variant_attrs(attrs: &[Attribute]) -> syn::Result<VariantAttrs> {
             if meta.path.is_ident("value") {
                 out.value = Some(meta.value()?.parse::<LitStr>()?.value());
             } else if meta.path.is_ident("rename") {
-                let mut rename = Rename {
-                    name: String::new(),
-                    since: None,
-                    until: None,
-                };
+                let mut rename = Rename { name: String::new(), since: None, until: None };
                 meta.parse_nested_meta(|inner| {
                     let lit = inner.value()?.parse::<LitStr>()?;
                     if inner.path.is_ident("value") {

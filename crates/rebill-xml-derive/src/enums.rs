@@ -15,16 +15,8 @@ struct Variant {
 impl Variant {
     fn renames(&self) -> Vec<Rename> {
         if self.attrs.renames.is_empty() {
-            let value = self
-                .attrs
-                .value
-                .clone()
-                .unwrap_or_else(|| self.ident.to_string());
-            vec![Rename {
-                name: value,
-                since: None,
-                until: None,
-            }]
+            let value = self.attrs.value.clone().unwrap_or_else(|| self.ident.to_string());
+            vec![Rename { name: value, since: None, until: None }]
         } else {
             self.attrs.renames.clone()
         }
@@ -35,11 +27,7 @@ impl Variant {
     }
 
     fn has_bounds(&self) -> bool {
-        let RangeAttrs {
-            since,
-            until,
-            feature,
-        } = &self.attrs.range;
+        let RangeAttrs { since, until, feature } = &self.attrs.range;
         since.is_some() || until.is_some() || feature.is_some()
     }
 
@@ -64,10 +52,7 @@ impl Variant {
 pub fn derive(input: DeriveInput) -> syn::Result<TokenStream> {
     let name = &input.ident;
     let Data::Enum(data) = &input.data else {
-        return Err(syn::Error::new(
-            input.span(),
-            "XmlEnum derives only for enums",
-        ));
+        return Err(syn::Error::new(input.span(), "XmlEnum derives only for enums"));
     };
     let mut enum_name = None;
     for attr in input.attrs.iter().filter(|a| a.path().is_ident("xml")) {
@@ -88,40 +73,23 @@ pub fn derive(input: DeriveInput) -> syn::Result<TokenStream> {
         let attrs = attrs::variant_attrs(&v.attrs)?;
         if attrs.unknown {
             if !matches!(&v.fields, Fields::Unnamed(f) if f.unnamed.len() == 1) {
-                return Err(syn::Error::new(
-                    v.span(),
-                    "the unknown variant must hold one String",
-                ));
+                return Err(syn::Error::new(v.span(), "the unknown variant must hold one String"));
             }
             unknown = Some(v.ident.clone());
             continue;
         }
         if !matches!(v.fields, Fields::Unit) {
-            return Err(syn::Error::new(
-                v.span(),
-                "enum values must be unit variants",
-            ));
+            return Err(syn::Error::new(v.span(), "enum values must be unit variants"));
         }
         if attrs.fallback.is_none()
-            && (attrs.range.since.is_some()
-                || attrs.range.until.is_some()
-                || attrs.range.feature.is_some())
+            && (attrs.range.since.is_some() || attrs.range.until.is_some() || attrs.range.feature.is_some())
         {
-            return Err(syn::Error::new(
-                v.span(),
-                "a value with `since`, `until` or `feature` needs a `fallback`",
-            ));
+            return Err(syn::Error::new(v.span(), "a value with `since`, `until` or `feature` needs a `fallback`"));
         }
-        variants.push(Variant {
-            ident: v.ident.clone(),
-            attrs,
-        });
+        variants.push(Variant { ident: v.ident.clone(), attrs });
     }
     let unknown = unknown.ok_or_else(|| {
-        syn::Error::new(
-            input.span(),
-            "an XmlEnum needs an `#[xml(unknown)] Unknown(String)` variant",
-        )
+        syn::Error::new(input.span(), "an XmlEnum needs an `#[xml(unknown)] Unknown(String)` variant")
     })?;
 
     let wire_arms = variants.iter().map(|v| {

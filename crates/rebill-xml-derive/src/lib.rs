@@ -23,9 +23,7 @@ use syn::{DeriveInput, parse_macro_input};
 #[proc_macro_derive(XmlResource, attributes(xml))]
 pub fn derive_xml_resource(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
-    resource::derive(input)
-        .unwrap_or_else(syn::Error::into_compile_error)
-        .into()
+    resource::derive(input).unwrap_or_else(syn::Error::into_compile_error).into()
 }
 
 /// Implements `XmlEnum`, `Project`, `ALL`, `name`/`from_name` (and `Arbitrary` with the
@@ -33,7 +31,5 @@ pub fn derive_xml_resource(input: TokenStream) -> TokenStream {
 #[proc_macro_derive(XmlEnum, attributes(xml))]
 pub fn derive_xml_enum(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
-    enums::derive(input)
-        .unwrap_or_else(syn::Error::into_compile_error)
-        .into()
+    enums::derive(input).unwrap_or_else(syn::Error::into_compile_error).into()
 }

@@ -18,23 +18,13 @@ impl Field {
     fn elements(&self) -> Vec<(String, Option<Version>, Option<Version>)> {
         let own = (self.attrs.range.since, self.attrs.range.until);
         if self.attrs.renames.is_empty() {
-            let name = self
-                .attrs
-                .element
-                .clone()
-                .unwrap_or_else(|| self.ident.to_string());
+            let name = self.attrs.element.clone().unwrap_or_else(|| self.ident.to_string());
             return vec![(name, own.0, own.1)];
         }
         self.attrs
             .renames
             .iter()
-            .map(|r| {
-                (
-                    r.name.clone(),
-                    max_since(own.0, r.since),
-                    min_until(own.1, r.until),
-                )
-            })
+            .map(|r| (r.name.clone(), max_since(own.0, r.since), min_until(own.1, r.until)))
             .collect()
     }
 
@@ -102,56 +92,34 @@ pub fn derive(input: DeriveInput) -> syn::Result<TokenStream> {
     let name = &input.ident;
     let top = attrs::resource_attrs(&input.attrs)?;
     let Data::Struct(data) = &input.data else {
-        return Err(syn::Error::new(
-            input.span(),
-            "XmlResource derives only for structs",
-        ));
+        return Err(syn::Error::new(input.span(), "XmlResource derives only for structs"));
     };
     let Fields::Named(named) = &data.fields else {
-        return Err(syn::Error::new(
-            input.span(),
-            "XmlResource needs named fields",
-        ));
+        return Err(syn::Error::new(input.span(), "XmlResource needs named fields"));
     };
     let mut fields = Vec::new();
     for f in &named.named {
-        let ident = f
-            .ident
-            .clone()
-            .ok_or_else(|| syn::Error::new(f.span(), "unnamed field"))?;
+        let ident = f.ident.clone().ok_or_else(|| syn::Error::new(f.span(), "unnamed field"))?;
         let attrs = attrs::field_attrs(&f.attrs, f.span())?;
-        let option = unwrap_type(&f.ty, "Option").ok_or_else(|| {
-            syn::Error::new(f.ty.span(), "every XmlResource field must be an Option")
-        })?;
+        let option = unwrap_type(&f.ty, "Option")
+            .ok_or_else(|| syn::Error::new(f.ty.span(), "every XmlResource field must be an Option"))?;
         let inner = match attrs.kind {
-            Kind::Resource => unwrap_type(&option, "Box").ok_or_else(|| {
-                syn::Error::new(f.ty.span(), "a resource field must be Option<Box<T>>")
-            })?,
-            Kind::List | Kind::Values => unwrap_type(&option, "Vec").ok_or_else(|| {
-                syn::Error::new(f.ty.span(), "a list field must be Option<Vec<T>>")
-            })?,
+            Kind::Resource => unwrap_type(&option, "Box")
+                .ok_or_else(|| syn::Error::new(f.ty.span(), "a resource field must be Option<Box<T>>"))?,
+            Kind::List | Kind::Values => unwrap_type(&option, "Vec")
+                .ok_or_else(|| syn::Error::new(f.ty.span(), "a list field must be Option<Vec<T>>"))?,
             _ => option,
         };
         if attrs.kind == Kind::Anchor && (attrs.anchor.is_none() || attrs.method.is_none()) {
-            return Err(syn::Error::new(
-                f.span(),
-                "an anchor field needs `anchor` and `method`",
-            ));
+            return Err(syn::Error::new(f.span(), "an anchor field needs `anchor` and `method`"));
         }
         if matches!(attrs.kind, Kind::List | Kind::Values) && attrs.item.is_none() {
             return Err(syn::Error::new(f.span(), "a list field needs `item`"));
         }
         if attrs.attribute.is_some() && !matches!(attrs.kind, Kind::Scalar | Kind::Enum) {
-            return Err(syn::Error::new(
-                f.span(),
-                "only scalar and enum fields can be attributes",
-            ));
+            return Err(syn::Error::new(f.span(), "only scalar and enum fields can be attributes"));
         }
-        fields.push(Field {
-            ident,
-            inner,
-            attrs,
-        });
+        fields.push(Field { ident, inner, attrs });
     }
 
     let root = top.root.clone().unwrap_or_else(|| name.to_string());
@@ -224,16 +192,12 @@ fn href_fn(top: &attrs::ResourceAttrs, fields: &[Field]) -> syn::Result<TokenStr
         if !literal.is_empty() {
             steps.push(quote!(path.push_str(#literal);));
         }
-        let close = rest[open..]
-            .find('}')
-            .ok_or_else(|| syn::Error::new(pattern.span(), "unclosed `{` in href pattern"))?
-            + open;
+        let close =
+            rest[open..].find('}').ok_or_else(|| syn::Error::new(pattern.span(), "unclosed `{` in href pattern"))?
+                + open;
         let field_name = &rest[open + 1..close];
         if !fields.iter().any(|f| f.ident == field_name) {
-            return Err(syn::Error::new(
-                pattern.span(),
-                format!("href pattern names unknown field `{field_name}`"),
-            ));
+            return Err(syn::Error::new(pattern.span(), format!("href pattern names unknown field `{field_name}`")));
         }
         let ident = Ident::new(field_name, pattern.span());
         steps.push(quote! {
@@ -374,9 +338,7 @@ fn read_attribute(fields: &[Field]) -> TokenStream {
                 })?
             },
         };
-        arms.push(
-            quote!(#attr if #present => { self.#ident = ::core::option::Option::Some(#parse); }),
-        );
+        arms.push(quote!(#attr if #present => { self.#ident = ::core::option::Option::Some(#parse); }));
     }
     quote! {
         match key {
@@ -391,11 +353,7 @@ fn read_child(fields: &[Field]) -> TokenStream {
     let mut select = Vec::new();
     let mut anchor_select = Vec::new();
     let mut actions = Vec::new();
-    for (index, f) in fields
-        .iter()
-        .enumerate()
-        .filter(|(_, f)| f.attrs.attribute.is_none())
-    {
+    for (index, f) in fields.iter().enumerate().filter(|(_, f)| f.attrs.attribute.is_none()) {
         let index = index as u32;
         let ident = &f.ident;
         let inner = &f.inner;
@@ -403,8 +361,7 @@ fn read_child(fields: &[Field]) -> TokenStream {
         let required = f.attrs.required;
         if f.attrs.kind == Kind::Anchor {
             let anchor = f.attrs.anchor.clone().unwrap_or_default();
-            anchor_select
-                .push(quote!(::core::option::Option::Some(#anchor) if #present => #index,));
+            anchor_select.push(quote!(::core::option::Option::Some(#anchor) if #present => #index,));
             actions.push(quote! {
                 #index => { self.#ident = ::rebill_xml::codec::read_link(r, tag, ctx).map_err(|e| e.within("a"))?; }
             });

@@ -1,28 +1,17 @@
 //! The derives on small hand-written types: encoding, strict and lenient decoding, renames,
 //! feature gates, attributes and anchors.
 
-use rebill_xml::{
-    ApiVersion, DecodeErrorKind, Features, Href, Mode, Project, WireContext, XmlEnum, from_xml,
-    to_xml,
-};
+use rebill_xml::{ApiVersion, DecodeErrorKind, Features, Href, Mode, Project, WireContext, XmlEnum, from_xml, to_xml};
 use rebill_xml_derive::{XmlEnum, XmlResource};
 
 #[derive(Debug, Clone, PartialEq, XmlEnum)]
 #[xml(name = "state")]
 enum State {
-    #[xml(
-        rename(value = "open", until = "2.10"),
-        rename(value = "pending", since = "2.10")
-    )]
+    #[xml(rename(value = "open", until = "2.10"), rename(value = "pending", since = "2.10"))]
     Pending,
     #[xml(value = "paid")]
     Paid,
-    #[xml(
-        value = "voided",
-        since = "2.10",
-        feature = "credit_memos",
-        fallback = "Paid"
-    )]
+    #[xml(value = "voided", since = "2.10", feature = "credit_memos", fallback = "Paid")]
     Voided,
     #[xml(unknown)]
     Unknown(String),
@@ -62,12 +51,7 @@ struct Thing {
     children: Option<Vec<Thing>>,
     #[xml(kind = "link", direction = "response")]
     owner: Option<Href>,
-    #[xml(
-        kind = "anchor",
-        anchor = "cancel",
-        method = "put",
-        direction = "response"
-    )]
+    #[xml(kind = "anchor", anchor = "cancel", method = "put", direction = "response")]
     cancel: Option<Href>,
 }
 
@@ -88,10 +72,7 @@ fn sample() -> Thing {
         state: Some(State::Voided),
         secret: Some("s".into()),
         notes: Some(String::new()),
-        child: Some(Box::new(Thing {
-            code: Some("c".into()),
-            ..Thing::default()
-        })),
+        child: Some(Box::new(Thing { code: Some("c".into()), ..Thing::default() })),
         children: Some(vec![]),
         owner: Some(Href::path("/v2/owners/1")),
         cancel: Some(Href::path("/v2/things/a%26b/cancel")),
@@ -101,53 +82,27 @@ fn sample() -> Thing {
 #[test]
 fn response_renames_follow_the_version() {
     let old = to_xml(&sample(), &ctx("2.9", "credit_memos"), Mode::Response);
-    assert!(
-        old.contains("<thing href=\"https://x.test/v2/things/a%26b\" type=\"paid\">"),
-        "{old}"
-    );
-    assert!(
-        old.contains("<subtotal_in_cents type=\"integer\">100</subtotal_in_cents>"),
-        "{old}"
-    );
-    assert!(
-        old.contains("<subtotal_after_in_cents type=\"integer\">90</subtotal_after_in_cents>"),
-        "{old}"
-    );
-    assert!(
-        old.contains("<state>paid</state>"),
-        "fallback before 2.10: {old}"
-    );
+    assert!(old.contains("<thing href=\"https://x.test/v2/things/a%26b\" type=\"paid\">"), "{old}");
+    assert!(old.contains("<subtotal_in_cents type=\"integer\">100</subtotal_in_cents>"), "{old}");
+    assert!(old.contains("<subtotal_after_in_cents type=\"integer\">90</subtotal_after_in_cents>"), "{old}");
+    assert!(old.contains("<state>paid</state>"), "fallback before 2.10: {old}");
     assert!(!old.contains("notes"), "{old}");
     assert!(!old.contains("secret"), "{old}");
     let new = to_xml(&sample(), &ctx("2.10", "credit_memos"), Mode::Response);
-    assert!(
-        new.contains("<subtotal_before_in_cents type=\"integer\">100</subtotal_before_in_cents>"),
-        "{new}"
-    );
-    assert!(
-        new.contains("<subtotal_in_cents type=\"integer\">90</subtotal_in_cents>"),
-        "{new}"
-    );
+    assert!(new.contains("<subtotal_before_in_cents type=\"integer\">100</subtotal_before_in_cents>"), "{new}");
+    assert!(new.contains("<subtotal_in_cents type=\"integer\">90</subtotal_in_cents>"), "{new}");
     assert!(new.contains("<state>voided</state>"), "{new}");
     assert!(new.contains("<notes></notes>"), "{new}");
+    assert!(new.contains("<child href=\"https://x.test/v2/things/c\">"), "{new}");
+    assert!(new.contains("<state nil=\"nil\"></state>"), "nil inside child: {new}");
+    assert!(new.contains("<owner href=\"https://x.test/v2/owners/1\"/>"), "{new}");
     assert!(
-        new.contains("<child href=\"https://x.test/v2/things/c\">"),
+        new.trim_end()
+            .ends_with("<a name=\"cancel\" href=\"https://x.test/v2/things/a%26b/cancel\" method=\"put\"/>\n</thing>"),
         "{new}"
     );
-    assert!(
-        new.contains("<state nil=\"nil\"></state>"),
-        "nil inside child: {new}"
-    );
-    assert!(
-        new.contains("<owner href=\"https://x.test/v2/owners/1\"/>"),
-        "{new}"
-    );
-    assert!(new.trim_end().ends_with("<a name=\"cancel\" href=\"https://x.test/v2/things/a%26b/cancel\" method=\"put\"/>\n</thing>"), "{new}");
     let without = to_xml(&sample(), &ctx("2.10", ""), Mode::Response);
-    assert!(
-        without.contains("<state>paid</state>") && !without.contains("notes"),
-        "{without}"
-    );
+    assert!(without.contains("<state>paid</state>") && !without.contains("notes"), "{without}");
 }
 
 #[test]
@@ -157,13 +112,8 @@ fn round_trips_to_the_projection() {
             for mode in [Mode::Request, Mode::Response] {
                 let c = ctx(version, features);
                 let xml = to_xml(&sample(), &c, mode);
-                let back: Thing =
-                    from_xml(xml.as_bytes(), &c, mode).unwrap_or_else(|e| panic!("{e}\n{xml}"));
-                assert_eq!(
-                    back,
-                    sample().project(&c, mode),
-                    "{version} {features} {mode:?}\n{xml}"
-                );
+                let back: Thing = from_xml(xml.as_bytes(), &c, mode).unwrap_or_else(|e| panic!("{e}\n{xml}"));
+                assert_eq!(back, sample().project(&c, mode), "{version} {features} {mode:?}\n{xml}");
             }
         }
     }
@@ -172,48 +122,21 @@ fn round_trips_to_the_projection() {
 #[test]
 fn strict_requests_name_the_element() {
     let c = ctx("2.9", "");
-    let err = from_xml::<Thing>(
-        b"<thing><child><bogus>1</bogus></child></thing>",
-        &c,
-        Mode::Request,
-    )
-    .expect_err("unknown");
+    let err =
+        from_xml::<Thing>(b"<thing><child><bogus>1</bogus></child></thing>", &c, Mode::Request).expect_err("unknown");
     assert_eq!(err.kind(), &DecodeErrorKind::UnknownElement);
     assert_eq!(err.path(), "thing.child.bogus");
-    let err = from_xml::<Thing>(
-        b"<thing><subtotal_in_cents>1</subtotal_in_cents></thing>",
-        &c,
-        Mode::Request,
-    )
-    .expect_err("read-only");
-    assert_eq!(
-        (err.kind(), err.path().as_str()),
-        (&DecodeErrorKind::ResponseOnly, "thing.subtotal_in_cents")
-    );
-    let err = from_xml::<Thing>(b"<thing><notes>x</notes></thing>", &c, Mode::Request)
-        .expect_err("version");
-    assert_eq!(
-        err.kind(),
-        &DecodeErrorKind::NotAtVersion(ApiVersion::new(2, 9))
-    );
-    let err = from_xml::<Thing>(
-        b"<thing><notes>x</notes></thing>",
-        &ctx("2.10", ""),
-        Mode::Request,
-    )
-    .expect_err("feature");
-    assert_eq!(
-        err.kind(),
-        &DecodeErrorKind::FeatureRequired("credit_memos")
-    );
-    let err = from_xml::<Thing>(b"<thing><code nil=\"nil\"/></thing>", &c, Mode::Request)
-        .expect_err("nil");
-    assert_eq!(
-        (err.kind(), err.path().as_str()),
-        (&DecodeErrorKind::NilNotAllowed, "thing.code")
-    );
-    let err = from_xml::<Thing>(b"<thing><state>closed</state></thing>", &c, Mode::Request)
-        .expect_err("enum");
+    let err = from_xml::<Thing>(b"<thing><subtotal_in_cents>1</subtotal_in_cents></thing>", &c, Mode::Request)
+        .expect_err("read-only");
+    assert_eq!((err.kind(), err.path().as_str()), (&DecodeErrorKind::ResponseOnly, "thing.subtotal_in_cents"));
+    let err = from_xml::<Thing>(b"<thing><notes>x</notes></thing>", &c, Mode::Request).expect_err("version");
+    assert_eq!(err.kind(), &DecodeErrorKind::NotAtVersion(ApiVersion::new(2, 9)));
+    let err =
+        from_xml::<Thing>(b"<thing><notes>x</notes></thing>", &ctx("2.10", ""), Mode::Request).expect_err("feature");
+    assert_eq!(err.kind(), &DecodeErrorKind::FeatureRequired("credit_memos"));
+    let err = from_xml::<Thing>(b"<thing><code nil=\"nil\"/></thing>", &c, Mode::Request).expect_err("nil");
+    assert_eq!((err.kind(), err.path().as_str()), (&DecodeErrorKind::NilNotAllowed, "thing.code"));
+    let err = from_xml::<Thing>(b"<thing><state>closed</state></thing>", &c, Mode::Request).expect_err("enum");
     assert!(err.to_string().contains("one of: open, paid"), "{err}");
     let err = from_xml::<Thing>(
         b"<thing><children><thing><code>1</code></thing><thing><x/></thing></children></thing>",
@@ -239,18 +162,10 @@ fn lenient_responses_skip_and_keep() {
 #[test]
 fn typed_and_untyped_request_elements() {
     let c = ctx("2.11", "credit_memos");
-    let a: Thing = from_xml(
-        b"<thing type=\"paid\"><code type=\"string\">x</code></thing>",
-        &c,
-        Mode::Request,
-    )
-    .expect("typed");
-    let b: Thing = from_xml(
-        b"<?xml version=\"1.0\"?><thing type=\"paid\"><code>x</code></thing>",
-        &c,
-        Mode::Request,
-    )
-    .expect("untyped");
+    let a: Thing =
+        from_xml(b"<thing type=\"paid\"><code type=\"string\">x</code></thing>", &c, Mode::Request).expect("typed");
+    let b: Thing = from_xml(b"<?xml version=\"1.0\"?><thing type=\"paid\"><code>x</code></thing>", &c, Mode::Request)
+        .expect("untyped");
     assert_eq!(a, b);
     assert_eq!(a.kind, Some(State::Paid));
 }

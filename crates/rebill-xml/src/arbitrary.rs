@@ -58,8 +58,8 @@ pub fn strategy<T: Arbitrary + std::fmt::Debug + Clone>() -> impl Strategy<Value
 }
 
 const SAMPLE_CHARS: &[char] = &[
-    'a', 'b', 'Z', '0', '9', ' ', '-', '_', '.', '@', '&', '<', '>', '"', '\'', ';', '#', '\n',
-    '\t', '\r', 'é', 'ß', '中', '🙂', ']', '=',
+    'a', 'b', 'Z', '0', '9', ' ', '-', '_', '.', '@', '&', '<', '>', '"', '\'', ';', '#', '\n', '\t', '\r', 'é', 'ß',
+    '中', '🙂', ']', '=',
 ];
 
 impl Arbitrary for String {
@@ -90,14 +90,7 @@ impl Arbitrary for f64 {
     fn arbitrary(g: &mut Gen) -> Self {
         match g.below(3) {
             0 => g.below(100_000) as f64 / 10_000.0,
-            1 => *g.pick(&[
-                0.0,
-                -0.0,
-                1e-9,
-                123_456_789.125,
-                f64::MAX,
-                f64::MIN_POSITIVE,
-            ]),
+            1 => *g.pick(&[0.0, -0.0, 1e-9, 123_456_789.125, f64::MAX, f64::MIN_POSITIVE]),
             _ => {
                 let v = f64::from_bits(g.rng.next_u64());
                 if v.is_finite() { v } else { 0.5 }
@@ -110,11 +103,7 @@ impl Arbitrary for DateTime<Utc> {
     fn arbitrary(g: &mut Gen) -> Self {
         // Years 1970 … 2100.
         let secs = g.below(4_102_444_800) as i64;
-        let nanos = if g.coin() {
-            0
-        } else {
-            g.below(1_000_000_000) as u32
-        };
+        let nanos = if g.coin() { 0 } else { g.below(1_000_000_000) as u32 };
         DateTime::from_timestamp(secs, nanos).unwrap_or_default()
     }
 }
@@ -152,11 +141,7 @@ impl Arbitrary for Href {
 
 impl<T: Arbitrary> Arbitrary for Option<T> {
     fn arbitrary(g: &mut Gen) -> Self {
-        if g.below(4) == 0 {
-            None
-        } else {
-            Some(T::arbitrary(g))
-        }
+        if g.below(4) == 0 { None } else { Some(T::arbitrary(g)) }
     }
 }
 

@@ -41,20 +41,9 @@ pub trait XmlResource: Sized + Default {
     /// Writes the child elements.
     fn write_children(&self, w: &mut XmlWriter, ctx: &WireContext, mode: Mode);
     /// Reads one attribute of the start tag; unknown attributes are ignored.
-    fn read_attribute(
-        &mut self,
-        key: &str,
-        value: &str,
-        ctx: &WireContext,
-        mode: Mode,
-    ) -> Result<(), DecodeError>;
+    fn read_attribute(&mut self, key: &str, value: &str, ctx: &WireContext, mode: Mode) -> Result<(), DecodeError>;
     /// Reads one child element (and consumes it).
-    fn read_child<'a>(
-        &mut self,
-        r: &mut XmlReader<'a>,
-        tag: Tag<'a>,
-        ctx: &WireContext,
-    ) -> Result<(), DecodeError>;
+    fn read_child<'a>(&mut self, r: &mut XmlReader<'a>, tag: Tag<'a>, ctx: &WireContext) -> Result<(), DecodeError>;
 }
 
 /// Keeps what a context can carry: fields absent at the version, for the features or in the
@@ -72,16 +61,7 @@ macro_rules! project_by_clone {
         }
     )*};
 }
-project_by_clone!(
-    String,
-    i64,
-    bool,
-    f64,
-    DateTime<Utc>,
-    NaiveDate,
-    Money,
-    Href
-);
+project_by_clone!(String, i64, bool, f64, DateTime<Utc>, NaiveDate, Money, Href);
 
 impl<T: Project> Project for Option<T> {
     fn project(&self, ctx: &WireContext, mode: Mode) -> Self {
@@ -127,9 +107,9 @@ pub fn unclaimed_child<'a>(
     let candidates = || elements.iter().filter(|e| e.element == name);
     let kind = if candidates().next().is_none() {
         DecodeErrorKind::UnknownElement
-    } else if let Some(e) = candidates().find(|e| {
-        ctx.version.within(e.since, e.until) && e.feature.is_some_and(|f| !ctx.features.has(f))
-    }) {
+    } else if let Some(e) =
+        candidates().find(|e| ctx.version.within(e.since, e.until) && e.feature.is_some_and(|f| !ctx.features.has(f)))
+    {
         DecodeErrorKind::FeatureRequired(e.feature.unwrap_or_default())
     } else if candidates().any(|e| ctx.version.within(e.since, e.until)) {
         DecodeErrorKind::ResponseOnly
@@ -149,13 +129,7 @@ pub fn write_scalar<S: XmlScalar>(w: &mut XmlWriter, name: &str, value: &Option<
     }
 }
 
-pub fn write_enum<E: XmlEnum>(
-    w: &mut XmlWriter,
-    name: &str,
-    value: &Option<E>,
-    ctx: &WireContext,
-    mode: Mode,
-) {
+pub fn write_enum<E: XmlEnum>(w: &mut XmlWriter, name: &str, value: &Option<E>, ctx: &WireContext, mode: Mode) {
     match value {
         Some(v) => w.text(name, v.wire_value(ctx)),
         None if mode == Mode::Response => w.nil(name, None),
@@ -237,12 +211,7 @@ pub fn write_list<T: XmlResource>(
     }
 }
 
-pub fn write_values<S: XmlScalar>(
-    w: &mut XmlWriter,
-    name: &str,
-    item: &str,
-    value: &Option<Vec<S>>,
-) {
+pub fn write_values<S: XmlScalar>(w: &mut XmlWriter, name: &str, item: &str, value: &Option<Vec<S>>) {
     if let Some(items) = value {
         w.open(name);
         w.attr("type", "array");
@@ -260,13 +229,7 @@ pub fn write_link(w: &mut XmlWriter, name: &str, value: &Option<Href>, ctx: &Wir
     }
 }
 
-pub fn write_anchor(
-    w: &mut XmlWriter,
-    anchor: &str,
-    method: &str,
-    value: &Option<Href>,
-    ctx: &WireContext,
-) {
+pub fn write_anchor(w: &mut XmlWriter, anchor: &str, method: &str, value: &Option<Href>, ctx: &WireContext) {
     if let Some(href) = value {
         w.anchor(anchor, &href.absolute(ctx), method);
     }
@@ -293,11 +256,9 @@ pub fn read_scalar<'a, S: XmlScalar>(
     let text = r.text(&tag)?;
     match S::parse_text(&text) {
         Some(v) => Ok(Some(v)),
-        None => Err(DecodeErrorKind::InvalidValue {
-            value: text.into_owned(),
-            expected: S::EXPECTED.to_owned(),
+        None => {
+            Err(DecodeErrorKind::InvalidValue { value: text.into_owned(), expected: S::EXPECTED.to_owned() }.into())
         }
-        .into()),
     }
 }
 
@@ -324,21 +285,13 @@ pub fn parse_enum<E: XmlEnum>(text: &str, ctx: &WireContext, mode: Mode) -> Resu
         Mode::Response => Ok(E::unknown(text.to_owned())),
         Mode::Request => Err(DecodeErrorKind::InvalidValue {
             value: text.to_owned(),
-            expected: format!(
-                "a valid {} (one of: {})",
-                E::NAME,
-                E::wire_values(ctx).join(", ")
-            ),
+            expected: format!("a valid {} (one of: {})", E::NAME, E::wire_values(ctx).join(", ")),
         }
         .into()),
     }
 }
 
-pub fn read_money<'a>(
-    r: &mut XmlReader<'a>,
-    tag: Tag<'a>,
-    required: bool,
-) -> Result<Option<Money>, DecodeError> {
+pub fn read_money<'a>(r: &mut XmlReader<'a>, tag: Tag<'a>, required: bool) -> Result<Option<Money>, DecodeError> {
     if tag.is_nil() {
         nil_value(r, &tag, required)?;
         return Ok(None);
@@ -450,11 +403,7 @@ pub fn read_values<'a, S: XmlScalar>(
     Ok(Some(items))
 }
 
-pub fn read_link<'a>(
-    r: &mut XmlReader<'a>,
-    tag: Tag<'a>,
-    ctx: &WireContext,
-) -> Result<Option<Href>, DecodeError> {
+pub fn read_link<'a>(r: &mut XmlReader<'a>, tag: Tag<'a>, ctx: &WireContext) -> Result<Option<Href>, DecodeError> {
     let href = tag.attribute("href")?.map(|h| Href::from_wire(&h, ctx));
     r.skip(&tag)?;
     Ok(href)
@@ -496,42 +445,28 @@ pub fn list_to_xml<T: XmlResource>(items: &[T], ctx: &WireContext, mode: Mode) -
 fn root_tag<'a>(r: &mut XmlReader<'a>, expected: &str) -> Result<Tag<'a>, DecodeError> {
     let tag = r.root()?;
     if tag.name() != expected {
-        return Err(DecodeErrorKind::UnexpectedRoot {
-            expected: expected.to_owned(),
-            found: tag.name().to_owned(),
-        }
-        .into());
+        return Err(
+            DecodeErrorKind::UnexpectedRoot { expected: expected.to_owned(), found: tag.name().to_owned() }.into()
+        );
     }
     Ok(tag)
 }
 
 /// Reads one resource document.
-pub fn from_xml<T: XmlResource>(
-    input: &[u8],
-    ctx: &WireContext,
-    mode: Mode,
-) -> Result<T, DecodeError> {
+pub fn from_xml<T: XmlResource>(input: &[u8], ctx: &WireContext, mode: Mode) -> Result<T, DecodeError> {
     let mut r = XmlReader::new(input, mode)?;
     let tag = root_tag(&mut r, T::ROOT)?;
-    let value = read_resource::<T>(&mut r, tag, ctx)
-        .map_err(|e| e.within(T::ROOT))?
-        .unwrap_or_default();
+    let value = read_resource::<T>(&mut r, tag, ctx).map_err(|e| e.within(T::ROOT))?.unwrap_or_default();
     r.finish()?;
     Ok(value)
 }
 
 /// Reads a list document.
-pub fn list_from_xml<T: XmlResource>(
-    input: &[u8],
-    ctx: &WireContext,
-    mode: Mode,
-) -> Result<Vec<T>, DecodeError> {
+pub fn list_from_xml<T: XmlResource>(input: &[u8], ctx: &WireContext, mode: Mode) -> Result<Vec<T>, DecodeError> {
     let plural = T::PLURAL.unwrap_or(T::ROOT);
     let mut r = XmlReader::new(input, mode)?;
     let tag = root_tag(&mut r, plural)?;
-    let items = read_list::<T>(&mut r, tag, T::ROOT, ctx)
-        .map_err(|e| e.within(plural))?
-        .unwrap_or_default();
+    let items = read_list::<T>(&mut r, tag, T::ROOT, ctx).map_err(|e| e.within(plural))?.unwrap_or_default();
     r.finish()?;
     Ok(items)
 }

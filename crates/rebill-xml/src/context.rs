@@ -43,9 +43,7 @@ impl Features {
 
     /// Every known feature.
     pub fn all() -> Self {
-        Self {
-            enabled: KNOWN_FEATURES.to_vec(),
-        }
+        Self { enabled: KNOWN_FEATURES.to_vec() }
     }
 
     /// Parses a comma-separated list of feature names (`credit_memos`). Unknown names are an error.
@@ -59,10 +57,7 @@ impl Features {
 
     /// Adds one feature by name.
     pub fn with(mut self, name: &str) -> Result<Self, UnknownFeature> {
-        let known = KNOWN_FEATURES
-            .iter()
-            .find(|k| **k == name)
-            .ok_or_else(|| UnknownFeature(name.to_owned()))?;
+        let known = KNOWN_FEATURES.iter().find(|k| **k == name).ok_or_else(|| UnknownFeature(name.to_owned()))?;
         if !self.enabled.contains(known) {
             self.enabled.push(known);
             self.enabled.sort_unstable();
@@ -97,11 +92,7 @@ pub struct WireContext {
 
 impl WireContext {
     pub fn new(version: ApiVersion, features: Features, base_url: &str) -> Self {
-        Self {
-            version,
-            features,
-            base_url: base_url.trim_end_matches('/').to_owned(),
-        }
+        Self { version, features, base_url: base_url.trim_end_matches('/').to_owned() }
     }
 
     pub fn base_url(&self) -> &str {
@@ -110,12 +101,7 @@ impl WireContext {
 
     /// Whether a field with these bounds exists in this context.
     #[inline]
-    pub fn has(
-        &self,
-        since: Option<ApiVersion>,
-        until: Option<ApiVersion>,
-        feature: Option<&str>,
-    ) -> bool {
+    pub fn has(&self, since: Option<ApiVersion>, until: Option<ApiVersion>, feature: Option<&str>) -> bool {
         self.version.within(since, until) && feature.is_none_or(|f| self.features.has(f))
     }
 }
@@ -135,11 +121,7 @@ mod tests {
 
     #[test]
     fn base_url_loses_trailing_slash() {
-        let ctx = WireContext::new(
-            ApiVersion::default(),
-            Features::none(),
-            "http://127.0.0.1:8080/",
-        );
+        let ctx = WireContext::new(ApiVersion::default(), Features::none(), "http://127.0.0.1:8080/");
         assert_eq!(ctx.base_url(), "http://127.0.0.1:8080");
     }
 }

@@ -70,10 +70,7 @@ pub struct DecodeError {
 
 impl DecodeError {
     pub fn new(kind: DecodeErrorKind) -> Self {
-        Self {
-            kind,
-            reversed_path: Vec::new(),
-        }
+        Self { kind, reversed_path: Vec::new() }
     }
 
     pub fn kind(&self) -> &DecodeErrorKind {
@@ -83,8 +80,7 @@ impl DecodeError {
     /// Prefixes the path with an element name (called by each enclosing decoder).
     #[must_use]
     pub fn within(mut self, element: &str) -> Self {
-        self.reversed_path
-            .push(PathSegment::Element(element.to_owned()));
+        self.reversed_path.push(PathSegment::Element(element.to_owned()));
         self
     }
 
@@ -142,11 +138,7 @@ impl From<DecodeErrorKind> for DecodeError {
 impl fmt::Display for DecodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let path = self.path();
-        if path.is_empty() {
-            write!(f, "{}", self.kind)
-        } else {
-            write!(f, "{} at `{}`", self.kind, path)
-        }
+        if path.is_empty() { write!(f, "{}", self.kind) } else { write!(f, "{} at `{}`", self.kind, path) }
     }
 }
 
@@ -164,9 +156,6 @@ mod tests {
             .within("line_items")
             .within("invoice");
         assert_eq!(err.path(), "invoice.line_items[2].quantity");
-        assert_eq!(
-            err.to_string(),
-            "unknown element at `invoice.line_items[2].quantity`"
-        );
+        assert_eq!(err.to_string(), "unknown element at `invoice.line_items[2].quantity`");
     }
 }

@@ -16,15 +16,14 @@ pub mod arbitrary;
 pub mod codec;
 pub mod context;
 pub mod error;
+#[rustfmt::skip]
 mod generated;
 pub mod reader;
 pub mod value;
 pub mod version;
 pub mod writer;
 
-pub use codec::{
-    ElementInfo, Project, XmlEnum, XmlResource, from_xml, list_from_xml, list_to_xml, to_xml,
-};
+pub use codec::{ElementInfo, Project, XmlEnum, XmlResource, from_xml, list_from_xml, list_to_xml, to_xml};
 pub use context::{Direction, Features, Mode, UnknownFeature, WireContext};
 pub use error::{DecodeError, DecodeErrorKind};
 pub use reader::{Tag, XmlReader};

@@ -65,25 +65,17 @@ impl<'a> Tag<'a> {
     }
 }
 
-fn unescape_attr<'x>(
-    attr: &quick_xml::events::attributes::Attribute<'x>,
-) -> Result<Cow<'x, str>, DecodeError> {
-    attr.normalized_value(quick_xml::XmlVersion::Implicit1_0)
-        .map_err(|e| match e {
-            quick_xml::Error::Escape(quick_xml::escape::EscapeError::UnrecognizedEntity(
-                _,
-                name,
-            )) => DecodeErrorKind::UnknownEntity(name).into(),
-            other => malformed(0, &other.to_string()),
-        })
+fn unescape_attr<'x>(attr: &quick_xml::events::attributes::Attribute<'x>) -> Result<Cow<'x, str>, DecodeError> {
+    attr.normalized_value(quick_xml::XmlVersion::Implicit1_0).map_err(|e| match e {
+        quick_xml::Error::Escape(quick_xml::escape::EscapeError::UnrecognizedEntity(_, name)) => {
+            DecodeErrorKind::UnknownEntity(name).into()
+        }
+        other => malformed(0, &other.to_string()),
+    })
 }
 
 fn malformed(position: u64, message: &str) -> DecodeError {
-    DecodeErrorKind::Malformed {
-        position,
-        message: message.to_owned(),
-    }
-    .into()
+    DecodeErrorKind::Malformed { position, message: message.to_owned() }.into()
 }
 
 /// Pull reader over one in-memory document.
@@ -96,22 +88,15 @@ pub struct XmlReader<'a> {
 impl<'a> XmlReader<'a> {
     /// Starts reading `input`, which must be UTF-8.
     pub fn new(input: &'a [u8], mode: Mode) -> Result<Self, DecodeError> {
-        let text = std::str::from_utf8(input).map_err(|e| {
-            DecodeError::new(DecodeErrorKind::InvalidUtf8 {
-                position: e.valid_up_to() as u64,
-            })
-        })?;
+        let text = std::str::from_utf8(input)
+            .map_err(|e| DecodeError::new(DecodeErrorKind::InvalidUtf8 { position: e.valid_up_to() as u64 }))?;
         let mut inner = Reader::from_str(text);
         let config = inner.config_mut();
         config.trim_text(false);
         config.check_end_names = true;
         config.expand_empty_elements = false;
         config.allow_dangling_amp = false;
-        Ok(Self {
-            inner,
-            mode,
-            depth: 0,
-        })
+        Ok(Self { inner, mode, depth: 0 })
     }
 
     pub fn mode(&self) -> Mode {
@@ -122,20 +107,16 @@ impl<'a> XmlReader<'a> {
         self.inner.read_event().map_err(|e| {
             let position = self.inner.error_position();
             match e {
-                quick_xml::Error::Escape(quick_xml::escape::EscapeError::UnrecognizedEntity(
-                    _,
-                    name,
-                )) => DecodeErrorKind::UnknownEntity(name).into(),
+                quick_xml::Error::Escape(quick_xml::escape::EscapeError::UnrecognizedEntity(_, name)) => {
+                    DecodeErrorKind::UnknownEntity(name).into()
+                }
                 other => malformed(position, &other.to_string()),
             }
         })
     }
 
     fn unclosed(&self) -> DecodeError {
-        malformed(
-            self.inner.buffer_position(),
-            "unexpected end of document: an element is not closed",
-        )
+        malformed(self.inner.buffer_position(), "unexpected end of document: an element is not closed")
     }
 
     fn enter(&mut self) -> Result<(), DecodeError> {
@@ -155,24 +136,15 @@ impl<'a> XmlReader<'a> {
                 Event::DocType(_) => return Err(DecodeErrorKind::Doctype.into()),
                 Event::Start(start) => {
                     self.enter()?;
-                    return Ok(Tag {
-                        start,
-                        empty: false,
-                    });
+                    return Ok(Tag { start, empty: false });
                 }
                 Event::Empty(start) => return Ok(Tag { start, empty: true }),
                 Event::Eof => return Err(DecodeErrorKind::NoRoot.into()),
                 Event::End(_) => {
-                    return Err(malformed(
-                        self.inner.buffer_position(),
-                        "end tag without start tag",
-                    ));
+                    return Err(malformed(self.inner.buffer_position(), "end tag without start tag"));
                 }
                 Event::Text(_) | Event::CData(_) | Event::GeneralRef(_) => {
-                    return Err(malformed(
-                        self.inner.buffer_position(),
-                        "text outside the root element",
-                    ));
+                    return Err(malformed(self.inner.buffer_position(), "text outside the root element"));
                 }
             }
         }
@@ -201,10 +173,7 @@ impl<'a> XmlReader<'a> {
             match self.read()? {
                 Event::Start(start) => {
                     self.enter()?;
-                    return Ok(Some(Tag {
-                        start,
-                        empty: false,
-                    }));
+                    return Ok(Some(Tag { start, empty: false }));
                 }
                 Event::Empty(start) => return Ok(Some(Tag { start, empty: true })),
                 Event::End(_) => {
@@ -272,8 +241,7 @@ impl<'a> XmlReader<'a> {
 }
 
 fn is_blank(text: &str) -> bool {
-    text.bytes()
-        .all(|b| matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
+    text.bytes().all(|b| matches!(b, b' ' | b'\t' | b'\r' | b'\n'))
 }
 
 fn append<'a>(text: &mut Option<Cow<'a, str>>, more: Cow<'a, str>) {
@@ -314,14 +282,8 @@ mod tests {
 
     #[test]
     fn decodes_entities_and_char_refs() {
-        assert_eq!(
-            root_text("<a>x &amp; y &lt;&#x41;&#66;&gt;</a>").as_deref(),
-            Ok("x & y <AB>")
-        );
-        assert_eq!(
-            root_text("<a><![CDATA[<raw>]]></a>").as_deref(),
-            Ok("<raw>")
-        );
+        assert_eq!(root_text("<a>x &amp; y &lt;&#x41;&#66;&gt;</a>").as_deref(), Ok("x & y <AB>"));
+        assert_eq!(root_text("<a><![CDATA[<raw>]]></a>").as_deref(), Ok("<raw>"));
         assert_eq!(root_text("<a/>").as_deref(), Ok(""));
     }
 
@@ -335,35 +297,20 @@ mod tests {
 
     #[test]
     fn reports_unclosed_and_trailing_content() {
-        assert!(matches!(
-            root_text("<a>x").expect_err("unclosed").kind(),
-            DecodeErrorKind::Malformed { .. }
-        ));
-        assert_eq!(
-            root_text("<a>x</a><b/>").expect_err("trailing").kind(),
-            &DecodeErrorKind::TrailingContent
-        );
-        assert_eq!(
-            root_text("  ").expect_err("empty").kind(),
-            &DecodeErrorKind::NoRoot
-        );
+        assert!(matches!(root_text("<a>x").expect_err("unclosed").kind(), DecodeErrorKind::Malformed { .. }));
+        assert_eq!(root_text("<a>x</a><b/>").expect_err("trailing").kind(), &DecodeErrorKind::TrailingContent);
+        assert_eq!(root_text("  ").expect_err("empty").kind(), &DecodeErrorKind::NoRoot);
     }
 
     #[test]
     fn refuses_invalid_utf8() {
-        let err = XmlReader::new(b"<a>\xff</a>", Mode::Request)
-            .err()
-            .expect("invalid utf-8");
+        let err = XmlReader::new(b"<a>\xff</a>", Mode::Request).err().expect("invalid utf-8");
         assert_eq!(err.kind(), &DecodeErrorKind::InvalidUtf8 { position: 3 });
     }
 
     #[test]
     fn limits_depth() {
-        let doc = format!(
-            "{}{}",
-            "<a>".repeat(MAX_DEPTH + 5),
-            "</a>".repeat(MAX_DEPTH + 5)
-        );
+        let doc = format!("{}{}", "<a>".repeat(MAX_DEPTH + 5), "</a>".repeat(MAX_DEPTH + 5));
         let mut r = XmlReader::new(doc.as_bytes(), Mode::Response).expect("utf-8");
         let mut tags = vec![r.root().expect("root")];
         let err = loop {

@@ -71,9 +71,8 @@ impl XmlScalar for f64 {
     }
     fn parse_text(text: &str) -> Option<Self> {
         let t = text.trim();
-        let ok = !t.is_empty()
-            && t.bytes()
-                .all(|b| b.is_ascii_digit() || matches!(b, b'-' | b'+' | b'.' | b'e' | b'E'));
+        let ok =
+            !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit() || matches!(b, b'-' | b'+' | b'.' | b'e' | b'E'));
         if !ok {
             return None;
         }
@@ -112,10 +111,7 @@ impl XmlScalar for DateTime<Utc> {
             return Some(dt.with_timezone(&Utc));
         }
         // A plain date means midnight UTC.
-        NaiveDate::parse_from_str(t, "%Y-%m-%d")
-            .ok()
-            .and_then(|d| d.and_hms_opt(0, 0, 0))
-            .map(|naive| naive.and_utc())
+        NaiveDate::parse_from_str(t, "%Y-%m-%d").ok().and_then(|d| d.and_hms_opt(0, 0, 0)).map(|naive| naive.and_utc())
     }
 }
 
@@ -153,20 +149,12 @@ fn write_date(out: &mut String, date: NaiveDate) {
 /// Fast path for the common `YYYY-MM-DDTHH:MM:SSZ` form.
 fn parse_utc_seconds(t: &str) -> Option<DateTime<Utc>> {
     let b = t.as_bytes();
-    if b.len() != 20
-        || b[4] != b'-'
-        || b[7] != b'-'
-        || b[10] != b'T'
-        || b[13] != b':'
-        || b[16] != b':'
-        || b[19] != b'Z'
+    if b.len() != 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':' || b[16] != b':' || b[19] != b'Z'
     {
         return None;
     }
     let num = |range: std::ops::Range<usize>| -> Option<u32> {
-        b[range].iter().try_fold(0u32, |acc, &d| {
-            d.is_ascii_digit().then(|| acc * 10 + u32::from(d - b'0'))
-        })
+        b[range].iter().try_fold(0u32, |acc, &d| d.is_ascii_digit().then(|| acc * 10 + u32::from(d - b'0')))
     };
     let date = NaiveDate::from_ymd_opt(num(0..4)? as i32, num(5..7)?, num(8..10)?)?;
     let time = date.and_hms_opt(num(11..13)?, num(14..16)?, num(17..19)?)?;
@@ -220,9 +208,7 @@ impl Href {
     /// Reads an href; one on the context's base URL becomes a path again.
     pub fn from_wire(url: &str, ctx: &WireContext) -> Self {
         match url.strip_prefix(ctx.base_url()) {
-            Some(rest) if rest.starts_with('/') && !ctx.base_url().is_empty() => {
-                Self(rest.to_owned())
-            }
+            Some(rest) if rest.starts_with('/') && !ctx.base_url().is_empty() => Self(rest.to_owned()),
             _ => Self(url.to_owned()),
         }
     }
@@ -288,21 +274,11 @@ mod tests {
 
     #[test]
     fn hrefs_follow_the_base_url() {
-        let ctx = WireContext::new(
-            ApiVersion::default(),
-            Features::none(),
-            "https://api.rebill.test",
-        );
+        let ctx = WireContext::new(ApiVersion::default(), Features::none(), "https://api.rebill.test");
         let href = Href::path("/v2/accounts/a");
         assert_eq!(href.absolute(&ctx), "https://api.rebill.test/v2/accounts/a");
-        assert_eq!(
-            Href::from_wire("https://api.rebill.test/v2/accounts/a", &ctx),
-            href
-        );
-        assert_eq!(
-            Href::from_wire("https://elsewhere/v2/x", &ctx).as_str(),
-            "https://elsewhere/v2/x"
-        );
+        assert_eq!(Href::from_wire("https://api.rebill.test/v2/accounts/a", &ctx), href);
+        assert_eq!(Href::from_wire("https://elsewhere/v2/x", &ctx).as_str(), "https://elsewhere/v2/x");
     }
 
     #[test]

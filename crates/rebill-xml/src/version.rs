@@ -3,9 +3,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-pub use crate::generated::versions::{
-    DEFAULT_VERSION, KNOWN_FEATURES, LATEST_VERSION, SUPPORTED_VERSIONS,
-};
+pub use crate::generated::versions::{DEFAULT_VERSION, KNOWN_FEATURES, LATEST_VERSION, SUPPORTED_VERSIONS};
 
 /// One API version, such as `2.11`. Only the versions in [`SUPPORTED_VERSIONS`] can be parsed;
 /// ordering follows the version numbers (2.9 < 2.10).
@@ -41,15 +39,8 @@ impl ApiVersion {
             }
             part.parse().ok()
         };
-        let version = Self::new(
-            parse_part(major).ok_or_else(unsupported)?,
-            parse_part(minor).ok_or_else(unsupported)?,
-        );
-        if SUPPORTED_VERSIONS.contains(&version) {
-            Ok(version)
-        } else {
-            Err(unsupported())
-        }
+        let version = Self::new(parse_part(major).ok_or_else(unsupported)?, parse_part(minor).ok_or_else(unsupported)?);
+        if SUPPORTED_VERSIONS.contains(&version) { Ok(version) } else { Err(unsupported()) }
     }
 
     /// The version used when a request names none.
@@ -65,11 +56,7 @@ impl ApiVersion {
 
     /// Supported versions as a comma-separated list, for error messages.
     pub fn supported_list() -> String {
-        SUPPORTED_VERSIONS
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(", ")
+        SUPPORTED_VERSIONS.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
     }
 }
 
@@ -121,14 +108,9 @@ mod tests {
 
     #[test]
     fn rejects_unsupported_versions() {
-        for bad in [
-            "2.1", "2.12", "3.0", "2", "", "two", "2.x", "+2.5", "2.05x", "2.-1",
-        ] {
+        for bad in ["2.1", "2.12", "3.0", "2", "", "two", "2.x", "+2.5", "2.05x", "2.-1"] {
             let err = ApiVersion::parse(bad).expect_err(bad);
-            assert!(
-                err.to_string().contains("supported versions: 2.0, 2.2"),
-                "{err}"
-            );
+            assert!(err.to_string().contains("supported versions: 2.0, 2.2"), "{err}");
         }
     }
 

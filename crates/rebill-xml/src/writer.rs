@@ -56,17 +56,12 @@ impl XmlWriter {
     }
 
     pub fn with_capacity(bytes: usize) -> Self {
-        Self {
-            out: String::with_capacity(bytes),
-            depth: 0,
-            just_opened: false,
-        }
+        Self { out: String::with_capacity(bytes), depth: 0, just_opened: false }
     }
 
     /// Writes the XML declaration; call first.
     pub fn declaration(&mut self) {
-        self.out
-            .push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>");
+        self.out.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>");
     }
 
     #[inline]
@@ -132,12 +127,7 @@ impl XmlWriter {
 
     /// Writes a value element; `write_value` appends the already escaped content.
     #[inline]
-    pub fn value(
-        &mut self,
-        name: &str,
-        type_attr: Option<&str>,
-        write_value: impl FnOnce(&mut String),
-    ) {
+    pub fn value(&mut self, name: &str, type_attr: Option<&str>, write_value: impl FnOnce(&mut String)) {
         self.open(name);
         if let Some(t) = type_attr {
             self.attr("type", t);

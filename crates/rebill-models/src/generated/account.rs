@@ -5,11 +5,7 @@ use super::*;
 use rebill_xml_derive::{XmlEnum, XmlResource};
 /// A customer account: contact details, address, billing info and links to its subscriptions, invoices and other records.
 #[derive(Debug, Clone, PartialEq, Default, XmlResource)]
-#[xml(
-    root = "account",
-    plural = "accounts",
-    href = "/v2/accounts/{account_code}"
-)]
+#[xml(root = "account", plural = "accounts", href = "/v2/accounts/{account_code}")]
 pub struct Account {
     /// Link to the account's adjustments.
     ///

@@ -5,11 +5,7 @@ use super::*;
 use rebill_xml_derive::{XmlEnum, XmlResource};
 /// A charge or credit on an account; invoiced adjustments are the invoice's line items.
 #[derive(Debug, Clone, PartialEq, Default, XmlResource)]
-#[xml(
-    root = "adjustment",
-    plural = "adjustments",
-    href = "/v2/adjustments/{uuid}"
-)]
+#[xml(root = "adjustment", plural = "adjustments", href = "/v2/adjustments/{uuid}")]
 pub struct Adjustment {
     /// Adjustment type, charge or credit, written as the root's type attribute.
     ///

@@ -5,11 +5,7 @@ use super::*;
 use rebill_xml_derive::{XmlEnum, XmlResource};
 /// An invoice: a charge invoice, or from 2.10 with Credit Memos also a credit invoice, with its line items and credit payments.
 #[derive(Debug, Clone, PartialEq, Default, XmlResource)]
-#[xml(
-    root = "invoice",
-    plural = "invoices",
-    href = "/v2/invoices/{invoice_number}"
-)]
+#[xml(root = "invoice", plural = "invoices", href = "/v2/invoices/{invoice_number}")]
 pub struct Invoice {
     /// Link to the invoiced account.
     ///
@@ -300,12 +296,7 @@ pub struct Invoice {
     /// Action: refund the invoice (POST …/refund).
     ///
     /// (`anchor`; response)
-    #[xml(
-        kind = "anchor",
-        anchor = "refund",
-        method = "post",
-        direction = "response"
-    )]
+    #[xml(kind = "anchor", anchor = "refund", method = "post", direction = "response")]
     pub refund_action: Option<rebill_xml::Href>,
     /// Action: mark the invoice paid (PUT …/mark_successful).
     ///
@@ -406,12 +397,7 @@ pub enum InvoiceState {
     )]
     Open,
     /// `closed` (exists 2.10 and later, feature `credit_memos`; otherwise written as `paid`)
-    #[xml(
-        value = "closed",
-        since = "2.10",
-        feature = "credit_memos",
-        fallback = "Paid"
-    )]
+    #[xml(value = "closed", since = "2.10", feature = "credit_memos", fallback = "Paid")]
     Closed,
     /// `voided` (exists 2.10 and later, feature `credit_memos`; otherwise written as `failed`)
     #[xml(

@@ -14,7 +14,6 @@ pub mod subscription;
 pub mod subscription_add_on;
 pub mod subscription_plan;
 pub mod tax_detail;
-use crate::{ResourceInfo, ResourceVisitor};
 pub use account::*;
 pub use address::*;
 pub use adjustment::*;
@@ -29,6 +28,7 @@ pub use subscription::*;
 pub use subscription_add_on::*;
 pub use subscription_plan::*;
 pub use tax_detail::*;
+use crate::{ResourceInfo, ResourceVisitor};
 /// Every resource of the schema, by name.
 pub const RESOURCES: &[ResourceInfo] = &[
     ResourceInfo {
@@ -143,65 +143,79 @@ pub fn transcode(
     mode: rebill_xml::Mode,
 ) -> Option<Result<String, rebill_xml::DecodeError>> {
     let run = || -> Result<String, rebill_xml::DecodeError> {
-        Ok(match resource {
-            "account" => {
-                let value: Account = rebill_xml::from_xml(input, from, mode)?;
-                rebill_xml::to_xml(&value, to, mode)
-            }
-            "address" => {
-                let value: Address = rebill_xml::from_xml(input, from, mode)?;
-                rebill_xml::to_xml(&value, to, mode)
-            }
-            "adjustment" => {
-                let value: Adjustment = rebill_xml::from_xml(input, from, mode)?;
-                rebill_xml::to_xml(&value, to, mode)
-            }
-            "billing_info" => {
-                let value: BillingInfo = rebill_xml::from_xml(input, from, mode)?;
-                rebill_xml::to_xml(&value, to, mode)
-            }
-            "credit_payment" => {
-                let value: CreditPayment = rebill_xml::from_xml(input, from, mode)?;
-                rebill_xml::to_xml(&value, to, mode)
-            }
-            "invoice" => {
-                let value: Invoice = rebill_xml::from_xml(input, from, mode)?;
-                rebill_xml::to_xml(&value, to, mode)
-            }
-            "plan" => {
-                let value: Plan = rebill_xml::from_xml(input, from, mode)?;
-                rebill_xml::to_xml(&value, to, mode)
-            }
-            "refund" => {
-                let value: InvoiceRefund = rebill_xml::from_xml(input, from, mode)?;
-                rebill_xml::to_xml(&value, to, mode)
-            }
-            "refund_line_item" => {
-                let value: RefundLineItem = rebill_xml::from_xml(input, from, mode)?;
-                rebill_xml::to_xml(&value, to, mode)
-            }
-            "shipping_address" => {
-                let value: ShippingAddress = rebill_xml::from_xml(input, from, mode)?;
-                rebill_xml::to_xml(&value, to, mode)
-            }
-            "subscription" => {
-                let value: Subscription = rebill_xml::from_xml(input, from, mode)?;
-                rebill_xml::to_xml(&value, to, mode)
-            }
-            "subscription_add_on" => {
-                let value: SubscriptionAddOn = rebill_xml::from_xml(input, from, mode)?;
-                rebill_xml::to_xml(&value, to, mode)
-            }
-            "subscription_plan" => {
-                let value: SubscriptionPlan = rebill_xml::from_xml(input, from, mode)?;
-                rebill_xml::to_xml(&value, to, mode)
-            }
-            "tax_detail" => {
-                let value: TaxDetail = rebill_xml::from_xml(input, from, mode)?;
-                rebill_xml::to_xml(&value, to, mode)
-            }
-            _ => unreachable!("checked below"),
-        })
+        Ok(
+            match resource {
+                "account" => {
+                    let value: Account = rebill_xml::from_xml(input, from, mode)?;
+                    rebill_xml::to_xml(&value, to, mode)
+                }
+                "address" => {
+                    let value: Address = rebill_xml::from_xml(input, from, mode)?;
+                    rebill_xml::to_xml(&value, to, mode)
+                }
+                "adjustment" => {
+                    let value: Adjustment = rebill_xml::from_xml(input, from, mode)?;
+                    rebill_xml::to_xml(&value, to, mode)
+                }
+                "billing_info" => {
+                    let value: BillingInfo = rebill_xml::from_xml(input, from, mode)?;
+                    rebill_xml::to_xml(&value, to, mode)
+                }
+                "credit_payment" => {
+                    let value: CreditPayment = rebill_xml::from_xml(input, from, mode)?;
+                    rebill_xml::to_xml(&value, to, mode)
+                }
+                "invoice" => {
+                    let value: Invoice = rebill_xml::from_xml(input, from, mode)?;
+                    rebill_xml::to_xml(&value, to, mode)
+                }
+                "plan" => {
+                    let value: Plan = rebill_xml::from_xml(input, from, mode)?;
+                    rebill_xml::to_xml(&value, to, mode)
+                }
+                "refund" => {
+                    let value: InvoiceRefund = rebill_xml::from_xml(input, from, mode)?;
+                    rebill_xml::to_xml(&value, to, mode)
+                }
+                "refund_line_item" => {
+                    let value: RefundLineItem = rebill_xml::from_xml(input, from, mode)?;
+                    rebill_xml::to_xml(&value, to, mode)
+                }
+                "shipping_address" => {
+                    let value: ShippingAddress = rebill_xml::from_xml(
+                        input,
+                        from,
+                        mode,
+                    )?;
+                    rebill_xml::to_xml(&value, to, mode)
+                }
+                "subscription" => {
+                    let value: Subscription = rebill_xml::from_xml(input, from, mode)?;
+                    rebill_xml::to_xml(&value, to, mode)
+                }
+                "subscription_add_on" => {
+                    let value: SubscriptionAddOn = rebill_xml::from_xml(
+                        input,
+                        from,
+                        mode,
+                    )?;
+                    rebill_xml::to_xml(&value, to, mode)
+                }
+                "subscription_plan" => {
+                    let value: SubscriptionPlan = rebill_xml::from_xml(
+                        input,
+                        from,
+                        mode,
+                    )?;
+                    rebill_xml::to_xml(&value, to, mode)
+                }
+                "tax_detail" => {
+                    let value: TaxDetail = rebill_xml::from_xml(input, from, mode)?;
+                    rebill_xml::to_xml(&value, to, mode)
+                }
+                _ => unreachable!("checked below"),
+            },
+        )
     };
     RESOURCES.iter().any(|r| r.name == resource).then(run)
 }

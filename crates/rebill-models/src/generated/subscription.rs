@@ -284,42 +284,22 @@ pub struct Subscription {
     /// Action: cancel at the end of the paid period (PUT …/cancel).
     ///
     /// (`anchor`; response)
-    #[xml(
-        kind = "anchor",
-        anchor = "cancel",
-        method = "put",
-        direction = "response"
-    )]
+    #[xml(kind = "anchor", anchor = "cancel", method = "put", direction = "response")]
     pub cancel_action: Option<rebill_xml::Href>,
     /// Action: end immediately, with refund=full|partial|none (PUT …/terminate).
     ///
     /// (`anchor`; response)
-    #[xml(
-        kind = "anchor",
-        anchor = "terminate",
-        method = "put",
-        direction = "response"
-    )]
+    #[xml(kind = "anchor", anchor = "terminate", method = "put", direction = "response")]
     pub terminate_action: Option<rebill_xml::Href>,
     /// Action: move the renewal date (PUT …/postpone).
     ///
     /// (`anchor`; response)
-    #[xml(
-        kind = "anchor",
-        anchor = "postpone",
-        method = "put",
-        direction = "response"
-    )]
+    #[xml(kind = "anchor", anchor = "postpone", method = "put", direction = "response")]
     pub postpone_action: Option<rebill_xml::Href>,
     /// Action: update the invoice notes (PUT …/notes).
     ///
     /// (`anchor`; response)
-    #[xml(
-        kind = "anchor",
-        anchor = "notes",
-        method = "put",
-        direction = "response"
-    )]
+    #[xml(kind = "anchor", anchor = "notes", method = "put", direction = "response")]
     pub notes_action: Option<rebill_xml::Href>,
     /// Action: reactivate a canceled, unexpired subscription (PUT …/reactivate).
     ///
