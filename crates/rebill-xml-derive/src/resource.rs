@@ -251,14 +251,7 @@ fn write_attributes(fields: &[Field]) -> TokenStream {
         let present = f.presence();
         let text = match f.attrs.kind {
             Kind::Enum => quote!(::rebill_xml::XmlEnum::wire_value(v, ctx)),
-            _ => quote!(
-                {
-                    let mut s = ::std::string::String::new();
-                    ::rebill_xml::XmlScalar::write_text(v, &mut s);
-                    s
-                }
-                .as_str()
-            ),
+            _ => quote!(::core::convert::AsRef::<str>::as_ref(v)),
         };
         out.push(quote! {
             if #present {

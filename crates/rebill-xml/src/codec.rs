@@ -237,8 +237,9 @@ pub fn write_anchor(w: &mut XmlWriter, anchor: &str, method: &str, value: &Optio
 
 // ---- reading fields ----
 
+/// A `nil` element: refused for required fields in requests, otherwise an absent value.
 fn nil_value<'a>(r: &mut XmlReader<'a>, tag: &Tag<'a>, required: bool) -> Result<(), DecodeError> {
-    if required {
+    if required && r.mode() == Mode::Request {
         return Err(DecodeErrorKind::NilNotAllowed.into());
     }
     r.skip(tag)
@@ -344,8 +345,9 @@ pub fn read_nested<'a, T: XmlResource>(
     ctx: &WireContext,
     required: bool,
 ) -> Result<Option<Box<T>>, DecodeError> {
-    if required && tag.is_nil() {
-        return Err(DecodeErrorKind::NilNotAllowed.into());
+    if tag.is_nil() {
+        nil_value(r, &tag, required)?;
+        return Ok(None);
     }
     Ok(read_resource::<T>(r, tag, ctx)?.map(Box::new))
 }

@@ -65,13 +65,30 @@ impl<'a> Tag<'a> {
     }
 }
 
+/// Attribute-value normalisation (XML 1.0 §3.3.3): literal tabs and line breaks become spaces,
+/// then the predefined entities and character references are decoded. Other entities are refused.
 fn unescape_attr<'x>(attr: &quick_xml::events::attributes::Attribute<'x>) -> Result<Cow<'x, str>, DecodeError> {
-    attr.normalized_value(quick_xml::XmlVersion::Implicit1_0).map_err(|e| match e {
-        quick_xml::Error::Escape(quick_xml::escape::EscapeError::UnrecognizedEntity(_, name)) => {
-            DecodeErrorKind::UnknownEntity(name).into()
+    let raw = &attr.value;
+    if !raw.bytes().any(|b| matches!(b, b'&' | b'\t' | b'\n' | b'\r')) {
+        return Ok(raw.clone());
+    }
+    let mut out = String::with_capacity(raw.len());
+    let mut rest: &str = raw;
+    while let Some(i) = rest.find(['&', '\t', '\n', '\r']) {
+        out.push_str(&rest[..i]);
+        if rest.as_bytes()[i] == b'&' {
+            let end = rest[i..].find(';').ok_or_else(|| malformed(0, "unterminated reference in an attribute value"))? + i;
+            out.push(resolve_name(&rest[i + 1..end])?);
+            rest = &rest[end + 1..];
+        } else {
+            // `\r\n` counts as one line break.
+            out.push(' ');
+            let skip = if rest[i..].starts_with("\r\n") { 2 } else { 1 };
+            rest = &rest[i + skip..];
         }
-        other => malformed(0, &other.to_string()),
-    })
+    }
+    out.push_str(rest);
+    Ok(Cow::Owned(out))
 }
 
 fn malformed(position: u64, message: &str) -> DecodeError {
@@ -252,13 +269,22 @@ fn append<'a>(text: &mut Option<Cow<'a, str>>, more: Cow<'a, str>) {
 }
 
 fn resolve_reference(r: &BytesRef<'_>) -> Result<char, DecodeError> {
-    if r.is_char_ref() {
-        return match r.resolve_char_ref() {
-            Ok(Some(ch)) => Ok(ch),
-            _ => Err(DecodeErrorKind::InvalidCharRef(r.to_string()).into()),
+    resolve_name(r)
+}
+
+/// The character a reference (`amp`, `#x41`, `#65`) stands for.
+fn resolve_name(name: &str) -> Result<char, DecodeError> {
+    if let Some(number) = name.strip_prefix('#') {
+        let code = match number.strip_prefix('x') {
+            Some(hex) => u32::from_str_radix(hex, 16).ok(),
+            None => number.parse::<u32>().ok(),
         };
+        return code
+            .filter(|c| *c != 0 && !number.starts_with(['+', '-']) && !number.starts_with("x+"))
+            .and_then(char::from_u32)
+            .ok_or_else(|| DecodeErrorKind::InvalidCharRef(name.to_owned()).into());
     }
-    match &**r {
+    match name {
         "amp" => Ok('&'),
         "lt" => Ok('<'),
         "gt" => Ok('>'),
@@ -322,5 +348,22 @@ mod tests {
             }
         };
         assert_eq!(err.kind(), &DecodeErrorKind::TooDeep(MAX_DEPTH));
+    }
+}
+
+#[cfg(test)]
+mod attribute_tests {
+    use super::*;
+
+    #[test]
+    fn attribute_values_are_normalised_and_unescaped() {
+        let doc = "<a k=\"x&amp;y&#13;&#x41;\tz\r\nw\"/>";
+        let mut r = XmlReader::new(doc.as_bytes(), Mode::Request).expect("utf-8");
+        let tag = r.root().expect("root");
+        assert_eq!(tag.attribute("k").expect("valid").as_deref(), Some("x&y\rA z w"));
+        let doc = "<a k=\"&bogus;\"/>";
+        let mut r = XmlReader::new(doc.as_bytes(), Mode::Request).expect("utf-8");
+        let tag = r.root().expect("root");
+        assert_eq!(tag.attribute("k").expect_err("unknown entity").kind(), &DecodeErrorKind::UnknownEntity("bogus".into()));
     }
 }

@@ -65,7 +65,7 @@ pub struct Account {
     /// Merchant-chosen account identifier; the :account_code path id, sent on create.
     ///
     /// (`string`; both)
-    #[xml(kind = "string")]
+    #[xml(kind = "string", required)]
     pub account_code: Option<String>,
     /// Account state: active or closed.
     ///

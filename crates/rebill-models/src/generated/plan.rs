@@ -15,7 +15,7 @@ pub struct Plan {
     /// Plan identifier; the :plan_code path id.
     ///
     /// (`string`; both)
-    #[xml(kind = "string")]
+    #[xml(kind = "string", required)]
     pub plan_code: Option<String>,
     /// Plan name.
     ///

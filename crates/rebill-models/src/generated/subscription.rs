@@ -59,7 +59,7 @@ pub struct Subscription {
     /// ISO 4217 currency code, sent on creation.
     ///
     /// (`string`; both)
-    #[xml(kind = "string")]
+    #[xml(kind = "string", required)]
     pub currency: Option<String>,
     /// Number of plan units.
     ///
@@ -214,7 +214,7 @@ pub struct Subscription {
     /// Plan to subscribe to or change to (request only).
     ///
     /// (`string`; request)
-    #[xml(kind = "string", direction = "request")]
+    #[xml(kind = "string", direction = "request", required)]
     pub plan_code: Option<String>,
     /// Coupon code to redeem (request only).
     ///
