@@ -66,8 +66,13 @@ impl XmlScalar for f64 {
     const EXPECTED: &'static str = "a decimal number";
     fn write_text(&self, out: &mut String) {
         use std::fmt::Write;
-        // `Display` for f64 prints the shortest text that reads back to the same value.
+        // `Display` for f64 prints the shortest text that reads back to the same value; whole
+        // numbers keep a decimal point (`1.0`), as the dialect writes them.
+        let start = out.len();
         let _ = write!(out, "{self}");
+        if !out[start..].contains('.') {
+            out.push_str(".0");
+        }
     }
     fn parse_text(text: &str) -> Option<Self> {
         let t = text.trim();
@@ -265,6 +270,8 @@ mod tests {
     #[test]
     fn floats_and_booleans() {
         assert_eq!(text(&0.0875f64), "0.0875");
+        assert_eq!(text(&1.0f64), "1.0");
+        assert_eq!(f64::parse_text("1.0"), Some(1.0));
         assert_eq!(f64::parse_text("0.0875"), Some(0.0875));
         assert_eq!(f64::parse_text("NaN"), None);
         assert_eq!(f64::parse_text("inf"), None);
