@@ -3,10 +3,10 @@
 //! context (the fields that exist there), and reading arbitrary bytes never panics.
 
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
-use rebill_models::{visit_resources, Model, ResourceVisitor};
+use rebill_models::{Model, ResourceVisitor, visit_resources};
 use rebill_tests::{ctx, feature_sets, features_label, versions};
 use rebill_xml::arbitrary::strategy;
-use rebill_xml::{from_xml, to_xml, Mode};
+use rebill_xml::{Mode, from_xml, to_xml};
 
 fn runner(cases: u32) -> TestRunner {
     TestRunner::new(Config { cases, failure_persistence: None, ..Config::default() })
@@ -28,7 +28,9 @@ impl ResourceVisitor for RoundTrip {
                             .map_err(|e| TestCaseError::fail(format!("{e}\n{xml}")))?;
                         let expected = value.project(&c, mode);
                         if back != expected {
-                            return Err(TestCaseError::fail(format!("read back {back:#?}\nexpected {expected:#?}\n{xml}")));
+                            return Err(TestCaseError::fail(format!(
+                                "read back {back:#?}\nexpected {expected:#?}\n{xml}"
+                            )));
                         }
                         // Writing the read value again gives the same document.
                         let again = to_xml(&back, &c, mode);

@@ -77,7 +77,8 @@ fn unescape_attr<'x>(attr: &quick_xml::events::attributes::Attribute<'x>) -> Res
     while let Some(i) = rest.find(['&', '\t', '\n', '\r']) {
         out.push_str(&rest[..i]);
         if rest.as_bytes()[i] == b'&' {
-            let end = rest[i..].find(';').ok_or_else(|| malformed(0, "unterminated reference in an attribute value"))? + i;
+            let end =
+                rest[i..].find(';').ok_or_else(|| malformed(0, "unterminated reference in an attribute value"))? + i;
             out.push(resolve_name(&rest[i + 1..end])?);
             rest = &rest[end + 1..];
         } else {
@@ -364,6 +365,9 @@ mod attribute_tests {
         let doc = "<a k=\"&bogus;\"/>";
         let mut r = XmlReader::new(doc.as_bytes(), Mode::Request).expect("utf-8");
         let tag = r.root().expect("root");
-        assert_eq!(tag.attribute("k").expect_err("unknown entity").kind(), &DecodeErrorKind::UnknownEntity("bogus".into()));
+        assert_eq!(
+            tag.attribute("k").expect_err("unknown entity").kind(),
+            &DecodeErrorKind::UnknownEntity("bogus".into())
+        );
     }
 }

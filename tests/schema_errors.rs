@@ -1,0 +1,146 @@
+//! Broken schema snippets are rejected with a message naming the file and the field.
+
+use rebill_schema::load_sources;
+
+const VERSIONS: &str = r#"
+versions = ["2.0", "2.2", "2.10", "2.11"]
+default = "2.0"
+[features.credit_memos]
+doc = "Credit Memos"
+"#;
+
+fn load(resource: &str) -> Result<rebill_schema::Schema, String> {
+    let sources =
+        vec![("versions.toml".to_owned(), VERSIONS.to_owned()), ("widget.toml".to_owned(), resource.to_owned())];
+    load_sources(&sources).map_err(|e| e.to_string())
+}
+
+fn widget(fields: &str) -> String {
+    format!(
+        "[resource]\nname = \"widget\"\nplural = \"widgets\"\nhref = \"/v2/widgets/{{code}}\"\ndoc = \"A widget.\"\n\n[[fields]]\nname = \"code\"\ntype = \"string\"\ndoc = \"Code.\"\n{fields}"
+    )
+}
+
+#[test]
+fn a_valid_snippet_loads() {
+    let schema = load(&widget(
+        "[[fields]]\nname = \"total\"\ntype = \"cents\"\nrenames = [{ until = \"2.10\", element = \"a\" }, { since = \"2.10\", element = \"b\" }]\ndoc = \"Total.\"\n",
+    ))
+    .expect("valid");
+    assert_eq!(schema.resources[0].fields.len(), 2);
+}
+
+#[test]
+fn unknown_type() {
+    let e = load(&widget("[[fields]]\nname = \"size\"\ntype = \"bigint\"\ndoc = \"Size.\"\n")).expect_err("type");
+    assert_eq!(
+        e,
+        "schema/widget.toml: field `size`: unknown type `bigint` (string, integer, boolean, datetime, date, float, cents, money, enum, resource, list, values, link, anchor)"
+    );
+}
+
+#[test]
+fn unknown_version() {
+    let e = load(&widget("[[fields]]\nname = \"size\"\ntype = \"integer\"\nsince = \"2.5\"\ndoc = \"Size.\"\n"))
+        .expect_err("version");
+    assert_eq!(e, "schema/widget.toml: field `size`: unknown version `2.5` (versions.toml lists 2.0, 2.2, 2.10, 2.11)");
+}
+
+#[test]
+fn two_fields_claim_one_element() {
+    let e = load(&widget(
+        "[[fields]]\nname = \"code_again\"\ntype = \"string\"\nelement = \"code\"\nsince = \"2.10\"\ndoc = \"Dup.\"\n",
+    ))
+    .expect_err("collision");
+    assert_eq!(
+        e,
+        "schema/widget.toml: field `code_again`: element `code` is also claimed by field `code` at 2.10 in requests"
+    );
+    // Disjoint directions may share an element (an embedded object in requests, a link in responses).
+    load(&widget(
+        "[[fields]]\nname = \"owner\"\ntype = \"string\"\ndirection = \"request\"\ndoc = \"Owner.\"\n[[fields]]\nname = \"owner_href\"\ntype = \"link\"\nelement = \"owner\"\ndirection = \"response\"\ndoc = \"Owner link.\"\n",
+    ))
+    .expect("disjoint directions");
+}
+
+#[test]
+fn unknown_feature_gate() {
+    let e =
+        load(&widget("[[fields]]\nname = \"notes\"\ntype = \"string\"\nfeature = \"gift_wrap\"\ndoc = \"Notes.\"\n"))
+            .expect_err("feature");
+    assert_eq!(
+        e,
+        "schema/widget.toml: field `notes`: unknown feature `gift_wrap` (versions.toml declares `credit_memos`)"
+    );
+}
+
+#[test]
+fn overlapping_renames() {
+    let e = load(&widget(
+        "[[fields]]\nname = \"total\"\ntype = \"cents\"\nrenames = [{ until = \"2.11\", element = \"a\" }, { since = \"2.10\", element = \"b\" }]\ndoc = \"Total.\"\n",
+    ))
+    .expect_err("overlap");
+    assert_eq!(e, "schema/widget.toml: field `total`: rename ranges overlap at 2.10");
+    let e = load(&widget(
+        "[[fields]]\nname = \"total\"\ntype = \"cents\"\nrenames = [{ until = \"2.2\", element = \"a\" }, { since = \"2.10\", element = \"b\" }]\ndoc = \"Total.\"\n",
+    ))
+    .expect_err("gap");
+    assert_eq!(e, "schema/widget.toml: field `total`: renames leave version 2.2 without a name");
+}
+
+#[test]
+fn unknown_references() {
+    let e = load(&widget("[[fields]]\nname = \"state\"\ntype = \"enum\"\nof = \"widget_state\"\ndoc = \"State.\"\n"))
+        .expect_err("enum");
+    assert_eq!(e, "schema/widget.toml: field `state`: unknown enum `widget_state`");
+    let e = load(&widget("[[fields]]\nname = \"parts\"\ntype = \"list\"\nof = \"part\"\ndoc = \"Parts.\"\n"))
+        .expect_err("resource");
+    assert_eq!(e, "schema/widget.toml: field `parts`: unknown resource `part`");
+}
+
+#[test]
+fn enum_values_need_fallbacks_and_distinct_spellings() {
+    let e = load(&widget(
+        "[[enums]]\nname = \"widget_state\"\ndoc = \"States.\"\nvalues = [{ name = \"active\" }, { name = \"paused\", since = \"2.11\" }]\n",
+    ))
+    .expect_err("fallback");
+    assert_eq!(
+        e,
+        "schema/widget.toml: enum `widget_state` value `paused`: a value with since, until or feature needs a fallback"
+    );
+    let e = load(&widget(
+        "[[enums]]\nname = \"widget_state\"\ndoc = \"States.\"\nvalues = [{ name = \"open\" }, { name = \"pending\", value = \"open\" }]\n",
+    ))
+    .expect_err("same spelling");
+    assert_eq!(
+        e,
+        "schema/widget.toml: enum `widget_state`: values `open` and `pending` are both spelled `open` at 2.0"
+    );
+}
+
+#[test]
+fn typos_and_syntax_errors_name_the_file() {
+    let e = load(&widget("[[fields]]\nname = \"size\"\ntype = \"integer\"\nsinse = \"2.2\"\ndoc = \"Size.\"\n"))
+        .expect_err("typo");
+    assert!(e.starts_with("schema/widget.toml: ") && e.contains("unknown field `sinse`"), "{e}");
+    let e = load("[resource\nname = ").expect_err("syntax");
+    assert!(e.starts_with("schema/widget.toml: "), "{e}");
+}
+
+#[test]
+fn href_must_name_an_identifier_field() {
+    let text = widget("").replace("{code}", "{id}");
+    assert_eq!(
+        load(&text).expect_err("href"),
+        "schema/widget.toml: resource: href `/v2/widgets/{id}` names `id`, which is not a string or integer field"
+    );
+}
+
+#[test]
+fn versions_file_is_checked() {
+    let sources = vec![("versions.toml".to_owned(), "versions = [\"2.2\", \"2.0\"]\ndefault = \"2.0\"\n".to_owned())];
+    assert_eq!(
+        load_sources(&sources).expect_err("order").to_string(),
+        "schema/versions.toml: versions: `2.0` is out of order (oldest first, no repeats)"
+    );
+}
