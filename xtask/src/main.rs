@@ -19,6 +19,8 @@ enum Command {
         #[arg(long)]
         check: bool,
     },
+    /// Run every check CI runs: generated-code drift, formatting, clippy and all tests.
+    Test,
     /// Rewrite one response document of a resource from one API version to another.
     Xml {
         /// Schema name of the resource (e.g. invoice).
@@ -49,6 +51,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Regen { check } => regen(check),
+        Command::Test => test(),
         Command::Xml { resource, from, to, features, base_url, file } => {
             xml(&resource, &from, &to, &features, &base_url, file)
         }
@@ -79,6 +82,26 @@ fn regen(check: bool) -> anyhow::Result<()> {
         }
         println!("{} generated files, {} changed", files.len(), changed.len());
     }
+    Ok(())
+}
+
+/// The README's test command: every step must pass, none is skipped.
+fn test() -> anyhow::Result<()> {
+    regen(true)?;
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let steps: &[&[&str]] = &[
+        &["fmt", "--all", "--check"],
+        &["clippy", "--workspace", "--all-targets", "--all-features", "--", "-D", "warnings"],
+        &["test", "--workspace", "--all-features"],
+    ];
+    for step in steps {
+        println!("==> cargo {}", step.join(" "));
+        let status = std::process::Command::new(&cargo).current_dir(workspace_root()).args(*step).status()?;
+        if !status.success() {
+            anyhow::bail!("`cargo {}` failed", step.join(" "));
+        }
+    }
+    println!("==> all checks passed");
     Ok(())
 }
 

@@ -281,11 +281,10 @@ impl Versions {
         until: &Option<String>,
     ) -> Result<Range, SchemaError> {
         let range = Range { since: self.version(file, place, since)?, until: self.version(file, place, until)? };
-        if let (Some(s), Some(u)) = (range.since, range.until) {
-            if s >= u {
+        if let (Some(s), Some(u)) = (range.since, range.until)
+            && s >= u {
                 return Err(err(file, place, format!("empty version range: since {s} is not before until {u}")));
             }
-        }
         Ok(range)
     }
 
@@ -373,15 +372,14 @@ impl Versions {
             return Err(err(file, &place, "no values"));
         }
         for v in &values {
-            if let Some(fb) = &v.fallback {
-                if !values.iter().any(|x| &x.name == fb) || fb == &v.name {
+            if let Some(fb) = &v.fallback
+                && (!values.iter().any(|x| &x.name == fb) || fb == &v.name) {
                     return Err(err(
                         file,
                         format!("enum `{}` value `{}`: ", raw.name, v.name),
                         format!("fallback `{fb}` is not another value of the enum"),
                     ));
                 }
-            }
         }
         let def = EnumDef {
             name: raw.name.clone(),
@@ -503,8 +501,8 @@ impl Versions {
             for direction in [Direction::Request, Direction::Response] {
                 let mut claimed: BTreeMap<String, &str> = BTreeMap::new();
                 for f in fields.iter().filter(|f| f.direction.overlaps(direction)) {
-                    if let Some(element) = f.element_at(version) {
-                        if let Some(other) = claimed.insert(element.clone(), &f.name) {
+                    if let Some(element) = f.element_at(version)
+                        && let Some(other) = claimed.insert(element.clone(), &f.name) {
                             return Err(err(
                                 file,
                                 format!("field `{}`: ", f.name),
@@ -514,7 +512,6 @@ impl Versions {
                                 ),
                             ));
                         }
-                    }
                 }
             }
         }

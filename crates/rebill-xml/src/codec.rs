@@ -162,11 +162,10 @@ pub fn write_resource<T: XmlResource>(
     type_attr: Option<&str>,
 ) {
     w.open(name);
-    if mode == Mode::Response {
-        if let Some(path) = value.href_path() {
+    if mode == Mode::Response
+        && let Some(path) = value.href_path() {
             w.attr("href", &Href::path(path).absolute(ctx));
         }
-    }
     if let Some(t) = type_attr {
         w.attr("type", t);
     }

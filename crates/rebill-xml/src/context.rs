@@ -67,7 +67,7 @@ impl Features {
 
     #[inline]
     pub fn has(&self, name: &str) -> bool {
-        self.enabled.iter().any(|f| *f == name)
+        self.enabled.contains(&name)
     }
 
     pub fn names(&self) -> &[&'static str] {
