@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use rebill_codegen::{generate, stale_files, stale_message, write, MODELS_DIR};
+use rebill_codegen::{MODELS_DIR, generate, stale_files, stale_message, write};
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("rebill-codegen-{name}-{}", std::process::id()));

@@ -282,9 +282,10 @@ impl Versions {
     ) -> Result<Range, SchemaError> {
         let range = Range { since: self.version(file, place, since)?, until: self.version(file, place, until)? };
         if let (Some(s), Some(u)) = (range.since, range.until)
-            && s >= u {
-                return Err(err(file, place, format!("empty version range: since {s} is not before until {u}")));
-            }
+            && s >= u
+        {
+            return Err(err(file, place, format!("empty version range: since {s} is not before until {u}")));
+        }
         Ok(range)
     }
 
@@ -373,13 +374,14 @@ impl Versions {
         }
         for v in &values {
             if let Some(fb) = &v.fallback
-                && (!values.iter().any(|x| &x.name == fb) || fb == &v.name) {
-                    return Err(err(
-                        file,
-                        format!("enum `{}` value `{}`: ", raw.name, v.name),
-                        format!("fallback `{fb}` is not another value of the enum"),
-                    ));
-                }
+                && (!values.iter().any(|x| &x.name == fb) || fb == &v.name)
+            {
+                return Err(err(
+                    file,
+                    format!("enum `{}` value `{}`: ", raw.name, v.name),
+                    format!("fallback `{fb}` is not another value of the enum"),
+                ));
+            }
         }
         let def = EnumDef {
             name: raw.name.clone(),
@@ -502,16 +504,17 @@ impl Versions {
                 let mut claimed: BTreeMap<String, &str> = BTreeMap::new();
                 for f in fields.iter().filter(|f| f.direction.overlaps(direction)) {
                     if let Some(element) = f.element_at(version)
-                        && let Some(other) = claimed.insert(element.clone(), &f.name) {
-                            return Err(err(
-                                file,
-                                format!("field `{}`: ", f.name),
-                                format!(
-                                    "element `{element}` is also claimed by field `{other}` at {version} in {}s",
-                                    direction.as_str()
-                                ),
-                            ));
-                        }
+                        && let Some(other) = claimed.insert(element.clone(), &f.name)
+                    {
+                        return Err(err(
+                            file,
+                            format!("field `{}`: ", f.name),
+                            format!(
+                                "element `{element}` is also claimed by field `{other}` at {version} in {}s",
+                                direction.as_str()
+                            ),
+                        ));
+                    }
                 }
             }
         }

@@ -1,7 +1,12 @@
 //! Decoding and encoding a 200-invoice list page: rebill's codec next to quick-xml's raw event
 //! loop (a lower bound for any decoder built on quick-xml) and quick-xml's serde path.
 //!
-//! Run with `cargo bench -p rebill-xml-bench`; results are described in `docs/benchmarks.md`.
+//! Run with `cargo bench -p rebill-xml-bench` (system allocator) or with `--features mimalloc`;
+//! results are described in `docs/benchmarks.md`.
+
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use std::hint::black_box;
 use std::time::Duration;

@@ -354,7 +354,7 @@ fn read_child(fields: &[Field]) -> TokenStream {
         let required = f.attrs.required;
         if f.attrs.kind == Kind::Anchor {
             let anchor = f.attrs.anchor.clone().unwrap_or_default();
-            anchor_select.push(quote!(::core::option::Option::Some(#anchor) if #present => #index,));
+            anchor_select.push(quote!(#anchor if #present => #index,));
             actions.push(quote! {
                 #index => { self.#ident = ::rebill_xml::codec::read_link(r, tag, ctx).map_err(|e| e.within("a"))?; }
             });
@@ -391,13 +391,12 @@ fn read_child(fields: &[Field]) -> TokenStream {
         quote!()
     } else {
         quote! {
-            "a" => {
-                let anchor = ::rebill_xml::codec::anchor_name(&tag)?;
-                match anchor.as_deref() {
+            "a" => tag
+                .with_attribute("name", |anchor| match anchor {
                     #(#anchor_select)*
                     _ => u32::MAX,
-                }
-            }
+                })?
+                .unwrap_or(u32::MAX),
         }
     };
     quote! {

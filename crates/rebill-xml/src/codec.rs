@@ -1,6 +1,8 @@
 //! Codec traits implemented by the derive macros, the per-kind field helpers the derived code
 //! calls, and the document-level entry points.
 
+use std::borrow::Cow;
+
 use chrono::{DateTime, NaiveDate, Utc};
 
 use crate::context::{Direction, Mode, WireContext};
@@ -163,9 +165,10 @@ pub fn write_resource<T: XmlResource>(
 ) {
     w.open(name);
     if mode == Mode::Response
-        && let Some(path) = value.href_path() {
-            w.attr("href", &Href::path(path).absolute(ctx));
-        }
+        && let Some(path) = value.href_path()
+    {
+        w.attr("href", &Href::path(path).absolute(ctx));
+    }
     if let Some(t) = type_attr {
         w.attr("type", t);
     }
@@ -224,13 +227,15 @@ pub fn write_values<S: XmlScalar>(w: &mut XmlWriter, name: &str, item: &str, val
 
 pub fn write_link(w: &mut XmlWriter, name: &str, value: &Option<Href>, ctx: &WireContext) {
     if let Some(href) = value {
-        w.link(name, &href.absolute(ctx));
+        let (base, rest) = href.parts(ctx);
+        w.link(name, base, rest);
     }
 }
 
 pub fn write_anchor(w: &mut XmlWriter, anchor: &str, method: &str, value: &Option<Href>, ctx: &WireContext) {
     if let Some(href) = value {
-        w.anchor(anchor, &href.absolute(ctx), method);
+        let (base, rest) = href.parts(ctx);
+        w.anchor(anchor, base, rest, method);
     }
 }
 
@@ -254,11 +259,15 @@ pub fn read_scalar<'a, S: XmlScalar>(
         return Ok(None);
     }
     let text = r.text(&tag)?;
-    match S::parse_text(&text) {
+    // Only a failed parse needs the text again; strings take it over without a copy.
+    let kept = if S::TYPE_ATTR.is_some() { Some(text.clone()) } else { None };
+    match S::from_text(text) {
         Some(v) => Ok(Some(v)),
-        None => {
-            Err(DecodeErrorKind::InvalidValue { value: text.into_owned(), expected: S::EXPECTED.to_owned() }.into())
+        None => Err(DecodeErrorKind::InvalidValue {
+            value: kept.map(Cow::into_owned).unwrap_or_default(),
+            expected: S::EXPECTED.to_owned(),
         }
+        .into()),
     }
 }
 
@@ -317,6 +326,28 @@ pub fn read_money<'a>(r: &mut XmlReader<'a>, tag: Tag<'a>, required: bool) -> Re
     Ok(Some(money))
 }
 
+/// Reads a resource element (its `tag` already read) into `value`, which must be
+/// `T::default()`: attributes, then children. Returns `false` for a `nil` element (refused for
+/// required fields in requests). Decoding in place keeps large structs from being moved around.
+fn read_resource_into<'a, T: XmlResource>(
+    r: &mut XmlReader<'a>,
+    tag: Tag<'a>,
+    ctx: &WireContext,
+    required: bool,
+    value: &mut T,
+) -> Result<bool, DecodeError> {
+    let mode = r.mode();
+    let nil = tag.for_each_attribute(|key, attr| value.read_attribute(key, attr, ctx, mode))?;
+    if nil {
+        nil_value(r, &tag, required)?;
+        return Ok(false);
+    }
+    while let Some(child) = r.next_child(&tag)? {
+        value.read_child(r, child, ctx)?;
+    }
+    Ok(true)
+}
+
 /// Reads a resource element (its `tag` already read): attributes, then children.
 /// A `nil` element gives `None`.
 pub fn read_resource<'a, T: XmlResource>(
@@ -324,18 +355,8 @@ pub fn read_resource<'a, T: XmlResource>(
     tag: Tag<'a>,
     ctx: &WireContext,
 ) -> Result<Option<T>, DecodeError> {
-    if tag.is_nil() {
-        r.skip(&tag)?;
-        return Ok(None);
-    }
     let mut value = T::default();
-    for (key, attr) in tag.attributes()? {
-        value.read_attribute(key, &attr, ctx, r.mode())?;
-    }
-    while let Some(child) = r.next_child(&tag)? {
-        value.read_child(r, child, ctx)?;
-    }
-    Ok(Some(value))
+    Ok(read_resource_into(r, tag, ctx, false, &mut value)?.then_some(value))
 }
 
 pub fn read_nested<'a, T: XmlResource>(
@@ -344,11 +365,8 @@ pub fn read_nested<'a, T: XmlResource>(
     ctx: &WireContext,
     required: bool,
 ) -> Result<Option<Box<T>>, DecodeError> {
-    if tag.is_nil() {
-        nil_value(r, &tag, required)?;
-        return Ok(None);
-    }
-    Ok(read_resource::<T>(r, tag, ctx)?.map(Box::new))
+    let mut value = Box::<T>::default();
+    Ok(read_resource_into(r, tag, ctx, required, &mut *value)?.then_some(value))
 }
 
 pub fn read_list<'a, T: XmlResource>(
@@ -371,8 +389,10 @@ pub fn read_list<'a, T: XmlResource>(
             return Err(DecodeError::new(DecodeErrorKind::UnknownElement).within(child.name()));
         }
         let index = items.len();
-        if let Some(v) = read_resource::<T>(r, child, ctx).map_err(|e| e.at_index(index))? {
-            items.push(v);
+        items.push(T::default());
+        let slot = items.last_mut().expect("just pushed");
+        if !read_resource_into(r, child, ctx, false, slot).map_err(|e| e.at_index(index))? {
+            items.pop();
         }
     }
     Ok(Some(items))
@@ -405,14 +425,9 @@ pub fn read_values<'a, S: XmlScalar>(
 }
 
 pub fn read_link<'a>(r: &mut XmlReader<'a>, tag: Tag<'a>, ctx: &WireContext) -> Result<Option<Href>, DecodeError> {
-    let href = tag.attribute("href")?.map(|h| Href::from_wire(&h, ctx));
+    let href = tag.with_attribute("href", |h| Href::from_wire(h, ctx))?;
     r.skip(&tag)?;
     Ok(href)
-}
-
-/// The `name` attribute of an `<a>` anchor.
-pub fn anchor_name(tag: &Tag<'_>) -> Result<Option<String>, DecodeError> {
-    Ok(tag.attribute("name")?.map(|n| n.into_owned()))
 }
 
 // ---- documents ----

@@ -61,8 +61,13 @@ pub enum PathSegment {
 
 /// A decoding error and the path of the element it concerns, e.g.
 /// `subscription.account.billing_info.number`.
+///
+/// The error is one pointer wide, so the decoders' `Result`s stay small on the happy path.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DecodeError {
+pub struct DecodeError(Box<Inner>);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Inner {
     kind: DecodeErrorKind,
     /// Innermost segment first; reversed when rendered.
     reversed_path: Vec<PathSegment>,
@@ -70,31 +75,31 @@ pub struct DecodeError {
 
 impl DecodeError {
     pub fn new(kind: DecodeErrorKind) -> Self {
-        Self { kind, reversed_path: Vec::new() }
+        Self(Box::new(Inner { kind, reversed_path: Vec::new() }))
     }
 
     pub fn kind(&self) -> &DecodeErrorKind {
-        &self.kind
+        &self.0.kind
     }
 
     /// Prefixes the path with an element name (called by each enclosing decoder).
     #[must_use]
     pub fn within(mut self, element: &str) -> Self {
-        self.reversed_path.push(PathSegment::Element(element.to_owned()));
+        self.0.reversed_path.push(PathSegment::Element(element.to_owned()));
         self
     }
 
     /// Prefixes the path with a list index.
     #[must_use]
     pub fn at_index(mut self, index: usize) -> Self {
-        self.reversed_path.push(PathSegment::Index(index));
+        self.0.reversed_path.push(PathSegment::Index(index));
         self
     }
 
     /// The dotted element path (`invoice.line_items[0].quantity`), empty for document-level errors.
     pub fn path(&self) -> String {
         let mut out = String::new();
-        for segment in self.reversed_path.iter().rev() {
+        for segment in self.0.reversed_path.iter().rev() {
             match segment {
                 PathSegment::Element(name) => {
                     if !out.is_empty() {
@@ -116,7 +121,7 @@ impl DecodeError {
     /// wrong element or value). The service answers the first kind with 400 `invalid_xml`.
     pub fn is_syntax(&self) -> bool {
         matches!(
-            self.kind,
+            self.0.kind,
             DecodeErrorKind::Malformed { .. }
                 | DecodeErrorKind::InvalidUtf8 { .. }
                 | DecodeErrorKind::Doctype
@@ -138,7 +143,7 @@ impl From<DecodeErrorKind> for DecodeError {
 impl fmt::Display for DecodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let path = self.path();
-        if path.is_empty() { write!(f, "{}", self.kind) } else { write!(f, "{} at `{}`", self.kind, path) }
+        if path.is_empty() { write!(f, "{}", self.0.kind) } else { write!(f, "{} at `{}`", self.0.kind, path) }
     }
 }
 

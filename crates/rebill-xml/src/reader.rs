@@ -21,6 +21,9 @@ pub const MAX_DEPTH: usize = 32;
 pub struct Tag<'a> {
     start: BytesStart<'a>,
     empty: bool,
+    /// Check attributes for duplicates (requests). Responses skip the check, which costs an
+    /// allocation per tag on large list pages.
+    strict: bool,
 }
 
 impl<'a> Tag<'a> {
@@ -36,41 +39,151 @@ impl<'a> Tag<'a> {
 
     /// The element carries a `nil` attribute (any value, any prefix): an explicit null.
     pub fn is_nil(&self) -> bool {
-        self.start.attributes().flatten().any(|a| {
-            let key = a.key.0;
-            key == "nil" || key.ends_with(":nil")
-        })
+        // Most elements have no attributes, or none mentioning `nil`: check the raw text first.
+        let raw = self.start.attributes_raw().as_bytes();
+        if !raw.windows(3).any(|w| w == b"nil") {
+            return false;
+        }
+        let mut nil = false;
+        let _ = self.visit_raw(|key, _| {
+            nil |= is_nil_key(key);
+            Ok(!nil)
+        });
+        nil
+    }
+
+    fn attrs(&self) -> quick_xml::events::attributes::Attributes<'_> {
+        let mut attrs = self.start.attributes();
+        attrs.with_checks(self.strict);
+        attrs
+    }
+
+    /// Calls `visit` with each attribute's name and raw (still escaped) value until it returns
+    /// `false`. Lenient (response) tags use a small scanner for the common well-formed shape;
+    /// requests, and anything the scanner does not recognise, go through quick-xml's attribute
+    /// parser, which reports malformed and duplicate attributes.
+    fn visit_raw(&self, mut visit: impl FnMut(&str, &str) -> Result<bool, DecodeError>) -> Result<(), DecodeError> {
+        if !self.strict {
+            let mut outcome = Ok(());
+            let scanned = scan_attributes(self.start.attributes_raw(), |key, value| match visit(key, value) {
+                Ok(more) => more,
+                Err(e) => {
+                    outcome = Err(e);
+                    false
+                }
+            });
+            if scanned {
+                return outcome;
+            }
+        }
+        for attr in self.attrs() {
+            let attr = attr.map_err(|e| malformed(0, &e.to_string()))?;
+            if !visit(attr.key.0, &attr.value)? {
+                break;
+            }
+        }
+        Ok(())
     }
 
     /// The unescaped value of one attribute, if present.
-    pub fn attribute(&self, key: &str) -> Result<Option<Cow<'_, str>>, DecodeError> {
-        for attr in self.start.attributes() {
-            let attr = attr.map_err(|e| malformed(0, &e.to_string()))?;
-            if attr.key.0 == key {
-                return unescape_attr(&attr).map(Some);
-            }
-        }
-        Ok(None)
+    pub fn attribute(&self, key: &str) -> Result<Option<String>, DecodeError> {
+        self.with_attribute(key, str::to_owned)
     }
 
-    /// Every attribute as (name, unescaped value).
-    pub fn attributes(&self) -> Result<Vec<(&str, Cow<'_, str>)>, DecodeError> {
-        let mut out = Vec::new();
-        for attr in self.start.attributes() {
-            let attr = attr.map_err(|e| malformed(0, &e.to_string()))?;
-            let value = unescape_attr(&attr)?;
-            out.push((attr.key.0, value));
-        }
-        Ok(out)
+    /// Applies `f` to the unescaped value of one attribute, if present (without copying it).
+    pub fn with_attribute<R>(&self, key: &str, f: impl FnOnce(&str) -> R) -> Result<Option<R>, DecodeError> {
+        let mut f = Some(f);
+        let mut found = None;
+        self.visit_raw(|k, raw| {
+            if k != key {
+                return Ok(true);
+            }
+            if let Some(f) = f.take() {
+                found = Some(f(&unescape_attr(raw)?));
+            }
+            Ok(false)
+        })?;
+        Ok(found)
     }
+
+    /// Calls `visit` with each attribute (name, unescaped value); returns whether one of them
+    /// was `nil`. Stops at the first error.
+    pub fn for_each_attribute(
+        &self,
+        mut visit: impl FnMut(&str, &str) -> Result<(), DecodeError>,
+    ) -> Result<bool, DecodeError> {
+        let mut nil = false;
+        self.visit_raw(|key, raw| {
+            if is_nil_key(key) {
+                nil = true;
+            } else {
+                visit(key, &unescape_attr(raw)?)?;
+            }
+            Ok(true)
+        })?;
+        Ok(nil)
+    }
+}
+
+/// Splits well-formed attribute text (` a="1" b='2'`) into (name, raw value) pairs, calling
+/// `visit` until it returns `false`. Returns `false` when the text has any other shape, so that
+/// the caller can let quick-xml's parser report the error.
+fn scan_attributes(raw: &str, mut visit: impl FnMut(&str, &str) -> bool) -> bool {
+    let b = raw.as_bytes();
+    let ws = |c: u8| matches!(c, b' ' | b'\t' | b'\r' | b'\n');
+    let mut i = 0;
+    loop {
+        while i < b.len() && ws(b[i]) {
+            i += 1;
+        }
+        if i == b.len() {
+            return true;
+        }
+        let start = i;
+        while i < b.len() && !ws(b[i]) && !matches!(b[i], b'=' | b'"' | b'\'' | b'<' | b'>') {
+            i += 1;
+        }
+        let name = &raw[start..i];
+        while i < b.len() && ws(b[i]) {
+            i += 1;
+        }
+        if name.is_empty() || i == b.len() || b[i] != b'=' {
+            return false;
+        }
+        i += 1;
+        while i < b.len() && ws(b[i]) {
+            i += 1;
+        }
+        if i == b.len() || !matches!(b[i], b'"' | b'\'') {
+            return false;
+        }
+        let quote = b[i];
+        i += 1;
+        let Some(len) = memchr::memchr(quote, &b[i..]) else { return false };
+        let value = &raw[i..i + len];
+        if value.contains('<') {
+            return false;
+        }
+        i += len + 1;
+        if i < b.len() && !ws(b[i]) {
+            return false;
+        }
+        if !visit(name, value) {
+            return true;
+        }
+    }
+}
+
+fn is_nil_key(key: &str) -> bool {
+    key == "nil" || key.ends_with(":nil")
 }
 
 /// Attribute-value normalisation (XML 1.0 §3.3.3): literal tabs and line breaks become spaces,
 /// then the predefined entities and character references are decoded. Other entities are refused.
-fn unescape_attr<'x>(attr: &quick_xml::events::attributes::Attribute<'x>) -> Result<Cow<'x, str>, DecodeError> {
-    let raw = &attr.value;
-    if !raw.bytes().any(|b| matches!(b, b'&' | b'\t' | b'\n' | b'\r')) {
-        return Ok(raw.clone());
+fn unescape_attr(raw: &str) -> Result<Cow<'_, str>, DecodeError> {
+    let bytes = raw.as_bytes();
+    if memchr::memchr3(b'&', b'\t', b'\n', bytes).is_none() && memchr::memchr(b'\r', bytes).is_none() {
+        return Ok(Cow::Borrowed(raw));
     }
     let mut out = String::with_capacity(raw.len());
     let mut rest: &str = raw;
@@ -133,6 +246,10 @@ impl<'a> XmlReader<'a> {
         })
     }
 
+    fn tag(&self, start: BytesStart<'a>, empty: bool) -> Tag<'a> {
+        Tag { start, empty, strict: self.mode == Mode::Request }
+    }
+
     fn unclosed(&self) -> DecodeError {
         malformed(self.inner.buffer_position(), "unexpected end of document: an element is not closed")
     }
@@ -154,9 +271,9 @@ impl<'a> XmlReader<'a> {
                 Event::DocType(_) => return Err(DecodeErrorKind::Doctype.into()),
                 Event::Start(start) => {
                     self.enter()?;
-                    return Ok(Tag { start, empty: false });
+                    return Ok(self.tag(start, false));
                 }
-                Event::Empty(start) => return Ok(Tag { start, empty: true }),
+                Event::Empty(start) => return Ok(self.tag(start, true)),
                 Event::Eof => return Err(DecodeErrorKind::NoRoot.into()),
                 Event::End(_) => {
                     return Err(malformed(self.inner.buffer_position(), "end tag without start tag"));
@@ -191,9 +308,9 @@ impl<'a> XmlReader<'a> {
             match self.read()? {
                 Event::Start(start) => {
                     self.enter()?;
-                    return Ok(Some(Tag { start, empty: false }));
+                    return Ok(Some(self.tag(start, false)));
                 }
-                Event::Empty(start) => return Ok(Some(Tag { start, empty: true })),
+                Event::Empty(start) => return Ok(Some(self.tag(start, true))),
                 Event::End(_) => {
                     self.depth -= 1;
                     return Ok(None);
@@ -220,9 +337,31 @@ impl<'a> XmlReader<'a> {
         if tag.empty {
             return Ok(Cow::Borrowed(""));
         }
-        let mut text: Option<Cow<'a, str>> = None;
+        // The common shapes first: `<x></x>` and `<x>text</x>`.
+        let first = match self.read()? {
+            Event::End(_) => {
+                self.depth -= 1;
+                return Ok(Cow::Borrowed(""));
+            }
+            Event::Text(t) => {
+                let content = t.into_inner();
+                if content.contains('\r') { Cow::Owned(normalize_eols(&content)) } else { content }
+            }
+            other => return self.text_slow(None, other),
+        };
+        match self.read()? {
+            Event::End(_) => {
+                self.depth -= 1;
+                Ok(first)
+            }
+            other => self.text_slow(Some(first), other),
+        }
+    }
+
+    /// The general case of [`text`](Self::text): several text, CDATA and reference events.
+    fn text_slow(&mut self, mut text: Option<Cow<'a, str>>, mut event: Event<'a>) -> Result<Cow<'a, str>, DecodeError> {
         loop {
-            match self.read()? {
+            match event {
                 Event::Text(t) => append(&mut text, t.xml10_content()),
                 Event::CData(c) => append(&mut text, c.xml10_content()),
                 Event::GeneralRef(r) => {
@@ -241,21 +380,37 @@ impl<'a> XmlReader<'a> {
                 Event::DocType(_) => return Err(DecodeErrorKind::Doctype.into()),
                 Event::Eof => return Err(self.unclosed()),
             }
+            event = self.read()?;
         }
     }
 
-    /// Skips an element and everything inside it.
+    /// Skips an element and everything inside it (iteratively, whatever the nesting).
     pub fn skip(&mut self, tag: &Tag<'a>) -> Result<(), DecodeError> {
         if tag.empty {
             return Ok(());
         }
-        self.inner.read_to_end(tag.start.name()).map_err(|e| {
-            let position = self.inner.error_position();
-            malformed(position, &e.to_string())
-        })?;
-        self.depth -= 1;
-        Ok(())
+        let mut open = 1usize;
+        loop {
+            match self.read()? {
+                Event::Start(_) => open += 1,
+                Event::End(_) => {
+                    open -= 1;
+                    if open == 0 {
+                        self.depth -= 1;
+                        return Ok(());
+                    }
+                }
+                Event::DocType(_) => return Err(DecodeErrorKind::Doctype.into()),
+                Event::Eof => return Err(self.unclosed()),
+                _ => {}
+            }
+        }
     }
+}
+
+/// XML 1.0 end-of-line handling: `\r\n` and lone `\r` become `\n`.
+fn normalize_eols(text: &str) -> String {
+    text.replace("\r\n", "\n").replace('\r', "\n")
 }
 
 fn is_blank(text: &str) -> bool {
@@ -362,6 +517,10 @@ mod attribute_tests {
         let mut r = XmlReader::new(doc.as_bytes(), Mode::Request).expect("utf-8");
         let tag = r.root().expect("root");
         assert_eq!(tag.attribute("k").expect("valid").as_deref(), Some("x&y\rA z w"));
+        // The lenient scanner and quick-xml's parser agree.
+        let mut r = XmlReader::new(doc.as_bytes(), Mode::Response).expect("utf-8");
+        let tag = r.root().expect("root");
+        assert_eq!(tag.attribute("k").expect("valid").as_deref(), Some("x&y\rA z w"));
         let doc = "<a k=\"&bogus;\"/>";
         let mut r = XmlReader::new(doc.as_bytes(), Mode::Request).expect("utf-8");
         let tag = r.root().expect("root");
@@ -369,5 +528,65 @@ mod attribute_tests {
             tag.attribute("k").expect_err("unknown entity").kind(),
             &DecodeErrorKind::UnknownEntity("bogus".into())
         );
+    }
+}
+
+#[cfg(test)]
+mod scanner_tests {
+    use super::*;
+
+    fn scan(raw: &str) -> Option<Vec<(String, String)>> {
+        let mut out = Vec::new();
+        scan_attributes(raw, |k, v| {
+            out.push((k.to_owned(), v.to_owned()));
+            true
+        })
+        .then_some(out)
+    }
+
+    #[test]
+    fn scans_the_common_shapes() {
+        assert_eq!(scan(""), Some(vec![]));
+        assert_eq!(
+            scan(" href=\"https://x/a?b=1\" type = 'charge'"),
+            Some(vec![("href".into(), "https://x/a?b=1".into()), ("type".into(), "charge".into())])
+        );
+    }
+
+    #[test]
+    fn leaves_odd_shapes_to_quick_xml() {
+        for odd in [" k=1", " k=\"1\"j=\"2\"", " k", " =\"1\"", " k=\"<\"", " k=\"open"] {
+            assert_eq!(scan(odd), None, "{odd}");
+        }
+    }
+
+    #[test]
+    fn malformed_attributes_are_errors_in_both_modes() {
+        for mode in [Mode::Request, Mode::Response] {
+            let mut r = XmlReader::new(b"<a k=1/>", mode).expect("utf-8");
+            let tag = r.root().expect("root");
+            assert!(tag.attribute("k").is_err(), "{mode:?}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod text_tests {
+    use super::*;
+
+    fn text(doc: &str) -> String {
+        let mut r = XmlReader::new(doc.as_bytes(), Mode::Response).expect("utf-8");
+        let root = r.root().expect("root");
+        let t = r.text(&root).expect("text").into_owned();
+        r.finish().expect("end");
+        t
+    }
+
+    #[test]
+    fn line_ends_are_normalised_and_mixed_content_joined() {
+        assert_eq!(text("<a>x\r\ny\rz</a>"), "x\ny\nz");
+        assert_eq!(text("<a>x&#13;y</a>"), "x\ry");
+        assert_eq!(text("<a>a<!-- c -->b&amp;<![CDATA[<c>]]></a>"), "ab&<c>");
+        assert_eq!(text("<a></a>"), "");
     }
 }

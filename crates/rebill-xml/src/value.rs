@@ -17,6 +17,10 @@ pub trait XmlScalar: Sized + Clone {
     fn write_text(&self, out: &mut String);
     /// Parses the (unescaped) text form; typed values ignore surrounding whitespace.
     fn parse_text(text: &str) -> Option<Self>;
+    /// Like [`parse_text`](Self::parse_text), taking ownership of text that is already owned.
+    fn from_text(text: Cow<'_, str>) -> Option<Self> {
+        Self::parse_text(&text)
+    }
 }
 
 impl XmlScalar for String {
@@ -27,6 +31,9 @@ impl XmlScalar for String {
     }
     fn parse_text(text: &str) -> Option<Self> {
         Some(text.to_owned())
+    }
+    fn from_text(text: Cow<'_, str>) -> Option<Self> {
+        Some(text.into_owned())
     }
 }
 
@@ -199,6 +206,12 @@ impl Href {
 
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// The URL as written for `ctx`, in two parts: the base URL (empty for an absolute URL) and
+    /// the rest.
+    pub fn parts<'x>(&'x self, ctx: &'x WireContext) -> (&'x str, &'x str) {
+        if self.0.starts_with('/') { (ctx.base_url(), &self.0) } else { ("", &self.0) }
     }
 
     /// The URL as written for `ctx`.

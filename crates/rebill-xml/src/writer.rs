@@ -66,10 +66,14 @@ impl XmlWriter {
 
     #[inline]
     fn line(&mut self) {
+        const SPACES: &str = "                                                                ";
         if !self.out.is_empty() {
             self.out.push('\n');
-            for _ in 0..self.depth {
-                self.out.push_str("  ");
+            let mut indent = self.depth * 2;
+            while indent > 0 {
+                let n = indent.min(SPACES.len());
+                self.out.push_str(&SPACES[..n]);
+                indent -= n;
             }
         }
     }
@@ -88,6 +92,18 @@ impl XmlWriter {
         self.out.push_str(key);
         self.out.push_str("=\"");
         escape_attr(&mut self.out, value);
+        self.out.push('"');
+    }
+
+    /// Writes an attribute whose value is the concatenation of two parts (a base URL and a
+    /// path), without building the joined string.
+    #[inline]
+    pub fn attr_joined(&mut self, key: &str, first: &str, second: &str) {
+        self.out.push(' ');
+        self.out.push_str(key);
+        self.out.push_str("=\"");
+        escape_attr(&mut self.out, first);
+        escape_attr(&mut self.out, second);
         self.out.push('"');
     }
 
@@ -154,21 +170,21 @@ impl XmlWriter {
         self.push_end(name);
     }
 
-    /// Writes `<name href="…"/>`.
+    /// Writes `<name href="…"/>`; the URL is `base` followed by `path`.
     #[inline]
-    pub fn link(&mut self, name: &str, href: &str) {
+    pub fn link(&mut self, name: &str, base: &str, path: &str) {
         self.open(name);
-        self.attr("href", href);
+        self.attr_joined("href", base, path);
         self.out.push_str("/>");
         self.just_opened = false;
     }
 
-    /// Writes `<a name="…" href="…" method="…"/>`.
+    /// Writes `<a name="…" href="…" method="…"/>`; the URL is `base` followed by `path`.
     #[inline]
-    pub fn anchor(&mut self, name: &str, href: &str, method: &str) {
+    pub fn anchor(&mut self, name: &str, base: &str, path: &str, method: &str) {
         self.open("a");
         self.attr("name", name);
-        self.attr("href", href);
+        self.attr_joined("href", base, path);
         self.attr("method", method);
         self.out.push_str("/>");
         self.just_opened = false;
