@@ -85,24 +85,56 @@ fn regen(check: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The README's test command: every step must pass, none is skipped.
+/// The README's test command: every step must pass, none is skipped. Ends with one
+/// `N passed, N failed` line summing every test binary's results.
 fn test() -> anyhow::Result<()> {
     regen(true)?;
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let steps: &[&[&str]] = &[
-        &["fmt", "--all", "--check"],
+    let run = |args: &[&str]| -> anyhow::Result<std::process::Command> {
+        println!("==> cargo {}", args.join(" "));
+        let mut cmd = std::process::Command::new(&cargo);
+        cmd.current_dir(workspace_root()).args(args);
+        Ok(cmd)
+    };
+    for step in [
+        &["fmt", "--all", "--check"][..],
         &["clippy", "--workspace", "--all-targets", "--all-features", "--", "-D", "warnings"],
-        &["test", "--workspace", "--all-features"],
-    ];
-    for step in steps {
-        println!("==> cargo {}", step.join(" "));
-        let status = std::process::Command::new(&cargo).current_dir(workspace_root()).args(*step).status()?;
-        if !status.success() {
+    ] {
+        if !run(step)?.status()?.success() {
             anyhow::bail!("`cargo {}` failed", step.join(" "));
         }
     }
-    println!("==> all checks passed");
+    let mut child = run(&["test", "--workspace", "--all-features"])?.stdout(std::process::Stdio::piped()).spawn()?;
+    let stdout = child.stdout.take().ok_or_else(|| anyhow::anyhow!("no stdout from cargo test"))?;
+    let (mut passed, mut failed) = (0u64, 0u64);
+    for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
+        let line = line?;
+        println!("{line}");
+        if let Some(result) = line.strip_prefix("test result: ") {
+            passed += count(result, " passed");
+            failed += count(result, " failed");
+        }
+    }
+    let ok = child.wait()?.success();
+    println!("{passed} passed, {failed} failed");
+    if !ok || failed > 0 {
+        anyhow::bail!("`cargo test` failed");
+    }
+    if passed == 0 {
+        anyhow::bail!("`cargo test` ran no test");
+    }
     Ok(())
+}
+
+/// The number before `label` in a `test result:` line (`ok. 12 passed; 0 failed; …`).
+fn count(result: &str, label: &str) -> u64 {
+    result
+        .split(';')
+        .find_map(|part| {
+            part.trim().trim_start_matches("ok. ").trim_start_matches("FAILED. ").strip_suffix(label.trim_start())
+        })
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 /// Runs the `rebill-transcode` binary, which links the generated models. It lives in its own
