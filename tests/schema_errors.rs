@@ -35,7 +35,7 @@ fn unknown_type() {
     let e = load(&widget("[[fields]]\nname = \"size\"\ntype = \"bigint\"\ndoc = \"Size.\"\n")).expect_err("type");
     assert_eq!(
         e,
-        "schema/widget.toml: field `size`: unknown type `bigint` (string, integer, boolean, datetime, date, float, cents, money, enum, resource, list, values, link, anchor)"
+        "schema/widget.toml: field `size`: unknown type `bigint` (string, integer, boolean, datetime, date, float, cents, money, enum, resource, list, values, link, anchor, text)"
     );
 }
 
@@ -143,4 +143,19 @@ fn versions_file_is_checked() {
         load_sources(&sources).expect_err("order").to_string(),
         "schema/versions.toml: versions: `2.0` is out of order (oldest first, no repeats)"
     );
+}
+
+#[test]
+fn text_fields_stand_alone() {
+    let text = "[resource]\nname = \"widget\"\ndoc = \"A widget.\"\n\n[[fields]]\nname = \"code\"\ntype = \"string\"\nattribute = \"code\"\ndoc = \"Code.\"\n\n[[fields]]\nname = \"message\"\ntype = \"text\"\ndoc = \"Message.\"\n";
+    load(text).expect("attribute plus text");
+    let e = load(&format!("{text}\n[[fields]]\nname = \"extra\"\ntype = \"integer\"\ndoc = \"Extra.\"\n"))
+        .expect_err("child beside text");
+    assert_eq!(
+        e,
+        "schema/widget.toml: field `extra`: resource has a text field (`message`), so every other field must be an attribute"
+    );
+    let e = load(&widget("[[fields]]\nname = \"parts\"\ntype = \"string\"\ninline = true\ndoc = \"Parts.\"\n"))
+        .expect_err("inline");
+    assert_eq!(e, "schema/widget.toml: field `parts`: `inline` applies only to type `list`");
 }

@@ -136,8 +136,12 @@ fn field_tokens(schema: &Schema, field: &Field) -> TokenStream {
             let t = ident(&schema.resource(r).map(|d| d.rust_name.clone()).unwrap_or_default());
             quote!(Option<Box<#t>>)
         }
-        FieldType::List { of, item } => {
+        FieldType::Text => quote!(Option<String>),
+        FieldType::List { of, item, inline } => {
             attrs.push(quote!(item = #item));
+            if *inline {
+                attrs.push(quote!(inline));
+            }
             let t = ident(&schema.resource(of).map(|d| d.rust_name.clone()).unwrap_or_default());
             quote!(Option<Vec<#t>>)
         }

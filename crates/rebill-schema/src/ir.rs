@@ -157,10 +157,23 @@ pub enum FieldType {
     Money,
     Enum(String),
     Resource(String),
-    List { of: String, item: String },
-    Values { of: Scalar, item: String },
+    /// `inline`: the items are direct children of the resource, with no wrapper element.
+    List {
+        of: String,
+        item: String,
+        inline: bool,
+    },
+    /// The element's own text content (beside attribute fields).
+    Text,
+    Values {
+        of: Scalar,
+        item: String,
+    },
     Link,
-    Anchor { name: String, method: String },
+    Anchor {
+        name: String,
+        method: String,
+    },
 }
 
 impl FieldType {
@@ -172,6 +185,7 @@ impl FieldType {
             FieldType::Enum(_) => "enum",
             FieldType::Resource(_) => "resource",
             FieldType::List { .. } => "list",
+            FieldType::Text => "text",
             FieldType::Values { .. } => "values",
             FieldType::Link => "link",
             FieldType::Anchor { .. } => "anchor",
@@ -211,8 +225,11 @@ impl Field {
         if let Some(attr) = &self.attribute {
             return Some(format!("@{attr}"));
         }
-        if let FieldType::Anchor { name, .. } = &self.ty {
-            return Some(format!("a[name={name}]"));
+        match &self.ty {
+            FieldType::Anchor { name, .. } => return Some(format!("a[name={name}]")),
+            FieldType::Text => return Some("#text".to_owned()),
+            FieldType::List { item, inline: true, .. } => return Some(item.clone()),
+            _ => {}
         }
         if self.renames.is_empty() {
             return Some(self.element.clone());

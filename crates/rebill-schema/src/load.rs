@@ -78,6 +78,8 @@ struct RawField {
     attribute: Option<String>,
     #[serde(default)]
     typed: bool,
+    #[serde(default)]
+    inline: bool,
     anchor: Option<String>,
     method: Option<String>,
     doc: String,
@@ -474,6 +476,18 @@ impl Versions {
                 return Err(err(file, format!("field `{}`: ", field.name), "defined twice"));
             }
         }
+        if let Some(text) = fields.iter().find(|f| f.ty == FieldType::Text) {
+            if fields.iter().filter(|f| f.ty == FieldType::Text).count() > 1 {
+                return Err(err(file, format!("field `{}`: ", text.name), "a resource has at most one text field"));
+            }
+            if let Some(child) = fields.iter().find(|f| f.ty != FieldType::Text && f.attribute.is_none()) {
+                return Err(err(
+                    file,
+                    format!("field `{}`: ", child.name),
+                    format!("resource has a text field (`{}`), so every other field must be an attribute", text.name),
+                ));
+            }
+        }
         if let Some(href) = &r.href {
             let mut rest = href.as_str();
             if !href.starts_with("/v2/") {
@@ -557,6 +571,7 @@ impl Versions {
             |what: &str| f.of.clone().ok_or_else(|| err(file, &place, format!("type `{}` needs `of` ({what})", f.ty)));
         let ty = match f.ty.as_str() {
             "money" => FieldType::Money,
+            "text" => FieldType::Text,
             "link" => FieldType::Link,
             "enum" => {
                 let of = need_of("an enum name")?;
@@ -575,7 +590,7 @@ impl Versions {
             "list" => {
                 let of = need_of("a resource name")?;
                 let root = roots.get(&of).ok_or_else(|| err(file, &place, format!("unknown resource `{of}`")))?;
-                FieldType::List { item: f.item.clone().unwrap_or_else(|| root.clone()), of }
+                FieldType::List { item: f.item.clone().unwrap_or_else(|| root.clone()), of, inline: f.inline }
             }
             "values" => {
                 let of = need_of("a scalar type")?;
@@ -608,7 +623,7 @@ impl Versions {
                         file,
                         &place,
                         format!(
-                            "unknown type `{other}` (string, integer, boolean, datetime, date, float, cents, money, enum, resource, list, values, link, anchor)"
+                            "unknown type `{other}` (string, integer, boolean, datetime, date, float, cents, money, enum, resource, list, values, link, anchor, text)"
                         ),
                     ));
                 }
@@ -627,6 +642,12 @@ impl Versions {
         }
         if (f.anchor.is_some() || f.method.is_some()) && !matches!(ty, FieldType::Anchor { .. }) {
             return Err(err(file, &place, "`anchor` and `method` apply only to type `anchor`"));
+        }
+        if f.inline && !matches!(ty, FieldType::List { .. }) {
+            return Err(err(file, &place, "`inline` applies only to type `list`"));
+        }
+        if matches!(ty, FieldType::Text) && (f.element.is_some() || !f.renames.is_empty() || f.attribute.is_some()) {
+            return Err(err(file, &place, "a text field is the element's content: no element name or attribute"));
         }
         if f.typed && !matches!(ty, FieldType::Resource(_)) {
             return Err(err(file, &place, "`typed` applies only to type `resource`"));

@@ -87,6 +87,7 @@ pub enum Kind {
     Values,
     Link,
     Anchor,
+    Text,
 }
 
 impl Kind {
@@ -100,6 +101,7 @@ impl Kind {
             "values" => Kind::Values,
             "link" => Kind::Link,
             "anchor" => Kind::Anchor,
+            "text" => Kind::Text,
             other => {
                 return Err(syn::Error::new(lit.span(), format!("unknown kind `{other}`")));
             }
@@ -124,6 +126,7 @@ pub struct FieldAttrs {
     pub required: bool,
     pub attribute: Option<String>,
     pub typed: bool,
+    pub inline: bool,
     pub item: Option<String>,
     pub anchor: Option<String>,
     pub method: Option<String>,
@@ -140,6 +143,7 @@ pub fn field_attrs(attrs: &[Attribute], span: Span) -> syn::Result<FieldAttrs> {
         required: false,
         attribute: None,
         typed: false,
+        inline: false,
         item: None,
         anchor: None,
         method: None,
@@ -190,6 +194,8 @@ pub fn field_attrs(attrs: &[Attribute], span: Span) -> syn::Result<FieldAttrs> {
                 out.required = true;
             } else if meta.path.is_ident("typed") {
                 out.typed = true;
+            } else if meta.path.is_ident("inline") {
+                out.inline = true;
             } else if meta.path.is_ident("attribute") {
                 out.attribute = Some(string(&meta)?.value());
             } else if meta.path.is_ident("item") {

@@ -17,6 +17,9 @@ impl Field {
     /// Element names with the version range each applies to (clipped to the field's range).
     fn elements(&self) -> Vec<(String, Option<Version>, Option<Version>)> {
         let own = (self.attrs.range.since, self.attrs.range.until);
+        if self.attrs.inline {
+            return vec![(self.attrs.item.clone().unwrap_or_default(), own.0, own.1)];
+        }
         if self.attrs.renames.is_empty() {
             let name = self.attrs.element.clone().unwrap_or_else(|| self.ident.to_string());
             return vec![(name, own.0, own.1)];
@@ -134,6 +137,7 @@ pub fn derive(input: DeriveInput) -> syn::Result<TokenStream> {
     let read_attribute = read_attribute(&fields);
     let read_child = read_child(&fields);
     let project = project(&fields);
+    let text = text_fns(&fields);
     let arbitrary = arbitrary(name, &fields);
 
     Ok(quote! {
@@ -143,6 +147,8 @@ pub fn derive(input: DeriveInput) -> syn::Result<TokenStream> {
             const ELEMENTS: &'static [::rebill_xml::ElementInfo] = &[#elements];
 
             #href
+
+            #text
 
             #[allow(unused_variables)]
             fn write_attributes(&self, w: &mut ::rebill_xml::XmlWriter, ctx: &::rebill_xml::WireContext, mode: ::rebill_xml::Mode) {
@@ -217,9 +223,32 @@ fn href_fn(top: &attrs::ResourceAttrs, fields: &[Field]) -> syn::Result<TokenStr
     })
 }
 
+/// `HAS_TEXT`, `text_value` and `read_text` for a resource with a text field.
+fn text_fns(fields: &[Field]) -> TokenStream {
+    let Some(f) = fields.iter().find(|f| f.attrs.kind == Kind::Text) else { return quote!() };
+    let ident = &f.ident;
+    let present = f.presence();
+    quote! {
+        const HAS_TEXT: bool = true;
+
+        fn text_value(&self, ctx: &::rebill_xml::WireContext, mode: ::rebill_xml::Mode) -> ::core::option::Option<&str> {
+            if #present { self.#ident.as_deref() } else { ::core::option::Option::None }
+        }
+
+        fn read_text(&mut self, text: ::std::string::String, ctx: &::rebill_xml::WireContext, mode: ::rebill_xml::Mode) -> ::core::result::Result<(), ::rebill_xml::DecodeError> {
+            if #present {
+                self.#ident = ::core::option::Option::Some(text);
+            } else if mode == ::rebill_xml::Mode::Request && !text.trim().is_empty() {
+                return ::core::result::Result::Err(::rebill_xml::DecodeErrorKind::UnexpectedText.into());
+            }
+            ::core::result::Result::Ok(())
+        }
+    }
+}
+
 fn elements_table(fields: &[Field]) -> TokenStream {
     let mut entries = Vec::new();
-    for f in fields.iter().filter(|f| f.attrs.attribute.is_none()) {
+    for f in fields.iter().filter(|f| f.attrs.attribute.is_none() && f.attrs.kind != Kind::Text) {
         let dir = direction_tokens(f.attrs.direction);
         let feature = match &f.attrs.range.feature {
             Some(x) => quote!(::core::option::Option::Some(#x)),
@@ -268,7 +297,7 @@ fn write_children(fields: &[Field]) -> TokenStream {
     let mut out = Vec::new();
     let ordered = fields
         .iter()
-        .filter(|f| f.attrs.attribute.is_none() && f.attrs.kind != Kind::Anchor)
+        .filter(|f| f.attrs.attribute.is_none() && !matches!(f.attrs.kind, Kind::Anchor | Kind::Text))
         .chain(fields.iter().filter(|f| f.attrs.kind == Kind::Anchor));
     for f in ordered {
         let ident = &f.ident;
@@ -289,6 +318,10 @@ fn write_children(fields: &[Field]) -> TokenStream {
                 let typed = f.attrs.typed;
                 quote!(::rebill_xml::codec::write_nested::<#inner>(w, #element, &self.#ident, ctx, mode, #typed))
             }
+            Kind::List if f.attrs.inline => {
+                let item = f.attrs.item.clone().unwrap_or_default();
+                quote!(::rebill_xml::codec::write_inline_list::<#inner>(w, #item, &self.#ident, ctx, mode))
+            }
             Kind::List => {
                 let item = f.attrs.item.clone().unwrap_or_default();
                 quote!(::rebill_xml::codec::write_list::<#inner>(w, #element, #item, &self.#ident, ctx, mode))
@@ -303,6 +336,7 @@ fn write_children(fields: &[Field]) -> TokenStream {
                 let method = f.attrs.method.clone().unwrap_or_default();
                 quote!(::rebill_xml::codec::write_anchor(w, #anchor, #method, &self.#ident, ctx))
             }
+            Kind::Text => unreachable!("text fields are filtered out"),
         };
         out.push(quote!(if #present { #write; }));
     }
@@ -346,7 +380,9 @@ fn read_child(fields: &[Field]) -> TokenStream {
     let mut select = Vec::new();
     let mut anchor_select = Vec::new();
     let mut actions = Vec::new();
-    for (index, f) in fields.iter().enumerate().filter(|(_, f)| f.attrs.attribute.is_none()) {
+    for (index, f) in
+        fields.iter().enumerate().filter(|(_, f)| f.attrs.attribute.is_none() && f.attrs.kind != Kind::Text)
+    {
         let index = index as u32;
         let ident = &f.ident;
         let inner = &f.inner;
@@ -365,6 +401,13 @@ fn read_child(fields: &[Field]) -> TokenStream {
             select.push(quote!(#element if #present && #check => #index,));
         }
         let element = f.element_expr();
+        if f.attrs.inline {
+            let item = f.attrs.item.clone().unwrap_or_default();
+            actions.push(quote! {
+                #index => { ::rebill_xml::codec::read_inline_item::<#inner>(r, tag, ctx, &mut self.#ident).map_err(|e| e.within(#item))?; }
+            });
+            continue;
+        }
         let read = match f.attrs.kind {
             Kind::Scalar => quote!(::rebill_xml::codec::read_scalar::<#inner>(r, tag, #required)),
             Kind::Enum => quote!(::rebill_xml::codec::read_enum::<#inner>(r, tag, ctx, #required)),
@@ -381,7 +424,7 @@ fn read_child(fields: &[Field]) -> TokenStream {
                 quote!(::rebill_xml::codec::read_values::<#inner>(r, tag, #item))
             }
             Kind::Link => quote!(::rebill_xml::codec::read_link(r, tag, ctx)),
-            Kind::Anchor => unreachable!("anchors handled above"),
+            Kind::Anchor | Kind::Text => unreachable!("anchors handled above, text fields filtered out"),
         };
         actions.push(quote_spanned! {ident.span()=>
             #index => { self.#ident = #read.map_err(|e| e.within(#element))?; }
@@ -408,7 +451,7 @@ fn read_child(fields: &[Field]) -> TokenStream {
         };
         match field {
             #(#actions)*
-            _ => return ::rebill_xml::codec::unclaimed_child(r, tag, ctx, <Self as ::rebill_xml::XmlResource>::ELEMENTS),
+            _ => ::rebill_xml::codec::unclaimed_child(r, tag, ctx, <Self as ::rebill_xml::XmlResource>::ELEMENTS)?,
         }
         ::core::result::Result::Ok(())
     }
@@ -418,8 +461,10 @@ fn project(fields: &[Field]) -> TokenStream {
     let inits = fields.iter().map(|f| {
         let ident = &f.ident;
         let present = f.presence();
+        // An empty inline list writes nothing, so it reads back as absent.
+        let keep = if f.attrs.inline { quote!(.filter(|v| !v.is_empty())) } else { quote!() };
         quote! {
-            #ident: if #present { ::rebill_xml::Project::project(&self.#ident, ctx, mode) } else { ::core::option::Option::None },
+            #ident: if #present { ::rebill_xml::Project::project(&self.#ident, ctx, mode)#keep } else { ::core::option::Option::None },
         }
     });
     quote!(Self { #(#inits)* })

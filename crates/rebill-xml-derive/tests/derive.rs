@@ -173,3 +173,55 @@ fn typed_and_untyped_request_elements() {
     assert_eq!(a, b);
     assert_eq!(a.kind, Some(State::Paid));
 }
+
+#[derive(Debug, Clone, PartialEq, Default, XmlResource)]
+#[xml(root = "error")]
+struct FieldError {
+    #[xml(kind = "string", attribute = "field")]
+    field: Option<String>,
+    #[xml(kind = "string", attribute = "symbol")]
+    symbol: Option<String>,
+    #[xml(kind = "text")]
+    message: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, XmlResource)]
+#[xml(root = "errors")]
+struct Errors {
+    #[xml(kind = "string")]
+    note: Option<String>,
+    #[xml(kind = "list", item = "error", inline)]
+    errors: Option<Vec<FieldError>>,
+}
+
+#[test]
+fn text_content_and_inline_lists() {
+    let c = ctx("2.11", "");
+    let doc = Errors {
+        note: Some("n".into()),
+        errors: Some(vec![
+            FieldError {
+                field: Some("account.email".into()),
+                symbol: Some("invalid_email".into()),
+                message: Some("is not a valid email address".into()),
+            },
+            FieldError { field: Some("account.code".into()), symbol: Some("blank".into()), message: None },
+        ]),
+    };
+    let xml = to_xml(&doc, &c, Mode::Response);
+    assert!(
+        xml.contains(
+            "\n  <error field=\"account.email\" symbol=\"invalid_email\">is not a valid email address</error>\n"
+        ),
+        "{xml}"
+    );
+    assert!(xml.contains("<error field=\"account.code\" symbol=\"blank\" nil=\"nil\"></error>"), "{xml}");
+    let back: Errors = from_xml(xml.as_bytes(), &c, Mode::Response).expect("read back");
+    assert_eq!(back, doc);
+    let empty = Errors { note: None, errors: Some(vec![]) };
+    let back: Errors = from_xml(to_xml(&empty, &c, Mode::Response).as_bytes(), &c, Mode::Response).expect("empty");
+    assert_eq!(back, empty.project(&c, Mode::Response));
+    assert_eq!(back.errors, None);
+    let err = from_xml::<FieldError>(b"<error field=\"a\"><b/></error>", &c, Mode::Request).expect_err("child in text");
+    assert_eq!(err.kind(), &DecodeErrorKind::UnexpectedChild("b".into()));
+}

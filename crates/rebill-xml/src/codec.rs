@@ -36,6 +36,19 @@ pub trait XmlResource: Sized + Default {
     /// Every element the resource knows, at any version (for error diagnosis).
     const ELEMENTS: &'static [ElementInfo];
 
+    /// Whether the resource's content is text (beside attributes) instead of child elements.
+    const HAS_TEXT: bool = false;
+
+    /// The text content to write in this context (resources with a text field).
+    fn text_value(&self, _ctx: &WireContext, _mode: Mode) -> Option<&str> {
+        None
+    }
+
+    /// Stores text content read from the document (resources with a text field).
+    fn read_text(&mut self, _text: String, _ctx: &WireContext, _mode: Mode) -> Result<(), DecodeError> {
+        Ok(())
+    }
+
     /// The path of the resource's own URL, when it has one and its identifier is set.
     fn href_path(&self) -> Option<String>;
     /// Writes the attributes of the resource's start tag (other than `href`).
@@ -173,9 +186,34 @@ pub fn write_resource<T: XmlResource>(
         w.attr("type", t);
     }
     value.write_attributes(w, ctx, mode);
+    if T::HAS_TEXT {
+        match value.text_value(ctx, mode) {
+            Some(text) => w.text_end(name, text),
+            None => {
+                if mode == Mode::Response {
+                    w.attr("nil", "nil");
+                }
+                w.text_end(name, "");
+            }
+        }
+        return;
+    }
     w.open_end();
     value.write_children(w, ctx, mode);
     w.close(name);
+}
+
+/// Writes a list whose items are direct children of the resource (no wrapper element).
+pub fn write_inline_list<T: XmlResource>(
+    w: &mut XmlWriter,
+    item: &str,
+    value: &Option<Vec<T>>,
+    ctx: &WireContext,
+    mode: Mode,
+) {
+    for v in value.iter().flatten() {
+        write_resource(w, item, v, ctx, mode, None);
+    }
 }
 
 pub fn write_nested<T: XmlResource>(
@@ -338,6 +376,16 @@ fn read_resource_into<'a, T: XmlResource>(
 ) -> Result<bool, DecodeError> {
     let mode = r.mode();
     let nil = tag.for_each_attribute(|key, attr| value.read_attribute(key, attr, ctx, mode))?;
+    if T::HAS_TEXT {
+        // `nil` on a text resource nulls the text only; its attributes stay.
+        if nil {
+            r.skip(&tag)?;
+        } else {
+            let text = r.text(&tag)?.into_owned();
+            value.read_text(text, ctx, mode)?;
+        }
+        return Ok(true);
+    }
     if nil {
         nil_value(r, &tag, required)?;
         return Ok(false);
@@ -396,6 +444,23 @@ pub fn read_list<'a, T: XmlResource>(
         }
     }
     Ok(Some(items))
+}
+
+/// Reads one item of an inline list (a repeated direct child) and appends it.
+pub fn read_inline_item<'a, T: XmlResource>(
+    r: &mut XmlReader<'a>,
+    tag: Tag<'a>,
+    ctx: &WireContext,
+    items: &mut Option<Vec<T>>,
+) -> Result<(), DecodeError> {
+    let items = items.get_or_insert_with(Vec::new);
+    let index = items.len();
+    items.push(T::default());
+    let slot = items.last_mut().expect("just pushed");
+    if !read_resource_into(r, tag, ctx, false, slot).map_err(|e| e.at_index(index))? {
+        items.pop();
+    }
+    Ok(())
 }
 
 pub fn read_values<'a, S: XmlScalar>(

@@ -115,6 +115,15 @@ impl XmlWriter {
         self.just_opened = true;
     }
 
+    /// Ends a start tag opened by [`open`](Self::open) with text content and the end tag, on
+    /// one line (`<cvv_result code="N">No Match</cvv_result>`).
+    #[inline]
+    pub fn text_end(&mut self, name: &str, text: &str) {
+        self.out.push('>');
+        escape_text(&mut self.out, text);
+        self.push_end(name);
+    }
+
     /// Closes an element opened by [`open`](Self::open) / [`open_end`](Self::open_end).
     #[inline]
     pub fn close(&mut self, name: &str) {
