@@ -96,3 +96,23 @@ fn version_boundaries() {
         insta::assert_snapshot!(format!("{}__boundaries", info.name), report);
     }
 }
+
+/// A validation-error document is `<errors>` of `<error field symbol lang>` only: the decline
+/// parts are left out, not written as nil (clients take `<transaction_error>` for a decline).
+#[test]
+fn validation_errors_document() {
+    let doc = rebill_models::Errors {
+        errors: Some(vec![rebill_models::FieldError {
+            field: Some("subscription.account.address.country".into()),
+            symbol: Some("invalid".into()),
+            lang: Some("en-US".into()),
+            message: Some("is not a valid ISO 3166 country code".into()),
+        }]),
+        ..Default::default()
+    };
+    let xml = rebill_xml::to_xml(&doc, &example_ctx(), Mode::Response);
+    assert_eq!(
+        xml,
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<errors>\n  <error field=\"subscription.account.address.country\" symbol=\"invalid\" lang=\"en-US\">is not a valid ISO 3166 country code</error>\n</errors>\n"
+    );
+}

@@ -159,3 +159,40 @@ fn text_fields_stand_alone() {
         .expect_err("inline");
     assert_eq!(e, "schema/widget.toml: field `parts`: `inline` applies only to type `list`");
 }
+
+fn load_endpoints(endpoints: &str) -> Result<rebill_schema::Schema, String> {
+    let sources = vec![
+        ("versions.toml".to_owned(), VERSIONS.to_owned()),
+        ("widget.toml".to_owned(), widget("")),
+        ("endpoints.toml".to_owned(), endpoints.to_owned()),
+    ];
+    load_sources(&sources).map_err(|e| e.to_string())
+}
+
+const GET_WIDGET: &str = "[[endpoints]]\nname = \"get_widget\"\nmethod = \"GET\"\npath = \"/v2/widgets/{code}\"\nresponse = \"widget\"\nstatus = 200\ndoc = \"One widget.\"\n";
+
+#[test]
+fn endpoints_are_checked() {
+    let schema = load_endpoints(GET_WIDGET).expect("valid");
+    assert_eq!(schema.endpoints[0].params(), vec!["code"]);
+    let e =
+        load_endpoints(&GET_WIDGET.replace("response = \"widget\"", "response = \"gadget\"")).expect_err("resource");
+    assert_eq!(e, "schema/endpoints.toml: endpoint `get_widget`: unknown resource `gadget`");
+    let twice = format!("{GET_WIDGET}\n{}", GET_WIDGET.replace("get_widget", "fetch_widget").replace("{code}", "{id}"));
+    assert_eq!(
+        load_endpoints(&twice).expect_err("same route"),
+        "schema/endpoints.toml: endpoint `fetch_widget`: GET /v2/widgets/{id} is also endpoint `get_widget`"
+    );
+    let e = load_endpoints(&GET_WIDGET.replace("status = 200", "status = 204")).expect_err("status");
+    assert_eq!(
+        e,
+        "schema/endpoints.toml: endpoint `get_widget`: status 204 does not fit the response (200/201 with a body, 201/202/204 without)"
+    );
+    let e = load_endpoints(&GET_WIDGET.replace("GET", "PATCH")).expect_err("method");
+    assert_eq!(e, "schema/endpoints.toml: endpoint `get_widget`: unknown method `PATCH` (GET, POST, PUT or DELETE)");
+    let e = load_endpoints(&GET_WIDGET.replace("/v2/widgets/{code}", "/v2/widgets/:code")).expect_err("colon");
+    assert_eq!(
+        e,
+        "schema/endpoints.toml: endpoint `get_widget`: path segment `:code` is neither a name nor a `{param}`"
+    );
+}

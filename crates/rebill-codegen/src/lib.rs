@@ -12,6 +12,8 @@ use rebill_schema::{Direction, EnumDef, Field, FieldType, Range, Resource, Scala
 
 /// Where the models go, relative to the workspace root.
 pub const MODELS_DIR: &str = "crates/rebill-models/src/generated";
+/// Where the API reference goes.
+pub const API_DOC: &str = "docs/api.md";
 /// Where the version table of the runtime goes.
 pub const VERSIONS_FILE: &str = "crates/rebill-xml/src/generated/versions.rs";
 
@@ -57,6 +59,11 @@ pub fn generate(schema: &Schema) -> Result<Vec<GeneratedFile>, GenerateError> {
             contents: render(&name, &resource.file, tokens)?,
         });
     }
+    files.push(GeneratedFile {
+        path: Path::new(MODELS_DIR).join("api.rs"),
+        contents: render("api.rs", "endpoints.toml", api_file(schema))?,
+    });
+    files.push(GeneratedFile { path: PathBuf::from(API_DOC), contents: api_doc(schema) });
     files.push(GeneratedFile {
         path: Path::new(MODELS_DIR).join("mod.rs"),
         contents: render("mod.rs", "*.toml", mod_file(schema))?,
@@ -173,6 +180,9 @@ fn field_tokens(schema: &Schema, field: &Field) -> TokenStream {
     }
     if field.typed {
         attrs.push(quote!(typed));
+    }
+    if field.omit_empty {
+        attrs.push(quote!(omit_empty));
     }
     if field.renames.is_empty() {
         if field.element != field.name && field.attribute.is_none() {
@@ -295,6 +305,129 @@ fn enum_tokens(def: &EnumDef) -> TokenStream {
     }
 }
 
+fn api_file(schema: &Schema) -> TokenStream {
+    let rust_type = |resource: &str| ident(&schema.resource(resource).map(|r| r.rust_name.clone()).unwrap_or_default());
+    let mut entries = Vec::new();
+    let mut ids = Vec::new();
+    let mut markers = Vec::new();
+    for (index, e) in schema.endpoints.iter().enumerate() {
+        let name = &e.name;
+        let id = ident(&rebill_schema::camel_case(&e.name));
+        let method = ident(match e.method {
+            rebill_schema::Method::Get => "Get",
+            rebill_schema::Method::Post => "Post",
+            rebill_schema::Method::Put => "Put",
+            rebill_schema::Method::Delete => "Delete",
+        });
+        let path = &e.path;
+        let since = match e.since {
+            Some(v) => {
+                let (a, b) = (v.major, v.minor);
+                quote!(Some(rebill_xml::ApiVersion::new(#a, #b)))
+            }
+            None => quote!(None),
+        };
+        let feature = match &e.feature {
+            Some(f) => quote!(Some(#f)),
+            None => quote!(None),
+        };
+        let request = match &e.request {
+            Some(r) => quote!(Some(#r)),
+            None => quote!(None),
+        };
+        let (response, response_type) = match &e.response {
+            rebill_schema::ResponseBody::Empty => (quote!(Body::Empty), quote!(())),
+            rebill_schema::ResponseBody::Resource(r) => {
+                let t = rust_type(r);
+                (quote!(Body::Resource(#r)), quote!(#t))
+            }
+            rebill_schema::ResponseBody::List(r) => {
+                let t = rust_type(r);
+                (quote!(Body::List(#r)), quote!(Vec<#t>))
+            }
+        };
+        let request_type = match &e.request {
+            Some(r) => {
+                let t = rust_type(r);
+                quote!(#t)
+            }
+            None => quote!(()),
+        };
+        let later = e.later.iter().map(|(v, r)| {
+            let (a, b) = (v.major, v.minor);
+            quote!((rebill_xml::ApiVersion::new(#a, #b), #r))
+        });
+        let status = e.status;
+        let filters = &e.filters;
+        let query = &e.query;
+        let doc = &e.doc;
+        entries.push(quote! {
+            Endpoint {
+                name: #name,
+                method: Method::#method,
+                path: #path,
+                since: #since,
+                feature: #feature,
+                request: #request,
+                response: #response,
+                later: &[#(#later),*],
+                status: #status,
+                filters: &[#(#filters),*],
+                query: &[#(#query),*],
+                doc: #doc,
+            },
+        });
+        let mut facts = format!("`{} {}` → {}", e.method.as_str(), e.path, e.status);
+        if let Some(v) = e.since {
+            facts.push_str(&format!(", since {v}"));
+        }
+        if let Some(f) = &e.feature {
+            facts.push_str(&format!(", feature `{f}`"));
+        }
+        for (v, r) in &e.later {
+            facts.push_str(&format!(", responds `{r}` from {v}"));
+        }
+        let marker_doc = doc_attrs(&format!("{doc}\n\n{facts}"));
+        ids.push(quote! { #marker_doc #id, });
+        markers.push(quote! {
+            #marker_doc
+            #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+            pub struct #id;
+
+            impl ApiEndpoint for #id {
+                const ENDPOINT: &'static Endpoint = &ENDPOINTS[#index];
+                type Request = #request_type;
+                type Response = #response_type;
+            }
+        });
+    }
+    let count = schema.endpoints.len();
+    quote! {
+        //! The endpoint table: one entry per endpoint of `schema/endpoints.toml`, the
+        //! [`EndpointId`] enum in the same order, and one marker type per endpoint.
+        #![allow(unused_imports)]
+        use super::*;
+        use crate::endpoint::{ApiEndpoint, Body, Endpoint, Method};
+
+        /// Every endpoint, in the order of `schema/endpoints.toml`.
+        pub static ENDPOINTS: [Endpoint; #count] = [#(#entries)*];
+
+        /// Endpoint identifiers (`EndpointId::X.endpoint()` is its table entry).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum EndpointId {
+            #(#ids)*
+        }
+
+        impl EndpointId {
+            pub fn endpoint(self) -> &'static Endpoint {
+                &ENDPOINTS[self as usize]
+            }
+        }
+
+        #(#markers)*
+    }
+}
+
 fn mod_file(schema: &Schema) -> TokenStream {
     let mods = schema.resources.iter().map(|r| ident(&r.name));
     let uses = schema.resources.iter().map(|r| ident(&r.name));
@@ -321,6 +454,7 @@ fn mod_file(schema: &Schema) -> TokenStream {
         quote!(ResourceInfo { name: #name, root: #root, rust_name: #rust, request_only: #request_only },)
     });
     quote! {
+        pub mod api;
         #(pub mod #mods;)*
         #(pub use #uses::*;)*
 
@@ -352,6 +486,125 @@ fn mod_file(schema: &Schema) -> TokenStream {
             RESOURCES.iter().any(|r| r.name == resource).then(run)
         }
     }
+}
+
+/// `docs/api.md`: every resource's fields and every endpoint, as a readable diff target.
+fn api_doc(schema: &Schema) -> String {
+    let cell = |text: &str| text.replace('|', "\\|").replace('\n', " ");
+    let mut out = String::from(
+        "<!-- generated by `cargo xtask regen` from schema/, do not edit -->\n\n# rebill API v2 reference\n\n",
+    );
+    let versions: Vec<String> = schema.versions.iter().map(ToString::to_string).collect();
+    out.push_str(&format!(
+        "API versions: {} (default {} when no `X-Api-Version` is sent). Site features that change the wire: {}.\n\n",
+        versions.join(", "),
+        schema.default_version,
+        schema.features.iter().map(|f| format!("`{}`", f.name)).collect::<Vec<_>>().join(", ")
+    ));
+    out.push_str("## Endpoints\n\n| Method | Path | Since | Feature | Request | Response | Status | Filters / query |\n|---|---|---|---|---|---|---|---|\n");
+    for e in &schema.endpoints {
+        let response = match &e.response {
+            rebill_schema::ResponseBody::Empty => "—".to_owned(),
+            rebill_schema::ResponseBody::Resource(r) => {
+                let mut text = format!("`{r}`");
+                for (v, later) in &e.later {
+                    text.push_str(&format!(", `{later}` from {v}"));
+                }
+                text
+            }
+            rebill_schema::ResponseBody::List(r) => format!("list of `{r}`"),
+        };
+        let params: Vec<String> = e.filters.iter().chain(&e.query).map(|p| format!("`{p}`")).collect();
+        out.push_str(&format!(
+            "| {} | `{}` | {} | {} | {} | {} | {} | {} |\n",
+            e.method.as_str(),
+            e.path,
+            e.since.map(|v| v.to_string()).unwrap_or_else(|| "—".into()),
+            e.feature.as_deref().map(|f| format!("`{f}`")).unwrap_or_else(|| "—".into()),
+            e.request.as_deref().map(|r| format!("`{r}`")).unwrap_or_else(|| "—".into()),
+            response,
+            e.status,
+            if params.is_empty() { "—".to_owned() } else { params.join(", ") },
+        ));
+    }
+    out.push_str("\nList endpoints also take `per_page`, `cursor`, `sort`, `order`, `begin_time` and `end_time`, and answer HEAD with `X-Records` from 2.6.\n\n## Resources\n");
+    for r in &schema.resources {
+        out.push_str(&format!("\n### `{}` (`<{}>`)\n\n{}\n\n", r.name, r.root, cell(&r.doc)));
+        if let Some(h) = &r.href {
+            out.push_str(&format!("href: `{h}`"));
+            if let Some(p) = &r.plural {
+                out.push_str(&format!(" · list: `<{p} type=\"array\">`"));
+            }
+            out.push_str("\n\n");
+        }
+        out.push_str(
+            "| Field | Element | Type | Direction | Versions | Feature | Notes |\n|---|---|---|---|---|---|---|\n",
+        );
+        for f in &r.fields {
+            let element = if let Some(a) = &f.attribute {
+                format!("`@{a}`")
+            } else {
+                match &f.ty {
+                    FieldType::Anchor { name, method } => format!("`<a name=\"{name}\">` ({method})"),
+                    FieldType::Text => "text".to_owned(),
+                    FieldType::List { item, inline: true, .. } => format!("`<{item}>`…"),
+                    _ if f.renames.is_empty() => format!("`<{}>`", f.element),
+                    _ => f
+                        .renames
+                        .iter()
+                        .map(|rn| format!("`<{}>` {}", rn.element, rn.range))
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                }
+            };
+            let ty = match &f.ty {
+                FieldType::Enum(e) => format!("enum `{e}`"),
+                FieldType::Resource(x) => format!("`{x}`"),
+                FieldType::List { of, .. } => format!("list of `{of}`"),
+                FieldType::Values { of, .. } => format!("list of {}", of.as_str()),
+                other => other.kind().to_owned(),
+            };
+            out.push_str(&format!(
+                "| `{}` | {} | {} | {} | {} | {} | {} |\n",
+                f.name,
+                element,
+                ty,
+                f.direction.as_str(),
+                f.range,
+                f.feature.as_deref().map(|x| format!("`{x}`")).unwrap_or_else(|| "—".into()),
+                cell(&f.doc)
+            ));
+        }
+    }
+    if !schema.enums.is_empty() {
+        out.push_str("\n## Enumerations\n");
+        for e in &schema.enums {
+            out.push_str(&format!(
+                "\n### `{}`\n\n{}\n\n| Value | Spelling | Exists | Otherwise written as |\n|---|---|---|---|\n",
+                e.name,
+                cell(&e.doc)
+            ));
+            for v in &e.values {
+                let spelling = if v.renames.is_empty() {
+                    format!("`{}`", v.value)
+                } else {
+                    v.renames.iter().map(|r| format!("`{}` {}", r.value, r.range)).collect::<Vec<_>>().join("; ")
+                };
+                let mut exists = v.range.to_string();
+                if let Some(f) = &v.feature {
+                    exists.push_str(&format!(", feature `{f}`"));
+                }
+                out.push_str(&format!(
+                    "| `{}` | {} | {} | {} |\n",
+                    v.name,
+                    spelling,
+                    exists,
+                    v.fallback.as_deref().map(|f| format!("`{f}`")).unwrap_or_else(|| "—".into())
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// Files whose contents differ from the checkout at `root` (missing files included), plus

@@ -13,9 +13,11 @@
 //! assert!(xml.contains(r#"<account href="https://api.rebill.test/v2/accounts/a1">"#));
 //! ```
 
+pub mod endpoint;
 #[rustfmt::skip]
 mod generated;
 
+pub use endpoint::{ApiEndpoint, Body, Endpoint, Method, allowed_methods, route};
 pub use generated::*;
 
 use std::fmt::Debug;

@@ -49,6 +49,8 @@ pub struct Schema {
     pub resources: Vec<Resource>,
     /// Sorted by name.
     pub enums: Vec<EnumDef>,
+    /// In the order of `endpoints.toml`.
+    pub endpoints: Vec<Endpoint>,
 }
 
 impl Schema {
@@ -213,6 +215,8 @@ pub struct Field {
     pub required: bool,
     pub attribute: Option<String>,
     pub typed: bool,
+    /// In responses, a missing value is left out instead of being written `nil="nil"`.
+    pub omit_empty: bool,
     pub doc: String,
 }
 
@@ -273,5 +277,77 @@ impl EnumValue {
             return Some(&self.value);
         }
         self.renames.iter().find(|r| r.range.contains(v)).map(|r| r.value.as_str())
+    }
+}
+
+/// HTTP methods of endpoints (HEAD on list endpoints is implied).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Method {
+    Get,
+    Post,
+    Put,
+    Delete,
+}
+
+impl Method {
+    pub fn parse(text: &str) -> Option<Self> {
+        Some(match text {
+            "GET" => Method::Get,
+            "POST" => Method::Post,
+            "PUT" => Method::Put,
+            "DELETE" => Method::Delete,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Get => "GET",
+            Method::Post => "POST",
+            Method::Put => "PUT",
+            Method::Delete => "DELETE",
+        }
+    }
+}
+
+/// What an endpoint answers with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResponseBody {
+    /// No body (204, or 202 with only a Location).
+    Empty,
+    /// One resource document.
+    Resource(String),
+    /// A list document of a resource, with the common list parameters.
+    List(String),
+}
+
+/// One HTTP endpoint of the API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// snake_case identifier (`list_accounts`).
+    pub name: String,
+    pub method: Method,
+    /// Path template with `{param}` segments (`/v2/accounts/{account_code}`).
+    pub path: String,
+    pub since: Option<Version>,
+    pub feature: Option<String>,
+    /// Resource of the request body, if any.
+    pub request: Option<String>,
+    pub response: ResponseBody,
+    /// The response resource from a later version on (`invoice` → `invoice_collection` at 2.10).
+    pub later: Vec<(Version, String)>,
+    /// Success status.
+    pub status: u16,
+    /// List filters beyond the common list parameters (`state`).
+    pub filters: Vec<String>,
+    /// Other query parameters the endpoint reads (`refund`, `next_renewal_date`).
+    pub query: Vec<String>,
+    pub doc: String,
+}
+
+impl Endpoint {
+    /// The `{param}` names of the path, in order.
+    pub fn params(&self) -> Vec<&str> {
+        self.path.split('/').filter_map(|seg| seg.strip_prefix('{').and_then(|s| s.strip_suffix('}'))).collect()
     }
 }

@@ -39,6 +39,40 @@ struct RawFeature {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct RawEndpoints {
+    endpoints: Vec<RawEndpoint>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEndpoint {
+    name: String,
+    method: String,
+    path: String,
+    since: Option<String>,
+    feature: Option<String>,
+    request: Option<String>,
+    response: Option<String>,
+    list: Option<String>,
+    #[serde(default)]
+    responses: Vec<RawLater>,
+    status: u16,
+    #[serde(default)]
+    filters: Vec<String>,
+    #[serde(default)]
+    query: Vec<String>,
+    doc: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLater {
+    since: String,
+    response: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RawFile {
     resource: RawResource,
     #[serde(default)]
@@ -80,6 +114,8 @@ struct RawField {
     typed: bool,
     #[serde(default)]
     inline: bool,
+    #[serde(default)]
+    omit_empty: bool,
     anchor: Option<String>,
     method: Option<String>,
     doc: String,
@@ -151,7 +187,7 @@ pub fn load_sources(sources: &[(String, String)]) -> Result<Schema, SchemaError>
     let ctx = Versions::check(&raw_versions)?;
 
     let mut files = Vec::new();
-    for (name, text) in sorted.iter().filter(|(n, _)| n != "versions.toml") {
+    for (name, text) in sorted.iter().filter(|(n, _)| n != "versions.toml" && n != "endpoints.toml") {
         let raw: RawFile = toml::from_str(text).map_err(|e| err(name, "", toml_message(&e)))?;
         files.push((name.clone(), raw));
     }
@@ -193,7 +229,21 @@ pub fn load_sources(sources: &[(String, String)]) -> Result<Schema, SchemaError>
     }
     resources.sort_by(|a, b| a.name.cmp(&b.name));
     enums.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(Schema { versions: ctx.versions, default_version: ctx.default, features: ctx.features, resources, enums })
+    let endpoints = match sorted.iter().find(|(n, _)| n == "endpoints.toml") {
+        Some((_, text)) => {
+            let raw: RawEndpoints = toml::from_str(text).map_err(|e| err("endpoints.toml", "", toml_message(&e)))?;
+            ctx.endpoints(&raw, &resources)?
+        }
+        None => Vec::new(),
+    };
+    Ok(Schema {
+        versions: ctx.versions,
+        default_version: ctx.default,
+        features: ctx.features,
+        resources,
+        enums,
+        endpoints,
+    })
 }
 
 fn toml_message(e: &toml::de::Error) -> String {
@@ -686,8 +736,124 @@ impl Versions {
             required: f.required,
             attribute: f.attribute.clone(),
             typed: f.typed,
+            omit_empty: f.omit_empty,
             doc: f.doc.clone(),
         })
+    }
+}
+
+impl Versions {
+    fn endpoints(&self, raw: &RawEndpoints, resources: &[Resource]) -> Result<Vec<Endpoint>, SchemaError> {
+        let file = "endpoints.toml";
+        let mut out: Vec<Endpoint> = Vec::new();
+        for e in &raw.endpoints {
+            let place = format!("endpoint `{}`: ", e.name);
+            if !is_snake(&e.name) {
+                return Err(err(file, &place, "endpoint names are snake_case"));
+            }
+            if out.iter().any(|o| o.name == e.name) {
+                return Err(err(file, &place, "defined twice"));
+            }
+            let method = Method::parse(&e.method).ok_or_else(|| {
+                err(file, &place, format!("unknown method `{}` (GET, POST, PUT or DELETE)", e.method))
+            })?;
+            if !e.path.starts_with("/v2/") || e.path.ends_with('/') || e.path.contains("//") {
+                return Err(err(
+                    file,
+                    &place,
+                    format!("path `{}` must start with /v2/ and have no empty segment", e.path),
+                ));
+            }
+            for segment in e.path.split('/').skip(1) {
+                let param = segment.strip_prefix('{').map(|s| s.strip_suffix('}'));
+                let ok = match param {
+                    Some(Some(name)) => is_snake(name),
+                    Some(None) => false,
+                    None => !segment.contains(['{', '}', ':', '?']) && !segment.is_empty(),
+                };
+                if !ok {
+                    return Err(err(
+                        file,
+                        &place,
+                        format!("path segment `{segment}` is neither a name nor a `{{param}}`"),
+                    ));
+                }
+            }
+            let range = self.range(file, &place, &e.since, &None)?;
+            let feature = self.feature(file, &place, &e.feature)?;
+            let resource = |name: &String| -> Result<String, SchemaError> {
+                if resources.iter().any(|r| &r.name == name) {
+                    Ok(name.clone())
+                } else {
+                    Err(err(file, &place, format!("unknown resource `{name}`")))
+                }
+            };
+            let request = e.request.as_ref().map(resource).transpose()?;
+            let response = match (&e.response, &e.list) {
+                (Some(_), Some(_)) => return Err(err(file, &place, "give either response or list, not both")),
+                (Some(r), None) => ResponseBody::Resource(resource(r)?),
+                (None, Some(l)) => {
+                    let name = resource(l)?;
+                    if resources.iter().any(|r| r.name == name && r.plural.is_none()) {
+                        return Err(err(
+                            file,
+                            &place,
+                            format!("resource `{name}` has no plural name, so it cannot be listed"),
+                        ));
+                    }
+                    if method != Method::Get {
+                        return Err(err(file, &place, "list endpoints are GET"));
+                    }
+                    ResponseBody::List(name)
+                }
+                (None, None) => ResponseBody::Empty,
+            };
+            let mut later = Vec::new();
+            for l in &e.responses {
+                let version = self.version(file, &place, &Some(l.since.clone()))?.unwrap_or(self.default);
+                if !matches!(response, ResponseBody::Resource(_)) || later.last().is_some_and(|(v, _)| *v >= version) {
+                    return Err(err(file, &place, "`responses` needs a `response` and versions in increasing order"));
+                }
+                later.push((version, resource(&l.response)?));
+            }
+            match (e.status, &response) {
+                (204 | 202 | 201, ResponseBody::Empty) => {}
+                (200 | 201, ResponseBody::Resource(_) | ResponseBody::List(_)) => {}
+                (status, _) => {
+                    return Err(err(
+                        file,
+                        &place,
+                        format!("status {status} does not fit the response (200/201 with a body, 201/202/204 without)"),
+                    ));
+                }
+            }
+            if !e.filters.is_empty() && !matches!(response, ResponseBody::List(_)) {
+                return Err(err(file, &place, "filters apply only to list endpoints"));
+            }
+            let endpoint = Endpoint {
+                name: e.name.clone(),
+                method,
+                path: e.path.clone(),
+                since: range.since,
+                feature,
+                request,
+                response,
+                later,
+                status: e.status,
+                filters: e.filters.clone(),
+                query: e.query.clone(),
+                doc: e.doc.clone(),
+            };
+            let shape =
+                |p: &str| p.split('/').map(|s| if s.starts_with('{') { "{}" } else { s }).collect::<Vec<_>>().join("/");
+            if let Some(other) =
+                out.iter().find(|o| o.method == endpoint.method && shape(&o.path) == shape(&endpoint.path))
+            {
+                return Err(err(file, &place, format!("{} {} is also endpoint `{}`", e.method, e.path, other.name)));
+            }
+            out.push(endpoint);
+        }
+        Ok(out)
     }
 }
 

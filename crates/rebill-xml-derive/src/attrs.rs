@@ -127,6 +127,7 @@ pub struct FieldAttrs {
     pub attribute: Option<String>,
     pub typed: bool,
     pub inline: bool,
+    pub omit_empty: bool,
     pub item: Option<String>,
     pub anchor: Option<String>,
     pub method: Option<String>,
@@ -144,6 +145,7 @@ pub fn field_attrs(attrs: &[Attribute], span: Span) -> syn::Result<FieldAttrs> {
         attribute: None,
         typed: false,
         inline: false,
+        omit_empty: false,
         item: None,
         anchor: None,
         method: None,
@@ -196,6 +198,8 @@ pub fn field_attrs(attrs: &[Attribute], span: Span) -> syn::Result<FieldAttrs> {
                 out.typed = true;
             } else if meta.path.is_ident("inline") {
                 out.inline = true;
+            } else if meta.path.is_ident("omit_empty") {
+                out.omit_empty = true;
             } else if meta.path.is_ident("attribute") {
                 out.attribute = Some(string(&meta)?.value());
             } else if meta.path.is_ident("item") {

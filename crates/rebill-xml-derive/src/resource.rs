@@ -228,8 +228,19 @@ fn text_fns(fields: &[Field]) -> TokenStream {
     let Some(f) = fields.iter().find(|f| f.attrs.kind == Kind::Text) else { return quote!() };
     let ident = &f.ident;
     let present = f.presence();
+    // Nothing of it would be written: `<x nil="nil"></x>`, the same as no value at all.
+    let checks = fields.iter().map(|g| {
+        let g_ident = &g.ident;
+        let g_present = g.presence();
+        quote!((!#g_present || self.#g_ident.is_none()))
+    });
+    let blank = quote!(true #(&& #checks)*);
     quote! {
         const HAS_TEXT: bool = true;
+
+        fn is_blank(&self, ctx: &::rebill_xml::WireContext, mode: ::rebill_xml::Mode) -> bool {
+            #blank
+        }
 
         fn text_value(&self, ctx: &::rebill_xml::WireContext, mode: ::rebill_xml::Mode) -> ::core::option::Option<&str> {
             if #present { self.#ident.as_deref() } else { ::core::option::Option::None }
@@ -338,7 +349,11 @@ fn write_children(fields: &[Field]) -> TokenStream {
             }
             Kind::Text => unreachable!("text fields are filtered out"),
         };
-        out.push(quote!(if #present { #write; }));
+        if f.attrs.omit_empty {
+            out.push(quote!(if #present && self.#ident.is_some() { #write; }));
+        } else {
+            out.push(quote!(if #present { #write; }));
+        }
     }
     quote!(#(#out)*)
 }
@@ -461,8 +476,18 @@ fn project(fields: &[Field]) -> TokenStream {
     let inits = fields.iter().map(|f| {
         let ident = &f.ident;
         let present = f.presence();
-        // An empty inline list writes nothing, so it reads back as absent.
-        let keep = if f.attrs.inline { quote!(.filter(|v| !v.is_empty())) } else { quote!() };
+        let inner = &f.inner;
+        let blank = quote!(<#inner as ::rebill_xml::XmlResource>::is_blank);
+        let keep = match f.attrs.kind {
+            // A blank text resource is written as a bare nil element, which reads back as none.
+            Kind::Resource => quote!(.filter(|v| !#blank(v, ctx, mode))),
+            Kind::List => {
+                let items = quote!(.map(|v: ::std::vec::Vec<#inner>| v.into_iter().filter(|x| !#blank(x, ctx, mode)).collect::<::std::vec::Vec<_>>()));
+                // An empty inline list writes nothing, so it reads back as absent.
+                if f.attrs.inline { quote!(#items.filter(|v| !v.is_empty())) } else { items }
+            }
+            _ => quote!(),
+        };
         quote! {
             #ident: if #present { ::rebill_xml::Project::project(&self.#ident, ctx, mode)#keep } else { ::core::option::Option::None },
         }

@@ -39,6 +39,12 @@ pub trait XmlResource: Sized + Default {
     /// Whether the resource's content is text (beside attributes) instead of child elements.
     const HAS_TEXT: bool = false;
 
+    /// Whether a text resource would be written as a bare `nil` element (no text, no
+    /// attributes) in this context: it then reads back as no value.
+    fn is_blank(&self, _ctx: &WireContext, _mode: Mode) -> bool {
+        false
+    }
+
     /// The text content to write in this context (resources with a text field).
     fn text_value(&self, _ctx: &WireContext, _mode: Mode) -> Option<&str> {
         None
@@ -211,7 +217,7 @@ pub fn write_inline_list<T: XmlResource>(
     ctx: &WireContext,
     mode: Mode,
 ) {
-    for v in value.iter().flatten() {
+    for v in value.iter().flatten().filter(|v| !v.is_blank(ctx, mode)) {
         write_resource(w, item, v, ctx, mode, None);
     }
 }
@@ -244,7 +250,8 @@ pub fn write_list<T: XmlResource>(
         w.open(name);
         w.attr("type", "array");
         w.open_end();
-        for v in items {
+        // A blank text item would read back as nothing: leave it out.
+        for v in items.iter().filter(|v| !v.is_blank(ctx, mode)) {
             write_resource(w, item, v, ctx, mode, None);
         }
         w.close_list(name);
@@ -377,9 +384,11 @@ fn read_resource_into<'a, T: XmlResource>(
     let mode = r.mode();
     let nil = tag.for_each_attribute(|key, attr| value.read_attribute(key, attr, ctx, mode))?;
     if T::HAS_TEXT {
-        // `nil` on a text resource nulls the text only; its attributes stay.
+        // `nil` on a text resource nulls the text only; its attributes stay. With no attributes
+        // either, there is no value at all.
         if nil {
             r.skip(&tag)?;
+            return Ok(!value.is_blank(ctx, mode));
         } else {
             let text = r.text(&tag)?.into_owned();
             value.read_text(text, ctx, mode)?;
@@ -446,19 +455,18 @@ pub fn read_list<'a, T: XmlResource>(
     Ok(Some(items))
 }
 
-/// Reads one item of an inline list (a repeated direct child) and appends it.
+/// Reads one item of an inline list (a repeated direct child) and appends it; a `nil` item
+/// adds nothing.
 pub fn read_inline_item<'a, T: XmlResource>(
     r: &mut XmlReader<'a>,
     tag: Tag<'a>,
     ctx: &WireContext,
     items: &mut Option<Vec<T>>,
 ) -> Result<(), DecodeError> {
-    let items = items.get_or_insert_with(Vec::new);
-    let index = items.len();
-    items.push(T::default());
-    let slot = items.last_mut().expect("just pushed");
-    if !read_resource_into(r, tag, ctx, false, slot).map_err(|e| e.at_index(index))? {
-        items.pop();
+    let index = items.as_ref().map_or(0, Vec::len);
+    let mut value = T::default();
+    if read_resource_into(r, tag, ctx, false, &mut value).map_err(|e| e.at_index(index))? {
+        items.get_or_insert_with(Vec::new).push(value);
     }
     Ok(())
 }

@@ -97,7 +97,7 @@ pub struct Adjustment {
     /// (`cents`; response)
     #[xml(kind = "cents", direction = "response")]
     pub total_in_cents: Option<i64>,
-    /// ISO 4217 currency code; not allowed in a purchase adjustment from 2.8.
+    /// ISO 4217 currency code; not allowed in a purchase adjustment from 2.8 (a validator rule: the purchase currency applies).
     ///
     /// (`string`; both)
     #[xml(kind = "string")]

@@ -283,6 +283,11 @@ pub struct Invoice {
     /// (`list`; response)
     #[xml(kind = "list", item = "adjustment", direction = "response")]
     pub line_items: Option<Vec<Adjustment>>,
+    /// Transactions of the invoice (all_transactions links the full list when it exceeds 500 entries).
+    ///
+    /// (`list`; response)
+    #[xml(kind = "list", item = "transaction", direction = "response")]
+    pub transactions: Option<Vec<Transaction>>,
     /// Credit payments applied to or from the invoice (2.10).
     ///
     /// (`list`; response; 2.10 and later)

@@ -271,6 +271,11 @@ pub struct Subscription {
     /// (`integer`; request; 2.11 and later)
     #[xml(kind = "integer", direction = "request", since = "2.11")]
     pub shipping_address_id: Option<i64>,
+    /// Gift card to redeem on create: <gift_card><redemption_code> (request only).
+    ///
+    /// (`resource`; request)
+    #[xml(kind = "resource", direction = "request")]
+    pub gift_card: Option<Box<GiftCardRedemption>>,
     /// Add-ons of the subscription; a change request replaces the whole set.
     ///
     /// (`list`; both)
@@ -281,6 +286,16 @@ pub struct Subscription {
     /// (`resource`; response)
     #[xml(kind = "resource", direction = "response", typed)]
     pub pending_subscription: Option<Box<Subscription>>,
+    /// Invoices a preview or preview_update would create: charge_invoice plus credit_invoices (2.10, Credit Memos; previews only).
+    ///
+    /// (`resource`; response; 2.10 and later; feature `credit_memos`)
+    #[xml(
+        kind = "resource",
+        direction = "response",
+        since = "2.10",
+        feature = "credit_memos"
+    )]
+    pub invoice_collection: Option<Box<InvoiceCollection>>,
     /// Action: cancel at the end of the paid period (PUT …/cancel).
     ///
     /// (`anchor`; response)

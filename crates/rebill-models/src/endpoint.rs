@@ -1,0 +1,158 @@
+//! The endpoint table's types. The table itself (`api::ENDPOINTS`, `api::EndpointId` and one
+//! marker type per endpoint implementing [`ApiEndpoint`]) is generated from
+//! `schema/endpoints.toml`; the service routes with it and the client calls with it.
+
+use rebill_xml::{ApiVersion, WireContext};
+
+/// HTTP method of an endpoint (HEAD is implied on list endpoints from [`HEAD_SINCE`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Method {
+    Get,
+    Post,
+    Put,
+    Delete,
+}
+
+impl Method {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Get => "GET",
+            Method::Post => "POST",
+            Method::Put => "PUT",
+            Method::Delete => "DELETE",
+        }
+    }
+}
+
+/// HEAD on a list endpoint (count in `X-Records`) exists from this version (spec: Versioning 4).
+pub const HEAD_SINCE: ApiVersion = ApiVersion::new(2, 6);
+
+/// What an endpoint answers with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Body {
+    /// No body (204, or 202 with only a `Location`).
+    Empty,
+    /// One document of the named resource.
+    Resource(&'static str),
+    /// A list document of the named resource (with the common list parameters).
+    List(&'static str),
+}
+
+/// One endpoint of the API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Endpoint {
+    pub name: &'static str,
+    pub method: Method,
+    /// Template with `{param}` segments, e.g. `/v2/accounts/{account_code}`.
+    pub path: &'static str,
+    pub since: Option<ApiVersion>,
+    pub feature: Option<&'static str>,
+    /// Resource of the request body.
+    pub request: Option<&'static str>,
+    pub response: Body,
+    /// The response resource from a later version on (`invoice` → `invoice_collection` at 2.10).
+    pub later: &'static [(ApiVersion, &'static str)],
+    /// Success status.
+    pub status: u16,
+    /// List filters beyond the common list parameters.
+    pub filters: &'static [&'static str],
+    /// Other query parameters the endpoint reads.
+    pub query: &'static [&'static str],
+    pub doc: &'static str,
+}
+
+impl Endpoint {
+    /// Whether the endpoint exists for this version and site.
+    pub fn available(&self, ctx: &WireContext) -> bool {
+        ctx.has(self.since, None, self.feature)
+    }
+
+    /// The response body at `version`.
+    pub fn response_at(&self, version: ApiVersion) -> Body {
+        match self.later.iter().rev().find(|(since, _)| version >= *since) {
+            Some((_, resource)) => Body::Resource(resource),
+            None => self.response,
+        }
+    }
+
+    pub fn is_list(&self) -> bool {
+        matches!(self.response, Body::List(_))
+    }
+
+    /// The raw (still percent-encoded) parameter values when `path` fits the template.
+    pub fn match_path<'p>(&self, path: &'p str) -> Option<Vec<&'p str>> {
+        let path = path.strip_suffix('/').filter(|p| !p.is_empty()).unwrap_or(path);
+        let mut params = Vec::new();
+        let mut template = self.path.split('/');
+        let mut actual = path.split('/');
+        loop {
+            match (template.next(), actual.next()) {
+                (None, None) => return Some(params),
+                (Some(t), Some(a)) if t.starts_with('{') => {
+                    if a.is_empty() {
+                        return None;
+                    }
+                    params.push(a);
+                }
+                (Some(t), Some(a)) if t == a => {}
+                _ => return None,
+            }
+        }
+    }
+
+    /// The path with `params` filled in (each percent-encoded as one segment).
+    ///
+    /// # Panics
+    /// If the number of parameters does not match the template (a programming error).
+    pub fn render(&self, params: &[&str]) -> String {
+        let mut out = String::new();
+        let mut values = params.iter();
+        for (i, segment) in self.path.split('/').enumerate() {
+            if i > 0 {
+                out.push('/');
+            }
+            if segment.starts_with('{') {
+                let value = values.next().expect("a value for every path parameter");
+                rebill_xml::value::push_path_segment(&mut out, value);
+            } else {
+                out.push_str(segment);
+            }
+        }
+        assert!(values.next().is_none(), "more parameters than the path of {} has", self.name);
+        out
+    }
+}
+
+/// A typed endpoint: the generated marker types in [`crate::api`] implement it.
+pub trait ApiEndpoint {
+    const ENDPOINT: &'static Endpoint;
+    /// The request body (`()` when there is none).
+    type Request;
+    /// The response body (`()`, a resource, or `Vec` of a resource for lists).
+    type Response;
+}
+
+/// The endpoint for a method and path, with its raw path parameters. Literal segments win over
+/// parameters (`/v2/subscriptions/preview` before `/v2/subscriptions/{uuid}`).
+pub fn route<'p>(
+    endpoints: &'static [Endpoint],
+    method: Method,
+    path: &'p str,
+) -> Option<(&'static Endpoint, Vec<&'p str>)> {
+    endpoints
+        .iter()
+        .filter(|e| e.method == method)
+        .filter_map(|e| e.match_path(path).map(|params| (e, params)))
+        .min_by_key(|(e, params)| (params.len(), e.path.len()))
+}
+
+/// The methods some endpoint accepts at `path` (for a 405 `Allow` header).
+pub fn allowed_methods(endpoints: &'static [Endpoint], path: &str) -> Vec<Method> {
+    let mut methods: Vec<Method> = Vec::new();
+    for e in endpoints.iter().filter(|e| e.match_path(path).is_some()) {
+        if !methods.contains(&e.method) {
+            methods.push(e.method);
+        }
+    }
+    methods
+}
