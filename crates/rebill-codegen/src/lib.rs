@@ -232,6 +232,7 @@ fn resource_file(schema: &Schema, resource: &Resource, enums: &[&EnumDef]) -> To
     let doc = doc_attrs(&resource.doc);
     let fields = resource.fields.iter().map(|f| field_tokens(schema, f));
     let enum_items = enums.iter().map(|e| enum_tokens(e));
+    let validate = validate_impl(resource);
     let derives = if enums.is_empty() { quote!(XmlResource) } else { quote!({XmlEnum, XmlResource}) };
     quote! {
         #[allow(unused_imports)]
@@ -245,7 +246,113 @@ fn resource_file(schema: &Schema, resource: &Resource, enums: &[&EnumDef]) -> To
             #(#fields)*
         }
 
+        #validate
+
         #(#enum_items)*
+    }
+}
+
+fn version_tokens(v: Option<Version>) -> TokenStream {
+    match v {
+        Some(v) => {
+            let (a, b) = (v.major, v.minor);
+            quote!(Some(rebill_xml::ApiVersion::new(#a, #b)))
+        }
+        None => quote!(None),
+    }
+}
+
+/// The element name of a field at the validated version, as an expression.
+fn element_at_version(field: &Field) -> TokenStream {
+    if field.renames.is_empty() {
+        let e = &field.element;
+        return quote!(#e);
+    }
+    let mut iter = field.renames.iter().rev();
+    let last = iter.next().map(|r| r.element.clone()).unwrap_or_default();
+    let mut expr = quote!(#last);
+    for r in iter {
+        let e = &r.element;
+        let since = version_tokens(r.range.since);
+        let until = version_tokens(r.range.until);
+        expr = quote!(if v.version().within(#since, #until) { #e } else { #expr });
+    }
+    expr
+}
+
+/// `impl Validate`: the declarative request rules of the schema, recursion into nested
+/// resources, and the hand-written rules of resources marked `rules = true`.
+fn validate_impl(resource: &Resource) -> TokenStream {
+    let name = ident(&resource.rust_name);
+    let mut checks = Vec::new();
+    let mut given = Vec::new();
+    for f in &resource.fields {
+        if f.direction == Direction::Response || f.attribute.is_some() {
+            continue;
+        }
+        let field = ident(&f.name);
+        let element = element_at_version(f);
+        let since = version_tokens(f.range.since);
+        let until = version_tokens(f.range.until);
+        let feature = match &f.feature {
+            Some(x) => quote!(Some(#x)),
+            None => quote!(None),
+        };
+        if !matches!(f.ty, FieldType::Text | FieldType::Anchor { .. }) {
+            let latest = f.renames.last().map(|r| r.element.clone()).unwrap_or_else(|| f.element.clone());
+            let latest = match &f.ty {
+                FieldType::List { item, inline: true, .. } => item.clone(),
+                _ => latest,
+            };
+            given.push(quote!(if self.#field.is_some() { out.push(#latest); }));
+        }
+        let mut field_checks = Vec::new();
+        if !f.required_on.is_empty() {
+            let ops = f.required_on.iter().map(|op| match op {
+                rebill_schema::Operation::Create => quote!(crate::validate::Operation::Create),
+                rebill_schema::Operation::Update => quote!(crate::validate::Operation::Update),
+            });
+            field_checks.push(quote!(v.required(path, #element, &self.#field, &[#(#ops),*]);));
+        }
+        match f.format {
+            Some(rebill_schema::Format::Email) => field_checks.push(quote!(v.email(path, #element, &self.#field);)),
+            Some(rebill_schema::Format::Country) => {
+                let vs = version_tokens(f.validate_since);
+                field_checks.push(quote!(v.country(path, #element, &self.#field, #vs);));
+            }
+            None => {}
+        }
+        match &f.ty {
+            FieldType::Resource(_) => field_checks.push(quote!(v.nested(path, #element, &self.#field);)),
+            FieldType::List { .. } => field_checks.push(quote!(v.list(path, #element, &self.#field);)),
+            _ => {}
+        }
+        if !field_checks.is_empty() {
+            checks.push(quote! {
+                if v.ctx().has(#since, #until, #feature) {
+                    #(#field_checks)*
+                }
+            });
+        }
+    }
+    if resource.rules {
+        let rule = ident(&resource.name);
+        checks.push(quote!(crate::rules::#rule(self, v, path);));
+    }
+    quote! {
+        impl crate::validate::Validate for #name {
+            #[allow(unused_variables)]
+            fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
+                #(#checks)*
+            }
+
+            fn given(&self) -> Vec<&'static str> {
+                #[allow(unused_mut)]
+                let mut out = Vec::new();
+                #(#given)*
+                out
+            }
+        }
     }
 }
 

@@ -14,6 +14,8 @@
 //! ```
 
 pub mod endpoint;
+pub mod rules;
+pub mod validate;
 #[rustfmt::skip]
 mod generated;
 

@@ -73,6 +73,21 @@ pub struct Feature {
     pub doc: String,
 }
 
+/// A request operation, for `required_on`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    Create,
+    Update,
+}
+
+/// A checked value format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Email,
+    /// ISO 3166-1 alpha-2 country code.
+    Country,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resource {
     pub name: String,
@@ -83,6 +98,8 @@ pub struct Resource {
     pub href: Option<String>,
     pub doc: String,
     pub fields: Vec<Field>,
+    /// Hand-written request rules exist for the resource (`rebill_models::rules::<name>`).
+    pub rules: bool,
     /// The schema file, relative to the schema directory (`invoice.toml`).
     pub file: String,
 }
@@ -217,6 +234,12 @@ pub struct Field {
     pub typed: bool,
     /// In responses, a missing value is left out instead of being written `nil="nil"`.
     pub omit_empty: bool,
+    /// Request operations on which the field must be given.
+    pub required_on: Vec<Operation>,
+    /// Value format checked in requests.
+    pub format: Option<Format>,
+    /// First version at which `format` is checked.
+    pub validate_since: Option<Version>,
     pub doc: String,
 }
 

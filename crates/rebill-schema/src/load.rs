@@ -89,6 +89,8 @@ struct RawResource {
     rust: Option<String>,
     plural: Option<String>,
     href: Option<String>,
+    #[serde(default)]
+    rules: bool,
     doc: String,
 }
 
@@ -116,6 +118,10 @@ struct RawField {
     inline: bool,
     #[serde(default)]
     omit_empty: bool,
+    #[serde(default)]
+    required_on: Vec<String>,
+    format: Option<String>,
+    validate_since: Option<String>,
     anchor: Option<String>,
     method: Option<String>,
     doc: String,
@@ -590,6 +596,7 @@ impl Versions {
             href: r.href.clone(),
             doc: r.doc.clone(),
             fields,
+            rules: r.rules,
             file: file.to_owned(),
         })
     }
@@ -721,6 +728,36 @@ impl Versions {
             renames.push(Rename { range: self.range(file, &place, &r.since, &r.until)?, element: r.element.clone() });
         }
         self.check_cover(file, &place, range, &renames.iter().map(|r| r.range).collect::<Vec<_>>())?;
+        let mut required_on = Vec::new();
+        for op in &f.required_on {
+            required_on.push(match op.as_str() {
+                "create" => Operation::Create,
+                "update" => Operation::Update,
+                other => {
+                    return Err(err(
+                        file,
+                        &place,
+                        format!("unknown operation `{other}` in required_on (create or update)"),
+                    ));
+                }
+            });
+        }
+        if !required_on.is_empty() && direction == Direction::Response {
+            return Err(err(file, &place, "required_on applies to request fields"));
+        }
+        let format = match f.format.as_deref() {
+            None => None,
+            Some("email") => Some(Format::Email),
+            Some("country") => Some(Format::Country),
+            Some(other) => return Err(err(file, &place, format!("unknown format `{other}` (email or country)"))),
+        };
+        if format.is_some() && !matches!(ty, FieldType::Scalar(Scalar::String)) {
+            return Err(err(file, &place, "formats apply to string fields"));
+        }
+        let validate_since = self.version(file, &place, &f.validate_since)?;
+        if validate_since.is_some() && format.is_none() {
+            return Err(err(file, &place, "validate_since needs a format"));
+        }
         let element = f.element.clone().unwrap_or_else(|| f.name.clone());
         if !is_xml_name(&element) {
             return Err(err(file, &place, format!("`{element}` is not an XML element name")));
@@ -737,6 +774,9 @@ impl Versions {
             attribute: f.attribute.clone(),
             typed: f.typed,
             omit_empty: f.omit_empty,
+            required_on,
+            format,
+            validate_since,
             doc: f.doc.clone(),
         })
     }

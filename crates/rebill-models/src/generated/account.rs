@@ -198,6 +198,81 @@ pub struct Account {
     #[xml(kind = "list", item = "shipping_address", direction = "request")]
     pub shipping_addresses: Option<Vec<ShippingAddress>>,
 }
+impl crate::validate::Validate for Account {
+    #[allow(unused_variables)]
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
+        if v.ctx().has(None, None, None) {
+            v.required(
+                path,
+                "account_code",
+                &self.account_code,
+                &[crate::validate::Operation::Create],
+            );
+        }
+        if v.ctx().has(None, None, None) {
+            v.email(path, "email", &self.email);
+        }
+        if v.ctx().has(None, None, None) {
+            v.nested(path, "address", &self.address);
+        }
+        if v.ctx().has(None, None, None) {
+            v.nested(path, "billing_info", &self.billing_info);
+        }
+        if v.ctx().has(None, None, None) {
+            v.list(path, "shipping_addresses", &self.shipping_addresses);
+        }
+    }
+    fn given(&self) -> Vec<&'static str> {
+        #[allow(unused_mut)]
+        let mut out = Vec::new();
+        if self.account_code.is_some() {
+            out.push("account_code");
+        }
+        if self.username.is_some() {
+            out.push("username");
+        }
+        if self.email.is_some() {
+            out.push("email");
+        }
+        if self.cc_emails.is_some() {
+            out.push("cc_emails");
+        }
+        if self.first_name.is_some() {
+            out.push("first_name");
+        }
+        if self.last_name.is_some() {
+            out.push("last_name");
+        }
+        if self.company_name.is_some() {
+            out.push("company_name");
+        }
+        if self.vat_number.is_some() {
+            out.push("vat_number");
+        }
+        if self.tax_exempt.is_some() {
+            out.push("tax_exempt");
+        }
+        if self.entity_use_code.is_some() {
+            out.push("entity_use_code");
+        }
+        if self.address.is_some() {
+            out.push("address");
+        }
+        if self.accept_language.is_some() {
+            out.push("accept_language");
+        }
+        if self.preferred_locale.is_some() {
+            out.push("preferred_locale");
+        }
+        if self.billing_info.is_some() {
+            out.push("billing_info");
+        }
+        if self.shipping_addresses.is_some() {
+            out.push("shipping_addresses");
+        }
+        out
+    }
+}
 /// State of an account.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, XmlEnum)]
 #[xml(name = "account_state")]

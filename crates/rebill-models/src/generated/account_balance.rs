@@ -23,3 +23,12 @@ pub struct AccountBalance {
     #[xml(kind = "money", direction = "response")]
     pub balance_in_cents: Option<rebill_xml::Money>,
 }
+impl crate::validate::Validate for AccountBalance {
+    #[allow(unused_variables)]
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {}
+    fn given(&self) -> Vec<&'static str> {
+        #[allow(unused_mut)]
+        let mut out = Vec::new();
+        out
+    }
+}

@@ -93,3 +93,63 @@ pub struct AddOn {
     #[xml(kind = "datetime", direction = "response")]
     pub updated_at: Option<chrono::DateTime<chrono::Utc>>,
 }
+impl crate::validate::Validate for AddOn {
+    #[allow(unused_variables)]
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
+        if v.ctx().has(None, None, None) {
+            v.required(
+                path,
+                "add_on_code",
+                &self.add_on_code,
+                &[crate::validate::Operation::Create],
+            );
+        }
+    }
+    fn given(&self) -> Vec<&'static str> {
+        #[allow(unused_mut)]
+        let mut out = Vec::new();
+        if self.add_on_code.is_some() {
+            out.push("add_on_code");
+        }
+        if self.name.is_some() {
+            out.push("name");
+        }
+        if self.default_quantity.is_some() {
+            out.push("default_quantity");
+        }
+        if self.display_quantity_on_hosted_page.is_some() {
+            out.push("display_quantity_on_hosted_page");
+        }
+        if self.display_quantity.is_some() {
+            out.push("display_quantity");
+        }
+        if self.add_on_type.is_some() {
+            out.push("add_on_type");
+        }
+        if self.measured_unit_id.is_some() {
+            out.push("measured_unit_id");
+        }
+        if self.usage_type.is_some() {
+            out.push("usage_type");
+        }
+        if self.usage_percentage.is_some() {
+            out.push("usage_percentage");
+        }
+        if self.optional.is_some() {
+            out.push("optional");
+        }
+        if self.accounting_code.is_some() {
+            out.push("accounting_code");
+        }
+        if self.revenue_schedule_type.is_some() {
+            out.push("revenue_schedule_type");
+        }
+        if self.tax_code.is_some() {
+            out.push("tax_code");
+        }
+        if self.unit_amount_in_cents.is_some() {
+            out.push("unit_amount_in_cents");
+        }
+        out
+    }
+}

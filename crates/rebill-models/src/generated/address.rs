@@ -43,3 +43,42 @@ pub struct Address {
     #[xml(kind = "string")]
     pub phone: Option<String>,
 }
+impl crate::validate::Validate for Address {
+    #[allow(unused_variables)]
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
+        if v.ctx().has(None, None, None) {
+            v.country(
+                path,
+                "country",
+                &self.country,
+                Some(rebill_xml::ApiVersion::new(2u8, 8u8)),
+            );
+        }
+    }
+    fn given(&self) -> Vec<&'static str> {
+        #[allow(unused_mut)]
+        let mut out = Vec::new();
+        if self.address1.is_some() {
+            out.push("address1");
+        }
+        if self.address2.is_some() {
+            out.push("address2");
+        }
+        if self.city.is_some() {
+            out.push("city");
+        }
+        if self.state.is_some() {
+            out.push("state");
+        }
+        if self.zip.is_some() {
+            out.push("zip");
+        }
+        if self.country.is_some() {
+            out.push("country");
+        }
+        if self.phone.is_some() {
+            out.push("phone");
+        }
+        out
+    }
+}

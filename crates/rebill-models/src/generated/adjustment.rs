@@ -193,6 +193,61 @@ pub struct Adjustment {
     #[xml(kind = "resource", since = "2.11")]
     pub shipping_address: Option<Box<ShippingAddress>>,
 }
+impl crate::validate::Validate for Adjustment {
+    #[allow(unused_variables)]
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
+        if v.ctx().has(Some(rebill_xml::ApiVersion::new(2u8, 11u8)), None, None) {
+            v.nested(path, "shipping_address", &self.shipping_address);
+        }
+    }
+    fn given(&self) -> Vec<&'static str> {
+        #[allow(unused_mut)]
+        let mut out = Vec::new();
+        if self.description.is_some() {
+            out.push("description");
+        }
+        if self.accounting_code.is_some() {
+            out.push("accounting_code");
+        }
+        if self.product_code.is_some() {
+            out.push("product_code");
+        }
+        if self.unit_amount_in_cents.is_some() {
+            out.push("unit_amount_in_cents");
+        }
+        if self.quantity.is_some() {
+            out.push("quantity");
+        }
+        if self.currency.is_some() {
+            out.push("currency");
+        }
+        if self.tax_exempt.is_some() {
+            out.push("tax_exempt");
+        }
+        if self.tax_code.is_some() {
+            out.push("tax_code");
+        }
+        if self.start_date.is_some() {
+            out.push("start_date");
+        }
+        if self.end_date.is_some() {
+            out.push("end_date");
+        }
+        if self.revenue_schedule_type.is_some() {
+            out.push("revenue_schedule_type");
+        }
+        if self.credit_reason_code.is_some() {
+            out.push("credit_reason_code");
+        }
+        if self.shipping_address_id.is_some() {
+            out.push("shipping_address_id");
+        }
+        if self.shipping_address.is_some() {
+            out.push("shipping_address");
+        }
+        out
+    }
+}
 /// What created an adjustment; other values decode as Unknown.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, XmlEnum)]
 #[xml(name = "adjustment_origin")]

@@ -18,3 +18,12 @@ pub struct AvsResult {
     #[xml(kind = "text", direction = "response")]
     pub message: Option<String>,
 }
+impl crate::validate::Validate for AvsResult {
+    #[allow(unused_variables)]
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {}
+    fn given(&self) -> Vec<&'static str> {
+        #[allow(unused_mut)]
+        let mut out = Vec::new();
+        out
+    }
+}

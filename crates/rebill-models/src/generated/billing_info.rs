@@ -173,6 +173,103 @@ pub struct BillingInfo {
     #[xml(kind = "string", direction = "request")]
     pub currency: Option<String>,
 }
+impl crate::validate::Validate for BillingInfo {
+    #[allow(unused_variables)]
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
+        if v.ctx().has(None, None, None) {
+            v.country(
+                path,
+                "country",
+                &self.country,
+                Some(rebill_xml::ApiVersion::new(2u8, 8u8)),
+            );
+        }
+        crate::rules::billing_info(self, v, path);
+    }
+    fn given(&self) -> Vec<&'static str> {
+        #[allow(unused_mut)]
+        let mut out = Vec::new();
+        if self.first_name.is_some() {
+            out.push("first_name");
+        }
+        if self.last_name.is_some() {
+            out.push("last_name");
+        }
+        if self.company.is_some() {
+            out.push("company");
+        }
+        if self.address1.is_some() {
+            out.push("address1");
+        }
+        if self.address2.is_some() {
+            out.push("address2");
+        }
+        if self.city.is_some() {
+            out.push("city");
+        }
+        if self.state.is_some() {
+            out.push("state");
+        }
+        if self.zip.is_some() {
+            out.push("zip");
+        }
+        if self.country.is_some() {
+            out.push("country");
+        }
+        if self.phone.is_some() {
+            out.push("phone");
+        }
+        if self.vat_number.is_some() {
+            out.push("vat_number");
+        }
+        if self.ip_address.is_some() {
+            out.push("ip_address");
+        }
+        if self.geo_code.is_some() {
+            out.push("geo_code");
+        }
+        if self.year.is_some() {
+            out.push("year");
+        }
+        if self.month.is_some() {
+            out.push("month");
+        }
+        if self.paypal_billing_agreement_id.is_some() {
+            out.push("paypal_billing_agreement_id");
+        }
+        if self.amazon_billing_agreement_id.is_some() {
+            out.push("amazon_billing_agreement_id");
+        }
+        if self.name_on_account.is_some() {
+            out.push("name_on_account");
+        }
+        if self.account_type.is_some() {
+            out.push("account_type");
+        }
+        if self.routing_number.is_some() {
+            out.push("routing_number");
+        }
+        if self.external_hpp_type.is_some() {
+            out.push("external_hpp_type");
+        }
+        if self.token_id.is_some() {
+            out.push("token_id");
+        }
+        if self.number.is_some() {
+            out.push("number");
+        }
+        if self.verification_value.is_some() {
+            out.push("verification_value");
+        }
+        if self.account_number.is_some() {
+            out.push("account_number");
+        }
+        if self.currency.is_some() {
+            out.push("currency");
+        }
+        out
+    }
+}
 /// Type of a bank account.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, XmlEnum)]
 #[xml(name = "bank_account_type")]

@@ -178,6 +178,99 @@ pub struct Coupon {
     #[xml(kind = "anchor", anchor = "restore", method = "put", direction = "response")]
     pub restore_action: Option<rebill_xml::Href>,
 }
+impl crate::validate::Validate for Coupon {
+    #[allow(unused_variables)]
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
+        if v.ctx().has(None, None, None) {
+            v.required(
+                path,
+                "coupon_code",
+                &self.coupon_code,
+                &[crate::validate::Operation::Create],
+            );
+        }
+    }
+    fn given(&self) -> Vec<&'static str> {
+        #[allow(unused_mut)]
+        let mut out = Vec::new();
+        if self.coupon_code.is_some() {
+            out.push("coupon_code");
+        }
+        if self.name.is_some() {
+            out.push("name");
+        }
+        if self.description.is_some() {
+            out.push("description");
+        }
+        if self.invoice_description.is_some() {
+            out.push("invoice_description");
+        }
+        if self.hosted_description.is_some() {
+            out.push("hosted_description");
+        }
+        if self.discount_type.is_some() {
+            out.push("discount_type");
+        }
+        if self.discount_percent.is_some() {
+            out.push("discount_percent");
+        }
+        if self.discount_in_cents.is_some() {
+            out.push("discount_in_cents");
+        }
+        if self.free_trial_amount.is_some() {
+            out.push("free_trial_amount");
+        }
+        if self.free_trial_unit.is_some() {
+            out.push("free_trial_unit");
+        }
+        if self.redeem_by_date.is_some() {
+            out.push("redeem_by_date");
+        }
+        if self.single_use.is_some() {
+            out.push("single_use");
+        }
+        if self.applies_for_months.is_some() {
+            out.push("applies_for_months");
+        }
+        if self.duration.is_some() {
+            out.push("duration");
+        }
+        if self.temporal_unit.is_some() {
+            out.push("temporal_unit");
+        }
+        if self.temporal_amount.is_some() {
+            out.push("temporal_amount");
+        }
+        if self.max_redemptions.is_some() {
+            out.push("max_redemptions");
+        }
+        if self.max_redemptions_per_account.is_some() {
+            out.push("max_redemptions_per_account");
+        }
+        if self.applies_to_all_plans.is_some() {
+            out.push("applies_to_all_plans");
+        }
+        if self.applies_to_non_plan_charges.is_some() {
+            out.push("applies_to_non_plan_charges");
+        }
+        if self.redemption_resource.is_some() {
+            out.push("redemption_resource");
+        }
+        if self.coupon_type.is_some() {
+            out.push("coupon_type");
+        }
+        if self.unique_code_template.is_some() {
+            out.push("unique_code_template");
+        }
+        if self.number_of_unique_codes.is_some() {
+            out.push("number_of_unique_codes");
+        }
+        if self.plan_codes.is_some() {
+            out.push("plan_codes");
+        }
+        out
+    }
+}
 /// Kind of discount a coupon gives.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, XmlEnum)]
 #[xml(name = "coupon_discount_type")]

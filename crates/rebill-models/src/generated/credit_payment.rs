@@ -77,6 +77,15 @@ pub struct CreditPayment {
     #[xml(kind = "datetime", direction = "response")]
     pub voided_at: Option<chrono::DateTime<chrono::Utc>>,
 }
+impl crate::validate::Validate for CreditPayment {
+    #[allow(unused_variables)]
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {}
+    fn given(&self) -> Vec<&'static str> {
+        #[allow(unused_mut)]
+        let mut out = Vec::new();
+        out
+    }
+}
 /// Action of a credit payment.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, XmlEnum)]
 #[xml(name = "credit_payment_action")]

@@ -23,3 +23,12 @@ pub struct ApiError {
     #[xml(kind = "string", direction = "response")]
     pub details: Option<String>,
 }
+impl crate::validate::Validate for ApiError {
+    #[allow(unused_variables)]
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {}
+    fn given(&self) -> Vec<&'static str> {
+        #[allow(unused_mut)]
+        let mut out = Vec::new();
+        out
+    }
+}

@@ -23,3 +23,12 @@ pub struct Errors {
     #[xml(kind = "resource", direction = "response", omit_empty)]
     pub transaction: Option<Box<Transaction>>,
 }
+impl crate::validate::Validate for Errors {
+    #[allow(unused_variables)]
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {}
+    fn given(&self) -> Vec<&'static str> {
+        #[allow(unused_mut)]
+        let mut out = Vec::new();
+        out
+    }
+}

@@ -28,3 +28,12 @@ pub struct FieldError {
     #[xml(kind = "text", direction = "response")]
     pub message: Option<String>,
 }
+impl crate::validate::Validate for FieldError {
+    #[allow(unused_variables)]
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {}
+    fn given(&self) -> Vec<&'static str> {
+        #[allow(unused_mut)]
+        let mut out = Vec::new();
+        out
+    }
+}

@@ -23,3 +23,12 @@ pub struct FraudInfo {
     #[xml(kind = "string", direction = "response", since = "2.10")]
     pub reference: Option<String>,
 }
+impl crate::validate::Validate for FraudInfo {
+    #[allow(unused_variables)]
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {}
+    fn given(&self) -> Vec<&'static str> {
+        #[allow(unused_mut)]
+        let mut out = Vec::new();
+        out
+    }
+}

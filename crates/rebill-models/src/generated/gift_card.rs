@@ -93,3 +93,34 @@ pub struct GiftCard {
     #[xml(kind = "anchor", anchor = "redeem", method = "post", direction = "response")]
     pub redeem_action: Option<rebill_xml::Href>,
 }
+impl crate::validate::Validate for GiftCard {
+    #[allow(unused_variables)]
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
+        if v.ctx().has(None, None, None) {
+            v.nested(path, "delivery", &self.delivery);
+        }
+        if v.ctx().has(None, None, None) {
+            v.nested(path, "gifter_account", &self.gifter_account);
+        }
+    }
+    fn given(&self) -> Vec<&'static str> {
+        #[allow(unused_mut)]
+        let mut out = Vec::new();
+        if self.product_code.is_some() {
+            out.push("product_code");
+        }
+        if self.unit_amount_in_cents.is_some() {
+            out.push("unit_amount_in_cents");
+        }
+        if self.currency.is_some() {
+            out.push("currency");
+        }
+        if self.delivery.is_some() {
+            out.push("delivery");
+        }
+        if self.gifter_account.is_some() {
+            out.push("gifter_account");
+        }
+        out
+    }
+}

@@ -48,6 +48,43 @@ pub struct GiftCardDelivery {
     #[xml(kind = "string")]
     pub personal_message: Option<String>,
 }
+impl crate::validate::Validate for GiftCardDelivery {
+    #[allow(unused_variables)]
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
+        if v.ctx().has(None, None, None) {
+            v.nested(path, "address", &self.address);
+        }
+    }
+    fn given(&self) -> Vec<&'static str> {
+        #[allow(unused_mut)]
+        let mut out = Vec::new();
+        if self.method.is_some() {
+            out.push("method");
+        }
+        if self.deliver_at.is_some() {
+            out.push("deliver_at");
+        }
+        if self.email_address.is_some() {
+            out.push("email_address");
+        }
+        if self.first_name.is_some() {
+            out.push("first_name");
+        }
+        if self.last_name.is_some() {
+            out.push("last_name");
+        }
+        if self.address.is_some() {
+            out.push("address");
+        }
+        if self.gifter_name.is_some() {
+            out.push("gifter_name");
+        }
+        if self.personal_message.is_some() {
+            out.push("personal_message");
+        }
+        out
+    }
+}
 /// How a gift card is delivered.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, XmlEnum)]
 #[xml(name = "gift_card_delivery_method")]

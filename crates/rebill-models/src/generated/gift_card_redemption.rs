@@ -13,3 +13,15 @@ pub struct GiftCardRedemption {
     #[xml(kind = "string", direction = "request", required)]
     pub redemption_code: Option<String>,
 }
+impl crate::validate::Validate for GiftCardRedemption {
+    #[allow(unused_variables)]
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {}
+    fn given(&self) -> Vec<&'static str> {
+        #[allow(unused_mut)]
+        let mut out = Vec::new();
+        if self.redemption_code.is_some() {
+            out.push("redemption_code");
+        }
+        out
+    }
+}

@@ -336,6 +336,36 @@ pub struct Invoice {
     )]
     pub void_action: Option<rebill_xml::Href>,
 }
+impl crate::validate::Validate for Invoice {
+    #[allow(unused_variables)]
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {}
+    fn given(&self) -> Vec<&'static str> {
+        #[allow(unused_mut)]
+        let mut out = Vec::new();
+        if self.po_number.is_some() {
+            out.push("po_number");
+        }
+        if self.terms_and_conditions.is_some() {
+            out.push("terms_and_conditions");
+        }
+        if self.customer_notes.is_some() {
+            out.push("customer_notes");
+        }
+        if self.vat_reverse_charge_notes.is_some() {
+            out.push("vat_reverse_charge_notes");
+        }
+        if self.credit_customer_notes.is_some() {
+            out.push("credit_customer_notes");
+        }
+        if self.net_terms.is_some() {
+            out.push("net_terms");
+        }
+        if self.collection_method.is_some() {
+            out.push("collection_method");
+        }
+        out
+    }
+}
 /// What created an invoice (2.10, Credit Memos); other values decode as Unknown.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, XmlEnum)]
 #[xml(name = "invoice_origin")]

@@ -18,3 +18,12 @@ pub struct InvoiceCollection {
     #[xml(kind = "list", item = "credit_invoice", direction = "response")]
     pub credit_invoices: Option<Vec<Invoice>>,
 }
+impl crate::validate::Validate for InvoiceCollection {
+    #[allow(unused_variables)]
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {}
+    fn given(&self) -> Vec<&'static str> {
+        #[allow(unused_mut)]
+        let mut out = Vec::new();
+        out
+    }
+}

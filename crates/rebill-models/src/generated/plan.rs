@@ -153,6 +153,105 @@ pub struct Plan {
     #[xml(kind = "money")]
     pub setup_fee_in_cents: Option<rebill_xml::Money>,
 }
+impl crate::validate::Validate for Plan {
+    #[allow(unused_variables)]
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
+        if v.ctx().has(None, None, None) {
+            v.required(
+                path,
+                "plan_code",
+                &self.plan_code,
+                &[crate::validate::Operation::Create],
+            );
+        }
+        if v.ctx().has(None, None, None) {
+            v.required(path, "name", &self.name, &[crate::validate::Operation::Create]);
+        }
+    }
+    fn given(&self) -> Vec<&'static str> {
+        #[allow(unused_mut)]
+        let mut out = Vec::new();
+        if self.plan_code.is_some() {
+            out.push("plan_code");
+        }
+        if self.name.is_some() {
+            out.push("name");
+        }
+        if self.description.is_some() {
+            out.push("description");
+        }
+        if self.success_url.is_some() {
+            out.push("success_url");
+        }
+        if self.cancel_url.is_some() {
+            out.push("cancel_url");
+        }
+        if self.display_donation_amounts.is_some() {
+            out.push("display_donation_amounts");
+        }
+        if self.display_quantity.is_some() {
+            out.push("display_quantity");
+        }
+        if self.display_phone_number.is_some() {
+            out.push("display_phone_number");
+        }
+        if self.bypass_hosted_confirmation.is_some() {
+            out.push("bypass_hosted_confirmation");
+        }
+        if self.unit_name.is_some() {
+            out.push("unit_name");
+        }
+        if self.payment_page_tos_link.is_some() {
+            out.push("payment_page_tos_link");
+        }
+        if self.payment_page_css.is_some() {
+            out.push("payment_page_css");
+        }
+        if self.plan_interval_length.is_some() {
+            out.push("plan_interval_length");
+        }
+        if self.plan_interval_unit.is_some() {
+            out.push("plan_interval_unit");
+        }
+        if self.trial_interval_length.is_some() {
+            out.push("trial_interval_length");
+        }
+        if self.trial_interval_unit.is_some() {
+            out.push("trial_interval_unit");
+        }
+        if self.total_billing_cycles.is_some() {
+            out.push("total_billing_cycles");
+        }
+        if self.accounting_code.is_some() {
+            out.push("accounting_code");
+        }
+        if self.setup_fee_accounting_code.is_some() {
+            out.push("setup_fee_accounting_code");
+        }
+        if self.revenue_schedule_type.is_some() {
+            out.push("revenue_schedule_type");
+        }
+        if self.setup_fee_revenue_schedule_type.is_some() {
+            out.push("setup_fee_revenue_schedule_type");
+        }
+        if self.trial_requires_billing_info.is_some() {
+            out.push("trial_requires_billing_info");
+        }
+        if self.tax_exempt.is_some() {
+            out.push("tax_exempt");
+        }
+        if self.tax_code.is_some() {
+            out.push("tax_code");
+        }
+        if self.unit_amount_in_cents.is_some() {
+            out.push("unit_amount_in_cents");
+        }
+        if self.setup_fee_in_cents.is_some() {
+            out.push("setup_fee_in_cents");
+        }
+        out
+    }
+}
 /// Unit of a plan or trial interval.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, XmlEnum)]
 #[xml(name = "interval_unit")]

@@ -88,3 +88,82 @@ pub struct Purchase {
     #[xml(kind = "values", item = "coupon_code", direction = "request")]
     pub coupon_codes: Option<Vec<String>>,
 }
+impl crate::validate::Validate for Purchase {
+    #[allow(unused_variables)]
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
+        if v.ctx().has(None, None, None) {
+            v.required(
+                path,
+                "currency",
+                &self.currency,
+                &[crate::validate::Operation::Create],
+            );
+        }
+        if v.ctx().has(None, None, None) {
+            v.nested(path, "account", &self.account);
+        }
+        if v.ctx().has(Some(rebill_xml::ApiVersion::new(2u8, 11u8)), None, None) {
+            v.nested(path, "shipping_address", &self.shipping_address);
+        }
+        if v.ctx().has(None, None, None) {
+            v.nested(path, "gift_card", &self.gift_card);
+        }
+        if v.ctx().has(None, None, None) {
+            v.list(path, "subscriptions", &self.subscriptions);
+        }
+        if v.ctx().has(None, None, None) {
+            v.list(path, "adjustments", &self.adjustments);
+        }
+        crate::rules::purchase(self, v, path);
+    }
+    fn given(&self) -> Vec<&'static str> {
+        #[allow(unused_mut)]
+        let mut out = Vec::new();
+        if self.currency.is_some() {
+            out.push("currency");
+        }
+        if self.collection_method.is_some() {
+            out.push("collection_method");
+        }
+        if self.po_number.is_some() {
+            out.push("po_number");
+        }
+        if self.net_terms.is_some() {
+            out.push("net_terms");
+        }
+        if self.customer_notes.is_some() {
+            out.push("customer_notes");
+        }
+        if self.terms_and_conditions.is_some() {
+            out.push("terms_and_conditions");
+        }
+        if self.vat_reverse_charge_notes.is_some() {
+            out.push("vat_reverse_charge_notes");
+        }
+        if self.credit_customer_notes.is_some() {
+            out.push("credit_customer_notes");
+        }
+        if self.shipping_address_id.is_some() {
+            out.push("shipping_address_id");
+        }
+        if self.account.is_some() {
+            out.push("account");
+        }
+        if self.shipping_address.is_some() {
+            out.push("shipping_address");
+        }
+        if self.gift_card.is_some() {
+            out.push("gift_card");
+        }
+        if self.subscriptions.is_some() {
+            out.push("subscriptions");
+        }
+        if self.adjustments.is_some() {
+            out.push("adjustments");
+        }
+        if self.coupon_codes.is_some() {
+            out.push("coupon_codes");
+        }
+        out
+    }
+}

@@ -63,3 +63,60 @@ pub struct PurchaseSubscription {
     #[xml(kind = "resource", direction = "request", since = "2.11")]
     pub shipping_address: Option<Box<ShippingAddress>>,
 }
+impl crate::validate::Validate for PurchaseSubscription {
+    #[allow(unused_variables)]
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
+        if v.ctx().has(None, None, None) {
+            v.required(
+                path,
+                "plan_code",
+                &self.plan_code,
+                &[crate::validate::Operation::Create],
+            );
+        }
+        if v.ctx().has(None, None, None) {
+            v.list(path, "subscription_add_ons", &self.subscription_add_ons);
+        }
+        if v.ctx().has(Some(rebill_xml::ApiVersion::new(2u8, 11u8)), None, None) {
+            v.nested(path, "shipping_address", &self.shipping_address);
+        }
+    }
+    fn given(&self) -> Vec<&'static str> {
+        #[allow(unused_mut)]
+        let mut out = Vec::new();
+        if self.plan_code.is_some() {
+            out.push("plan_code");
+        }
+        if self.unit_amount_in_cents.is_some() {
+            out.push("unit_amount_in_cents");
+        }
+        if self.quantity.is_some() {
+            out.push("quantity");
+        }
+        if self.total_billing_cycles.is_some() {
+            out.push("total_billing_cycles");
+        }
+        if self.trial_ends_at.is_some() {
+            out.push("trial_ends_at");
+        }
+        if self.starts_at.is_some() {
+            out.push("starts_at");
+        }
+        if self.first_renewal_date.is_some() {
+            out.push("first_renewal_date");
+        }
+        if self.subscription_add_ons.is_some() {
+            out.push("subscription_add_ons");
+        }
+        if self.coupon_codes.is_some() {
+            out.push("coupon_codes");
+        }
+        if self.shipping_address_id.is_some() {
+            out.push("shipping_address_id");
+        }
+        if self.shipping_address.is_some() {
+            out.push("shipping_address");
+        }
+        out
+    }
+}

@@ -13,3 +13,15 @@ pub struct RecipientAccount {
     #[xml(kind = "string", direction = "request", required)]
     pub account_code: Option<String>,
 }
+impl crate::validate::Validate for RecipientAccount {
+    #[allow(unused_variables)]
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {}
+    fn given(&self) -> Vec<&'static str> {
+        #[allow(unused_mut)]
+        let mut out = Vec::new();
+        if self.account_code.is_some() {
+            out.push("account_code");
+        }
+        out
+    }
+}

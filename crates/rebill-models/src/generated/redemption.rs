@@ -78,6 +78,24 @@ pub struct Redemption {
     #[xml(kind = "string", direction = "request", required)]
     pub account_code: Option<String>,
 }
+impl crate::validate::Validate for Redemption {
+    #[allow(unused_variables)]
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {}
+    fn given(&self) -> Vec<&'static str> {
+        #[allow(unused_mut)]
+        let mut out = Vec::new();
+        if self.currency.is_some() {
+            out.push("currency");
+        }
+        if self.subscription_uuid.is_some() {
+            out.push("subscription_uuid");
+        }
+        if self.account_code.is_some() {
+            out.push("account_code");
+        }
+        out
+    }
+}
 /// State of a coupon redemption.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, XmlEnum)]
 #[xml(name = "redemption_state")]

@@ -83,6 +83,47 @@ pub struct InvoiceRefund {
     )]
     pub refunded_at: Option<chrono::DateTime<chrono::Utc>>,
 }
+impl crate::validate::Validate for InvoiceRefund {
+    #[allow(unused_variables)]
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
+        if v.ctx().has(None, None, None) {
+            v.list(path, "line_items", &self.line_items);
+        }
+        crate::rules::refund(self, v, path);
+    }
+    fn given(&self) -> Vec<&'static str> {
+        #[allow(unused_mut)]
+        let mut out = Vec::new();
+        if self.refund_method.is_some() {
+            out.push("refund_method");
+        }
+        if self.amount_in_cents.is_some() {
+            out.push("amount_in_cents");
+        }
+        if self.percentage.is_some() {
+            out.push("percentage");
+        }
+        if self.line_items.is_some() {
+            out.push("line_items");
+        }
+        if self.credit_customer_notes.is_some() {
+            out.push("credit_customer_notes");
+        }
+        if self.external_refund.is_some() {
+            out.push("external_refund");
+        }
+        if self.payment_method.is_some() {
+            out.push("payment_method");
+        }
+        if self.description.is_some() {
+            out.push("description");
+        }
+        if self.refunded_at.is_some() {
+            out.push("refunded_at");
+        }
+        out
+    }
+}
 /// Refund order. credit_first/transaction_first are written credit/transaction before 2.10; all_credit/all_transaction (2.10, Credit Memos) fall back to credit_first/transaction_first.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, XmlEnum)]
 #[xml(name = "refund_method")]

@@ -23,3 +23,21 @@ pub struct RefundLineItem {
     #[xml(kind = "boolean", direction = "request")]
     pub prorate: Option<bool>,
 }
+impl crate::validate::Validate for RefundLineItem {
+    #[allow(unused_variables)]
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {}
+    fn given(&self) -> Vec<&'static str> {
+        #[allow(unused_mut)]
+        let mut out = Vec::new();
+        if self.uuid.is_some() {
+            out.push("uuid");
+        }
+        if self.quantity.is_some() {
+            out.push("quantity");
+        }
+        if self.prorate.is_some() {
+            out.push("prorate");
+        }
+        out
+    }
+}

@@ -98,3 +98,63 @@ pub struct ShippingAddress {
     #[xml(kind = "datetime", direction = "response")]
     pub updated_at: Option<chrono::DateTime<chrono::Utc>>,
 }
+impl crate::validate::Validate for ShippingAddress {
+    #[allow(unused_variables)]
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
+        if v.ctx().has(None, None, None) {
+            v.email(path, "email", &self.email);
+        }
+        if v.ctx().has(None, None, None) {
+            v.country(
+                path,
+                "country",
+                &self.country,
+                Some(rebill_xml::ApiVersion::new(2u8, 8u8)),
+            );
+        }
+    }
+    fn given(&self) -> Vec<&'static str> {
+        #[allow(unused_mut)]
+        let mut out = Vec::new();
+        if self.nickname.is_some() {
+            out.push("nickname");
+        }
+        if self.first_name.is_some() {
+            out.push("first_name");
+        }
+        if self.last_name.is_some() {
+            out.push("last_name");
+        }
+        if self.company.is_some() {
+            out.push("company");
+        }
+        if self.phone.is_some() {
+            out.push("phone");
+        }
+        if self.email.is_some() {
+            out.push("email");
+        }
+        if self.address1.is_some() {
+            out.push("address1");
+        }
+        if self.address2.is_some() {
+            out.push("address2");
+        }
+        if self.city.is_some() {
+            out.push("city");
+        }
+        if self.state.is_some() {
+            out.push("state");
+        }
+        if self.zip.is_some() {
+            out.push("zip");
+        }
+        if self.country.is_some() {
+            out.push("country");
+        }
+        if self.geo_code.is_some() {
+            out.push("geo_code");
+        }
+        out
+    }
+}

@@ -349,6 +349,131 @@ pub struct Subscription {
     )]
     pub resume_action: Option<rebill_xml::Href>,
 }
+impl crate::validate::Validate for Subscription {
+    #[allow(unused_variables)]
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
+        if v.ctx().has(None, None, None) {
+            v.required(
+                path,
+                "currency",
+                &self.currency,
+                &[crate::validate::Operation::Create],
+            );
+        }
+        if v.ctx().has(None, None, None) {
+            v.required(
+                path,
+                "plan_code",
+                &self.plan_code,
+                &[crate::validate::Operation::Create],
+            );
+        }
+        if v.ctx().has(None, None, None) {
+            v.nested(path, "account", &self.account);
+        }
+        if v.ctx().has(None, None, None) {
+            v.nested(path, "shipping_address", &self.shipping_address);
+        }
+        if v.ctx().has(None, None, None) {
+            v.nested(path, "gift_card", &self.gift_card);
+        }
+        if v.ctx().has(None, None, None) {
+            v.list(path, "subscription_add_ons", &self.subscription_add_ons);
+        }
+    }
+    fn given(&self) -> Vec<&'static str> {
+        #[allow(unused_mut)]
+        let mut out = Vec::new();
+        if self.unit_amount_in_cents.is_some() {
+            out.push("unit_amount_in_cents");
+        }
+        if self.currency.is_some() {
+            out.push("currency");
+        }
+        if self.quantity.is_some() {
+            out.push("quantity");
+        }
+        if self.total_billing_cycles.is_some() {
+            out.push("total_billing_cycles");
+        }
+        if self.remaining_billing_cycles.is_some() {
+            out.push("remaining_billing_cycles");
+        }
+        if self.trial_ends_at.is_some() {
+            out.push("trial_ends_at");
+        }
+        if self.po_number.is_some() {
+            out.push("po_number");
+        }
+        if self.net_terms.is_some() {
+            out.push("net_terms");
+        }
+        if self.collection_method.is_some() {
+            out.push("collection_method");
+        }
+        if self.terms_and_conditions.is_some() {
+            out.push("terms_and_conditions");
+        }
+        if self.customer_notes.is_some() {
+            out.push("customer_notes");
+        }
+        if self.vat_reverse_charge_notes.is_some() {
+            out.push("vat_reverse_charge_notes");
+        }
+        if self.bank_account_authorized_at.is_some() {
+            out.push("bank_account_authorized_at");
+        }
+        if self.revenue_schedule_type.is_some() {
+            out.push("revenue_schedule_type");
+        }
+        if self.imported_trial.is_some() {
+            out.push("imported_trial");
+        }
+        if self.remaining_pause_cycles.is_some() {
+            out.push("remaining_pause_cycles");
+        }
+        if self.plan_code.is_some() {
+            out.push("plan_code");
+        }
+        if self.coupon_code.is_some() {
+            out.push("coupon_code");
+        }
+        if self.coupon_codes.is_some() {
+            out.push("coupon_codes");
+        }
+        if self.timeframe.is_some() {
+            out.push("timeframe");
+        }
+        if self.bulk.is_some() {
+            out.push("bulk");
+        }
+        if self.starts_at.is_some() {
+            out.push("starts_at");
+        }
+        if self.first_renewal_date.is_some() {
+            out.push("first_renewal_date");
+        }
+        if self.credit_customer_notes.is_some() {
+            out.push("credit_customer_notes");
+        }
+        if self.account.is_some() {
+            out.push("account");
+        }
+        if self.shipping_address.is_some() {
+            out.push("shipping_address");
+        }
+        if self.shipping_address_id.is_some() {
+            out.push("shipping_address_id");
+        }
+        if self.gift_card.is_some() {
+            out.push("gift_card");
+        }
+        if self.subscription_add_ons.is_some() {
+            out.push("subscription_add_ons");
+        }
+        out
+    }
+}
 /// How charges are collected.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, XmlEnum)]
 #[xml(name = "collection_method")]

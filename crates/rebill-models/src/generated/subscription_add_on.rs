@@ -53,6 +53,30 @@ pub struct SubscriptionAddOn {
     #[xml(kind = "float")]
     pub usage_percentage: Option<f64>,
 }
+impl crate::validate::Validate for SubscriptionAddOn {
+    #[allow(unused_variables)]
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {}
+    fn given(&self) -> Vec<&'static str> {
+        #[allow(unused_mut)]
+        let mut out = Vec::new();
+        if self.add_on_code.is_some() {
+            out.push("add_on_code");
+        }
+        if self.unit_amount_in_cents.is_some() {
+            out.push("unit_amount_in_cents");
+        }
+        if self.quantity.is_some() {
+            out.push("quantity");
+        }
+        if self.usage_type.is_some() {
+            out.push("usage_type");
+        }
+        if self.usage_percentage.is_some() {
+            out.push("usage_percentage");
+        }
+        out
+    }
+}
 /// Kind of add-on.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, XmlEnum)]
 #[xml(name = "add_on_type")]

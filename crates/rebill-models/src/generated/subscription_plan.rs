@@ -18,3 +18,12 @@ pub struct SubscriptionPlan {
     #[xml(kind = "string", direction = "response")]
     pub name: Option<String>,
 }
+impl crate::validate::Validate for SubscriptionPlan {
+    #[allow(unused_variables)]
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {}
+    fn given(&self) -> Vec<&'static str> {
+        #[allow(unused_mut)]
+        let mut out = Vec::new();
+        out
+    }
+}

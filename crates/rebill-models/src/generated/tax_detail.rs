@@ -28,3 +28,12 @@ pub struct TaxDetail {
     #[xml(kind = "cents", direction = "response")]
     pub tax_in_cents: Option<i64>,
 }
+impl crate::validate::Validate for TaxDetail {
+    #[allow(unused_variables)]
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {}
+    fn given(&self) -> Vec<&'static str> {
+        #[allow(unused_mut)]
+        let mut out = Vec::new();
+        out
+    }
+}

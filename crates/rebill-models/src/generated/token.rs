@@ -18,3 +18,12 @@ pub struct Token {
     #[xml(kind = "string", direction = "response", element = "type")]
     pub kind: Option<String>,
 }
+impl crate::validate::Validate for Token {
+    #[allow(unused_variables)]
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {}
+    fn given(&self) -> Vec<&'static str> {
+        #[allow(unused_mut)]
+        let mut out = Vec::new();
+        out
+    }
+}

@@ -233,6 +233,65 @@ pub struct Transaction {
     #[xml(kind = "anchor", anchor = "refund", method = "delete", direction = "response")]
     pub refund_action: Option<rebill_xml::Href>,
 }
+impl crate::validate::Validate for Transaction {
+    #[allow(unused_variables)]
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
+        if v.ctx().has(None, None, None) {
+            v.required(
+                path,
+                "amount_in_cents",
+                &self.amount_in_cents,
+                &[crate::validate::Operation::Create],
+            );
+        }
+        if v.ctx().has(None, None, None) {
+            v.required(
+                path,
+                "currency",
+                &self.currency,
+                &[crate::validate::Operation::Create],
+            );
+        }
+        if v.ctx().has(None, None, None) {
+            v.nested(path, "account", &self.account);
+        }
+    }
+    fn given(&self) -> Vec<&'static str> {
+        #[allow(unused_mut)]
+        let mut out = Vec::new();
+        if self.amount_in_cents.is_some() {
+            out.push("amount_in_cents");
+        }
+        if self.currency.is_some() {
+            out.push("currency");
+        }
+        if self.payment_method.is_some() {
+            out.push("payment_method");
+        }
+        if self.collected_at.is_some() {
+            out.push("collected_at");
+        }
+        if self.request_description.is_some() {
+            out.push("description");
+        }
+        if self.accounting_code.is_some() {
+            out.push("accounting_code");
+        }
+        if self.tax_exempt.is_some() {
+            out.push("tax_exempt");
+        }
+        if self.tax_code.is_some() {
+            out.push("tax_code");
+        }
+        if self.product_code.is_some() {
+            out.push("product_code");
+        }
+        if self.account.is_some() {
+            out.push("account");
+        }
+        out
+    }
+}
 /// What a transaction did; other values decode as Unknown.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, XmlEnum)]
 #[xml(name = "transaction_action")]

@@ -38,3 +38,12 @@ pub struct TransactionAccount {
     #[xml(kind = "resource", direction = "response")]
     pub billing_info: Option<Box<TransactionBillingInfo>>,
 }
+impl crate::validate::Validate for TransactionAccount {
+    #[allow(unused_variables)]
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {}
+    fn given(&self) -> Vec<&'static str> {
+        #[allow(unused_mut)]
+        let mut out = Vec::new();
+        out
+    }
+}

@@ -88,3 +88,12 @@ pub struct TransactionBillingInfo {
     #[xml(kind = "string", direction = "response")]
     pub last_four: Option<String>,
 }
+impl crate::validate::Validate for TransactionBillingInfo {
+    #[allow(unused_variables)]
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {}
+    fn given(&self) -> Vec<&'static str> {
+        #[allow(unused_mut)]
+        let mut out = Vec::new();
+        out
+    }
+}

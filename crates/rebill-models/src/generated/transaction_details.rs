@@ -13,3 +13,12 @@ pub struct TransactionDetails {
     #[xml(kind = "resource", direction = "response")]
     pub account: Option<Box<TransactionAccount>>,
 }
+impl crate::validate::Validate for TransactionDetails {
+    #[allow(unused_variables)]
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {}
+    fn given(&self) -> Vec<&'static str> {
+        #[allow(unused_mut)]
+        let mut out = Vec::new();
+        out
+    }
+}

@@ -33,3 +33,12 @@ pub struct TransactionError {
     #[xml(kind = "string", direction = "response")]
     pub gateway_error_code: Option<String>,
 }
+impl crate::validate::Validate for TransactionError {
+    #[allow(unused_variables)]
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {}
+    fn given(&self) -> Vec<&'static str> {
+        #[allow(unused_mut)]
+        let mut out = Vec::new();
+        out
+    }
+}

@@ -1,0 +1,241 @@
+//! Request validation and the error documents of refused requests.
+//!
+//! Declarative rules (`required_on`, `format`, `validate_since` in `schema/`) are generated into
+//! a [`Validate`] impl per resource; rules that are not declarative live in [`crate::rules`] and
+//! are called from the generated impls of resources marked `rules = true`. Rules that need stored
+//! state belong to the service, which builds their documents with [`single_error`].
+
+use rebill_xml::{ApiVersion, DecodeError, DecodeErrorKind, Mode, WireContext, XmlResource};
+
+use crate::{ApiError, Errors, FieldError};
+
+/// The request operation being validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    Create,
+    Update,
+}
+
+/// One refused field: `field="model.path"`, a symbol and the human text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    pub field: String,
+    pub symbol: &'static str,
+    pub message: String,
+}
+
+/// Collects violations while a request value is walked.
+pub struct Validation<'c> {
+    ctx: &'c WireContext,
+    op: Operation,
+    violations: Vec<Violation>,
+}
+
+/// Implemented (generated) for every resource.
+pub trait Validate {
+    /// Checks the value found at `path` (`subscription.account`).
+    fn validate(&self, v: &mut Validation<'_>, path: &str);
+    /// Element names of the child fields that hold a value (for "nothing else beside X" rules).
+    fn given(&self) -> Vec<&'static str>;
+}
+
+fn join(path: &str, element: &str) -> String {
+    format!("{path}.{element}")
+}
+
+impl<'c> Validation<'c> {
+    pub fn new(ctx: &'c WireContext, op: Operation) -> Self {
+        Self { ctx, op, violations: Vec::new() }
+    }
+
+    pub fn ctx(&self) -> &WireContext {
+        self.ctx
+    }
+
+    pub fn version(&self) -> ApiVersion {
+        self.ctx.version
+    }
+
+    pub fn operation(&self) -> Operation {
+        self.op
+    }
+
+    pub fn violations(&self) -> &[Violation] {
+        &self.violations
+    }
+
+    /// Records a violation of `path.element`.
+    pub fn add(&mut self, path: &str, element: &str, symbol: &'static str, message: impl Into<String>) {
+        self.violations.push(Violation { field: join(path, element), symbol, message: message.into() });
+    }
+
+    /// `element` must hold a value on the listed operations.
+    pub fn required<T>(&mut self, path: &str, element: &str, value: &Option<T>, on: &[Operation]) {
+        if value.is_none() && on.contains(&self.op) {
+            self.add(path, element, "blank", "can't be blank");
+        }
+    }
+
+    pub fn email(&mut self, path: &str, element: &str, value: &Option<String>) {
+        if let Some(email) = value
+            && !email_address::EmailAddress::is_valid(email)
+        {
+            self.add(path, element, "invalid_email", "is not a valid email address");
+        }
+    }
+
+    /// An ISO 3166-1 alpha-2 code, checked from `since`.
+    pub fn country(&mut self, path: &str, element: &str, value: &Option<String>, since: Option<ApiVersion>) {
+        if since.is_some_and(|s| self.ctx.version < s) {
+            return;
+        }
+        if let Some(code) = value
+            && (code.len() != 2 || rust_iso3166::from_alpha2(&code.to_ascii_uppercase()).is_none())
+        {
+            self.add(path, element, "invalid", "is not a valid 2-letter ISO 3166-1 country code");
+        }
+    }
+
+    pub fn nested<T: Validate>(&mut self, path: &str, element: &str, value: &Option<Box<T>>) {
+        if let Some(v) = value {
+            v.validate(self, &join(path, element));
+        }
+    }
+
+    pub fn list<T: Validate>(&mut self, path: &str, element: &str, value: &Option<Vec<T>>) {
+        for (i, item) in value.iter().flatten().enumerate() {
+            item.validate(self, &format!("{path}.{element}[{i}]"));
+        }
+    }
+
+    /// The 422 document of the violations, or `Ok` when there are none.
+    pub fn finish(self) -> Result<(), Errors> {
+        if self.violations.is_empty() { Ok(()) } else { Err(errors_document(&self.violations)) }
+    }
+}
+
+/// Validates a decoded request body for `op`.
+pub fn validate<T: Validate + XmlResource>(value: &T, ctx: &WireContext, op: Operation) -> Result<(), Errors> {
+    let mut v = Validation::new(ctx, op);
+    value.validate(&mut v, T::ROOT);
+    v.finish()
+}
+
+/// `<errors>` of `<error field symbol lang="en-US">message</error>`.
+pub fn errors_document(violations: &[Violation]) -> Errors {
+    Errors {
+        errors: Some(
+            violations
+                .iter()
+                .map(|v| FieldError {
+                    field: Some(v.field.clone()),
+                    symbol: Some(v.symbol.to_owned()),
+                    lang: Some("en-US".to_owned()),
+                    message: Some(v.message.clone()),
+                })
+                .collect(),
+        ),
+        ..Errors::default()
+    }
+}
+
+/// `<error><symbol>…</symbol><description>…</description></error>`.
+pub fn single_error(symbol: &str, description: &str) -> ApiError {
+    ApiError { symbol: Some(symbol.to_owned()), description: Some(description.to_owned()), details: None }
+}
+
+/// The documents of the single-error refusals that need stored state (checked by the service).
+pub mod refusals {
+    use super::single_error;
+    use crate::ApiError;
+
+    /// 404 for an unknown identifier or route.
+    pub fn not_found(description: &str) -> ApiError {
+        single_error("not_found", description)
+    }
+
+    /// 422 while another change to the subscription is in progress.
+    pub fn simultaneous_request() -> ApiError {
+        single_error("simultaneous_request", "A change to this subscription is already in progress; retry shortly.")
+    }
+
+    /// 422 when imported_trial is changed on a subscription that is not in a trial.
+    pub fn imported_trial_not_in_trial() -> ApiError {
+        single_error("invalid_transition", "imported_trial can only be changed on a subscription in a trial.")
+    }
+
+    /// 422 when resume is asked of a subscription that is not paused.
+    pub fn not_paused() -> ApiError {
+        single_error("invalid_transition", "Only a paused subscription can be resumed.")
+    }
+
+    /// 422 when void is asked of an invoice without a balance to void.
+    pub fn nothing_to_void() -> ApiError {
+        single_error("invalid_transition", "Only a credit invoice with a balance can be voided.")
+    }
+
+    /// 422 when an account has nothing to invoice.
+    pub fn will_not_invoice() -> ApiError {
+        single_error("will_not_invoice", "No charges to invoice")
+    }
+}
+
+/// A refused request body: 400 `invalid_xml` or 422 validation errors.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Rejection {
+    /// 400: not acceptable XML (or elements the resource does not know).
+    InvalidXml(ApiError),
+    /// 422: well-formed, but a value or element is not acceptable.
+    Invalid(Errors),
+}
+
+impl Rejection {
+    pub fn status(&self) -> u16 {
+        match self {
+            Rejection::InvalidXml(_) => 400,
+            Rejection::Invalid(_) => 422,
+        }
+    }
+
+    /// The response body.
+    pub fn to_xml(&self, ctx: &WireContext) -> String {
+        match self {
+            Rejection::InvalidXml(e) => rebill_xml::to_xml(e, ctx, Mode::Response),
+            Rejection::Invalid(e) => rebill_xml::to_xml(e, ctx, Mode::Response),
+        }
+    }
+}
+
+/// The document answering a request body that failed to decode.
+pub fn reject_decode(err: &DecodeError) -> Rejection {
+    let path = err.path();
+    let field = |symbol: &'static str, message: String| {
+        Rejection::Invalid(errors_document(&[Violation { field: path.clone(), symbol, message }]))
+    };
+    match err.kind() {
+        DecodeErrorKind::InvalidValue { expected, .. } => match expected.as_str() {
+            "an integer" | "a decimal number" => field("not_a_number", "is not a number".to_owned()),
+            other if other.starts_with("a valid ") => {
+                field("inclusion", format!("is not included in the list ({other})"))
+            }
+            other => field("invalid", format!("is not {other}")),
+        },
+        DecodeErrorKind::NilNotAllowed => field("blank", "can't be blank".to_owned()),
+        DecodeErrorKind::NotAtVersion(v) => field("invalid", format!("is not accepted at API version {v}")),
+        DecodeErrorKind::FeatureRequired(f) => field("invalid", format!("requires the {f} site feature")),
+        DecodeErrorKind::ResponseOnly => field("invalid", "is read-only".to_owned()),
+        DecodeErrorKind::UnknownElement => {
+            let tag = path.rsplit('.').next().unwrap_or_default();
+            Rejection::InvalidXml(ApiError {
+                symbol: Some("invalid_xml".to_owned()),
+                description: Some("The provided XML was invalid.".to_owned()),
+                details: Some(format!("Unacceptable tags <{tag}> at {path}")),
+            })
+        }
+        _ => Rejection::InvalidXml(ApiError {
+            symbol: Some("invalid_xml".to_owned()),
+            description: Some("The provided XML was invalid.".to_owned()),
+            details: Some(err.to_string()),
+        }),
+    }
+}
