@@ -2,7 +2,7 @@
 //! exists), never a panic and never an entity expansion.
 
 use proptest::test_runner::{Config, TestRunner};
-use rebill_models::{Account, InvoiceRefund, Subscription};
+use rebill_models::{visit_resources, Account, InvoiceRefund, Model, ResourceVisitor, Subscription};
 use rebill_tests::{ctx, example_ctx, workspace_root};
 use rebill_xml::{ApiVersion, DecodeError, DecodeErrorKind, Features, Mode, XmlResource, from_xml};
 
@@ -211,4 +211,46 @@ fn mutated_examples_never_panic() {
     }
     // Many mutations (inside text, say) still decode: the decoders really ran on them.
     assert!(decoded.get() > calls.get() / 10, "only {} of {} mutated documents decoded", decoded.get(), calls.get());
+}
+
+/// Each resource's example rewritten as a request body (its request fields only), then mutated:
+/// strict request decoding of every request root never panics.
+struct MutatedRequests {
+    checked: usize,
+}
+
+impl ResourceVisitor for MutatedRequests {
+    fn visit<T: Model>(&mut self, name: &'static str) {
+        let Ok(text) = std::fs::read(workspace_root().join(format!("schema/examples/{name}.xml"))) else { return };
+        let c = example_ctx();
+        let info = rebill_models::RESOURCES.iter().find(|r| r.name == name).expect("resource info");
+        let mode = if info.request_only { Mode::Request } else { Mode::Response };
+        let value: T = from_xml(&text, &c, mode).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let request = rebill_xml::to_xml(&value, &c, Mode::Request).into_bytes();
+        // The unmutated request body reads back strictly.
+        from_xml::<T>(&request, &c, Mode::Request).unwrap_or_else(|e| panic!("{name} as a request: {e}"));
+        let len = request.len();
+        let mut runner = TestRunner::new(Config { cases: 128, failure_persistence: None, ..Config::default() });
+        runner
+            .run(&(0..len, 0..len, proptest::num::u8::ANY, 0u8..4), |(at, other, byte, how)| {
+                let mut doc = request.clone();
+                match how {
+                    0 => doc.truncate(at),
+                    1 => doc[at] = byte,
+                    2 => doc.insert(at, byte),
+                    _ => doc.swap(at, other),
+                }
+                let _ = from_xml::<T>(&doc, &c, Mode::Request);
+                Ok(())
+            })
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        self.checked += 1;
+    }
+}
+
+#[test]
+fn mutated_request_bodies_never_panic() {
+    let mut visitor = MutatedRequests { checked: 0 };
+    visit_resources(&mut visitor);
+    assert!(visitor.checked >= 20, "only {} resources have examples", visitor.checked);
 }
