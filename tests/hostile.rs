@@ -2,7 +2,7 @@
 //! exists), never a panic and never an entity expansion.
 
 use proptest::test_runner::{Config, TestRunner};
-use rebill_models::{visit_resources, Account, InvoiceRefund, Model, ResourceVisitor, Subscription};
+use rebill_models::{Account, InvoiceRefund, Model, ResourceVisitor, Subscription, visit_resources};
 use rebill_tests::{ctx, example_ctx, workspace_root};
 use rebill_xml::{ApiVersion, DecodeError, DecodeErrorKind, Features, Mode, XmlResource, from_xml};
 
