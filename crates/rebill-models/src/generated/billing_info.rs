@@ -132,10 +132,10 @@ pub struct BillingInfo {
     /// (`enum`; both)
     #[xml(kind = "enum")]
     pub account_type: Option<BankAccountType>,
-    /// Bank routing number (bank_account).
+    /// Bank routing number (bank_account); request-only, never returned.
     ///
-    /// (`string`; both)
-    #[xml(kind = "string")]
+    /// (`string`; request)
+    #[xml(kind = "string", direction = "request")]
     pub routing_number: Option<String>,
     /// External hosted payment page type, e.g. adyen.
     ///
