@@ -286,3 +286,21 @@ fn stateful_refusals_have_their_documents() {
         assert!(e.symbol.is_some() && e.description.is_some());
     }
 }
+
+#[test]
+fn purchase_shipping_addresses_from_2_11() {
+    let doc = "<purchase><currency>USD</currency><shipping_address_id>7</shipping_address_id><account><account_code>a</account_code>\
+        <shipping_address><country>US</country></shipping_address></account><subscriptions><subscription><plan_code>gold</plan_code>\
+        <shipping_address_id>8</shipping_address_id></subscription></subscriptions><adjustments><adjustment>\
+        <unit_amount_in_cents>100</unit_amount_in_cents><shipping_address><country>FR</country></shipping_address></adjustment>\
+        </adjustments></purchase>";
+    let p = check::<Purchase>(doc, "2.11", "", Operation::Create).expect("2.11 purchase");
+    assert_eq!(p.shipping_address_id, Some(7));
+    let r = check::<Purchase>(doc, "2.10", "", Operation::Create).expect_err("2.10");
+    assert_eq!(
+        refusal(r),
+        errors(&[("purchase.shipping_address_id", "invalid", "is not accepted at API version 2.10")])
+    );
+    let r = check::<Purchase>(&doc.replace(">FR<", ">France<"), "2.11", "", Operation::Create).expect_err("country");
+    assert_eq!(refusal(r), errors(&[("purchase.adjustments[0].shipping_address.country", "invalid", BAD_COUNTRY)]));
+}

@@ -177,10 +177,10 @@ pub struct Account {
     /// (`boolean`; response; 2.5 and later)
     #[xml(kind = "boolean", direction = "response", since = "2.5")]
     pub has_canceled_subscription: Option<bool>,
-    /// Whether the account has a paused subscription (2.11).
+    /// Whether the account has a paused subscription (2.11; the spec adds it to account requests and responses, rebill computes it).
     ///
-    /// (`boolean`; response; 2.11 and later)
-    #[xml(kind = "boolean", direction = "response", since = "2.11")]
+    /// (`boolean`; both; 2.11 and later)
+    #[xml(kind = "boolean", since = "2.11")]
     pub has_paused_subscription: Option<bool>,
     /// Whether the account has a past-due invoice.
     ///
@@ -197,6 +197,11 @@ pub struct Account {
     /// (`list`; request)
     #[xml(kind = "list", item = "shipping_address", direction = "request")]
     pub shipping_addresses: Option<Vec<ShippingAddress>>,
+    /// A new shipping address for the account in a purchase (2.11); the last one applies to every subscription and adjustment of the purchase that has none of its own.
+    ///
+    /// (`resource`; request; 2.11 and later)
+    #[xml(kind = "resource", direction = "request", since = "2.11")]
+    pub shipping_address: Option<Box<ShippingAddress>>,
 }
 impl crate::validate::Validate for Account {
     #[allow(unused_variables)]
@@ -220,6 +225,9 @@ impl crate::validate::Validate for Account {
         }
         if v.ctx().has(None, None, None) {
             v.list(path, "shipping_addresses", &self.shipping_addresses);
+        }
+        if v.ctx().has(Some(rebill_xml::ApiVersion::new(2u8, 11u8)), None, None) {
+            v.nested(path, "shipping_address", &self.shipping_address);
         }
     }
     fn given(&self) -> Vec<&'static str> {
@@ -264,11 +272,17 @@ impl crate::validate::Validate for Account {
         if self.preferred_locale.is_some() {
             out.push("preferred_locale");
         }
+        if self.has_paused_subscription.is_some() {
+            out.push("has_paused_subscription");
+        }
         if self.billing_info.is_some() {
             out.push("billing_info");
         }
         if self.shipping_addresses.is_some() {
             out.push("shipping_addresses");
+        }
+        if self.shipping_address.is_some() {
+            out.push("shipping_address");
         }
         out
     }
