@@ -21,25 +21,11 @@ enum Command {
     },
     /// Run every check CI runs: generated-code drift, formatting, clippy and all tests.
     Test,
-    /// Rewrite one response document of a resource from one API version to another.
+    /// Rewrite one document of a resource from one API version to another (the arguments of
+    /// `rebill-transcode`: --resource NAME --from A --to B [--features F] [--base-url U] [FILE]).
     Xml {
-        /// Schema name of the resource (e.g. invoice).
-        #[arg(long)]
-        resource: String,
-        /// Version the input is written at.
-        #[arg(long)]
-        from: String,
-        /// Version to write.
-        #[arg(long)]
-        to: String,
-        /// Site features, comma-separated (e.g. credit_memos).
-        #[arg(long, default_value = "")]
-        features: String,
-        /// Base URL of hrefs.
-        #[arg(long, default_value = "https://api.rebill.test")]
-        base_url: String,
-        /// Input file (stdin when absent).
-        file: Option<PathBuf>,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
     },
 }
 
@@ -52,9 +38,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Regen { check } => regen(check),
         Command::Test => test(),
-        Command::Xml { resource, from, to, features, base_url, file } => {
-            xml(&resource, &from, &to, &features, &base_url, file)
-        }
+        Command::Xml { args } => xml(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -139,23 +123,21 @@ fn count(result: &str, label: &str) -> u64 {
 
 /// Runs the `rebill-transcode` binary, which links the generated models. It lives in its own
 /// crate so that `regen` never depends on the code it generates.
-fn xml(
-    resource: &str,
-    from: &str,
-    to: &str,
-    features: &str,
-    base_url: &str,
-    file: Option<PathBuf>,
-) -> anyhow::Result<()> {
+fn xml(args: &[String]) -> anyhow::Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let mut cmd = std::process::Command::new(cargo);
-    cmd.current_dir(workspace_root())
+    // A relative file argument is meant from the caller's directory, not the workspace root.
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| match std::path::absolute(a) {
+            Ok(path) if !a.starts_with('-') && path.is_file() => path.display().to_string(),
+            _ => a.clone(),
+        })
+        .collect();
+    let status = std::process::Command::new(cargo)
+        .current_dir(workspace_root())
         .args(["run", "--quiet", "--release", "--package", "rebill-transcode", "--"])
-        .args(["--resource", resource, "--from", from, "--to", to, "--features", features, "--base-url", base_url]);
-    if let Some(path) = file {
-        cmd.arg(std::path::absolute(path)?);
-    }
-    let status = cmd.status()?;
+        .args(&args)
+        .status()?;
     if !status.success() {
         std::process::exit(status.code().unwrap_or(1));
     }

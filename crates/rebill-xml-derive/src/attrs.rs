@@ -50,6 +50,29 @@ pub struct RangeAttrs {
     pub feature: Option<String>,
 }
 
+/// `rename(<name_key> = "…", since = "…", until = "…")`, where `name_key` is `element` for
+/// fields and `value` for enum values.
+fn parse_rename(meta: &syn::meta::ParseNestedMeta, name_key: &str) -> syn::Result<Rename> {
+    let mut rename = Rename { name: String::new(), since: None, until: None };
+    meta.parse_nested_meta(|inner| {
+        let lit = inner.value()?.parse::<LitStr>()?;
+        if inner.path.is_ident(name_key) {
+            rename.name = lit.value();
+        } else if inner.path.is_ident("since") {
+            rename.since = Some(Version::parse(&lit)?);
+        } else if inner.path.is_ident("until") {
+            rename.until = Some(Version::parse(&lit)?);
+        } else {
+            return Err(inner.error(format!("expected `{name_key}`, `since` or `until`")));
+        }
+        Ok(())
+    })?;
+    if rename.name.is_empty() {
+        return Err(meta.error(format!("`rename` needs `{name_key}`")));
+    }
+    Ok(rename)
+}
+
 /// Struct-level attributes.
 #[derive(Default)]
 pub struct ResourceAttrs {
@@ -158,23 +181,7 @@ pub fn field_attrs(attrs: &[Attribute], span: Span) -> syn::Result<FieldAttrs> {
             } else if meta.path.is_ident("element") {
                 out.element = Some(string(&meta)?.value());
             } else if meta.path.is_ident("rename") {
-                let mut rename = Rename { name: String::new(), since: None, until: None };
-                meta.parse_nested_meta(|inner| {
-                    let lit = inner.value()?.parse::<LitStr>()?;
-                    if inner.path.is_ident("element") {
-                        rename.name = lit.value();
-                    } else if inner.path.is_ident("since") {
-                        rename.since = Some(Version::parse(&lit)?);
-                    } else if inner.path.is_ident("until") {
-                        rename.until = Some(Version::parse(&lit)?);
-                    } else {
-                        return Err(inner.error("expected `element`, `since` or `until`"));
-                    }
-                    Ok(())
-                })?;
-                if rename.name.is_empty() {
-                    return Err(meta.error("`rename` needs `element`"));
-                }
+                let rename = parse_rename(&meta, "element")?;
                 out.renames.push(rename);
             } else if meta.path.is_ident("since") {
                 out.range.since = Some(Version::parse(&string(&meta)?)?);
@@ -235,20 +242,7 @@ pub fn variant_attrs(attrs: &[Attribute]) -> syn::Result<VariantAttrs> {
             if meta.path.is_ident("value") {
                 out.value = Some(meta.value()?.parse::<LitStr>()?.value());
             } else if meta.path.is_ident("rename") {
-                let mut rename = Rename { name: String::new(), since: None, until: None };
-                meta.parse_nested_meta(|inner| {
-                    let lit = inner.value()?.parse::<LitStr>()?;
-                    if inner.path.is_ident("value") {
-                        rename.name = lit.value();
-                    } else if inner.path.is_ident("since") {
-                        rename.since = Some(Version::parse(&lit)?);
-                    } else if inner.path.is_ident("until") {
-                        rename.until = Some(Version::parse(&lit)?);
-                    } else {
-                        return Err(inner.error("expected `value`, `since` or `until`"));
-                    }
-                    Ok(())
-                })?;
+                let rename = parse_rename(&meta, "value")?;
                 out.renames.push(rename);
             } else if meta.path.is_ident("since") {
                 out.range.since = Some(Version::parse(&meta.value()?.parse::<LitStr>()?)?);
