@@ -595,6 +595,34 @@ fn mod_file(schema: &Schema) -> TokenStream {
     }
 }
 
+/// The field's doc text followed by its request rules, for the reference.
+fn field_rules(f: &Field) -> String {
+    let mut text = f.doc.clone();
+    if !f.required_on.is_empty() {
+        let ops: Vec<&str> = f
+            .required_on
+            .iter()
+            .map(|op| match op {
+                rebill_schema::Operation::Create => "create",
+                rebill_schema::Operation::Update => "update",
+            })
+            .collect();
+        text.push_str(&format!(" **Required on {}.**", ops.join(" and ")));
+    }
+    match f.format {
+        Some(rebill_schema::Format::Email) => text.push_str(" **Validated as an e-mail address.**"),
+        Some(rebill_schema::Format::Country) => {
+            let since = f.validate_since.map(|v| format!(" from {v}")).unwrap_or_default();
+            text.push_str(&format!(" **Validated as an ISO 3166-1 alpha-2 code{since}.**"));
+        }
+        None => {}
+    }
+    if f.required {
+        text.push_str(" Never nil in requests.");
+    }
+    text
+}
+
 /// `docs/api.md`: every resource's fields and every endpoint, as a readable diff target.
 fn api_doc(schema: &Schema) -> String {
     let cell = |text: &str| text.replace('|', "\\|").replace('\n', " ");
@@ -679,7 +707,7 @@ fn api_doc(schema: &Schema) -> String {
                 f.direction.as_str(),
                 f.range,
                 f.feature.as_deref().map(|x| format!("`{x}`")).unwrap_or_else(|| "—".into()),
-                cell(&f.doc)
+                cell(&field_rules(f))
             ));
         }
     }
