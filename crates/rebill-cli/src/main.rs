@@ -1,0 +1,323 @@
+//! `rebill`: administration of sites, private and public keys and the alert outbox, on the
+//! embedded SQLite database (default `sqlite://./rebill.db`) or PostgreSQL. Every command that
+//! creates a secret prints it once; `--json` prints one JSON object for scripts.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+use clap::{Parser, Subcommand, ValueEnum};
+use rebill_store::{Alert, ApiKey, Mode, NewSite, OldKey, Plan, Site, SiteUpdate, Store};
+use serde_json::{Value, json};
+
+#[derive(Parser)]
+#[command(name = "rebill", about = "rebill subscription billing: administration commands")]
+struct Cli {
+    /// Database URL: sqlite://PATH (embedded, created if missing) or postgres://…
+    #[arg(long, global = true, env = "REBILL_DATABASE", default_value = "sqlite://./rebill.db")]
+    database: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Merchant sites.
+    #[command(subcommand)]
+    Site(SiteCommand),
+    /// A site's private API keys.
+    #[command(subcommand)]
+    Keys(KeysCommand),
+    /// A site's public key (used by the token library).
+    #[command(subcommand, name = "public-key")]
+    PublicKey(PublicKeyCommand),
+    /// The alert e-mail outbox.
+    #[command(subcommand)]
+    Alerts(AlertsCommand),
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ModeArg {
+    Sandbox,
+    Production,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum PlanArg {
+    Core,
+    Professional,
+    Grandfathered,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum OldKeyArg {
+    /// Refuse the old key from now on.
+    Block,
+    /// Keep the old key valid for 12 hours.
+    #[value(name = "keep-12h")]
+    Keep12h,
+}
+
+impl From<ModeArg> for Mode {
+    fn from(m: ModeArg) -> Self {
+        match m {
+            ModeArg::Sandbox => Mode::Sandbox,
+            ModeArg::Production => Mode::Production,
+        }
+    }
+}
+
+impl From<PlanArg> for Plan {
+    fn from(p: PlanArg) -> Self {
+        match p {
+            PlanArg::Core => Plan::Core,
+            PlanArg::Professional => Plan::Professional,
+            PlanArg::Grandfathered => Plan::Grandfathered,
+        }
+    }
+}
+
+#[derive(Subcommand)]
+enum SiteCommand {
+    /// Creates a site; prints its private key and public key once.
+    Create {
+        #[arg(long)]
+        name: String,
+        #[arg(long, value_enum, default_value = "sandbox")]
+        mode: ModeArg,
+        #[arg(long, value_enum, default_value = "core")]
+        plan: PlanArg,
+        #[arg(long)]
+        credit_memos: bool,
+        /// Technical contact for alert e-mails.
+        #[arg(long)]
+        contact: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Lists the sites.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Changes a site's mode, plan, features, standing or contact.
+    Update {
+        #[arg(long)]
+        name: String,
+        #[arg(long, value_enum)]
+        mode: Option<ModeArg>,
+        #[arg(long, value_enum)]
+        plan: Option<PlanArg>,
+        #[arg(long)]
+        credit_memos: Option<bool>,
+        #[arg(long)]
+        good_standing: Option<bool>,
+        #[arg(long)]
+        contact: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum KeysCommand {
+    /// Lists a site's private keys (hints only; keys are stored as hashes).
+    List {
+        #[arg(long)]
+        site: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Creates a private key (read-only keys may only GET and HEAD); prints it once.
+    Create {
+        #[arg(long)]
+        site: String,
+        #[arg(long)]
+        read_only: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Replaces a private key; the old one is blocked now or kept for 12 hours.
+    Regenerate {
+        key_id: i64,
+        #[arg(long, value_enum)]
+        old_key: OldKeyArg,
+        #[arg(long)]
+        site: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum PublicKeyCommand {
+    Show {
+        #[arg(long)]
+        site: String,
+        #[arg(long)]
+        json: bool,
+    },
+    Regenerate {
+        #[arg(long)]
+        site: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum AlertsCommand {
+    /// Lists queued and sent alerts.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn now() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or_default()
+}
+
+fn site_json(s: &Site) -> Value {
+    json!({
+        "name": s.name, "mode": s.mode.as_str(), "plan": s.plan.as_str(), "credit_memos": s.credit_memos,
+        "good_standing": s.good_standing, "contact": s.contact, "public_key": s.public_key, "key_limit": s.key_limit(),
+    })
+}
+
+fn key_json(k: &ApiKey, now: i64) -> Value {
+    json!({ "id": k.id, "hint": k.hint, "read_only": k.read_only, "active": k.active_at(now), "expires_at": k.expires_at })
+}
+
+fn alert_json(a: &Alert) -> Value {
+    json!({ "id": a.id, "kind": a.kind, "recipient": a.recipient, "subject": a.subject, "body": a.body, "sent": a.sent_at.is_some() })
+}
+
+/// Prints `value` as JSON, or `text` for people.
+fn emit(json: bool, value: Value, text: String) {
+    if json {
+        println!("{value}");
+    } else {
+        println!("{text}");
+    }
+}
+
+fn site_line(s: &Site) -> String {
+    format!(
+        "{}  mode={} plan={} credit_memos={} good_standing={} contact={} public_key={}",
+        s.name,
+        s.mode.as_str(),
+        s.plan.as_str(),
+        s.credit_memos,
+        s.good_standing,
+        s.contact.as_deref().unwrap_or("-"),
+        s.public_key
+    )
+}
+
+fn key_line(k: &ApiKey, now: i64) -> String {
+    let state = match k.expires_at {
+        None => "active".to_owned(),
+        Some(t) if t > now => format!("expires at {t}"),
+        Some(_) => "blocked".to_owned(),
+    };
+    format!("{}  …{}  {}  {}", k.id, k.hint, if k.read_only { "read-only" } else { "read-write" }, state)
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let store = Store::connect(&cli.database).await.with_context(|| format!("opening {}", cli.database))?;
+    let now = now();
+    match cli.command {
+        Command::Site(SiteCommand::Create { name, mode, plan, credit_memos, contact, json }) => {
+            let new = NewSite { name, mode: mode.into(), plan: plan.into(), credit_memos, contact };
+            let (site, key) = store.create_site(&new, now).await?;
+            let mut value = site_json(&site);
+            value["private_key"] = json!(key);
+            emit(
+                json,
+                value,
+                format!(
+                    "created site {}\nprivate key: {key}\npublic key:  {}\n(the private key is shown only now)",
+                    site.name, site.public_key
+                ),
+            );
+        }
+        Command::Site(SiteCommand::List { json }) => {
+            let sites = store.sites().await?;
+            let lines: Vec<String> = sites.iter().map(site_line).collect();
+            emit(json, json!({ "sites": sites.iter().map(site_json).collect::<Vec<_>>() }), lines.join("\n"));
+        }
+        Command::Site(SiteCommand::Update { name, mode, plan, credit_memos, good_standing, contact, json }) => {
+            let update = SiteUpdate {
+                mode: mode.map(Into::into),
+                plan: plan.map(Into::into),
+                credit_memos,
+                good_standing,
+                contact,
+            };
+            let site = store.update_site(&name, &update).await?;
+            emit(json, site_json(&site), site_line(&site));
+        }
+        Command::Keys(KeysCommand::List { site, json }) => {
+            let site = store.site(&site).await?;
+            let keys = store.keys(&site).await?;
+            let lines: Vec<String> = keys.iter().map(|k| key_line(k, now)).collect();
+            emit(
+                json,
+                json!({ "site": site.name, "keys": keys.iter().map(|k| key_json(k, now)).collect::<Vec<_>>() }),
+                lines.join("\n"),
+            );
+        }
+        Command::Keys(KeysCommand::Create { site, read_only, json }) => {
+            let site = store.site(&site).await?;
+            let (key, secret) = store.create_key(&site, read_only, now).await?;
+            let mut value = key_json(&key, now);
+            value["private_key"] = json!(secret);
+            emit(json, value, format!("created key {}\nprivate key: {secret}\n(shown only now)", key.id));
+        }
+        Command::Keys(KeysCommand::Regenerate { key_id, old_key, site, json }) => {
+            let site = store.site(&site).await?;
+            let old = match old_key {
+                OldKeyArg::Block => OldKey::Block,
+                OldKeyArg::Keep12h => OldKey::Keep12h,
+            };
+            let (key, secret) = store.regenerate_key(&site, key_id, old, now).await?;
+            let mut value = key_json(&key, now);
+            value["private_key"] = json!(secret);
+            value["replaced"] = json!(key_id);
+            emit(
+                json,
+                value,
+                format!("key {key_id} replaced by key {}\nprivate key: {secret}\n(shown only now)", key.id),
+            );
+        }
+        Command::PublicKey(PublicKeyCommand::Show { site, json }) => {
+            let site = store.site(&site).await?;
+            emit(json, json!({ "site": site.name, "public_key": site.public_key }), site.public_key.clone());
+        }
+        Command::PublicKey(PublicKeyCommand::Regenerate { site, json }) => {
+            let site = store.site(&site).await?;
+            let site = store.regenerate_public_key(&site, now).await?;
+            emit(json, json!({ "site": site.name, "public_key": site.public_key }), site.public_key.clone());
+        }
+        Command::Alerts(AlertsCommand::List { json }) => {
+            let alerts = store.alerts().await?;
+            let lines: Vec<String> = alerts
+                .iter()
+                .map(|a| format!("{}  {}  to {}  {}", a.id, a.kind, a.recipient.as_deref().unwrap_or("-"), a.body))
+                .collect();
+            emit(json, json!({ "alerts": alerts.iter().map(alert_json).collect::<Vec<_>>() }), lines.join("\n"));
+        }
+    }
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    match run(Cli::parse()).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

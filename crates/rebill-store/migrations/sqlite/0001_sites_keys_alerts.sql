@@ -1,0 +1,33 @@
+CREATE TABLE sites (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    name TEXT NOT NULL UNIQUE,
+    mode TEXT NOT NULL,
+    plan TEXT NOT NULL,
+    credit_memos INTEGER NOT NULL,
+    good_standing INTEGER NOT NULL,
+    contact TEXT,
+    public_key TEXT NOT NULL UNIQUE,
+    created_at BIGINT NOT NULL
+);
+
+CREATE TABLE api_keys (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    site_id BIGINT NOT NULL REFERENCES sites(id),
+    key_hash TEXT NOT NULL UNIQUE,
+    key_hint TEXT NOT NULL,
+    read_only INTEGER NOT NULL,
+    created_at BIGINT NOT NULL,
+    expires_at BIGINT
+);
+CREATE INDEX api_keys_site ON api_keys(site_id);
+
+CREATE TABLE alerts (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    site_id BIGINT NOT NULL REFERENCES sites(id),
+    kind TEXT NOT NULL,
+    recipient TEXT,
+    subject TEXT NOT NULL,
+    body TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    sent_at BIGINT
+);

@@ -1,0 +1,508 @@
+//! rebill storage. One layer, two backends chosen by the database URL: SQLite (embedded
+//! default, `sqlite://./rebill.db`, WAL) and PostgreSQL (`postgres://…`, the scale-out store).
+//! Both run their own migrations (`migrations/sqlite`, `migrations/postgres`) on connect.
+//!
+//! Today it holds sites, their API keys (stored only as SHA-256 hashes) and the alert outbox.
+//! Times are UTC epoch seconds, passed in by the caller so that tests can move the clock.
+
+mod keys;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+use sqlx::any::AnyPoolOptions;
+use sqlx::{AnyPool, Row};
+
+pub use keys::{generate_private_key, generate_public_key, hash_key};
+
+/// A storage failure.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("migration failed: {0}")]
+    Migration(#[from] sqlx::migrate::MigrateError),
+    #[error("unsupported database URL `{0}` (use sqlite://PATH or postgres://…)")]
+    UnsupportedUrl(String),
+    #[error("no site named `{0}`")]
+    UnknownSite(String),
+    #[error("a site named `{0}` already exists")]
+    DuplicateSite(String),
+    #[error("site `{0}` has no API key with id {1}")]
+    UnknownKey(String, i64),
+    #[error("site `{site}` already has {limit} active private keys, its plan's limit")]
+    KeyLimit { site: String, limit: usize },
+    #[error("invalid value: {0}")]
+    Invalid(String),
+}
+
+/// Which database a [`Store`] talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Sandbox,
+    Production,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Sandbox => "sandbox",
+            Mode::Production => "production",
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<Self, StoreError> {
+        match text {
+            "sandbox" => Ok(Mode::Sandbox),
+            "production" => Ok(Mode::Production),
+            other => Err(StoreError::Invalid(format!("mode `{other}` (sandbox or production)"))),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Plan {
+    Core,
+    Professional,
+    Grandfathered,
+}
+
+impl Plan {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Plan::Core => "core",
+            Plan::Professional => "professional",
+            Plan::Grandfathered => "grandfathered",
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<Self, StoreError> {
+        match text {
+            "core" => Ok(Plan::Core),
+            "professional" => Ok(Plan::Professional),
+            "grandfathered" => Ok(Plan::Grandfathered),
+            other => Err(StoreError::Invalid(format!("plan `{other}` (core, professional or grandfathered)"))),
+        }
+    }
+}
+
+/// A merchant site.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Site {
+    pub id: i64,
+    pub name: String,
+    pub mode: Mode,
+    pub plan: Plan,
+    pub credit_memos: bool,
+    pub good_standing: bool,
+    /// Technical contact for alert e-mails.
+    pub contact: Option<String>,
+    /// The site's one public key (it may appear in browser code).
+    pub public_key: String,
+    pub created_at: i64,
+}
+
+impl Site {
+    /// Private keys the site may hold (spec: 5 for core, grandfathered and sandbox sites, 10 for
+    /// the professional plan).
+    pub fn key_limit(&self) -> usize {
+        if self.mode == Mode::Production && self.plan == Plan::Professional { 10 } else { 5 }
+    }
+}
+
+/// What `create_site` needs.
+#[derive(Debug, Clone)]
+pub struct NewSite {
+    pub name: String,
+    pub mode: Mode,
+    pub plan: Plan,
+    pub credit_memos: bool,
+    pub contact: Option<String>,
+}
+
+/// Changes to a site; `None` leaves a property as it is.
+#[derive(Debug, Clone, Default)]
+pub struct SiteUpdate {
+    pub mode: Option<Mode>,
+    pub plan: Option<Plan>,
+    pub credit_memos: Option<bool>,
+    pub good_standing: Option<bool>,
+    pub contact: Option<String>,
+}
+
+/// A private API key as stored: never the key itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiKey {
+    pub id: i64,
+    pub site_id: i64,
+    /// Last four characters, to tell keys apart in listings.
+    pub hint: String,
+    pub read_only: bool,
+    pub created_at: i64,
+    /// When the key stops working (`None`: until regenerated).
+    pub expires_at: Option<i64>,
+}
+
+impl ApiKey {
+    pub fn active_at(&self, now: i64) -> bool {
+        self.expires_at.is_none_or(|t| now < t)
+    }
+}
+
+/// What happens to the old key when a key is regenerated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OldKey {
+    /// Refused from now on.
+    Block,
+    /// Keeps working for 12 hours.
+    Keep12h,
+}
+
+/// Grace period of a regenerated key kept alive.
+pub const KEY_GRACE_SECONDS: i64 = 12 * 3600;
+
+/// An e-mail alert waiting in (or sent from) the outbox.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Alert {
+    pub id: i64,
+    pub site_id: i64,
+    pub kind: String,
+    pub recipient: Option<String>,
+    pub subject: String,
+    pub body: String,
+    pub created_at: i64,
+    pub sent_at: Option<i64>,
+}
+
+/// The storage layer.
+#[derive(Debug, Clone)]
+pub struct Store {
+    pool: AnyPool,
+    backend: Backend,
+}
+
+const SITE_COLUMNS: &str = "id, name, mode, plan, credit_memos, good_standing, contact, public_key, created_at";
+const KEY_COLUMNS: &str = "id, site_id, key_hint, read_only, created_at, expires_at";
+
+/// Booleans are stored as 0/1 integers (one column type for both backends through `Any`).
+fn flag(value: bool) -> i64 {
+    i64::from(value)
+}
+
+fn get_flag(row: &sqlx::any::AnyRow, column: &str) -> Result<bool, StoreError> {
+    Ok(row.try_get::<i64, _>(column)? != 0)
+}
+
+fn site_from_row(row: &sqlx::any::AnyRow) -> Result<Site, StoreError> {
+    Ok(Site {
+        id: row.try_get("id")?,
+        name: row.try_get("name")?,
+        mode: Mode::parse(&row.try_get::<String, _>("mode")?)?,
+        plan: Plan::parse(&row.try_get::<String, _>("plan")?)?,
+        credit_memos: get_flag(row, "credit_memos")?,
+        good_standing: get_flag(row, "good_standing")?,
+        contact: row.try_get("contact")?,
+        public_key: row.try_get("public_key")?,
+        created_at: row.try_get("created_at")?,
+    })
+}
+
+fn key_from_row(row: &sqlx::any::AnyRow) -> Result<ApiKey, StoreError> {
+    Ok(ApiKey {
+        id: row.try_get("id")?,
+        site_id: row.try_get("site_id")?,
+        hint: row.try_get("key_hint")?,
+        read_only: get_flag(row, "read_only")?,
+        created_at: row.try_get("created_at")?,
+        expires_at: row.try_get("expires_at")?,
+    })
+}
+
+fn alert_from_row(row: &sqlx::any::AnyRow) -> Result<Alert, StoreError> {
+    Ok(Alert {
+        id: row.try_get("id")?,
+        site_id: row.try_get("site_id")?,
+        kind: row.try_get("kind")?,
+        recipient: row.try_get("recipient")?,
+        subject: row.try_get("subject")?,
+        body: row.try_get("body")?,
+        created_at: row.try_get("created_at")?,
+        sent_at: row.try_get("sent_at")?,
+    })
+}
+
+fn hint(key: &str) -> String {
+    key.chars().rev().take(4).collect::<Vec<_>>().into_iter().rev().collect()
+}
+
+impl Store {
+    /// Opens (creating an SQLite file if needed) and migrates the database at `url`.
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        sqlx::any::install_default_drivers();
+        let (backend, url) = if let Some(rest) = url.strip_prefix("sqlite:") {
+            let url = if rest.contains("mode=") || rest.contains(":memory:") {
+                url.to_owned()
+            } else if rest.contains('?') {
+                format!("{url}&mode=rwc")
+            } else {
+                format!("{url}?mode=rwc")
+            };
+            (Backend::Sqlite, url)
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            (Backend::Postgres, url.to_owned())
+        } else {
+            return Err(StoreError::UnsupportedUrl(url.to_owned()));
+        };
+        let max = if backend == Backend::Sqlite { 1 } else { 8 };
+        let pool = AnyPoolOptions::new().max_connections(max).connect(&url).await?;
+        match backend {
+            Backend::Sqlite => {
+                sqlx::query("PRAGMA journal_mode = WAL").execute(&pool).await?;
+                sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
+            }
+            Backend::Postgres => sqlx::migrate!("./migrations/postgres").run(&pool).await?,
+        }
+        Ok(Self { pool, backend })
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Creates a site with one private key; returns the site and that key (shown once).
+    pub async fn create_site(&self, new: &NewSite, now: i64) -> Result<(Site, String), StoreError> {
+        if new.name.trim().is_empty() {
+            return Err(StoreError::Invalid("site name is empty".into()));
+        }
+        if self.site(&new.name).await.is_ok() {
+            return Err(StoreError::DuplicateSite(new.name.clone()));
+        }
+        let mut tx = self.pool.begin().await?;
+        let row = sqlx::query(
+            "INSERT INTO sites (name, mode, plan, credit_memos, good_standing, contact, public_key, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
+        )
+        .bind(&new.name)
+        .bind(new.mode.as_str())
+        .bind(new.plan.as_str())
+        .bind(flag(new.credit_memos))
+        .bind(flag(true))
+        .bind(new.contact.clone())
+        .bind(generate_public_key())
+        .bind(now)
+        .fetch_one(&mut *tx)
+        .await?;
+        let site_id: i64 = row.try_get("id")?;
+        let key = generate_private_key();
+        sqlx::query(
+            "INSERT INTO api_keys (site_id, key_hash, key_hint, read_only, created_at) VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(site_id)
+        .bind(hash_key(&key))
+        .bind(hint(&key))
+        .bind(flag(false))
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok((self.site(&new.name).await?, key))
+    }
+
+    pub async fn site(&self, name: &str) -> Result<Site, StoreError> {
+        let row = sqlx::query(&format!("SELECT {SITE_COLUMNS} FROM sites WHERE name = $1"))
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await?
+            .ok_or_else(|| StoreError::UnknownSite(name.to_owned()))?;
+        site_from_row(&row)
+    }
+
+    pub async fn sites(&self) -> Result<Vec<Site>, StoreError> {
+        let rows = sqlx::query(&format!("SELECT {SITE_COLUMNS} FROM sites ORDER BY id")).fetch_all(&self.pool).await?;
+        rows.iter().map(site_from_row).collect()
+    }
+
+    pub async fn update_site(&self, name: &str, update: &SiteUpdate) -> Result<Site, StoreError> {
+        let site = self.site(name).await?;
+        sqlx::query(
+            "UPDATE sites SET mode = $1, plan = $2, credit_memos = $3, good_standing = $4, contact = $5 WHERE id = $6",
+        )
+        .bind(update.mode.unwrap_or(site.mode).as_str())
+        .bind(update.plan.unwrap_or(site.plan).as_str())
+        .bind(flag(update.credit_memos.unwrap_or(site.credit_memos)))
+        .bind(flag(update.good_standing.unwrap_or(site.good_standing)))
+        .bind(update.contact.clone().or(site.contact))
+        .bind(site.id)
+        .execute(&self.pool)
+        .await?;
+        self.site(name).await
+    }
+
+    /// The site's private keys (including blocked and expiring ones), oldest first.
+    pub async fn keys(&self, site: &Site) -> Result<Vec<ApiKey>, StoreError> {
+        let rows = sqlx::query(&format!("SELECT {KEY_COLUMNS} FROM api_keys WHERE site_id = $1 ORDER BY id"))
+            .bind(site.id)
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(key_from_row).collect()
+    }
+
+    /// Adds a private key within the plan's limit; returns it (shown once).
+    pub async fn create_key(&self, site: &Site, read_only: bool, now: i64) -> Result<(ApiKey, String), StoreError> {
+        let active = self.keys(site).await?.iter().filter(|k| k.expires_at.is_none()).count();
+        if active >= site.key_limit() {
+            return Err(StoreError::KeyLimit { site: site.name.clone(), limit: site.key_limit() });
+        }
+        let key = generate_private_key();
+        let row = sqlx::query(
+            "INSERT INTO api_keys (site_id, key_hash, key_hint, read_only, created_at) VALUES ($1, $2, $3, $4, $5) RETURNING id",
+        )
+        .bind(site.id)
+        .bind(hash_key(&key))
+        .bind(hint(&key))
+        .bind(flag(read_only))
+        .bind(now)
+        .fetch_one(&self.pool)
+        .await?;
+        let id: i64 = row.try_get("id")?;
+        self.alert(
+            site,
+            "key_created",
+            &format!("A private API key (…{}) was created for site {}.", hint(&key), site.name),
+            now,
+        )
+        .await?;
+        let created = self
+            .keys(site)
+            .await?
+            .into_iter()
+            .find(|k| k.id == id)
+            .ok_or(StoreError::UnknownKey(site.name.clone(), id))?;
+        Ok((created, key))
+    }
+
+    /// Replaces a key by a new one with the same privileges; the old key is blocked now or kept
+    /// for 12 hours.
+    pub async fn regenerate_key(
+        &self,
+        site: &Site,
+        key_id: i64,
+        old: OldKey,
+        now: i64,
+    ) -> Result<(ApiKey, String), StoreError> {
+        let existing = self
+            .keys(site)
+            .await?
+            .into_iter()
+            .find(|k| k.id == key_id && k.active_at(now))
+            .ok_or_else(|| StoreError::UnknownKey(site.name.clone(), key_id))?;
+        let expires = match old {
+            OldKey::Block => now,
+            OldKey::Keep12h => now + KEY_GRACE_SECONDS,
+        };
+        let key = generate_private_key();
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("UPDATE api_keys SET expires_at = $1 WHERE id = $2")
+            .bind(expires)
+            .bind(key_id)
+            .execute(&mut *tx)
+            .await?;
+        let row = sqlx::query(
+            "INSERT INTO api_keys (site_id, key_hash, key_hint, read_only, created_at) VALUES ($1, $2, $3, $4, $5) RETURNING id",
+        )
+        .bind(site.id)
+        .bind(hash_key(&key))
+        .bind(hint(&key))
+        .bind(flag(existing.read_only))
+        .bind(now)
+        .fetch_one(&mut *tx)
+        .await?;
+        let id: i64 = row.try_get("id")?;
+        tx.commit().await?;
+        let fate = match old {
+            OldKey::Block => "was blocked immediately".to_owned(),
+            OldKey::Keep12h => format!("stays valid until {expires} (epoch seconds, 12 hours)"),
+        };
+        let body =
+            format!("Private API key …{} of site {} was regenerated; the old key {fate}.", existing.hint, site.name);
+        self.alert(site, "key_regenerated", &body, now).await?;
+        let created = self
+            .keys(site)
+            .await?
+            .into_iter()
+            .find(|k| k.id == id)
+            .ok_or(StoreError::UnknownKey(site.name.clone(), id))?;
+        Ok((created, key))
+    }
+
+    /// The site and key a private key belongs to, if it is valid at `now`.
+    pub async fn authenticate(&self, private_key: &str, now: i64) -> Result<Option<(Site, ApiKey)>, StoreError> {
+        let hash = hash_key(private_key);
+        let row = sqlx::query(&format!("SELECT {KEY_COLUMNS}, key_hash FROM api_keys WHERE key_hash = $1"))
+            .bind(&hash)
+            .fetch_optional(&self.pool)
+            .await?;
+        let Some(row) = row else { return Ok(None) };
+        let stored: String = row.try_get("key_hash")?;
+        if !keys::same(&stored, &hash) {
+            return Ok(None);
+        }
+        let key = key_from_row(&row)?;
+        if !key.active_at(now) {
+            return Ok(None);
+        }
+        let site = sqlx::query(&format!("SELECT {SITE_COLUMNS} FROM sites WHERE id = $1"))
+            .bind(key.site_id)
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(Some((site_from_row(&site)?, key)))
+    }
+
+    /// Gives the site a new public key (the old one stops working at once).
+    pub async fn regenerate_public_key(&self, site: &Site, now: i64) -> Result<Site, StoreError> {
+        sqlx::query("UPDATE sites SET public_key = $1 WHERE id = $2")
+            .bind(generate_public_key())
+            .bind(site.id)
+            .execute(&self.pool)
+            .await?;
+        self.alert(
+            site,
+            "public_key_regenerated",
+            &format!("The public key of site {} was regenerated.", site.name),
+            now,
+        )
+        .await?;
+        self.site(&site.name).await
+    }
+
+    /// Queues an alert e-mail to the site's technical contact.
+    pub async fn alert(&self, site: &Site, kind: &str, body: &str, now: i64) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO alerts (site_id, kind, recipient, subject, body, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(site.id)
+        .bind(kind)
+        .bind(site.contact.clone())
+        .bind(format!("rebill: {kind} on site {}", site.name))
+        .bind(body)
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Every alert, oldest first.
+    pub async fn alerts(&self) -> Result<Vec<Alert>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT id, site_id, kind, recipient, subject, body, created_at, sent_at FROM alerts ORDER BY id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(alert_from_row).collect()
+    }
+}

@@ -1,0 +1,37 @@
+//! Fresh databases for test suites (feature `testing`). A PostgreSQL server that cannot be
+//! reached is a test failure, never a skip.
+
+use sqlx::Connection;
+
+fn unique(tag: &str) -> String {
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default();
+    format!("{tag}_{}_{nanos}", std::process::id())
+}
+
+/// A URL of a new, empty SQLite database file in the temporary directory.
+pub fn fresh_sqlite_url(tag: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("rebill-{}", unique(tag)));
+    std::fs::create_dir_all(&dir).expect("temporary directory");
+    format!("sqlite://{}", dir.join("rebill.db").display())
+}
+
+/// The server used for PostgreSQL tests: `REBILL_TEST_POSTGRES`, by default the local
+/// trust-auth server.
+pub fn postgres_admin_url() -> String {
+    std::env::var("REBILL_TEST_POSTGRES").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+/// Creates a new database on the PostgreSQL test server and returns its URL.
+///
+/// # Panics
+/// When the server cannot be reached or the database cannot be created.
+pub async fn fresh_postgres_url(tag: &str) -> String {
+    let admin = postgres_admin_url();
+    let name = format!("rebill_test_{}", unique(tag));
+    sqlx::any::install_default_drivers();
+    let mut conn = sqlx::AnyConnection::connect(&admin).await.unwrap_or_else(|e| panic!("PostgreSQL at {admin}: {e}"));
+    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut conn).await.expect("create the test database");
+    let base = admin.rsplit_once('/').map(|(b, _)| b.to_owned()).unwrap_or(admin);
+    format!("{base}/{name}")
+}
