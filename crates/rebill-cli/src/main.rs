@@ -21,6 +21,12 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Runs the HTTP service. On an empty database it first creates a sandbox site and prints
+    /// its private and public key once.
+    Serve {
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: String,
+    },
     /// Merchant sites.
     #[command(subcommand)]
     Site(SiteCommand),
@@ -227,6 +233,26 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let store = Store::connect(&cli.database).await.with_context(|| format!("opening {}", cli.database))?;
     let now = now();
     match cli.command {
+        Command::Serve { listen } => {
+            if store.sites().await?.is_empty() {
+                let new = NewSite {
+                    name: "sandbox".into(),
+                    mode: Mode::Sandbox,
+                    plan: Plan::Core,
+                    credit_memos: false,
+                    contact: None,
+                };
+                let (site, key) = store.create_site(&new, now).await?;
+                println!("created sandbox site `{}` (shown only now)", site.name);
+                println!("private key: {key}");
+                println!("public key:  {}", site.public_key);
+            }
+            let listener =
+                tokio::net::TcpListener::bind(&listen).await.with_context(|| format!("listening on {listen}"))?;
+            println!("listening on http://{}", listener.local_addr()?);
+            let state = rebill_server::AppState { store, clock: std::sync::Arc::new(rebill_server::SystemClock) };
+            rebill_server::serve(listener, state).await?;
+        }
         Command::Site(SiteCommand::Create { name, mode, plan, credit_memos, contact, json }) => {
             let new = NewSite { name, mode: mode.into(), plan: plan.into(), credit_memos, contact };
             let (site, key) = store.create_site(&new, now).await?;

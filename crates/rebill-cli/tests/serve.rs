@@ -1,0 +1,191 @@
+//! `rebill serve` over HTTP: the protocol layers and the routing over the endpoint table, on
+//! SQLite and on PostgreSQL, through raw HTTP/1.1 requests (so the exact bytes are visible).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+
+use base64::Engine;
+use rebill_store::testing::{fresh_postgres_url, fresh_sqlite_url};
+
+const BIN: &str = env!("CARGO_BIN_EXE_rebill");
+
+struct Server {
+    child: Child,
+    addr: String,
+    key: String,
+    database: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(database: &str) -> Server {
+    let mut child = Command::new(BIN)
+        .args(["--database", database, "serve", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start rebill serve");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut key = String::new();
+    let addr = loop {
+        let line = lines.next().expect("a line from rebill serve").expect("utf-8");
+        if let Some(k) = line.strip_prefix("private key: ") {
+            key = k.trim().to_owned();
+        }
+        if let Some(a) = line.strip_prefix("listening on http://") {
+            break a.trim().to_owned();
+        }
+    };
+    assert_eq!(key.len(), 32, "an empty database gets a sandbox site whose key is printed");
+    Server { child, addr, key, database: database.to_owned() }
+}
+
+struct Reply {
+    status: u16,
+    head: String,
+    body: String,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<String> {
+        self.head.lines().find_map(|l| {
+            let (n, v) = l.split_once(':')?;
+            n.eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
+        })
+    }
+}
+
+/// Sends one raw request (`Connection: close` added) and reads the whole reply.
+fn raw(addr: &str, request: &str) -> Reply {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    stream.write_all(request.as_bytes()).expect("send");
+    let mut bytes = Vec::new();
+    stream.read_to_end(&mut bytes).expect("read");
+    let text = String::from_utf8(bytes).expect("utf-8 reply");
+    let (head, body) = text.split_once("\r\n\r\n").expect("head and body");
+    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("status");
+    Reply { status, head: head.to_owned(), body: body.to_owned() }
+}
+
+fn basic(key: &str) -> String {
+    base64::engine::general_purpose::STANDARD.encode(format!("{key}:"))
+}
+
+fn request(s: &Server, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n", s.addr);
+    for (n, v) in headers {
+        req.push_str(&format!("{n}: {v}\r\n"));
+    }
+    req.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    raw(&s.addr, &req)
+}
+
+fn authed(s: &Server, method: &str, path: &str, extra: &[(&str, &str)], body: &str) -> Reply {
+    let auth = format!("Basic {}", basic(&s.key));
+    let mut headers = vec![("Authorization", auth.as_str()), ("Accept", "application/xml")];
+    headers.extend_from_slice(extra);
+    request(s, method, path, &headers, body)
+}
+
+fn assert_error(reply: &Reply, status: u16, symbol: &str) {
+    assert_eq!(reply.status, status, "{}\n{}", reply.head, reply.body);
+    assert_eq!(reply.header("content-type").as_deref(), Some("application/xml; charset=utf-8"), "{}", reply.head);
+    assert!(reply.body.contains(&format!("<symbol>{symbol}</symbol>")), "{}", reply.body);
+}
+
+fn scenario(s: &Server) {
+    // 401: no key, a wrong key, a password-only header.
+    let r = request(s, "GET", "/v2/accounts", &[("Accept", "application/xml")], "");
+    assert_eq!((r.status, r.body.as_str()), (401, "HTTP Basic: Access denied."));
+    let wrong = format!("Basic {}", basic("0123456789abcdef0123456789abcdef"));
+    let r = request(s, "GET", "/v2/accounts", &[("Accept", "application/xml"), ("Authorization", &wrong)], "");
+    assert_eq!(r.status, 401);
+
+    // 406 and 400.
+    let auth = format!("Basic {}", basic(&s.key));
+    let r = request(s, "GET", "/v2/accounts", &[("Authorization", &auth), ("Accept", "application/json")], "");
+    assert_error(&r, 406, "not_acceptable");
+    assert_error(&request(s, "GET", "/v2/accounts", &[("Authorization", &auth)], ""), 406, "not_acceptable");
+    let r = authed(s, "GET", "/v2/accounts", &[("X-Api-Version", "2.12")], "");
+    assert_error(&r, 400, "unsupported_api_version");
+    assert!(r.body.contains("2.0, 2.2, 2.3"), "{}", r.body);
+
+    // Routing over the endpoint table: 501 for endpoints not built yet, never a fake success.
+    let r = authed(s, "GET", "/v2/accounts", &[], "");
+    assert_error(&r, 501, "not_implemented");
+    assert!(r.body.contains("list_accounts (GET /v2/accounts)"), "{}", r.body);
+    assert_eq!(r.header("x-api-version").as_deref(), Some("2.0"));
+    assert_error(&authed(s, "GET", "/v2/widgets", &[], ""), 404, "not_found");
+    assert_error(&authed(s, "PUT", "/v2/subscriptions/abc/pause", &[("X-Api-Version", "2.10")], ""), 404, "not_found");
+    let r = authed(s, "PUT", "/v2/subscriptions/abc/pause", &[("X-Api-Version", "2.11")], "");
+    assert_error(&r, 501, "not_implemented");
+    assert_eq!(r.header("x-api-version").as_deref(), Some("2.11"));
+    let r = authed(s, "DELETE", "/v2/accounts", &[], "");
+    assert_error(&r, 405, "method_not_allowed");
+    assert_eq!(r.header("allow").as_deref(), Some("GET, POST"));
+
+    // 415 for a body without the XML content type; an empty PUT needs none.
+    assert_error(
+        &authed(s, "POST", "/v2/accounts", &[("Content-Type", "application/json")], "{}"),
+        415,
+        "unsupported_media_type",
+    );
+    assert_error(&authed(s, "PUT", "/v2/subscriptions/abc/cancel", &[], ""), 501, "not_implemented");
+    let xml = [("Content-Type", "application/xml; charset=utf-8")];
+    assert_error(&authed(s, "POST", "/v2/accounts", &xml, "<account/>"), 501, "not_implemented");
+
+    // 413 for a declared body over 1 MiB.
+    let big = format!(
+        "POST /v2/accounts HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nAuthorization: Basic {}\r\nAccept: application/xml\r\nContent-Type: application/xml; charset=utf-8\r\nContent-Length: 2000000\r\n\r\n",
+        s.addr,
+        basic(&s.key)
+    );
+    assert_error(&raw(&s.addr, &big), 413, "request_too_large");
+
+    // An absolute-form target is routed by its path.
+    let absolute = format!(
+        "GET http://{}/v2/accounts HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nAuthorization: Basic {}\r\nAccept: application/xml\r\n\r\n",
+        s.addr,
+        s.addr,
+        basic(&s.key)
+    );
+    let r = raw(&s.addr, &absolute);
+    assert_error(&r, 501, "not_implemented");
+    assert!(r.body.contains("list_accounts"), "{}", r.body);
+
+    // 403: a read-only key may read but not write.
+    let out = Command::new(BIN)
+        .args(["--database", &s.database, "keys", "create", "--site", "sandbox", "--read-only", "--json"])
+        .output()
+        .expect("create read-only key");
+    let created: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let ro = created["private_key"].as_str().expect("key").to_owned();
+    let ro_auth = format!("Basic {}", basic(&ro));
+    let r = request(s, "POST", "/v2/accounts", &[("Authorization", &ro_auth), ("Accept", "application/xml")], "");
+    assert_error(&r, 403, "forbidden");
+    let r = request(s, "GET", "/v2/accounts", &[("Authorization", &ro_auth), ("Accept", "application/xml")], "");
+    assert_error(&r, 501, "not_implemented");
+}
+
+#[test]
+fn protocol_rules_on_sqlite() {
+    let server = start(&fresh_sqlite_url("serve"));
+    scenario(&server);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn protocol_rules_on_postgres() {
+    let url = fresh_postgres_url("serve").await;
+    tokio::task::spawn_blocking(move || {
+        let server = start(&url);
+        scenario(&server);
+    })
+    .await
+    .expect("scenario");
+}
