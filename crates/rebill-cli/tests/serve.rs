@@ -137,6 +137,13 @@ fn scenario(s: &Server) {
         "unsupported_media_type",
     );
     assert_error(&authed(s, "PUT", "/v2/subscriptions/abc/cancel", &[], ""), 501, "not_implemented");
+    // No Content-Length at all: no body either.
+    let no_length = format!(
+        "PUT /v2/subscriptions/abc/cancel HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nAuthorization: Basic {}\r\nAccept: application/xml\r\n\r\n",
+        s.addr,
+        basic(&s.key)
+    );
+    assert_error(&raw(&s.addr, &no_length), 501, "not_implemented");
     let xml = [("Content-Type", "application/xml; charset=utf-8")];
     assert_error(&authed(s, "POST", "/v2/accounts", &xml, "<account/>"), 501, "not_implemented");
 

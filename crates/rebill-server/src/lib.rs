@@ -202,11 +202,19 @@ async fn authenticate(State(state): State<AppState>, mut request: Request, next:
     next.run(request).await
 }
 
-/// 415 unless a POST or PUT with a body says `application/xml; charset=utf-8`.
+/// 415 unless a POST or PUT with a body says `application/xml; charset=utf-8` (an empty action
+/// PUT such as `…/cancel` needs no Content-Type).
 async fn content_type(request: Request, next: Next) -> Response {
     let writes = matches!(*request.method(), Method::POST | Method::PUT);
-    let empty = request.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()) == Some("0");
-    if writes && !empty {
+    // HTTP/1.1: without Content-Length or Transfer-Encoding there is no body.
+    let headers = request.headers();
+    let has_body = headers.contains_key(header::TRANSFER_ENCODING)
+        || headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+            .is_some_and(|n| n > 0);
+    if writes && has_body {
         let ok = request.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|ct| {
             let mut parts = ct.split(';').map(str::trim);
             let media = parts.next().unwrap_or_default();
