@@ -178,6 +178,22 @@ fn scenario(s: &Server) {
     assert_error(&r, 403, "forbidden");
     let r = request(s, "GET", "/v2/accounts", &[("Authorization", &ro_auth), ("Accept", "application/xml")], "");
     assert_error(&r, 501, "not_implemented");
+
+    // 402: a production site not in good standing; a sandbox site never gets it.
+    let update = |args: &[&str]| {
+        let out = Command::new(BIN)
+            .args(["--database", &s.database, "site", "update", "--name", "sandbox"])
+            .args(args)
+            .output()
+            .expect("update");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    update(&["--good-standing", "false"]);
+    assert_error(&authed(s, "GET", "/v2/accounts", &[], ""), 501, "not_implemented");
+    update(&["--mode", "production"]);
+    assert_error(&authed(s, "GET", "/v2/accounts", &[], ""), 402, "payment_required");
+    update(&["--good-standing", "true"]);
+    assert_error(&authed(s, "GET", "/v2/accounts", &[], ""), 501, "not_implemented");
 }
 
 #[test]

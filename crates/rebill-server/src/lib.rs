@@ -1,7 +1,7 @@
 //! The rebill HTTP service. Every `/v2/` request passes the protocol rules of the spec, in this
 //! order, each a middleware layer: body size (413), `Accept` (406), `X-Api-Version` (400 for an
-//! unsupported version), HTTP Basic authentication with a private key (401), read-only keys
-//! (403 for writes), `Content-Type` on POST and PUT (415). Routing then uses the generated
+//! unsupported version), HTTP Basic authentication with a private key (401), production sites
+//! not in good standing (402), read-only keys (403 for writes), `Content-Type` on POST and PUT (415). Routing then uses the generated
 //! endpoint table: unknown paths and routes newer than the requested version are 404, a wrong
 //! method is 405 with `Allow`, and endpoints whose behaviour is not built yet answer 501 with an
 //! XML error naming the endpoint — never a fake success.
@@ -167,7 +167,8 @@ fn basic_key(headers: &HeaderMap) -> Option<String> {
     (!key.is_empty()).then(|| key.to_owned())
 }
 
-/// 401 without a valid key; 403 for a write with a read-only key.
+/// 401 without a valid key; 402 for a production site not in good standing; 403 for a write
+/// with a read-only key.
 async fn authenticate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
     let Some(key) = basic_key(request.headers()) else { return unauthorized() };
     let found = match state.store.authenticate(&key, state.clock.now()).await {
@@ -177,6 +178,13 @@ async fn authenticate(State(state): State<AppState>, mut request: Request, next:
         }
     };
     let Some((site, api_key)) = found else { return unauthorized() };
+    if site.mode == rebill_store::Mode::Production && !site.good_standing {
+        return error_response(
+            StatusCode::PAYMENT_REQUIRED,
+            "payment_required",
+            "This site is not in good standing (unpaid invoices); the API is unavailable until it is.",
+        );
+    }
     let read = matches!(*request.method(), Method::GET | Method::HEAD);
     if api_key.read_only && !read {
         return error_response(
@@ -193,10 +201,8 @@ async fn authenticate(State(state): State<AppState>, mut request: Request, next:
         .map(str::to_owned)
         .or_else(|| request.uri().authority().map(|a| a.to_string()))
         .unwrap_or_default();
-    let mut features = Features::none();
-    if site.credit_memos {
-        features = Features::all();
-    }
+    let features =
+        if site.credit_memos { Features::none().with("credit_memos").unwrap_or_default() } else { Features::none() };
     let wire = WireContext::new(version, features, &format!("http://{host}"));
     request.extensions_mut().insert(RequestContext { version, site, key: api_key, wire });
     next.run(request).await
