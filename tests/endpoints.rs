@@ -137,9 +137,14 @@ fn routing_by_method_and_path() {
     assert_eq!(e.name, "create_shipping_address");
     assert!(route(&ENDPOINTS, Method::Get, "/v2/nothing").is_none());
     assert!(route(&ENDPOINTS, Method::Get, "/v2/accounts//invoices").is_none());
-    let mut allowed: Vec<_> = allowed_methods(&ENDPOINTS, "/v2/accounts/abc").iter().map(|m| m.as_str()).collect();
+    let ctx =
+        |v: &str| rebill_xml::WireContext::new(ApiVersion::parse(v).expect("v"), rebill_xml::Features::none(), "");
+    let mut allowed: Vec<_> =
+        allowed_methods(&ENDPOINTS, "/v2/accounts/abc", &ctx("2.0")).iter().map(|m| m.as_str()).collect();
     allowed.sort_unstable();
     assert_eq!(allowed, ["DELETE", "GET", "PUT"]);
+    assert!(allowed_methods(&ENDPOINTS, "/v2/subscriptions/abc/pause", &ctx("2.10")).is_empty(), "pause is 2.11");
+    assert_eq!(allowed_methods(&ENDPOINTS, "/v2/subscriptions/abc/pause", &ctx("2.11")), [Method::Put]);
 }
 
 #[test]

@@ -146,10 +146,10 @@ pub fn route<'p>(
         .min_by_key(|(e, params)| (params.len(), e.path.len()))
 }
 
-/// The methods some endpoint accepts at `path` (for a 405 `Allow` header).
-pub fn allowed_methods(endpoints: &'static [Endpoint], path: &str) -> Vec<Method> {
+/// The methods of the endpoints at `path` that exist in `ctx` (for a 405 `Allow` header).
+pub fn allowed_methods(endpoints: &'static [Endpoint], path: &str, ctx: &WireContext) -> Vec<Method> {
     let mut methods: Vec<Method> = Vec::new();
-    for e in endpoints.iter().filter(|e| e.match_path(path).is_some()) {
+    for e in endpoints.iter().filter(|e| e.available(ctx) && e.match_path(path).is_some()) {
         if !methods.contains(&e.method) {
             methods.push(e.method);
         }

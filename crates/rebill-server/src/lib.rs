@@ -259,13 +259,8 @@ async fn dispatch(request: Request<Body>) -> Response {
         || error_response(StatusCode::NOT_FOUND, "not_found", &format!("Couldn't find anything at {path}."));
     let found = table_method(request.method()).and_then(|m| route(&ENDPOINTS, m, &path));
     let Some((endpoint, _params)) = found else {
-        let allowed: Vec<&str> = allowed_methods(&ENDPOINTS, &path)
-            .into_iter()
-            .filter(|m| {
-                ENDPOINTS.iter().any(|e| e.method == *m && e.match_path(&path).is_some() && e.available(&ctx.wire))
-            })
-            .map(|m| m.as_str())
-            .collect();
+        let allowed: Vec<&str> =
+            allowed_methods(&ENDPOINTS, &path, &ctx.wire).into_iter().map(|m| m.as_str()).collect();
         if allowed.is_empty() {
             return not_found();
         }

@@ -186,7 +186,7 @@ pub fn write_resource<T: XmlResource>(
     if mode == Mode::Response
         && let Some(path) = value.href_path()
     {
-        w.attr("href", &Href::path(path).absolute(ctx));
+        w.attr_joined("href", ctx.base_url(), &path);
     }
     if let Some(t) = type_attr {
         w.attr("type", t);

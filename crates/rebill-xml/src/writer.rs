@@ -199,11 +199,6 @@ impl XmlWriter {
         self.just_opened = false;
     }
 
-    /// Direct access for values that write their own content.
-    pub fn buffer(&mut self) -> &mut String {
-        &mut self.out
-    }
-
     pub fn finish(mut self) -> String {
         self.out.push('\n');
         self.out
