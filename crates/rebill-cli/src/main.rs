@@ -2,8 +2,6 @@
 //! embedded SQLite database (default `sqlite://./rebill.db`) or PostgreSQL. Every command that
 //! creates a secret prints it once; `--json` prints one JSON object for scripts.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use rebill_store::{Alert, ApiKey, Mode, NewSite, OldKey, Plan, Site, SiteUpdate, Store};
@@ -26,6 +24,11 @@ enum Command {
     Serve {
         #[arg(long, default_value = "127.0.0.1:8080")]
         listen: String,
+        /// Marks an API version deprecated until its sunset, e.g. `2.2=2027-06-30T00:00:00Z`
+        /// (repeatable). Responses carry `Service-Deprecated` and `Service-Sunset-Date`; after the
+        /// sunset the version is refused.
+        #[arg(long = "deprecate", value_name = "VERSION=SUNSET", value_parser = parse_deprecation)]
+        deprecations: Vec<rebill_server::Deprecation>,
     },
     /// Merchant sites.
     #[command(subcommand)]
@@ -179,8 +182,8 @@ enum AlertsCommand {
     },
 }
 
-fn now() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or_default()
+fn parse_deprecation(text: &str) -> Result<rebill_server::Deprecation, String> {
+    rebill_server::Deprecation::parse(text).map_err(|e| e.to_string())
 }
 
 fn site_json(s: &Site) -> Value {
@@ -231,9 +234,10 @@ fn key_line(k: &ApiKey, now: i64) -> String {
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let store = Store::connect(&cli.database).await.with_context(|| format!("opening {}", cli.database))?;
-    let now = now();
+    let clock = rebill_server::clock_from_env();
+    let now = clock.now();
     match cli.command {
-        Command::Serve { listen } => {
+        Command::Serve { listen, deprecations } => {
             if store.sites().await?.is_empty() {
                 let new = NewSite {
                     name: "sandbox".into(),
@@ -250,7 +254,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let listener =
                 tokio::net::TcpListener::bind(&listen).await.with_context(|| format!("listening on {listen}"))?;
             println!("listening on http://{}", listener.local_addr()?);
-            let state = rebill_server::AppState { store, clock: std::sync::Arc::new(rebill_server::SystemClock) };
+            let config = rebill_server::Config { deprecations, ..rebill_server::Config::default() };
+            let state = rebill_server::AppState::new(store, clock, config);
             rebill_server::serve(listener, state).await?;
         }
         Command::Site(SiteCommand::Create { name, mode, plan, credit_memos, contact, json }) => {

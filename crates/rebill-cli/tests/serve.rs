@@ -1,103 +1,11 @@
 //! `rebill serve` over HTTP: the protocol layers and the routing over the endpoint table, on
 //! SQLite and on PostgreSQL, through raw HTTP/1.1 requests (so the exact bytes are visible).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+mod common;
 
-use base64::Engine;
-use rebill_store::testing::{fresh_postgres_url, fresh_sqlite_url};
+use std::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_rebill");
-
-struct Server {
-    child: Child,
-    addr: String,
-    key: String,
-    database: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start(database: &str) -> Server {
-    let mut child = Command::new(BIN)
-        .args(["--database", database, "serve", "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start rebill serve");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let mut key = String::new();
-    let addr = loop {
-        let line = lines.next().expect("a line from rebill serve").expect("utf-8");
-        if let Some(k) = line.strip_prefix("private key: ") {
-            key = k.trim().to_owned();
-        }
-        if let Some(a) = line.strip_prefix("listening on http://") {
-            break a.trim().to_owned();
-        }
-    };
-    assert_eq!(key.len(), 32, "an empty database gets a sandbox site whose key is printed");
-    Server { child, addr, key, database: database.to_owned() }
-}
-
-struct Reply {
-    status: u16,
-    head: String,
-    body: String,
-}
-
-impl Reply {
-    fn header(&self, name: &str) -> Option<String> {
-        self.head.lines().find_map(|l| {
-            let (n, v) = l.split_once(':')?;
-            n.eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
-        })
-    }
-}
-
-/// Sends one raw request (`Connection: close` added) and reads the whole reply.
-fn raw(addr: &str, request: &str) -> Reply {
-    let mut stream = TcpStream::connect(addr).expect("connect");
-    stream.write_all(request.as_bytes()).expect("send");
-    let mut bytes = Vec::new();
-    stream.read_to_end(&mut bytes).expect("read");
-    let text = String::from_utf8(bytes).expect("utf-8 reply");
-    let (head, body) = text.split_once("\r\n\r\n").expect("head and body");
-    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("status");
-    Reply { status, head: head.to_owned(), body: body.to_owned() }
-}
-
-fn basic(key: &str) -> String {
-    base64::engine::general_purpose::STANDARD.encode(format!("{key}:"))
-}
-
-fn request(s: &Server, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
-    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n", s.addr);
-    for (n, v) in headers {
-        req.push_str(&format!("{n}: {v}\r\n"));
-    }
-    req.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
-    raw(&s.addr, &req)
-}
-
-fn authed(s: &Server, method: &str, path: &str, extra: &[(&str, &str)], body: &str) -> Reply {
-    let auth = format!("Basic {}", basic(&s.key));
-    let mut headers = vec![("Authorization", auth.as_str()), ("Accept", "application/xml")];
-    headers.extend_from_slice(extra);
-    request(s, method, path, &headers, body)
-}
-
-fn assert_error(reply: &Reply, status: u16, symbol: &str) {
-    assert_eq!(reply.status, status, "{}\n{}", reply.head, reply.body);
-    assert_eq!(reply.header("content-type").as_deref(), Some("application/xml; charset=utf-8"), "{}", reply.head);
-    assert!(reply.body.contains(&format!("<symbol>{symbol}</symbol>")), "{}", reply.body);
-}
+use common::*;
 
 fn scenario(s: &Server) {
     // 401: no key, a wrong key, a password-only header.
@@ -117,9 +25,9 @@ fn scenario(s: &Server) {
     assert!(r.body.contains("2.0, 2.2, 2.3"), "{}", r.body);
 
     // Routing over the endpoint table: 501 for endpoints not built yet, never a fake success.
-    let r = authed(s, "GET", "/v2/accounts", &[], "");
+    let r = authed(s, "GET", "/v2/plans", &[], "");
     assert_error(&r, 501, "not_implemented");
-    assert!(r.body.contains("list_accounts (GET /v2/accounts)"), "{}", r.body);
+    assert!(r.body.contains("list_plans (GET /v2/plans)"), "{}", r.body);
     assert_eq!(r.header("x-api-version").as_deref(), Some("2.0"));
     assert_error(&authed(s, "GET", "/v2/widgets", &[], ""), 404, "not_found");
     assert_error(&authed(s, "PUT", "/v2/subscriptions/abc/pause", &[("X-Api-Version", "2.10")], ""), 404, "not_found");
@@ -145,7 +53,7 @@ fn scenario(s: &Server) {
     );
     assert_error(&raw(&s.addr, &no_length), 501, "not_implemented");
     let xml = [("Content-Type", "application/xml; charset=utf-8")];
-    assert_error(&authed(s, "POST", "/v2/accounts", &xml, "<account/>"), 501, "not_implemented");
+    assert_error(&authed(s, "POST", "/v2/plans", &xml, "<plan/>"), 501, "not_implemented");
 
     // 413 for a declared body over 1 MiB.
     let big = format!(
@@ -157,14 +65,14 @@ fn scenario(s: &Server) {
 
     // An absolute-form target is routed by its path.
     let absolute = format!(
-        "GET http://{}/v2/accounts HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nAuthorization: Basic {}\r\nAccept: application/xml\r\n\r\n",
+        "GET http://{}/v2/plans HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nAuthorization: Basic {}\r\nAccept: application/xml\r\n\r\n",
         s.addr,
         s.addr,
         basic(&s.key)
     );
     let r = raw(&s.addr, &absolute);
     assert_error(&r, 501, "not_implemented");
-    assert!(r.body.contains("list_accounts"), "{}", r.body);
+    assert!(r.body.contains("list_plans"), "{}", r.body);
 
     // 403: a read-only key may read but not write.
     let out = Command::new(BIN)
@@ -176,7 +84,7 @@ fn scenario(s: &Server) {
     let ro_auth = format!("Basic {}", basic(&ro));
     let r = request(s, "POST", "/v2/accounts", &[("Authorization", &ro_auth), ("Accept", "application/xml")], "");
     assert_error(&r, 403, "forbidden");
-    let r = request(s, "GET", "/v2/accounts", &[("Authorization", &ro_auth), ("Accept", "application/xml")], "");
+    let r = request(s, "GET", "/v2/plans", &[("Authorization", &ro_auth), ("Accept", "application/xml")], "");
     assert_error(&r, 501, "not_implemented");
 
     // 402: a production site not in good standing; a sandbox site never gets it.
@@ -189,26 +97,14 @@ fn scenario(s: &Server) {
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     };
     update(&["--good-standing", "false"]);
-    assert_error(&authed(s, "GET", "/v2/accounts", &[], ""), 501, "not_implemented");
+    assert_error(&authed(s, "GET", "/v2/plans", &[], ""), 501, "not_implemented");
     update(&["--mode", "production"]);
-    assert_error(&authed(s, "GET", "/v2/accounts", &[], ""), 402, "payment_required");
+    assert_error(&authed(s, "GET", "/v2/plans", &[], ""), 402, "payment_required");
     update(&["--good-standing", "true"]);
-    assert_error(&authed(s, "GET", "/v2/accounts", &[], ""), 501, "not_implemented");
+    assert_error(&authed(s, "GET", "/v2/plans", &[], ""), 501, "not_implemented");
 }
 
 #[test]
-fn protocol_rules_on_sqlite() {
-    let server = start(&fresh_sqlite_url("serve"));
-    scenario(&server);
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn protocol_rules_on_postgres() {
-    let url = fresh_postgres_url("serve").await;
-    tokio::task::spawn_blocking(move || {
-        let server = start(&url);
-        scenario(&server);
-    })
-    .await
-    .expect("scenario");
+fn protocol_rules() {
+    on_both_backends("serve", |db| scenario(&start(db)));
 }

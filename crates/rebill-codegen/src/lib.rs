@@ -416,6 +416,7 @@ fn api_file(schema: &Schema) -> TokenStream {
     let rust_type = |resource: &str| ident(&schema.resource(resource).map(|r| r.rust_name.clone()).unwrap_or_default());
     let mut entries = Vec::new();
     let mut ids = Vec::new();
+    let mut all_ids = Vec::new();
     let mut markers = Vec::new();
     for (index, e) in schema.endpoints.iter().enumerate() {
         let name = &e.name;
@@ -496,6 +497,7 @@ fn api_file(schema: &Schema) -> TokenStream {
         }
         let marker_doc = doc_attrs(&format!("{doc}\n\n{facts}"));
         ids.push(quote! { #marker_doc #id, });
+        all_ids.push(quote! { EndpointId::#id, });
         markers.push(quote! {
             #marker_doc
             #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -526,8 +528,19 @@ fn api_file(schema: &Schema) -> TokenStream {
         }
 
         impl EndpointId {
+            /// Every identifier, in table order (`ALL[i]` is `ENDPOINTS[i]`).
+            pub const ALL: [EndpointId; #count] = [#(#all_ids)*];
+
             pub fn endpoint(self) -> &'static Endpoint {
                 &ENDPOINTS[self as usize]
+            }
+
+            /// The identifier of an entry of [`ENDPOINTS`] (`None` for any other `Endpoint`).
+            pub fn of(endpoint: &Endpoint) -> Option<EndpointId> {
+                ENDPOINTS
+                    .iter()
+                    .position(|e| core::ptr::eq(e, endpoint))
+                    .map(|i| Self::ALL[i])
             }
         }
 

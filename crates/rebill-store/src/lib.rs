@@ -5,7 +5,10 @@
 //! Today it holds sites, their API keys (stored only as SHA-256 hashes) and the alert outbox.
 //! Times are UTC epoch seconds, passed in by the caller so that tests can move the clock.
 
+pub mod accounts;
 mod keys;
+pub mod outbox;
+pub mod rate;
 #[cfg(feature = "testing")]
 pub mod testing;
 
@@ -13,6 +16,7 @@ use sqlx::any::AnyPoolOptions;
 use sqlx::{AnyPool, Row};
 
 pub use keys::{generate_private_key, generate_public_key, hash_key};
+pub use rate::RateDecision;
 
 /// A storage failure.
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,201 @@
+//! Shared helpers of the end-to-end suites: start `rebill serve` on a database, send raw
+//! HTTP/1.1 requests (so the exact bytes on the wire are visible) and run the `rebill` CLI.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+use base64::Engine;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_rebill");
+
+/// A running `rebill serve` (killed on drop).
+pub struct Server {
+    child: Child,
+    pub addr: String,
+    /// The private key printed for the sandbox site created on the empty database.
+    pub key: String,
+    pub public_key: String,
+    pub database: String,
+    /// The file the service reads "now" from, when started with [`Options::clock`].
+    pub clock: Option<PathBuf>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// How to start a server.
+#[derive(Default)]
+pub struct Options<'a> {
+    /// Extra arguments after `serve`.
+    pub args: &'a [&'a str],
+    /// Start the clock file at this epoch second (the service then reads time from it).
+    pub clock: Option<i64>,
+    /// An existing clock file (e.g. shared by two servers).
+    pub clock_file: Option<PathBuf>,
+    /// Expect the sandbox site's keys on stdout (false when the database already has a site).
+    pub existing_database: bool,
+}
+
+pub fn start(database: &str) -> Server {
+    start_with(database, Options::default())
+}
+
+pub fn start_with(database: &str, options: Options) -> Server {
+    let clock = options.clock_file.clone().or_else(|| {
+        options.clock.map(|t| {
+            let dir = std::env::temp_dir().join(format!(
+                "rebill-clock-{}-{}",
+                std::process::id(),
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
+            ));
+            std::fs::create_dir_all(&dir).expect("clock directory");
+            let file = dir.join("now");
+            std::fs::write(&file, t.to_string()).expect("clock file");
+            file
+        })
+    });
+    let mut command = Command::new(BIN);
+    command.args(["--database", database, "serve", "--listen", "127.0.0.1:0"]).args(options.args);
+    if let Some(file) = &clock {
+        command.env("REBILL_CLOCK_FILE", file);
+    }
+    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("start rebill serve");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut key = String::new();
+    let mut public_key = String::new();
+    let addr = loop {
+        let line = lines.next().expect("a line from rebill serve").expect("utf-8");
+        if let Some(k) = line.strip_prefix("private key: ") {
+            key = k.trim().to_owned();
+        }
+        if let Some(k) = line.strip_prefix("public key:") {
+            public_key = k.trim().to_owned();
+        }
+        if let Some(a) = line.strip_prefix("listening on http://") {
+            break a.trim().to_owned();
+        }
+    };
+    if !options.existing_database {
+        assert_eq!(key.len(), 32, "an empty database gets a sandbox site whose key is printed");
+    }
+    // Keep draining stdout so the service never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    Server { child, addr, key, public_key, database: database.to_owned(), clock }
+}
+
+impl Server {
+    /// Moves the service's clock to `now` (epoch seconds).
+    pub fn set_clock(&self, now: i64) {
+        let file = self.clock.as_ref().expect("server started with a clock");
+        std::fs::write(file, now.to_string()).expect("write clock");
+    }
+
+    /// Runs `rebill --database <db> ARGS…` (with the server's clock) and returns stdout.
+    pub fn cli(&self, args: &[&str]) -> String {
+        let mut command = Command::new(BIN);
+        command.args(["--database", &self.database]).args(args);
+        if let Some(file) = &self.clock {
+            command.env("REBILL_CLOCK_FILE", file);
+        }
+        let out = command.output().expect("run rebill");
+        assert!(out.status.success(), "rebill {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).expect("utf-8")
+    }
+
+    /// Runs a CLI command with `--json` and parses its output.
+    pub fn cli_json(&self, args: &[&str]) -> serde_json::Value {
+        let mut all = args.to_vec();
+        all.push("--json");
+        serde_json::from_str(&self.cli(&all)).expect("json")
+    }
+}
+
+/// One HTTP reply.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    /// Status line and headers exactly as received.
+    pub head: String,
+    pub body: String,
+}
+
+impl Reply {
+    /// A header's value, the name compared case-insensitively.
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.head.lines().skip(1).find_map(|l| {
+            let (n, v) = l.split_once(':')?;
+            n.eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
+        })
+    }
+
+    /// Whether a header line starts with `name:` spelled exactly so.
+    pub fn has_exact_header(&self, name: &str) -> bool {
+        self.head.lines().skip(1).any(|l| l.split_once(':').is_some_and(|(n, _)| n == name))
+    }
+}
+
+/// Sends one raw request and reads the whole reply (the request should say `Connection: close`).
+pub fn raw(addr: &str, request: &str) -> Reply {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    stream.write_all(request.as_bytes()).expect("send");
+    let mut bytes = Vec::new();
+    stream.read_to_end(&mut bytes).expect("read");
+    let text = String::from_utf8(bytes).expect("utf-8 reply");
+    let (head, body) = text.split_once("\r\n\r\n").expect("head and body");
+    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("status");
+    Reply { status, head: head.to_owned(), body: body.to_owned() }
+}
+
+pub fn basic(key: &str) -> String {
+    base64::engine::general_purpose::STANDARD.encode(format!("{key}:"))
+}
+
+/// A request with the given headers (Host, `Connection: close` and Content-Length added).
+pub fn request(s: &Server, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n", s.addr);
+    for (n, v) in headers {
+        req.push_str(&format!("{n}: {v}\r\n"));
+    }
+    req.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    raw(&s.addr, &req)
+}
+
+/// A request with the server's key and `Accept: application/xml`, plus `extra` headers.
+pub fn authed(s: &Server, method: &str, path: &str, extra: &[(&str, &str)], body: &str) -> Reply {
+    authed_with(s, &s.key, method, path, extra, body)
+}
+
+/// Like [`authed`] with another private key.
+pub fn authed_with(s: &Server, key: &str, method: &str, path: &str, extra: &[(&str, &str)], body: &str) -> Reply {
+    let auth = format!("Basic {}", basic(key));
+    let mut headers = vec![("Authorization", auth.as_str()), ("Accept", "application/xml")];
+    headers.extend_from_slice(extra);
+    request(s, method, path, &headers, body)
+}
+
+/// Headers of an XML write at `version`.
+pub fn xml_at(version: &str) -> [(&str, &str); 2] {
+    [("Content-Type", "application/xml; charset=utf-8"), ("X-Api-Version", version)]
+}
+
+/// Asserts an XML `<error>` reply with `status` and `symbol`.
+pub fn assert_error(reply: &Reply, status: u16, symbol: &str) {
+    assert_eq!(reply.status, status, "{}\n{}", reply.head, reply.body);
+    assert_eq!(reply.header("content-type").as_deref(), Some("application/xml; charset=utf-8"), "{}", reply.head);
+    assert!(reply.body.contains(&format!("<symbol>{symbol}</symbol>")), "{}", reply.body);
+}
+
+/// Runs `f` with a server on a fresh SQLite database and on a fresh PostgreSQL database.
+pub fn on_both_backends(tag: &str, f: impl Fn(&str) + Send + Sync + Clone + 'static) {
+    f(&rebill_store::testing::fresh_sqlite_url(tag));
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let url = runtime.block_on(rebill_store::testing::fresh_postgres_url(tag));
+    f(&url);
+}

@@ -1,0 +1,88 @@
+//! Routing over the generated endpoint table: 404 for unknown paths and for routes newer than
+//! the requested version or missing the site's feature, 405 with `Allow` for a wrong method,
+//! then the endpoint's handler, or 501 naming an endpoint whose behaviour is not built yet.
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::Response;
+use rebill_models::api::{ENDPOINTS, EndpointId};
+use rebill_models::{allowed_methods, route};
+
+use crate::handlers::{self, Call};
+use crate::{AppState, RequestContext, respond};
+
+fn table_method(method: &axum::http::Method) -> Option<rebill_models::Method> {
+    use axum::http::Method;
+    Some(match *method {
+        Method::GET | Method::HEAD => rebill_models::Method::Get,
+        Method::POST => rebill_models::Method::Post,
+        Method::PUT => rebill_models::Method::Put,
+        Method::DELETE => rebill_models::Method::Delete,
+        _ => return None,
+    })
+}
+
+/// A path parameter as sent (percent-decoded; `None` when the escapes are not UTF-8).
+fn decode_param(raw: &str) -> Option<String> {
+    percent_encoding::percent_decode_str(raw).decode_utf8().ok().map(|c| c.into_owned())
+}
+
+pub(crate) async fn dispatch(State(state): State<AppState>, request: Request<Body>) -> Response {
+    let path = request.uri().path().to_owned();
+    let Some(ctx) = request.extensions().get::<RequestContext>().cloned() else {
+        return respond::internal(&"request reached routing without a context");
+    };
+    let not_found = || respond::not_found(&format!("Couldn't find anything at {path}."));
+    let found = table_method(request.method()).and_then(|m| route(&ENDPOINTS, m, &path));
+    let Some((endpoint, raw_params)) = found else {
+        let allowed: Vec<&str> =
+            allowed_methods(&ENDPOINTS, &path, &ctx.wire).into_iter().map(|m| m.as_str()).collect();
+        if allowed.is_empty() {
+            return not_found();
+        }
+        let mut response = respond::error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            &format!("{} is not valid at {path}; allowed: {}.", request.method(), allowed.join(", ")),
+        );
+        if let Ok(v) = HeaderValue::from_str(&allowed.join(", ")) {
+            response.headers_mut().insert(header::ALLOW, v);
+        }
+        return response;
+    };
+    if !endpoint.available(&ctx.wire) {
+        return not_found();
+    }
+    let is_head = request.method() == axum::http::Method::HEAD;
+    if is_head && endpoint.is_list() && ctx.version < rebill_models::endpoint::HEAD_SINCE {
+        // Counting with HEAD exists from 2.6 (elsewhere HEAD is a GET without its body).
+        let mut response = respond::error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            &format!("HEAD is not valid at {path} for API version {}.", ctx.version),
+        );
+        response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("GET"));
+        return response;
+    }
+    let Some(params) = raw_params.iter().map(|p| decode_param(p)).collect::<Option<Vec<String>>>() else {
+        return not_found();
+    };
+    let Some(id) = EndpointId::of(endpoint) else {
+        return respond::internal(&format!("endpoint {} is not in the table", endpoint.name));
+    };
+    let call = Call { id, endpoint, params, ctx, head: is_head };
+    match handlers::handle(&state, call, request).await {
+        Some(response) => response,
+        None => respond::error(
+            StatusCode::NOT_IMPLEMENTED,
+            "not_implemented",
+            &format!(
+                "The endpoint {} ({} {}) is not implemented yet.",
+                endpoint.name,
+                endpoint.method.as_str(),
+                endpoint.path
+            ),
+        ),
+    }
+}

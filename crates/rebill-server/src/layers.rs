@@ -1,0 +1,252 @@
+//! The protocol rules of every `/v2/` request, one middleware layer each, outermost first:
+//! body size (413), `Accept` (406), `X-Api-Version` (400 unsupported or sunset; deprecation
+//! headers), HTTP Basic authentication (401), rate limit (429 and the `X-RateLimit-*` headers),
+//! site standing (402), read-only keys (403), `Content-Type` on writes (415).
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use rebill_store::Mode as SiteMode;
+use rebill_xml::{ApiVersion, Features, WireContext};
+
+use crate::respond;
+use crate::{AppState, RequestContext};
+
+pub(crate) static X_API_VERSION: HeaderName = HeaderName::from_static("x-api-version");
+pub(crate) static SERVICE_DEPRECATED: HeaderName = HeaderName::from_static("service-deprecated");
+pub(crate) static SERVICE_SUNSET_DATE: HeaderName = HeaderName::from_static("service-sunset-date");
+pub(crate) static X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+pub(crate) static X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+pub(crate) static X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+
+/// 413 for a declared body over the limit (bodies are also cut off while read).
+pub(crate) async fn body_limit(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let limit = state.config.body_limit;
+    let declared =
+        request.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > limit as u64) {
+        return respond::error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "request_too_large",
+            &format!("Request bodies are limited to {limit} bytes."),
+        );
+    }
+    next.run(request).await
+}
+
+fn accepts_xml(headers: &HeaderMap) -> bool {
+    let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else { return false };
+    accept.split(',').any(|part| {
+        let media = part.split(';').next().unwrap_or_default().trim();
+        media.eq_ignore_ascii_case("application/xml")
+    })
+}
+
+/// 406 unless the client accepts `application/xml`.
+pub(crate) async fn accept(request: Request, next: Next) -> Response {
+    if !accepts_xml(request.headers()) {
+        return respond::error(
+            StatusCode::NOT_ACCEPTABLE,
+            "not_acceptable",
+            "The Accept header must be application/xml.",
+        );
+    }
+    next.run(request).await
+}
+
+/// Parses `X-Api-Version` (absent: 2.0). An unsupported version, or a deprecated one past its
+/// sunset, is a 400; a deprecated one answers with `Service-Deprecated` and `Service-Sunset-Date`.
+pub(crate) async fn api_version(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+    let version = match request.headers().get(&X_API_VERSION) {
+        None => ApiVersion::default(),
+        Some(value) => match value.to_str().ok().map(ApiVersion::parse) {
+            Some(Ok(v)) => v,
+            _ => {
+                let text = String::from_utf8_lossy(value.as_bytes()).into_owned();
+                return respond::error(
+                    StatusCode::BAD_REQUEST,
+                    "unsupported_api_version",
+                    &format!(
+                        "API version `{text}` is not supported; supported versions: {}.",
+                        ApiVersion::supported_list()
+                    ),
+                );
+            }
+        },
+    };
+    let deprecation = state.config.deprecation(version);
+    if let Some(d) = deprecation
+        && state.clock.now() >= d.sunset
+    {
+        return respond::error(
+            StatusCode::BAD_REQUEST,
+            "unsupported_api_version",
+            &format!(
+                "API version {version} was sunset at {} and is no longer accessible; supported versions: {}.",
+                d.sunset_text(),
+                state.config.available_list(state.clock.now())
+            ),
+        );
+    }
+    request.extensions_mut().insert(version);
+    let mut response = next.run(request).await;
+    let headers = response.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&version.to_string()) {
+        headers.insert(X_API_VERSION.clone(), v);
+    }
+    if let Some(d) = deprecation {
+        headers.insert(SERVICE_DEPRECATED.clone(), HeaderValue::from_static("TRUE"));
+        if let Ok(v) = HeaderValue::from_str(&d.sunset_text()) {
+            headers.insert(SERVICE_SUNSET_DATE.clone(), v);
+        }
+    }
+    response
+}
+
+fn unauthorized() -> Response {
+    (
+        StatusCode::UNAUTHORIZED,
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8"), (header::WWW_AUTHENTICATE, "Basic realm=\"rebill\"")],
+        "HTTP Basic: Access denied.",
+    )
+        .into_response()
+}
+
+/// The private key of an `Authorization: Basic` header (user name = key, empty password).
+fn basic_key(headers: &HeaderMap) -> Option<String> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, encoded) = value.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
+    let decoded = base64::engine::general_purpose::STANDARD.decode(encoded.trim()).ok()?;
+    let text = String::from_utf8(decoded).ok()?;
+    let key = text.split_once(':').map_or(text.as_str(), |(user, _)| user);
+    (!key.is_empty()).then(|| key.to_owned())
+}
+
+/// The scheme, host and port the client called (hrefs and `Location` use them).
+fn base_url(request: &Request) -> String {
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .filter(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_graphic()) && !h.contains(['/', '<', '>', '"']))
+        .map(str::to_owned)
+        .or_else(|| request.uri().authority().map(|a| a.to_string()))
+        .unwrap_or_else(|| "localhost".to_owned());
+    format!("http://{host}")
+}
+
+/// 401 without a valid key; otherwise the request carries its [`RequestContext`].
+pub(crate) async fn authenticate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+    let Some(key) = basic_key(request.headers()) else { return unauthorized() };
+    let found = match state.store.authenticate(&key, state.clock.now()).await {
+        Ok(found) => found,
+        Err(e) => return respond::internal(&e),
+    };
+    let Some((site, api_key)) = found else { return unauthorized() };
+    let version = request.extensions().get::<ApiVersion>().copied().unwrap_or_default();
+    let features =
+        if site.credit_memos { Features::none().with("credit_memos").unwrap_or_default() } else { Features::none() };
+    let wire = WireContext::new(version, features, &base_url(&request));
+    request.extensions_mut().insert(RequestContext { version, site, key: api_key, wire });
+    next.run(request).await
+}
+
+fn context(request: &Request) -> Option<&RequestContext> {
+    request.extensions().get::<RequestContext>()
+}
+
+/// The site's rate limit (sliding five-minute window of one-minute buckets, shared by every
+/// process on the database): 429 when over, `X-RateLimit-*` headers on every authenticated
+/// response. Sandbox sites count every request, production sites only GET and HEAD.
+pub(crate) async fn rate_limit(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let Some(ctx) = context(&request) else { return next.run(request).await };
+    let site = ctx.site.clone();
+    let counted = site.mode == SiteMode::Sandbox || matches!(*request.method(), Method::GET | Method::HEAD);
+    let decision = match state.store.rate_limit(&site, counted, state.clock.now()).await {
+        Ok(d) => d,
+        Err(e) => return respond::internal(&e),
+    };
+    let mut response = if decision.allowed {
+        next.run(request).await
+    } else {
+        respond::error(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limit_exceeded",
+            &format!(
+                "Too many requests: this site may make {} requests in a sliding five-minute window; retry after {}.",
+                decision.limit, decision.reset
+            ),
+        )
+    };
+    let headers = response.headers_mut();
+    headers.insert(X_RATELIMIT_LIMIT.clone(), HeaderValue::from(decision.limit));
+    headers.insert(X_RATELIMIT_REMAINING.clone(), HeaderValue::from(decision.remaining));
+    headers.insert(X_RATELIMIT_RESET.clone(), HeaderValue::from(decision.reset));
+    response
+}
+
+/// 402 for a production site not in good standing.
+pub(crate) async fn standing(request: Request, next: Next) -> Response {
+    if let Some(ctx) = context(&request)
+        && ctx.site.mode == SiteMode::Production
+        && !ctx.site.good_standing
+    {
+        return respond::error(
+            StatusCode::PAYMENT_REQUIRED,
+            "payment_required",
+            "This site is not in good standing (unpaid invoices); the API is unavailable until it is.",
+        );
+    }
+    next.run(request).await
+}
+
+/// 403 for a write with a read-only key.
+pub(crate) async fn read_only(request: Request, next: Next) -> Response {
+    let read = matches!(*request.method(), Method::GET | Method::HEAD);
+    if !read && context(&request).is_some_and(|ctx| ctx.key.read_only) {
+        return respond::error(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "This API key is read-only: it may only make GET and HEAD requests.",
+        );
+    }
+    next.run(request).await
+}
+
+/// Whether a request has a body (HTTP/1.1: without Content-Length or Transfer-Encoding it has none).
+pub(crate) fn has_body(headers: &HeaderMap) -> bool {
+    headers.contains_key(header::TRANSFER_ENCODING)
+        || headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+            .is_some_and(|n| n > 0)
+}
+
+/// 415 unless a POST or PUT with a body says `application/xml; charset=utf-8` (an empty action
+/// PUT such as `…/cancel` needs no Content-Type).
+pub(crate) async fn content_type(request: Request, next: Next) -> Response {
+    let writes = matches!(*request.method(), Method::POST | Method::PUT);
+    if writes && has_body(request.headers()) {
+        let ok = request.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|ct| {
+            let mut parts = ct.split(';').map(str::trim);
+            let media = parts.next().unwrap_or_default();
+            media.eq_ignore_ascii_case("application/xml")
+                && parts
+                    .all(|p| !p.to_ascii_lowercase().starts_with("charset=") || p.eq_ignore_ascii_case("charset=utf-8"))
+        });
+        if !ok {
+            return respond::error(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "POST and PUT bodies must be sent as application/xml; charset=utf-8.",
+            );
+        }
+    }
+    next.run(request).await
+}

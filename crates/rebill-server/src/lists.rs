@@ -1,0 +1,1 @@
+//! The list machinery shared by every list endpoint.

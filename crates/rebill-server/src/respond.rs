@@ -1,0 +1,49 @@
+//! Response builders shared by the layers and the handlers: XML documents with the API's
+//! content type, single-error documents and decode refusals.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use rebill_models::ApiError;
+use rebill_models::validate::{Rejection, single_error};
+use rebill_xml::{ApiVersion, Features, Mode, WireContext, XmlResource};
+
+/// Content type of every XML body.
+pub const XML: &str = "application/xml; charset=utf-8";
+
+/// An XML body with `status`.
+pub fn xml(status: StatusCode, body: String) -> Response {
+    (status, [(header::CONTENT_TYPE, HeaderValue::from_static(XML))], body).into_response()
+}
+
+/// One resource document written for the request's context.
+pub fn resource<T: XmlResource>(status: StatusCode, value: &T, ctx: &WireContext) -> Response {
+    xml(status, rebill_xml::to_xml(value, ctx, Mode::Response))
+}
+
+/// An `<error>` document (symbol and description).
+pub fn error(status: StatusCode, symbol: &str, description: &str) -> Response {
+    api_error(status, &single_error(symbol, description))
+}
+
+/// An `<error>` document.
+pub fn api_error(status: StatusCode, error: &ApiError) -> Response {
+    let ctx = WireContext::new(ApiVersion::default(), Features::none(), "");
+    xml(status, rebill_xml::to_xml(error, &ctx, Mode::Response))
+}
+
+/// 404 `not_found`.
+pub fn not_found(description: &str) -> Response {
+    error(StatusCode::NOT_FOUND, "not_found", description)
+}
+
+/// A 500 that tells the client nothing about the cause (the cause is logged).
+pub fn internal(cause: &dyn std::fmt::Display) -> Response {
+    tracing::error!(%cause, "internal error");
+    error(StatusCode::INTERNAL_SERVER_ERROR, "internal_server_error", "An internal error occurred; please retry later.")
+}
+
+/// 400 `invalid_xml` or 422 validation errors for a refused request body.
+pub fn rejection(rejection: &Rejection, ctx: &WireContext) -> Response {
+    let status = StatusCode::from_u16(rejection.status()).unwrap_or(StatusCode::UNPROCESSABLE_ENTITY);
+    xml(status, rejection.to_xml(ctx))
+}

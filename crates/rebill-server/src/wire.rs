@@ -1,0 +1,104 @@
+//! The HTTP/1.1 server loop and header-name casing on the wire.
+//!
+//! hyper writes header names in lowercase; its title-case option gives `X-Records` and `Link`
+//! but `X-Ratelimit-Limit` and `Etag`, and some clients read these names case-sensitively. hyper
+//! does write a name exactly as spelled in a response's header-case map, a type it keeps private
+//! but fills when it parses a message with `preserve_header_case`. So at start-up rebill has
+//! hyper parse one request spelling every header name it emits, keeps the resulting extensions
+//! and attaches a copy to every response; names not in the map fall back to title case. The
+//! raw-bytes test in the end-to-end suite guards this.
+
+use std::convert::Infallible;
+use std::io;
+use std::time::Duration;
+
+use axum::Router;
+use axum::http::{Extensions, Request, Response};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// Header names written exactly as spelled here.
+pub const CANONICAL_NAMES: &[&str] = &[
+    "Content-Type",
+    "Content-Length",
+    "Location",
+    "Link",
+    "ETag",
+    "X-Records",
+    "X-RateLimit-Limit",
+    "X-RateLimit-Remaining",
+    "X-RateLimit-Reset",
+    "X-Api-Version",
+    "Service-Deprecated",
+    "Service-Sunset-Date",
+    "WWW-Authenticate",
+    "Allow",
+];
+
+/// Extensions holding hyper's header-case map for [`CANONICAL_NAMES`].
+pub async fn canonical_case_extensions() -> io::Result<Extensions> {
+    let (mut client, server) = tokio::io::duplex(16 * 1024);
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let tx = std::sync::Mutex::new(Some(tx));
+    let service = service_fn(move |request: Request<Incoming>| {
+        if let Some(tx) = tx.lock().ok().and_then(|mut t| t.take()) {
+            let _ = tx.send(request.extensions().clone());
+        }
+        async { Ok::<_, Infallible>(Response::new(String::new())) }
+    });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .preserve_header_case(true)
+        .serve_connection(TokioIo::new(server), service);
+    let task = tokio::spawn(conn);
+    let mut head = String::from("GET / HTTP/1.1\r\nHost: rebill\r\n");
+    for name in CANONICAL_NAMES {
+        if !name.eq_ignore_ascii_case("content-length") {
+            head.push_str(&format!("{name}: x\r\n"));
+        }
+    }
+    head.push_str("Content-Length: 0\r\nConnection: close\r\n\r\n");
+    client.write_all(head.as_bytes()).await?;
+    let mut sink = Vec::new();
+    client.read_to_end(&mut sink).await?;
+    let _ = task.await;
+    rx.await.map_err(|_| io::Error::other("hyper did not deliver the header-case request"))
+}
+
+/// Serves `app` on `listener` (HTTP/1.1, canonical header names) until the process ends.
+pub async fn serve(listener: TcpListener, app: Router) -> io::Result<()> {
+    let case = canonical_case_extensions().await?;
+    let app = app.layer(axum::middleware::map_response(move |mut response: axum::response::Response| {
+        let case = case.clone();
+        async move {
+            response.extensions_mut().extend(case);
+            response
+        }
+    }));
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // Out of file descriptors and similar: wait and go on accepting.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let service = TowerToHyperService::new(app.clone());
+        tokio::spawn(async move {
+            let conn = hyper::server::conn::http1::Builder::new()
+                .title_case_headers(true)
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(Duration::from_secs(30))
+                .serve_connection(TokioIo::new(stream), service);
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+        });
+    }
+}

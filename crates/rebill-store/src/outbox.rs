@@ -1,0 +1,1 @@
+//! The alert outbox: delivery bookkeeping for the mailer.
