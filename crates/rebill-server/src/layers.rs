@@ -1,7 +1,8 @@
 //! The protocol rules of every `/v2/` request, one middleware layer each, outermost first:
 //! body size (413), `Accept` (406), `X-Api-Version` (400 unsupported or sunset; deprecation
 //! headers), HTTP Basic authentication (401), rate limit (429 and the `X-RateLimit-*` headers),
-//! site standing (402), read-only keys (403), `Content-Type` on writes (415).
+//! site standing (402), read-only keys (403), `Content-Type` on writes (415), and innermost
+//! `ETag` / `If-None-Match` (304) on GETs.
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
@@ -10,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use rebill_store::Mode as SiteMode;
 use rebill_xml::{ApiVersion, Features, WireContext};
+use sha2::{Digest, Sha256};
 
 use crate::respond;
 use crate::{AppState, RequestContext};
@@ -249,4 +251,36 @@ pub(crate) async fn content_type(request: Request, next: Next) -> Response {
         }
     }
     next.run(request).await
+}
+
+/// `ETag` on every successful GET (a strong hash of the body, which is already specific to the
+/// API version and site features), and 304 without a body when `If-None-Match` holds it.
+pub(crate) async fn etag(request: Request, next: Next) -> Response {
+    if request.method() != Method::GET {
+        return next.run(request).await;
+    }
+    let if_none_match = request.headers().get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let response = next.run(request).await;
+    if response.status() != StatusCode::OK {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let bytes = match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(bytes) => bytes,
+        Err(e) => return respond::internal(&e),
+    };
+    let tag = format!("\"{}\"", &hex::encode(Sha256::digest(&bytes))[..32]);
+    let matched = if_none_match.is_some_and(|list| {
+        list.split(',').map(|t| t.trim()).any(|t| t == "*" || t.strip_prefix("W/").unwrap_or(t) == tag)
+    });
+    if let Ok(v) = HeaderValue::from_str(&tag) {
+        parts.headers.insert(header::ETAG, v);
+    }
+    if matched {
+        parts.status = StatusCode::NOT_MODIFIED;
+        parts.headers.remove(header::CONTENT_TYPE);
+        parts.headers.remove(header::CONTENT_LENGTH);
+        return Response::from_parts(parts, axum::body::Body::empty());
+    }
+    Response::from_parts(parts, axum::body::Body::from(bytes))
 }

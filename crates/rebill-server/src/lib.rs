@@ -159,6 +159,7 @@ pub struct RequestContext {
 pub fn router(state: AppState) -> Router {
     Router::new()
         .fallback(dispatch::dispatch)
+        .layer(from_fn(layers::etag))
         .layer(from_fn(layers::content_type))
         .layer(from_fn(layers::read_only))
         .layer(from_fn(layers::standing))

@@ -35,53 +35,47 @@ pub struct RateDecision {
 
 impl Store {
     /// Counts a request of `site` at `now` (when `counted`) and decides whether it may go on.
+    ///
+    /// The increment and the check run in one transaction: the upsert locks the site's bucket
+    /// of the current minute, so concurrent requests (from any process) are counted one after
+    /// the other, and a refused request is rolled back rather than counted.
     pub async fn rate_limit(&self, site: &Site, counted: bool, now: i64) -> Result<RateDecision, StoreError> {
         let limit = per_minute(site) * WINDOW_MINUTES;
         let minute = now.div_euclid(60);
         let oldest = minute - (WINDOW_MINUTES - 1);
-        if counted {
-            let row = sqlx::query(
-                "INSERT INTO rate_buckets (site_id, minute, count) VALUES ($1, $2, 1) \
-                 ON CONFLICT (site_id, minute) DO UPDATE SET count = rate_buckets.count + 1 RETURNING count",
-            )
-            .bind(site.id)
-            .bind(minute)
-            .fetch_one(&self.pool)
-            .await?;
-            if row.try_get::<i64, _>("count")? == 1 {
-                // First request of a minute: buckets that left the window are no longer needed.
-                sqlx::query("DELETE FROM rate_buckets WHERE site_id = $1 AND minute < $2")
-                    .bind(site.id)
-                    .bind(oldest)
-                    .execute(&self.pool)
-                    .await?;
-            }
+        if !counted {
+            let (used, last) = window(&mut *self.pool.acquire().await?, site, oldest).await?;
+            let reset = last.map_or(now, |m| (m + WINDOW_MINUTES) * 60);
+            return Ok(RateDecision { allowed: true, limit, remaining: (limit - used).max(0), reset });
         }
-        let (used, last) = self.window(site, oldest).await?;
-        let reset = last.map_or(now, |m| (m + WINDOW_MINUTES) * 60);
-        if counted && used > limit {
-            sqlx::query("UPDATE rate_buckets SET count = count - 1 WHERE site_id = $1 AND minute = $2")
+        let mut tx = self.pool.begin().await?;
+        let row = sqlx::query(
+            "INSERT INTO rate_buckets (site_id, minute, count) VALUES ($1, $2, 1) \
+             ON CONFLICT (site_id, minute) DO UPDATE SET count = rate_buckets.count + 1 RETURNING count",
+        )
+        .bind(site.id)
+        .bind(minute)
+        .fetch_one(&mut *tx)
+        .await?;
+        if row.try_get::<i64, _>("count")? == 1 {
+            // First request of a minute: buckets that left the window are no longer needed.
+            sqlx::query("DELETE FROM rate_buckets WHERE site_id = $1 AND minute < $2")
                 .bind(site.id)
-                .bind(minute)
-                .execute(&self.pool)
+                .bind(oldest)
+                .execute(&mut *tx)
                 .await?;
+        }
+        let (used, last) = window(&mut tx, site, oldest).await?;
+        if used > limit {
+            tx.rollback().await?;
+            let (_, last) = window(&mut *self.pool.acquire().await?, site, oldest).await?;
+            let reset = last.map_or(now, |m| (m + WINDOW_MINUTES) * 60);
             self.rate_alert(site, limit, now).await?;
             return Ok(RateDecision { allowed: false, limit, remaining: 0, reset });
         }
-        Ok(RateDecision { allowed: true, limit, remaining: (limit - used).max(0), reset })
-    }
-
-    /// Requests in the window starting at minute `oldest`, and the latest minute with any.
-    async fn window(&self, site: &Site, oldest: i64) -> Result<(i64, Option<i64>), StoreError> {
-        let row = sqlx::query(
-            "SELECT CAST(COALESCE(SUM(count), 0) AS BIGINT) AS used, MAX(minute) AS last \
-             FROM rate_buckets WHERE site_id = $1 AND minute >= $2 AND count > 0",
-        )
-        .bind(site.id)
-        .bind(oldest)
-        .fetch_one(&self.pool)
-        .await?;
-        Ok((row.try_get("used")?, row.try_get("last")?))
+        tx.commit().await?;
+        let reset = last.map_or(now, |m| (m + WINDOW_MINUTES) * 60);
+        Ok(RateDecision { allowed: true, limit, remaining: limit - used, reset })
     }
 
     /// Queues the rate-limit alert unless one went out in the last three hours (one statement
@@ -106,4 +100,17 @@ impl Store {
         }
         Ok(())
     }
+}
+
+/// Requests of `site` in the window starting at minute `oldest`, and the latest minute with any.
+async fn window(conn: &mut sqlx::AnyConnection, site: &Site, oldest: i64) -> Result<(i64, Option<i64>), StoreError> {
+    let row = sqlx::query(
+        "SELECT CAST(COALESCE(SUM(count), 0) AS BIGINT) AS used, MAX(minute) AS last \
+         FROM rate_buckets WHERE site_id = $1 AND minute >= $2 AND count > 0",
+    )
+    .bind(site.id)
+    .bind(oldest)
+    .fetch_one(conn)
+    .await?;
+    Ok((row.try_get("used")?, row.try_get("last")?))
 }

@@ -1,0 +1,292 @@
+//! Protocol rules that need time or volume, end to end over HTTP against the real binary on
+//! SQLite and PostgreSQL: rate limits at their exact boundaries (sandbox and production, the
+//! sliding window, 429, header values, alert de-duplication, counters shared by two processes),
+//! deprecated and sunset API versions, key regeneration with and without the 12-hour grace, and
+//! header-name casing checked on the raw bytes.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+
+use common::*;
+
+/// A minute-aligned instant (2026-11-22T06:00:00Z) plus 30 seconds.
+const T0: i64 = 1_795_327_200 + 30;
+
+/// A keep-alive connection for sending many requests quickly.
+struct Conn {
+    reader: BufReader<TcpStream>,
+    writer: TcpStream,
+    host: String,
+}
+
+impl Conn {
+    fn open(addr: &str) -> Self {
+        let stream = TcpStream::connect(addr).expect("connect");
+        stream.set_nodelay(true).expect("nodelay");
+        Self { reader: BufReader::new(stream.try_clone().expect("clone")), writer: stream, host: addr.to_owned() }
+    }
+
+    /// Sends one request and returns the status and the header lines.
+    fn send(&mut self, method: &str, path: &str, key: &str) -> (u16, Vec<String>) {
+        let req = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Basic {}\r\nAccept: application/xml\r\nContent-Length: 0\r\n\r\n",
+            self.host,
+            basic(key)
+        );
+        self.writer.write_all(req.as_bytes()).expect("send");
+        let mut status_line = String::new();
+        self.reader.read_line(&mut status_line).expect("status line");
+        let status = status_line.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("status");
+        let mut headers = Vec::new();
+        let mut length = 0usize;
+        loop {
+            let mut line = String::new();
+            self.reader.read_line(&mut line).expect("header");
+            let line = line.trim_end().to_owned();
+            if line.is_empty() {
+                break;
+            }
+            if let Some((n, v)) = line.split_once(':')
+                && n.eq_ignore_ascii_case("content-length")
+            {
+                length = v.trim().parse().expect("length");
+            }
+            headers.push(line);
+        }
+        let mut body = vec![0; length];
+        self.reader.read_exact(&mut body).expect("body");
+        (status, headers)
+    }
+}
+
+fn header_of(headers: &[String], name: &str) -> Option<i64> {
+    headers.iter().find_map(|l| {
+        let (n, v) = l.split_once(':')?;
+        (n == name).then(|| v.trim().parse().ok())?
+    })
+}
+
+/// Sends `n` requests over four connections; returns how many were refused with 429.
+fn burst(addr: &str, key: &str, method: &str, n: usize) -> usize {
+    let per = n / 4;
+    let handles: Vec<_> = (0..4)
+        .map(|i| {
+            let (addr, key, method) = (addr.to_owned(), key.to_owned(), method.to_owned());
+            let count = if i == 3 { n - per * 3 } else { per };
+            std::thread::spawn(move || {
+                let mut conn = Conn::open(&addr);
+                (0..count).filter(|_| conn.send(&method, "/v2/plans", &key).0 == 429).count()
+            })
+        })
+        .collect();
+    handles.into_iter().map(|h| h.join().expect("burst thread")).sum()
+}
+
+fn rate_alerts(s: &Server) -> usize {
+    let alerts = s.cli_json(&["alerts", "list"]);
+    alerts["alerts"].as_array().expect("alerts").iter().filter(|a| a["kind"] == "rate_limit").count()
+}
+
+fn sandbox_rate_limit(db: &str) {
+    let s = start_with(db, Options { clock: Some(T0), ..Options::default() });
+    s.cli(&["site", "update", "--name", "sandbox", "--contact", "tech@example.com"]);
+    let minute_end = (T0 / 60) * 60;
+    let mut conn = Conn::open(&s.addr);
+    let (status, headers) = conn.send("GET", "/v2/plans", &s.key);
+    assert_eq!(status, 501);
+    assert_eq!(header_of(&headers, "X-RateLimit-Limit"), Some(2000));
+    assert_eq!(header_of(&headers, "X-RateLimit-Remaining"), Some(1999));
+    assert_eq!(header_of(&headers, "X-RateLimit-Reset"), Some(minute_end + 300));
+    // Every method counts on a sandbox site: 1,998 more reads and writes leave exactly one.
+    assert_eq!(burst(&s.addr, &s.key, "POST", 999) + burst(&s.addr, &s.key, "GET", 999), 0);
+    let (status, headers) = conn.send("DELETE", "/v2/plans/gold", &s.key);
+    assert_eq!(status, 501, "the 2,000th request of the window is served");
+    assert_eq!(header_of(&headers, "X-RateLimit-Remaining"), Some(0));
+    assert_eq!(rate_alerts(&s), 0);
+    // The 2,001st is refused, with an XML error and the headers; it is not counted.
+    let r = authed(&s, "GET", "/v2/plans", &[], "");
+    assert_error(&r, 429, "rate_limit_exceeded");
+    assert_eq!(r.header("X-RateLimit-Remaining").as_deref(), Some("0"));
+    assert_eq!(r.header("X-RateLimit-Reset"), Some((minute_end + 300).to_string()));
+    assert_eq!(rate_alerts(&s), 1, "reaching the limit alerts the technical contact");
+    assert_eq!(burst(&s.addr, &s.key, "GET", 8), 8);
+    // A minute later the window still holds all 2,000: refused, one alert in three hours.
+    s.set_clock(T0 + 60);
+    assert_error(&authed(&s, "GET", "/v2/plans", &[], ""), 429, "rate_limit_exceeded");
+    assert_eq!(rate_alerts(&s), 1);
+    // Once the minute leaves the five-minute window, requests are served again.
+    s.set_clock(minute_end + 299);
+    assert_error(&authed(&s, "GET", "/v2/plans", &[], ""), 429, "rate_limit_exceeded");
+    s.set_clock(minute_end + 300);
+    let r = authed(&s, "GET", "/v2/plans", &[], "");
+    assert_eq!(r.status, 501);
+    assert_eq!(r.header("X-RateLimit-Remaining").as_deref(), Some("1999"));
+    assert_eq!(r.header("X-RateLimit-Reset"), Some((minute_end + 600).to_string()));
+    // Hitting the limit again within three hours of the alert sends none; after, one more.
+    assert_eq!(burst(&s.addr, &s.key, "GET", 2001), 2);
+    assert_eq!(rate_alerts(&s), 1);
+    s.set_clock(T0 + 3 * 3600 + 60);
+    assert_eq!(burst(&s.addr, &s.key, "GET", 2001), 1);
+    assert_eq!(rate_alerts(&s), 2);
+    let alerts = s.cli_json(&["alerts", "list"]);
+    let last = alerts["alerts"].as_array().expect("alerts").last().cloned().expect("an alert");
+    assert_eq!(last["recipient"], "tech@example.com");
+}
+
+fn production_rate_limit(db: &str) {
+    let s = start_with(db, Options { clock: Some(T0), ..Options::default() });
+    s.cli(&["site", "update", "--name", "sandbox", "--mode", "production"]);
+    // Only GET and HEAD count in production; writes are neither counted nor refused.
+    assert_eq!(burst(&s.addr, &s.key, "POST", 40), 0);
+    let mut conn = Conn::open(&s.addr);
+    let (_, headers) = conn.send("GET", "/v2/plans", &s.key);
+    assert_eq!(header_of(&headers, "X-RateLimit-Limit"), Some(5000));
+    assert_eq!(header_of(&headers, "X-RateLimit-Remaining"), Some(4999));
+    // 1,000 in each of four earlier minutes would be the whole window; here 2,000 two minutes
+    // ago and then 2,999 now: 4,000+ in one minute is fine while the window has room.
+    s.set_clock(T0 + 120);
+    assert_eq!(burst(&s.addr, &s.key, "GET", 2998), 0);
+    let (status, headers) = conn.send("GET", "/v2/plans", &s.key);
+    assert_eq!(status, 501);
+    assert_eq!(header_of(&headers, "X-RateLimit-Remaining"), Some(2000));
+    assert_eq!(burst(&s.addr, &s.key, "GET", 2000), 0);
+    let (status, headers) = conn.send("GET", "/v2/plans", &s.key);
+    assert_eq!(status, 429);
+    assert_eq!(header_of(&headers, "X-RateLimit-Remaining"), Some(0));
+    assert_eq!(header_of(&headers, "X-RateLimit-Reset"), Some((T0 + 120) / 60 * 60 + 300));
+    let (status, headers) = conn.send("POST", "/v2/plans", &s.key);
+    assert_eq!(status, 501, "writes are not limited in production");
+    assert_eq!(header_of(&headers, "X-RateLimit-Remaining"), Some(0));
+    // The first GET's minute leaves the window: exactly one request of room.
+    s.set_clock(T0 / 60 * 60 + 300);
+    assert_eq!(conn.send("GET", "/v2/plans", &s.key).0, 501);
+    assert_eq!(conn.send("GET", "/v2/plans", &s.key).0, 429);
+}
+
+#[test]
+fn rate_limits_sandbox() {
+    on_both_backends("rate_sandbox", sandbox_rate_limit);
+}
+
+#[test]
+fn rate_limits_production() {
+    on_both_backends("rate_production", production_rate_limit);
+}
+
+/// Two service processes on one PostgreSQL database share one count.
+#[test]
+fn rate_limit_is_shared_by_processes() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let db = runtime.block_on(rebill_store::testing::fresh_postgres_url("rate_shared"));
+    let a = start_with(&db, Options { clock: Some(T0), ..Options::default() });
+    let b = start_with(
+        &db,
+        Options { clock_file: a.clock.clone(), existing_database: true, ..Options::default() },
+    );
+    let handles: Vec<_> = [a.addr.clone(), b.addr.clone()]
+        .into_iter()
+        .map(|addr| {
+            let key = a.key.clone();
+            std::thread::spawn(move || burst(&addr, &key, "GET", 1000))
+        })
+        .collect();
+    let refused: usize = handles.into_iter().map(|h| h.join().expect("thread")).sum();
+    assert_eq!(refused, 0);
+    assert_error(&authed(&a, "GET", "/v2/plans", &[], ""), 429, "rate_limit_exceeded");
+    let r = authed_with(&b, &a.key, "GET", "/v2/plans", &[], "");
+    assert_error(&r, 429, "rate_limit_exceeded");
+}
+
+fn versions_and_casing(db: &str) {
+    let sunset = T0 + 3600;
+    let arg = "2.2=2026-11-22T07:00:30Z";
+    let s = start_with(db, Options { clock: Some(T0), args: &["--deprecate", arg], ..Options::default() });
+    assert_eq!(rebill_server_sunset(arg), sunset);
+    let r = authed(&s, "GET", "/v2/plans", &[("X-Api-Version", "2.2")], "");
+    assert_error(&r, 501, "not_implemented");
+    // Names exactly as clients look them up, on the raw bytes.
+    for name in [
+        "Content-Type",
+        "X-Api-Version",
+        "X-RateLimit-Limit",
+        "X-RateLimit-Remaining",
+        "X-RateLimit-Reset",
+        "Service-Deprecated",
+        "Service-Sunset-Date",
+    ] {
+        assert!(r.has_exact_header(name), "{name} in\n{}", r.head);
+    }
+    assert!(r.head.contains("\r\nService-Deprecated: TRUE\r\n"), "{}", r.head);
+    assert!(r.head.contains("\r\nService-Sunset-Date: 2026-11-22T07:00:30Z\r\n"), "{}", r.head);
+    // Other versions are not deprecated.
+    let r = authed(&s, "GET", "/v2/plans", &[("X-Api-Version", "2.11")], "");
+    assert!(r.header("Service-Deprecated").is_none(), "{}", r.head);
+    let r = authed(&s, "DELETE", "/v2/accounts", &[], "");
+    assert!(r.has_exact_header("Allow"), "{}", r.head);
+    // After the sunset the version is refused; the supported list leaves it out.
+    s.set_clock(sunset);
+    let r = authed(&s, "GET", "/v2/plans", &[("X-Api-Version", "2.2")], "");
+    assert_error(&r, 400, "unsupported_api_version");
+    assert!(r.body.contains("was sunset at 2026-11-22T07:00:30Z"), "{}", r.body);
+    assert!(r.body.contains("supported versions: 2.0, 2.3, 2.4"), "{}", r.body);
+    assert_eq!(authed(&s, "GET", "/v2/plans", &[("X-Api-Version", "2.3")], "").status, 501);
+    // A bad setting stops the service before it starts.
+    let out = std::process::Command::new(BIN)
+        .args(["--database", db, "serve", "--listen", "127.0.0.1:0", "--deprecate", "2.2=someday"])
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not an ISO 8601 date"), "{:?}", out);
+}
+
+fn rebill_server_sunset(arg: &str) -> i64 {
+    let (_, date) = arg.split_once('=').expect("setting");
+    chrono::DateTime::parse_from_rfc3339(date).expect("date").timestamp()
+}
+
+#[test]
+fn deprecated_versions_and_header_casing() {
+    on_both_backends("versions", versions_and_casing);
+}
+
+fn key_regeneration(db: &str) {
+    let s = start_with(db, Options { clock: Some(T0), ..Options::default() });
+    let keys = s.cli_json(&["keys", "list", "--site", "sandbox"]);
+    let first = keys["keys"][0]["id"].as_i64().expect("id").to_string();
+    // Keep the old key for 12 hours.
+    let regen = s.cli_json(&["keys", "regenerate", &first, "--old-key", "keep-12h", "--site", "sandbox"]);
+    let new_key = regen["private_key"].as_str().expect("key").to_owned();
+    assert_eq!(authed_with(&s, &new_key, "GET", "/v2/plans", &[], "").status, 501);
+    s.set_clock(T0 + 12 * 3600 - 1);
+    assert_eq!(authed(&s, "GET", "/v2/plans", &[], "").status, 501, "the old key works for 12 hours");
+    s.set_clock(T0 + 12 * 3600);
+    assert_eq!(authed(&s, "GET", "/v2/plans", &[], "").status, 401, "and not after");
+    // Block the old key at once.
+    let second = regen["id"].as_i64().expect("id").to_string();
+    let regen = s.cli_json(&["keys", "regenerate", &second, "--old-key", "block", "--site", "sandbox"]);
+    assert_eq!(authed_with(&s, &new_key, "GET", "/v2/plans", &[], "").status, 401);
+    let newest = regen["private_key"].as_str().expect("key");
+    assert_eq!(authed_with(&s, newest, "GET", "/v2/plans", &[], "").status, 501);
+    // Each change queued an alert for the technical contact.
+    let alerts = s.cli_json(&["alerts", "list"]);
+    let kinds: Vec<&str> =
+        alerts["alerts"].as_array().expect("alerts").iter().filter_map(|a| a["kind"].as_str()).collect();
+    assert_eq!(kinds, ["key_regenerated", "key_regenerated"]);
+    // Plan limits: five keys on a sandbox site, the last one never removed.
+    for _ in 0..4 {
+        s.cli(&["keys", "create", "--site", "sandbox"]);
+    }
+    let out = std::process::Command::new(BIN)
+        .args(["--database", db, "keys", "create", "--site", "sandbox"])
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("5 active private keys"), "{:?}", out);
+}
+
+#[test]
+fn key_regeneration_with_and_without_grace() {
+    on_both_backends("regeneration", key_regeneration);
+}
