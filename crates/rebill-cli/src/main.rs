@@ -122,9 +122,26 @@ enum SiteCommand {
         good_standing: Option<bool>,
         #[arg(long)]
         contact: Option<String>,
+        /// Requests per minute instead of the mode's default (sandbox 400, production 1,000);
+        /// `default` goes back to the mode's value.
+        #[arg(long, value_name = "N|default", value_parser = parse_rate_limit)]
+        rate_limit: Option<RateLimitArg>,
         #[arg(long)]
         json: bool,
     },
+}
+
+#[derive(Clone, Copy)]
+struct RateLimitArg(Option<i64>);
+
+fn parse_rate_limit(text: &str) -> Result<RateLimitArg, String> {
+    if text == "default" {
+        return Ok(RateLimitArg(None));
+    }
+    match text.parse::<i64>() {
+        Ok(n) if n >= 1 => Ok(RateLimitArg(Some(n))),
+        _ => Err(format!("`{text}`: a number of requests per minute (at least 1) or `default`")),
+    }
 }
 
 #[derive(Subcommand)]
@@ -190,6 +207,7 @@ fn site_json(s: &Site) -> Value {
     json!({
         "name": s.name, "mode": s.mode.as_str(), "plan": s.plan.as_str(), "credit_memos": s.credit_memos,
         "good_standing": s.good_standing, "contact": s.contact, "public_key": s.public_key, "key_limit": s.key_limit(),
+        "rate_limit_per_minute": rebill_store::rate::per_minute(s),
     })
 }
 
@@ -277,13 +295,23 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let lines: Vec<String> = sites.iter().map(site_line).collect();
             emit(json, json!({ "sites": sites.iter().map(site_json).collect::<Vec<_>>() }), lines.join("\n"));
         }
-        Command::Site(SiteCommand::Update { name, mode, plan, credit_memos, good_standing, contact, json }) => {
+        Command::Site(SiteCommand::Update {
+            name,
+            mode,
+            plan,
+            credit_memos,
+            good_standing,
+            contact,
+            rate_limit,
+            json,
+        }) => {
             let update = SiteUpdate {
                 mode: mode.map(Into::into),
                 plan: plan.map(Into::into),
                 credit_memos,
                 good_standing,
                 contact,
+                rate_limit_per_minute: rate_limit.map(|r| r.0),
             };
             let site = store.update_site(&name, &update).await?;
             emit(json, site_json(&site), site_line(&site));

@@ -232,6 +232,13 @@ fn versions_and_casing(db: &str) {
     assert!(r.body.contains("was sunset at 2026-11-22T07:00:30Z"), "{}", r.body);
     assert!(r.body.contains("supported versions: 2.0, 2.3, 2.4"), "{}", r.body);
     assert_eq!(authed(&s, "GET", "/v2/plans", &[("X-Api-Version", "2.3")], "").status, 501);
+    // An operator-set rate limit replaces the mode's default.
+    s.cli(&["site", "update", "--name", "sandbox", "--rate-limit", "7"]);
+    let r = authed(&s, "GET", "/v2/plans", &[("X-Api-Version", "2.3")], "");
+    assert_eq!(r.header("X-RateLimit-Limit").as_deref(), Some("35"));
+    s.cli(&["site", "update", "--name", "sandbox", "--rate-limit", "default"]);
+    let r = authed(&s, "GET", "/v2/plans", &[("X-Api-Version", "2.3")], "");
+    assert_eq!(r.header("X-RateLimit-Limit").as_deref(), Some("2000"));
     // A bad setting stops the service before it starts.
     let out = std::process::Command::new(BIN)
         .args(["--database", db, "serve", "--listen", "127.0.0.1:0", "--deprecate", "2.2=someday"])

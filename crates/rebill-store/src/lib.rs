@@ -109,6 +109,8 @@ pub struct Site {
     /// The site's one public key (it may appear in browser code).
     pub public_key: String,
     pub created_at: i64,
+    /// Requests per minute set by the operator instead of the mode's default.
+    pub rate_limit_per_minute: Option<i64>,
 }
 
 impl Site {
@@ -137,6 +139,8 @@ pub struct SiteUpdate {
     pub credit_memos: Option<bool>,
     pub good_standing: Option<bool>,
     pub contact: Option<String>,
+    /// `Some(None)` goes back to the mode's default rate limit.
+    pub rate_limit_per_minute: Option<Option<i64>>,
 }
 
 /// A private API key as stored: never the key itself.
@@ -190,7 +194,8 @@ pub struct Store {
     backend: Backend,
 }
 
-const SITE_COLUMNS: &str = "id, name, mode, plan, credit_memos, good_standing, contact, public_key, created_at";
+const SITE_COLUMNS: &str =
+    "id, name, mode, plan, credit_memos, good_standing, contact, public_key, created_at, rate_limit_per_minute";
 const KEY_COLUMNS: &str = "id, site_id, key_hint, read_only, created_at, expires_at";
 
 /// Booleans are stored as 0/1 integers (one column type for both backends through `Any`).
@@ -213,6 +218,7 @@ fn site_from_row(row: &sqlx::any::AnyRow) -> Result<Site, StoreError> {
         contact: row.try_get("contact")?,
         public_key: row.try_get("public_key")?,
         created_at: row.try_get("created_at")?,
+        rate_limit_per_minute: row.try_get("rate_limit_per_minute")?,
     })
 }
 
@@ -333,14 +339,21 @@ impl Store {
 
     pub async fn update_site(&self, name: &str, update: &SiteUpdate) -> Result<Site, StoreError> {
         let site = self.site(name).await?;
+        if let Some(Some(n)) = update.rate_limit_per_minute
+            && n < 1
+        {
+            return Err(StoreError::Invalid(format!("rate limit {n} (at least 1 request per minute)")));
+        }
         sqlx::query(
-            "UPDATE sites SET mode = $1, plan = $2, credit_memos = $3, good_standing = $4, contact = $5 WHERE id = $6",
+            "UPDATE sites SET mode = $1, plan = $2, credit_memos = $3, good_standing = $4, contact = $5, \
+             rate_limit_per_minute = $6 WHERE id = $7",
         )
         .bind(update.mode.unwrap_or(site.mode).as_str())
         .bind(update.plan.unwrap_or(site.plan).as_str())
         .bind(flag(update.credit_memos.unwrap_or(site.credit_memos)))
         .bind(flag(update.good_standing.unwrap_or(site.good_standing)))
         .bind(update.contact.clone().or(site.contact))
+        .bind(update.rate_limit_per_minute.unwrap_or(site.rate_limit_per_minute))
         .bind(site.id)
         .execute(&self.pool)
         .await?;

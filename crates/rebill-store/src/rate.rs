@@ -13,8 +13,11 @@ pub const WINDOW_MINUTES: i64 = 5;
 /// Least time between two rate-limit alerts of a site.
 pub const ALERT_INTERVAL_SECONDS: i64 = 3 * 3600;
 
-/// Requests per minute the site's mode allows.
+/// Requests per minute the site may make: the operator's setting, else its mode's default.
 pub fn per_minute(site: &Site) -> i64 {
+    if let Some(n) = site.rate_limit_per_minute {
+        return n;
+    }
     match site.mode {
         Mode::Sandbox => 400,
         Mode::Production => 1000,

@@ -8,3 +8,6 @@ CREATE TABLE rate_buckets (
 
 -- When the site's technical contact was last alerted about the rate limit.
 ALTER TABLE sites ADD COLUMN rate_alert_at BIGINT;
+
+-- An operator-set requests-per-minute limit replacing the mode's default (NULL: the default).
+ALTER TABLE sites ADD COLUMN rate_limit_per_minute BIGINT;
