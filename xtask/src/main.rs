@@ -1,4 +1,5 @@
-//! `cargo xtask regen [--check]` and `cargo xtask xml`.
+//! `cargo xtask regen [--check]`, `cargo xtask test`, `cargo xtask xml` and
+//! `cargo xtask load-bench`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -27,6 +28,13 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Load benchmark (needs `wrk`): the release service against a bare axum handler serving the
+    /// same bytes (arguments of `rebill-load-bench`: [--database URL] [--duration 10s]
+    /// [--connections 32]). Figures go into docs/benchmarks.md by hand.
+    LoadBench {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 fn workspace_root() -> PathBuf {
@@ -39,6 +47,7 @@ fn main() -> ExitCode {
         Command::Regen { check } => regen(check),
         Command::Test => test(),
         Command::Xml { args } => xml(&args),
+        Command::LoadBench { args } => load_bench(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -140,6 +149,26 @@ fn xml(args: &[String]) -> anyhow::Result<()> {
         .status()?;
     if !status.success() {
         std::process::exit(status.code().unwrap_or(1));
+    }
+    Ok(())
+}
+
+/// Builds the release binaries and runs the load benchmark.
+fn load_bench(args: &[String]) -> anyhow::Result<()> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let build = std::process::Command::new(&cargo)
+        .current_dir(workspace_root())
+        .args(["build", "--release", "-p", "rebill-cli", "-p", "rebill-load-bench"])
+        .status()?;
+    if !build.success() {
+        anyhow::bail!("release build failed");
+    }
+    let status = std::process::Command::new(workspace_root().join("target/release/rebill-load-bench"))
+        .current_dir(workspace_root())
+        .args(args)
+        .status()?;
+    if !status.success() {
+        anyhow::bail!("the load benchmark failed");
     }
     Ok(())
 }

@@ -29,6 +29,14 @@ enum Command {
         /// sunset the version is refused.
         #[arg(long = "deprecate", value_name = "VERSION=SUNSET", value_parser = parse_deprecation)]
         deprecations: Vec<rebill_server::Deprecation>,
+        /// SMTP server for alert e-mails, e.g. `smtp://127.0.0.1:25` or
+        /// `smtps://user:password@mail.example.com`. Without one, alerts stay in the outbox
+        /// (`rebill alerts list`) and are logged.
+        #[arg(long, env = "REBILL_SMTP_URL", hide_env_values = true)]
+        smtp_url: Option<String>,
+        /// Sender of alert e-mails.
+        #[arg(long, env = "REBILL_MAIL_FROM", default_value = rebill_mail::DEFAULT_FROM)]
+        mail_from: String,
     },
     /// Merchant sites.
     #[command(subcommand)]
@@ -255,7 +263,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let clock = rebill_server::clock_from_env();
     let now = clock.now();
     match cli.command {
-        Command::Serve { listen, deprecations } => {
+        Command::Serve { listen, deprecations, smtp_url, mail_from } => {
+            let mail = smtp_url
+                .map(|url| rebill_mail::MailConfig::new(&url, Some(&mail_from)))
+                .transpose()
+                .context("--smtp-url / --mail-from")?;
             if store.sites().await?.is_empty() {
                 let new = NewSite {
                     name: "sandbox".into(),
@@ -273,8 +285,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 tokio::net::TcpListener::bind(&listen).await.with_context(|| format!("listening on {listen}"))?;
             println!("listening on http://{}", listener.local_addr()?);
             let config = rebill_server::Config { deprecations, ..rebill_server::Config::default() };
+            let mail_clock = clock.clone();
+            let mailer = tokio::spawn(rebill_mail::run(
+                store.clone(),
+                mail,
+                move || mail_clock.now(),
+                rebill_mail::DEFAULT_INTERVAL,
+            ));
             let state = rebill_server::AppState::new(store, clock, config);
-            rebill_server::serve(listener, state).await?;
+            let served = rebill_server::serve(listener, state).await;
+            mailer.abort();
+            served?;
         }
         Command::Site(SiteCommand::Create { name, mode, plan, credit_memos, contact, json }) => {
             let new = NewSite { name, mode: mode.into(), plan: plan.into(), credit_memos, contact };
@@ -372,6 +393,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("REBILL_LOG").unwrap_or_else(|_| "info".into()))
+        .init();
     match run(Cli::parse()).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

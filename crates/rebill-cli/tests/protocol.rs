@@ -181,10 +181,7 @@ fn rate_limit_is_shared_by_processes() {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     let db = runtime.block_on(rebill_store::testing::fresh_postgres_url("rate_shared"));
     let a = start_with(&db, Options { clock: Some(T0), ..Options::default() });
-    let b = start_with(
-        &db,
-        Options { clock_file: a.clock.clone(), existing_database: true, ..Options::default() },
-    );
+    let b = start_with(&db, Options { clock_file: a.clock.clone(), existing_database: true, ..Options::default() });
     let handles: Vec<_> = [a.addr.clone(), b.addr.clone()]
         .into_iter()
         .map(|addr| {
@@ -296,4 +293,20 @@ fn key_regeneration(db: &str) {
 #[test]
 fn key_regeneration_with_and_without_grace() {
     on_both_backends("regeneration", key_regeneration);
+}
+
+/// When the database goes away mid-flight, requests get a 500 that names no internals.
+#[test]
+fn internal_errors_do_not_leak() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let db = runtime.block_on(rebill_store::testing::fresh_postgres_url("internal"));
+    let s = start(&db);
+    assert_eq!(authed(&s, "GET", "/v2/plans", &[], "").status, 501);
+    runtime.block_on(rebill_store::testing::drop_postgres_database(&db));
+    let r = authed(&s, "GET", "/v2/plans", &[], "");
+    assert_error(&r, 500, "internal_server_error");
+    let lower = r.body.to_lowercase();
+    for secret in ["database", "sqlx", "postgres", "rebill_test", "connection", "error returned"] {
+        assert!(!lower.contains(secret), "{secret} leaked: {}", r.body);
+    }
 }

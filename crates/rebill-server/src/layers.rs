@@ -23,6 +23,11 @@ pub(crate) static X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-rat
 pub(crate) static X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
 pub(crate) static X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 
+/// A handler that panicked: a 500 telling the client nothing about the cause.
+pub(crate) fn panic_response(_cause: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    respond::internal(&"a request handler panicked")
+}
+
 /// 413 for a declared body over the limit (bodies are also cut off while read).
 pub(crate) async fn body_limit(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let limit = state.config.body_limit;

@@ -168,6 +168,7 @@ pub fn router(state: AppState) -> Router {
         .layer(from_fn_with_state(state.clone(), layers::api_version))
         .layer(from_fn(layers::accept))
         .layer(from_fn_with_state(state.clone(), layers::body_limit))
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(layers::panic_response))
         .with_state(state)
 }
 

@@ -61,3 +61,20 @@ async fn drop_stale_databases(conn: &mut sqlx::AnyConnection) {
         }
     }
 }
+
+/// Drops a database made by [`fresh_postgres_url`] at once, disconnecting its sessions (to test
+/// how the service behaves when its database goes away).
+///
+/// # Panics
+/// When the server cannot be reached or the database cannot be dropped.
+pub async fn drop_postgres_database(url: &str) {
+    let name = url.rsplit('/').next().unwrap_or_default();
+    assert!(name.starts_with("rebill_test_"), "only test databases are dropped");
+    let admin = postgres_admin_url();
+    sqlx::any::install_default_drivers();
+    let mut conn = sqlx::AnyConnection::connect(&admin).await.unwrap_or_else(|e| panic!("PostgreSQL at {admin}: {e}"));
+    sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
+        .execute(&mut conn)
+        .await
+        .expect("drop the test database");
+}
