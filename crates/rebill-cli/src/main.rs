@@ -381,11 +381,31 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Alerts(AlertsCommand::List { json }) => {
             let alerts = store.alerts().await?;
-            let lines: Vec<String> = alerts
-                .iter()
-                .map(|a| format!("{}  {}  to {}  {}", a.id, a.kind, a.recipient.as_deref().unwrap_or("-"), a.body))
-                .collect();
-            emit(json, json!({ "alerts": alerts.iter().map(alert_json).collect::<Vec<_>>() }), lines.join("\n"));
+            let mut values = Vec::new();
+            let mut lines = Vec::new();
+            for a in &alerts {
+                let delivery = store.alert_delivery(a.id).await?;
+                let mut value = alert_json(a);
+                let (attempts, last_error) = delivery.map(|d| (d.attempts, d.last_error)).unwrap_or((0, None));
+                value["attempts"] = json!(attempts);
+                value["last_error"] = json!(last_error);
+                values.push(value);
+                let state = if a.sent_at.is_some() {
+                    "sent".to_owned()
+                } else if let Some(e) = &last_error {
+                    format!("queued, {attempts} attempts, last error: {e}")
+                } else {
+                    "queued".to_owned()
+                };
+                lines.push(format!(
+                    "{}  {}  to {}  [{state}]  {}",
+                    a.id,
+                    a.kind,
+                    a.recipient.as_deref().unwrap_or("-"),
+                    a.body
+                ));
+            }
+            emit(json, json!({ "alerts": values }), lines.join("\n"));
         }
     }
     Ok(())
@@ -395,7 +415,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 async fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("REBILL_LOG").unwrap_or_else(|_| "info".into()))
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("REBILL_LOG").unwrap_or_else(|_| "info,sqlx=warn".into()),
+        )
         .init();
     match run(Cli::parse()).await {
         Ok(()) => std::process::ExitCode::SUCCESS,

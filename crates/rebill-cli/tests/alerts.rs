@@ -2,6 +2,7 @@
 //! the CLI to the site's technical contact; without SMTP the alert stays in the outbox.
 
 mod common;
+#[allow(dead_code)]
 #[path = "../../rebill-mail/tests/sink/mod.rs"]
 mod sink;
 

@@ -236,7 +236,7 @@ impl Logs {
 async fn without_smtp_alerts_stay_in_the_outbox_and_are_logged_once() {
     let logs = Logs::default();
     let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).finish();
+    let subscriber = tracing_subscriber::fmt().with_ansi(false).with_writer(move || writer.clone()).finish();
     let _guard = tracing::subscriber::set_default(subscriber);
     for store in both("mail_none").await {
         let acme = site(&store, "acme", Some("tech@acme.example")).await;
@@ -270,7 +270,7 @@ async fn without_smtp_alerts_stay_in_the_outbox_and_are_logged_once() {
 async fn with_smtp_only_alerts_without_recipient_are_logged_as_queued() {
     let logs = Logs::default();
     let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).finish();
+    let subscriber = tracing_subscriber::fmt().with_ansi(false).with_writer(move || writer.clone()).finish();
     let _guard = tracing::subscriber::set_default(subscriber);
     let store = Store::connect(&fresh_sqlite_url("mail_announce")).await.expect("sqlite");
     let sink = Sink::start().await;

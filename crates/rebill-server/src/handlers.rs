@@ -6,7 +6,7 @@ use axum::response::Response;
 use rebill_models::Endpoint;
 use rebill_models::api::EndpointId;
 
-use crate::{AppState, RequestContext};
+use crate::{AppState, RequestContext, accounts};
 
 /// One routed request.
 #[derive(Debug, Clone)]
@@ -21,8 +21,15 @@ pub(crate) struct Call {
 }
 
 pub(crate) async fn handle(state: &AppState, call: Call, request: Request) -> Option<Response> {
-    let _ = (state, &request);
-    match call.id {
-        _ => None,
-    }
+    // Only the owned request may be held across an await (a body is not `Sync`).
+    let query = request.uri().query().map(str::to_owned);
+    Some(match call.id {
+        EndpointId::ListAccounts => accounts::list(state, &call, query.as_deref()).await,
+        EndpointId::CreateAccount => accounts::create(state, &call, request).await,
+        EndpointId::GetAccount => accounts::get(state, &call).await,
+        EndpointId::UpdateAccount => accounts::update(state, &call, request).await,
+        EndpointId::CloseAccount => accounts::close(state, &call).await,
+        EndpointId::ReopenAccount => accounts::reopen(state, &call).await,
+        _ => return None,
+    })
 }

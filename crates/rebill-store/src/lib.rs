@@ -7,6 +7,7 @@
 
 pub mod accounts;
 mod keys;
+pub mod list;
 pub mod outbox;
 pub mod rate;
 #[cfg(feature = "testing")]
@@ -16,6 +17,7 @@ use sqlx::any::AnyPoolOptions;
 use sqlx::{AnyPool, Row};
 
 pub use keys::{generate_private_key, generate_public_key, hash_key};
+pub use list::{Order, Page, PageRequest, Position, Sort};
 pub use rate::RateDecision;
 
 /// A storage failure.
@@ -37,6 +39,8 @@ pub enum StoreError {
     KeyLimit { site: String, limit: usize },
     #[error("invalid value: {0}")]
     Invalid(String),
+    #[error("the site already has an account with account_code `{0}`")]
+    DuplicateAccount(String),
 }
 
 /// Which database a [`Store`] talks to.

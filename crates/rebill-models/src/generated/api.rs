@@ -6,7 +6,7 @@
 use super::*;
 use crate::endpoint::{ApiEndpoint, Body, Endpoint, Method};
 /// Every endpoint, in the order of `schema/endpoints.toml`.
-pub static ENDPOINTS: [Endpoint; 89usize] = [
+pub static ENDPOINTS: [Endpoint; 90usize] = [
     Endpoint {
         name: "list_accounts",
         method: Method::Get,
@@ -370,6 +370,20 @@ pub static ENDPOINTS: [Endpoint; 89usize] = [
         filters: &[],
         query: &[],
         doc: "Coupon redemptions on the account.",
+    },
+    Endpoint {
+        name: "get_account_redemption",
+        method: Method::Get,
+        path: "/v2/accounts/{account_code}/redemption",
+        since: None,
+        feature: None,
+        request: None,
+        response: Body::Resource("redemption"),
+        later: &[],
+        status: 200u16,
+        filters: &[],
+        query: &[],
+        doc: "Legacy: the account's single active coupon redemption (the account's `redemption` link).",
     },
     Endpoint {
         name: "delete_account_redemption",
@@ -1361,6 +1375,10 @@ pub enum EndpointId {
     ///
     /// `GET /v2/accounts/{account_code}/redemptions` → 200
     ListAccountRedemptions,
+    /// Legacy: the account's single active coupon redemption (the account's `redemption` link).
+    ///
+    /// `GET /v2/accounts/{account_code}/redemption` → 200
+    GetAccountRedemption,
     /// Removes a coupon redemption.
     ///
     /// `DELETE /v2/accounts/{account_code}/redemptions/{uuid}` → 204
@@ -1616,7 +1634,7 @@ pub enum EndpointId {
 }
 impl EndpointId {
     /// Every identifier, in table order (`ALL[i]` is `ENDPOINTS[i]`).
-    pub const ALL: [EndpointId; 89usize] = [
+    pub const ALL: [EndpointId; 90usize] = [
         EndpointId::ListAccounts,
         EndpointId::CreateAccount,
         EndpointId::GetAccount,
@@ -1643,6 +1661,7 @@ impl EndpointId {
         EndpointId::CreateAdjustment,
         EndpointId::ListAccountTransactions,
         EndpointId::ListAccountRedemptions,
+        EndpointId::GetAccountRedemption,
         EndpointId::DeleteAccountRedemption,
         EndpointId::ListPlans,
         EndpointId::CreatePlan,
@@ -1975,13 +1994,23 @@ impl ApiEndpoint for ListAccountRedemptions {
     type Request = ();
     type Response = Vec<Redemption>;
 }
+/// Legacy: the account's single active coupon redemption (the account's `redemption` link).
+///
+/// `GET /v2/accounts/{account_code}/redemption` → 200
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GetAccountRedemption;
+impl ApiEndpoint for GetAccountRedemption {
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[26usize];
+    type Request = ();
+    type Response = Redemption;
+}
 /// Removes a coupon redemption.
 ///
 /// `DELETE /v2/accounts/{account_code}/redemptions/{uuid}` → 204
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeleteAccountRedemption;
 impl ApiEndpoint for DeleteAccountRedemption {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[26usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[27usize];
     type Request = ();
     type Response = ();
 }
@@ -1991,7 +2020,7 @@ impl ApiEndpoint for DeleteAccountRedemption {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListPlans;
 impl ApiEndpoint for ListPlans {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[27usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[28usize];
     type Request = ();
     type Response = Vec<Plan>;
 }
@@ -2001,7 +2030,7 @@ impl ApiEndpoint for ListPlans {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CreatePlan;
 impl ApiEndpoint for CreatePlan {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[28usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[29usize];
     type Request = Plan;
     type Response = Plan;
 }
@@ -2011,7 +2040,7 @@ impl ApiEndpoint for CreatePlan {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GetPlan;
 impl ApiEndpoint for GetPlan {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[29usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[30usize];
     type Request = ();
     type Response = Plan;
 }
@@ -2021,7 +2050,7 @@ impl ApiEndpoint for GetPlan {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UpdatePlan;
 impl ApiEndpoint for UpdatePlan {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[30usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[31usize];
     type Request = Plan;
     type Response = Plan;
 }
@@ -2031,7 +2060,7 @@ impl ApiEndpoint for UpdatePlan {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeletePlan;
 impl ApiEndpoint for DeletePlan {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[31usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[32usize];
     type Request = ();
     type Response = ();
 }
@@ -2041,7 +2070,7 @@ impl ApiEndpoint for DeletePlan {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListAddOns;
 impl ApiEndpoint for ListAddOns {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[32usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[33usize];
     type Request = ();
     type Response = Vec<AddOn>;
 }
@@ -2051,7 +2080,7 @@ impl ApiEndpoint for ListAddOns {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CreateAddOn;
 impl ApiEndpoint for CreateAddOn {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[33usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[34usize];
     type Request = AddOn;
     type Response = AddOn;
 }
@@ -2061,7 +2090,7 @@ impl ApiEndpoint for CreateAddOn {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GetAddOn;
 impl ApiEndpoint for GetAddOn {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[34usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[35usize];
     type Request = ();
     type Response = AddOn;
 }
@@ -2071,7 +2100,7 @@ impl ApiEndpoint for GetAddOn {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UpdateAddOn;
 impl ApiEndpoint for UpdateAddOn {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[35usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[36usize];
     type Request = AddOn;
     type Response = AddOn;
 }
@@ -2081,7 +2110,7 @@ impl ApiEndpoint for UpdateAddOn {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeleteAddOn;
 impl ApiEndpoint for DeleteAddOn {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[36usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[37usize];
     type Request = ();
     type Response = ();
 }
@@ -2091,7 +2120,7 @@ impl ApiEndpoint for DeleteAddOn {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListCoupons;
 impl ApiEndpoint for ListCoupons {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[37usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[38usize];
     type Request = ();
     type Response = Vec<Coupon>;
 }
@@ -2101,7 +2130,7 @@ impl ApiEndpoint for ListCoupons {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CreateCoupon;
 impl ApiEndpoint for CreateCoupon {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[38usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[39usize];
     type Request = Coupon;
     type Response = Coupon;
 }
@@ -2111,7 +2140,7 @@ impl ApiEndpoint for CreateCoupon {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GetCoupon;
 impl ApiEndpoint for GetCoupon {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[39usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[40usize];
     type Request = ();
     type Response = Coupon;
 }
@@ -2121,7 +2150,7 @@ impl ApiEndpoint for GetCoupon {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UpdateCoupon;
 impl ApiEndpoint for UpdateCoupon {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[40usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[41usize];
     type Request = Coupon;
     type Response = Coupon;
 }
@@ -2131,7 +2160,7 @@ impl ApiEndpoint for UpdateCoupon {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeleteCoupon;
 impl ApiEndpoint for DeleteCoupon {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[41usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[42usize];
     type Request = ();
     type Response = ();
 }
@@ -2141,7 +2170,7 @@ impl ApiEndpoint for DeleteCoupon {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RestoreCoupon;
 impl ApiEndpoint for RestoreCoupon {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[42usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[43usize];
     type Request = Coupon;
     type Response = Coupon;
 }
@@ -2151,7 +2180,7 @@ impl ApiEndpoint for RestoreCoupon {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GenerateCouponCodes;
 impl ApiEndpoint for GenerateCouponCodes {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[43usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[44usize];
     type Request = Coupon;
     type Response = ();
 }
@@ -2161,7 +2190,7 @@ impl ApiEndpoint for GenerateCouponCodes {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListUniqueCouponCodes;
 impl ApiEndpoint for ListUniqueCouponCodes {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[44usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[45usize];
     type Request = ();
     type Response = Vec<Coupon>;
 }
@@ -2171,7 +2200,7 @@ impl ApiEndpoint for ListUniqueCouponCodes {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RedeemCoupon;
 impl ApiEndpoint for RedeemCoupon {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[45usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[46usize];
     type Request = Redemption;
     type Response = Redemption;
 }
@@ -2181,7 +2210,7 @@ impl ApiEndpoint for RedeemCoupon {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListSubscriptions;
 impl ApiEndpoint for ListSubscriptions {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[46usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[47usize];
     type Request = ();
     type Response = Vec<Subscription>;
 }
@@ -2191,7 +2220,7 @@ impl ApiEndpoint for ListSubscriptions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CreateSubscription;
 impl ApiEndpoint for CreateSubscription {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[47usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[48usize];
     type Request = Subscription;
     type Response = Subscription;
 }
@@ -2201,7 +2230,7 @@ impl ApiEndpoint for CreateSubscription {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PreviewSubscription;
 impl ApiEndpoint for PreviewSubscription {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[48usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[49usize];
     type Request = Subscription;
     type Response = Subscription;
 }
@@ -2211,7 +2240,7 @@ impl ApiEndpoint for PreviewSubscription {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GetSubscription;
 impl ApiEndpoint for GetSubscription {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[49usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[50usize];
     type Request = ();
     type Response = Subscription;
 }
@@ -2221,7 +2250,7 @@ impl ApiEndpoint for GetSubscription {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UpdateSubscription;
 impl ApiEndpoint for UpdateSubscription {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[50usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[51usize];
     type Request = Subscription;
     type Response = Subscription;
 }
@@ -2231,7 +2260,7 @@ impl ApiEndpoint for UpdateSubscription {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PreviewSubscriptionChange;
 impl ApiEndpoint for PreviewSubscriptionChange {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[51usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[52usize];
     type Request = Subscription;
     type Response = Subscription;
 }
@@ -2241,7 +2270,7 @@ impl ApiEndpoint for PreviewSubscriptionChange {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CancelSubscription;
 impl ApiEndpoint for CancelSubscription {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[52usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[53usize];
     type Request = ();
     type Response = Subscription;
 }
@@ -2251,7 +2280,7 @@ impl ApiEndpoint for CancelSubscription {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TerminateSubscription;
 impl ApiEndpoint for TerminateSubscription {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[53usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[54usize];
     type Request = ();
     type Response = Subscription;
 }
@@ -2261,7 +2290,7 @@ impl ApiEndpoint for TerminateSubscription {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReactivateSubscription;
 impl ApiEndpoint for ReactivateSubscription {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[54usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[55usize];
     type Request = ();
     type Response = Subscription;
 }
@@ -2271,7 +2300,7 @@ impl ApiEndpoint for ReactivateSubscription {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PostponeSubscription;
 impl ApiEndpoint for PostponeSubscription {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[55usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[56usize];
     type Request = ();
     type Response = Subscription;
 }
@@ -2281,7 +2310,7 @@ impl ApiEndpoint for PostponeSubscription {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UpdateSubscriptionNotes;
 impl ApiEndpoint for UpdateSubscriptionNotes {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[56usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[57usize];
     type Request = Subscription;
     type Response = Subscription;
 }
@@ -2291,7 +2320,7 @@ impl ApiEndpoint for UpdateSubscriptionNotes {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PauseSubscription;
 impl ApiEndpoint for PauseSubscription {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[57usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[58usize];
     type Request = Subscription;
     type Response = Subscription;
 }
@@ -2301,7 +2330,7 @@ impl ApiEndpoint for PauseSubscription {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ResumeSubscription;
 impl ApiEndpoint for ResumeSubscription {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[58usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[59usize];
     type Request = ();
     type Response = Subscription;
 }
@@ -2311,7 +2340,7 @@ impl ApiEndpoint for ResumeSubscription {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListSubscriptionRedemptions;
 impl ApiEndpoint for ListSubscriptionRedemptions {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[59usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[60usize];
     type Request = ();
     type Response = Vec<Redemption>;
 }
@@ -2321,7 +2350,7 @@ impl ApiEndpoint for ListSubscriptionRedemptions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GetAdjustment;
 impl ApiEndpoint for GetAdjustment {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[60usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[61usize];
     type Request = ();
     type Response = Adjustment;
 }
@@ -2331,7 +2360,7 @@ impl ApiEndpoint for GetAdjustment {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeleteAdjustment;
 impl ApiEndpoint for DeleteAdjustment {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[61usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[62usize];
     type Request = ();
     type Response = ();
 }
@@ -2341,7 +2370,7 @@ impl ApiEndpoint for DeleteAdjustment {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListCreditAdjustments;
 impl ApiEndpoint for ListCreditAdjustments {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[62usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[63usize];
     type Request = ();
     type Response = Vec<Adjustment>;
 }
@@ -2351,7 +2380,7 @@ impl ApiEndpoint for ListCreditAdjustments {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListInvoices;
 impl ApiEndpoint for ListInvoices {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[63usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[64usize];
     type Request = ();
     type Response = Vec<Invoice>;
 }
@@ -2361,7 +2390,7 @@ impl ApiEndpoint for ListInvoices {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GetInvoice;
 impl ApiEndpoint for GetInvoice {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[64usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[65usize];
     type Request = ();
     type Response = Invoice;
 }
@@ -2371,7 +2400,7 @@ impl ApiEndpoint for GetInvoice {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UpdateInvoice;
 impl ApiEndpoint for UpdateInvoice {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[65usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[66usize];
     type Request = Invoice;
     type Response = Invoice;
 }
@@ -2381,7 +2410,7 @@ impl ApiEndpoint for UpdateInvoice {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RefundInvoice;
 impl ApiEndpoint for RefundInvoice {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[66usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[67usize];
     type Request = InvoiceRefund;
     type Response = Invoice;
 }
@@ -2391,7 +2420,7 @@ impl ApiEndpoint for RefundInvoice {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct VoidInvoice;
 impl ApiEndpoint for VoidInvoice {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[67usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[68usize];
     type Request = ();
     type Response = Invoice;
 }
@@ -2401,7 +2430,7 @@ impl ApiEndpoint for VoidInvoice {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MarkInvoiceSuccessful;
 impl ApiEndpoint for MarkInvoiceSuccessful {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[68usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[69usize];
     type Request = ();
     type Response = Invoice;
 }
@@ -2411,7 +2440,7 @@ impl ApiEndpoint for MarkInvoiceSuccessful {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MarkInvoiceFailed;
 impl ApiEndpoint for MarkInvoiceFailed {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[69usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[70usize];
     type Request = ();
     type Response = Invoice;
 }
@@ -2421,7 +2450,7 @@ impl ApiEndpoint for MarkInvoiceFailed {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CollectInvoice;
 impl ApiEndpoint for CollectInvoice {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[70usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[71usize];
     type Request = ();
     type Response = Invoice;
 }
@@ -2431,7 +2460,7 @@ impl ApiEndpoint for CollectInvoice {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListOriginalInvoices;
 impl ApiEndpoint for ListOriginalInvoices {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[71usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[72usize];
     type Request = ();
     type Response = Vec<Invoice>;
 }
@@ -2441,7 +2470,7 @@ impl ApiEndpoint for ListOriginalInvoices {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListCreditInvoices;
 impl ApiEndpoint for ListCreditInvoices {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[72usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[73usize];
     type Request = ();
     type Response = Vec<Invoice>;
 }
@@ -2451,7 +2480,7 @@ impl ApiEndpoint for ListCreditInvoices {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListInvoiceRedemptions;
 impl ApiEndpoint for ListInvoiceRedemptions {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[73usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[74usize];
     type Request = ();
     type Response = Vec<Redemption>;
 }
@@ -2461,7 +2490,7 @@ impl ApiEndpoint for ListInvoiceRedemptions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CreateOfflinePayment;
 impl ApiEndpoint for CreateOfflinePayment {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[74usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[75usize];
     type Request = Transaction;
     type Response = Transaction;
 }
@@ -2471,7 +2500,7 @@ impl ApiEndpoint for CreateOfflinePayment {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListCreditPayments;
 impl ApiEndpoint for ListCreditPayments {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[75usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[76usize];
     type Request = ();
     type Response = Vec<CreditPayment>;
 }
@@ -2481,7 +2510,7 @@ impl ApiEndpoint for ListCreditPayments {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GetCreditPayment;
 impl ApiEndpoint for GetCreditPayment {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[76usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[77usize];
     type Request = ();
     type Response = CreditPayment;
 }
@@ -2491,7 +2520,7 @@ impl ApiEndpoint for GetCreditPayment {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListTransactions;
 impl ApiEndpoint for ListTransactions {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[77usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[78usize];
     type Request = ();
     type Response = Vec<Transaction>;
 }
@@ -2501,7 +2530,7 @@ impl ApiEndpoint for ListTransactions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CreateTransaction;
 impl ApiEndpoint for CreateTransaction {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[78usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[79usize];
     type Request = Transaction;
     type Response = Transaction;
 }
@@ -2511,7 +2540,7 @@ impl ApiEndpoint for CreateTransaction {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GetTransaction;
 impl ApiEndpoint for GetTransaction {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[79usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[80usize];
     type Request = ();
     type Response = Transaction;
 }
@@ -2521,7 +2550,7 @@ impl ApiEndpoint for GetTransaction {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RefundTransaction;
 impl ApiEndpoint for RefundTransaction {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[80usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[81usize];
     type Request = ();
     type Response = ();
 }
@@ -2531,7 +2560,7 @@ impl ApiEndpoint for RefundTransaction {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CreatePurchase;
 impl ApiEndpoint for CreatePurchase {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[81usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[82usize];
     type Request = Purchase;
     type Response = Invoice;
 }
@@ -2541,7 +2570,7 @@ impl ApiEndpoint for CreatePurchase {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PreviewPurchase;
 impl ApiEndpoint for PreviewPurchase {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[82usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[83usize];
     type Request = Purchase;
     type Response = Invoice;
 }
@@ -2551,7 +2580,7 @@ impl ApiEndpoint for PreviewPurchase {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AuthorizePurchase;
 impl ApiEndpoint for AuthorizePurchase {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[83usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[84usize];
     type Request = Purchase;
     type Response = Invoice;
 }
@@ -2561,7 +2590,7 @@ impl ApiEndpoint for AuthorizePurchase {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListGiftCards;
 impl ApiEndpoint for ListGiftCards {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[84usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[85usize];
     type Request = ();
     type Response = Vec<GiftCard>;
 }
@@ -2571,7 +2600,7 @@ impl ApiEndpoint for ListGiftCards {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CreateGiftCard;
 impl ApiEndpoint for CreateGiftCard {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[85usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[86usize];
     type Request = GiftCard;
     type Response = GiftCard;
 }
@@ -2581,7 +2610,7 @@ impl ApiEndpoint for CreateGiftCard {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PreviewGiftCard;
 impl ApiEndpoint for PreviewGiftCard {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[86usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[87usize];
     type Request = GiftCard;
     type Response = GiftCard;
 }
@@ -2591,7 +2620,7 @@ impl ApiEndpoint for PreviewGiftCard {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GetGiftCard;
 impl ApiEndpoint for GetGiftCard {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[87usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[88usize];
     type Request = ();
     type Response = GiftCard;
 }
@@ -2601,7 +2630,7 @@ impl ApiEndpoint for GetGiftCard {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RedeemGiftCard;
 impl ApiEndpoint for RedeemGiftCard {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[88usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[89usize];
     type Request = RecipientAccount;
     type Response = GiftCard;
 }

@@ -1,0 +1,201 @@
+//! Keyset paging shared by every list of records.
+//!
+//! Lists are read a page at a time by [`PageRequest`]: ordered by a sort attribute
+//! (`created_at` or `updated_at`) and the row id, which breaks ties, so that a page continues
+//! strictly after the [`Position`] of the previous page's last record. Records inserted or
+//! updated between two page requests therefore never shift the position: nothing is returned
+//! twice or skipped because of an insert, and an updated record moves to its new place. Every
+//! listed table names its times `created_at` and `updated_at` and has an integer `id`.
+
+use sqlx::any::AnyArguments;
+use sqlx::query::Query;
+
+/// Attribute a list is ordered by (and the time range applies to).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Sort {
+    #[default]
+    CreatedAt,
+    UpdatedAt,
+}
+
+impl Sort {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Sort::CreatedAt => "created_at",
+            Sort::UpdatedAt => "updated_at",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "created_at" => Some(Sort::CreatedAt),
+            "updated_at" => Some(Sort::UpdatedAt),
+            _ => None,
+        }
+    }
+
+    /// The column (every listed table names its times `created_at` and `updated_at`).
+    fn column(self) -> &'static str {
+        self.as_str()
+    }
+}
+
+/// Direction of a list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Order {
+    Asc,
+    #[default]
+    Desc,
+}
+
+impl Order {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Order::Asc => "asc",
+            Order::Desc => "desc",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "asc" => Some(Order::Asc),
+            "desc" => Some(Order::Desc),
+            _ => None,
+        }
+    }
+}
+
+/// Where a page ends: the sort attribute's value and the id of the last record returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Position {
+    /// Epoch seconds of the sort attribute.
+    pub value: i64,
+    pub id: i64,
+}
+
+/// One page of a list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageRequest {
+    pub sort: Sort,
+    pub order: Order,
+    /// Continue strictly after this position (`None`: the first page).
+    pub after: Option<Position>,
+    /// Inclusive bounds on the sort attribute (epoch seconds).
+    pub begin: Option<i64>,
+    pub end: Option<i64>,
+    /// Records per page (at least 1).
+    pub limit: u32,
+}
+
+impl Default for PageRequest {
+    fn default() -> Self {
+        Self { sort: Sort::default(), order: Order::default(), after: None, begin: None, end: None, limit: 50 }
+    }
+}
+
+/// A page of records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    /// The position to continue from when more records remain.
+    pub next: Option<Position>,
+    /// Records matching the filters and time range (regardless of the position).
+    pub total: i64,
+}
+
+/// A bound value of a dynamically built statement.
+#[derive(Debug, Clone)]
+pub(crate) enum Arg {
+    Int(i64),
+    Text(String),
+}
+
+/// A `WHERE` clause built piece by piece, numbering its placeholders.
+#[derive(Debug, Default)]
+pub(crate) struct Conditions {
+    parts: Vec<String>,
+    args: Vec<Arg>,
+}
+
+impl Conditions {
+    /// The placeholder of a new argument.
+    pub(crate) fn arg(&mut self, value: Arg) -> String {
+        self.args.push(value);
+        format!("${}", self.args.len())
+    }
+
+    pub(crate) fn push(&mut self, condition: String) {
+        self.parts.push(condition);
+    }
+
+    pub(crate) fn sql(&self) -> String {
+        if self.parts.is_empty() { String::new() } else { format!(" WHERE {}", self.parts.join(" AND ")) }
+    }
+
+    pub(crate) fn bind<'q>(
+        &self,
+        mut query: Query<'q, sqlx::Any, AnyArguments<'q>>,
+    ) -> Query<'q, sqlx::Any, AnyArguments<'q>> {
+        for a in &self.args {
+            query = match a {
+                Arg::Int(v) => query.bind(*v),
+                Arg::Text(v) => query.bind(v.clone()),
+            };
+        }
+        query
+    }
+
+    /// The time range of `page` on its sort column.
+    pub(crate) fn time_range(&mut self, page: &PageRequest) {
+        let column = page.sort.column();
+        if let Some(begin) = page.begin {
+            let p = self.arg(Arg::Int(begin));
+            self.push(format!("{column} >= {p}"));
+        }
+        if let Some(end) = page.end {
+            let p = self.arg(Arg::Int(end));
+            self.push(format!("{column} <= {p}"));
+        }
+    }
+
+    /// Records strictly after `page.after` in the page's order.
+    pub(crate) fn after(&mut self, page: &PageRequest) {
+        let Some(after) = page.after else { return };
+        let column = page.sort.column();
+        let cmp = match page.order {
+            Order::Asc => ">",
+            Order::Desc => "<",
+        };
+        let v1 = self.arg(Arg::Int(after.value));
+        let v2 = self.arg(Arg::Int(after.value));
+        let id = self.arg(Arg::Int(after.id));
+        self.push(format!("({column} {cmp} {v1} OR ({column} = {v2} AND id {cmp} {id}))"));
+    }
+}
+
+/// `ORDER BY … LIMIT …` of a page (one row more than the page, to learn whether more remain).
+pub(crate) fn order_and_limit(page: &PageRequest) -> String {
+    let column = page.sort.column();
+    let dir = match page.order {
+        Order::Asc => "ASC",
+        Order::Desc => "DESC",
+    };
+    format!(" ORDER BY {column} {dir}, id {dir} LIMIT {}", u64::from(page.limit.max(1)) + 1)
+}
+
+/// Cuts the extra row of [`order_and_limit`] and finds the next position.
+pub(crate) fn into_page<T>(
+    mut items: Vec<T>,
+    page: &PageRequest,
+    total: i64,
+    position: impl Fn(&T) -> Position,
+) -> Page<T> {
+    let limit = page.limit.max(1) as usize;
+    let next = if items.len() > limit {
+        items.truncate(limit);
+        items.last().map(position)
+    } else {
+        None
+    };
+    Page { items, next, total }
+}
