@@ -310,3 +310,64 @@ fn internal_errors_do_not_leak() {
         assert!(!lower.contains(secret), "{secret} leaked: {}", r.body);
     }
 }
+
+fn conditional_gets_and_canonical_names(db: &str) {
+    let s = start_with(db, Options { clock: Some(T0), ..Options::default() });
+    let body = "<account><account_code>etag-1</account_code><email>a@example.com</email></account>";
+    let r = authed(&s, "POST", "/v2/accounts", &xml_at("2.11"), body);
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert!(r.has_exact_header("Location"), "{}", r.head);
+    assert_eq!(r.header("Location"), Some(format!("http://{}/v2/accounts/etag-1", s.addr)));
+
+    // A GET carries a strong ETag; sending it back gives 304 without a body.
+    let r = authed(&s, "GET", "/v2/accounts/etag-1", &[("X-Api-Version", "2.11")], "");
+    assert_eq!(r.status, 200);
+    assert!(r.has_exact_header("ETag"), "{}", r.head);
+    let tag = r.header("ETag").expect("etag");
+    assert!(tag.starts_with('"') && tag.ends_with('"') && tag.len() == 34, "{tag}");
+    let r304 = authed(&s, "GET", "/v2/accounts/etag-1", &[("X-Api-Version", "2.11"), ("If-None-Match", &tag)], "");
+    assert_eq!(r304.status, 304, "{}", r304.head);
+    assert_eq!(r304.body, "");
+    assert_eq!(r304.header("ETag").as_deref(), Some(tag.as_str()));
+    assert!(r304.has_exact_header("X-RateLimit-Remaining"), "{}", r304.head);
+    // The tag belongs to the version's body: another version, another tag.
+    let other = authed(&s, "GET", "/v2/accounts/etag-1", &[("X-Api-Version", "2.10"), ("If-None-Match", &tag)], "");
+    assert_eq!(other.status, 200);
+    assert_ne!(other.header("ETag"), Some(tag.clone()));
+    // A change makes the old tag stale.
+    s.set_clock(T0 + 5);
+    let put = "<account><first_name>Grace</first_name></account>";
+    assert_eq!(authed(&s, "PUT", "/v2/accounts/etag-1", &xml_at("2.11"), put).status, 200);
+    let r = authed(&s, "GET", "/v2/accounts/etag-1", &[("X-Api-Version", "2.11"), ("If-None-Match", &tag)], "");
+    assert_eq!(r.status, 200);
+    assert!(r.body.contains("<first_name>Grace</first_name>"), "{}", r.body);
+
+    // Lists: Link and X-Records as clients spell them, on GET and on HEAD; ETag on the page.
+    authed(&s, "POST", "/v2/accounts", &xml_at("2.11"), "<account><account_code>etag-2</account_code></account>");
+    let r = authed(&s, "GET", "/v2/accounts?per_page=1", &[("X-Api-Version", "2.11")], "");
+    for name in ["Link", "X-Records", "ETag", "X-RateLimit-Limit", "X-Api-Version", "Content-Type"] {
+        assert!(r.has_exact_header(name), "{name} in\n{}", r.head);
+    }
+    let tag = r.header("ETag").expect("etag");
+    let r304 = authed(&s, "GET", "/v2/accounts?per_page=1", &[("X-Api-Version", "2.11"), ("If-None-Match", &tag)], "");
+    assert_eq!(r304.status, 304);
+    let head = authed(&s, "HEAD", "/v2/accounts", &[("X-Api-Version", "2.6")], "");
+    assert_eq!(head.status, 200);
+    assert!(head.head.contains("\r\nX-Records: 2"), "{}", head.head);
+    assert_eq!(head.body, "");
+
+    // An absolute-form target is routed by its path; hrefs use the host the client called.
+    let absolute = format!(
+        "GET http://{0}/v2/accounts/etag-1 HTTP/1.1\r\nHost: {0}\r\nConnection: close\r\nAuthorization: Basic {1}\r\nAccept: application/xml\r\nX-Api-Version: 2.11\r\n\r\n",
+        s.addr,
+        basic(&s.key)
+    );
+    let r = raw(&s.addr, &absolute);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.body.contains(&format!("<account href=\"http://{}/v2/accounts/etag-1\">", s.addr)), "{}", r.body);
+}
+
+#[test]
+fn conditional_gets_lists_and_header_names() {
+    on_both_backends("etag", conditional_gets_and_canonical_names);
+}

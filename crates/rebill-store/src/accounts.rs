@@ -249,7 +249,7 @@ impl Store {
             sqlx::query(&format!("SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE site_id = $1 AND account_code = $2"))
                 .bind(site_id)
                 .bind(account_code)
-                .fetch_optional(&self.pool)
+                .fetch_optional(&self.reads)
                 .await?;
         row.as_ref().map(account_from_row).transpose()
     }
@@ -339,10 +339,10 @@ impl Store {
         }
         conditions.time_range(page);
         let count_sql = format!("SELECT COUNT(*) AS n FROM accounts{}", conditions.sql());
-        let total: i64 = conditions.bind(sqlx::query(&count_sql)).fetch_one(&self.pool).await?.try_get("n")?;
+        let total: i64 = conditions.bind(sqlx::query(&count_sql)).fetch_one(&self.reads).await?.try_get("n")?;
         conditions.after(page);
         let sql = format!("SELECT {ACCOUNT_COLUMNS} FROM accounts{}{}", conditions.sql(), order_and_limit(page));
-        let rows = conditions.bind(sqlx::query(&sql)).fetch_all(&self.pool).await?;
+        let rows = conditions.bind(sqlx::query(&sql)).fetch_all(&self.reads).await?;
         let items = rows.iter().map(account_from_row).collect::<Result<Vec<_>, _>>()?;
         Ok(into_page(items, page, total, |a| a.position(page.sort)))
     }

@@ -194,7 +194,11 @@ pub struct Alert {
 /// The storage layer.
 #[derive(Debug, Clone)]
 pub struct Store {
+    /// Every write, and reads that belong to a write (SQLite: the one writer connection).
     pool: AnyPool,
+    /// Reads that stand alone (SQLite: several read-only connections beside the writer, which
+    /// WAL allows; PostgreSQL: the same pool).
+    reads: AnyPool,
     backend: Backend,
 }
 
@@ -272,16 +276,41 @@ impl Store {
         } else {
             return Err(StoreError::UnsupportedUrl(url.to_owned()));
         };
-        let max = if backend == Backend::Sqlite { 1 } else { 8 };
-        let pool = AnyPoolOptions::new().max_connections(max).connect(&url).await?;
-        match backend {
-            Backend::Sqlite => {
-                sqlx::query("PRAGMA journal_mode = WAL").execute(&pool).await?;
-                sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
-            }
-            Backend::Postgres => sqlx::migrate!("./migrations/postgres").run(&pool).await?,
+        let max = if backend == Backend::Sqlite { 1 } else { 16 };
+        let mut options = AnyPoolOptions::new().max_connections(max);
+        if backend == Backend::Sqlite {
+            // WAL with synchronous=NORMAL: a commit survives a crash of the process (the WAL is
+            // written before the commit returns); only an operating-system crash or power loss
+            // can lose the last commits. The WAL is synced at checkpoints.
+            options = options.after_connect(|conn, _| {
+                Box::pin(async move {
+                    sqlx::Executor::execute(&mut *conn, "PRAGMA journal_mode = WAL").await?;
+                    sqlx::Executor::execute(&mut *conn, "PRAGMA synchronous = NORMAL").await?;
+                    Ok(())
+                })
+            });
         }
-        Ok(Self { pool, backend })
+        let pool = options.connect(&url).await?;
+        let reads = match backend {
+            Backend::Sqlite => {
+                sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
+                AnyPoolOptions::new()
+                    .max_connections(4)
+                    .after_connect(|conn, _| {
+                        Box::pin(async move {
+                            sqlx::Executor::execute(&mut *conn, "PRAGMA query_only = ON").await?;
+                            Ok(())
+                        })
+                    })
+                    .connect(&url)
+                    .await?
+            }
+            Backend::Postgres => {
+                sqlx::migrate!("./migrations/postgres").run(&pool).await?;
+                pool.clone()
+            }
+        };
+        Ok(Self { pool, reads, backend })
     }
 
     pub fn backend(&self) -> Backend {
@@ -464,24 +493,33 @@ impl Store {
     /// The site and key a private key belongs to, if it is valid at `now`.
     pub async fn authenticate(&self, private_key: &str, now: i64) -> Result<Option<(Site, ApiKey)>, StoreError> {
         let hash = hash_key(private_key);
-        let row = sqlx::query(&format!("SELECT {KEY_COLUMNS}, key_hash FROM api_keys WHERE key_hash = $1"))
-            .bind(&hash)
-            .fetch_optional(&self.pool)
-            .await?;
+        // One round trip: the key and its site.
+        let row = sqlx::query(
+            "SELECT k.id AS key_id, k.site_id, k.key_hint, k.read_only, k.created_at AS key_created_at, \
+             k.expires_at, k.key_hash, s.id, s.name, s.mode, s.plan, s.credit_memos, s.good_standing, s.contact, \
+             s.public_key, s.created_at, s.rate_limit_per_minute \
+             FROM api_keys k JOIN sites s ON s.id = k.site_id WHERE k.key_hash = $1",
+        )
+        .bind(&hash)
+        .fetch_optional(&self.reads)
+        .await?;
         let Some(row) = row else { return Ok(None) };
         let stored: String = row.try_get("key_hash")?;
         if !keys::same(&stored, &hash) {
             return Ok(None);
         }
-        let key = key_from_row(&row)?;
+        let key = ApiKey {
+            id: row.try_get("key_id")?,
+            site_id: row.try_get("site_id")?,
+            hint: row.try_get("key_hint")?,
+            read_only: get_flag(&row, "read_only")?,
+            created_at: row.try_get("key_created_at")?,
+            expires_at: row.try_get("expires_at")?,
+        };
         if !key.active_at(now) {
             return Ok(None);
         }
-        let site = sqlx::query(&format!("SELECT {SITE_COLUMNS} FROM sites WHERE id = $1"))
-            .bind(key.site_id)
-            .fetch_one(&self.pool)
-            .await?;
-        Ok(Some((site_from_row(&site)?, key)))
+        Ok(Some((site_from_row(&row)?, key)))
     }
 
     /// Gives the site a new public key (the old one stops working at once).
