@@ -6,7 +6,7 @@ use axum::response::Response;
 use rebill_models::Endpoint;
 use rebill_models::api::EndpointId;
 
-use crate::{AppState, RequestContext, accounts};
+use crate::{AppState, RequestContext, accounts, billing_info, plans};
 
 /// One routed request.
 #[derive(Debug, Clone)]
@@ -30,6 +30,8 @@ pub(crate) async fn handle(state: &AppState, call: Call, request: Request) -> Op
         EndpointId::UpdateAccount => accounts::update(state, &call, request).await,
         EndpointId::CloseAccount => accounts::close(state, &call).await,
         EndpointId::ReopenAccount => accounts::reopen(state, &call).await,
+        id if billing_info::handles(id) => billing_info::handle(state, &call, request).await,
+        id if plans::handles(id) => plans::handle(state, &call, request).await,
         _ => return None,
     })
 }

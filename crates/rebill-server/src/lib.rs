@@ -7,11 +7,14 @@
 //! [`wire`] serves HTTP/1.1 with canonical header names.
 
 mod accounts;
+mod billing_info;
 mod dispatch;
 mod handlers;
 pub mod layers;
 mod lists;
+mod plans;
 pub mod respond;
+mod tokens;
 pub mod wire;
 
 use std::sync::Arc;
@@ -155,8 +158,18 @@ pub struct RequestContext {
     pub wire: WireContext,
 }
 
-/// The service's router: the protocol layers around the dispatch over the endpoint table.
+/// The service's router: the client-side library's endpoints under `/js/v1`, and every other
+/// path through the API's protocol layers to the dispatch over the endpoint table.
 pub fn router(state: AppState) -> Router {
+    Router::new()
+        .nest("/js/v1", tokens::routes())
+        .fallback_service(api_router(state.clone()))
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(layers::panic_response))
+        .with_state(state)
+}
+
+/// The API (`/v2/…`): the protocol layers around the dispatch over the endpoint table.
+fn api_router(state: AppState) -> Router {
     Router::new()
         .fallback(dispatch::dispatch)
         .layer(from_fn(layers::etag))
@@ -168,7 +181,6 @@ pub fn router(state: AppState) -> Router {
         .layer(from_fn_with_state(state.clone(), layers::api_version))
         .layer(from_fn(layers::accept))
         .layer(from_fn_with_state(state.clone(), layers::body_limit))
-        .layer(tower_http::catch_panic::CatchPanicLayer::custom(layers::panic_response))
         .with_state(state)
 }
 
