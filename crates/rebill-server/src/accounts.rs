@@ -234,8 +234,7 @@ pub(crate) async fn create(state: &AppState, call: &Call, request: Request) -> R
     if code.trim().is_empty() {
         return field_error(ctx, "account.account_code", "blank", "can't be blank");
     }
-    let created = match state.store.create_account(call.ctx.site.id, &code, &fields(&account), state.clock.now()).await
-    {
+    let created = match state.store.create_account(call.ctx.site.id, &code, &fields(&account), call.ctx.now).await {
         Ok(a) => a,
         Err(StoreError::DuplicateAccount(_)) => {
             return field_error(ctx, "account.account_code", "taken", "has already been taken");
@@ -276,7 +275,7 @@ pub(crate) async fn update(state: &AppState, call: &Call, request: Request) -> R
     if account.account_code.as_ref().is_some_and(|c| c != code) {
         return field_error(ctx, "account.account_code", "invalid", "can't be changed");
     }
-    match state.store.update_account(call.ctx.site.id, code, &fields(&account), state.clock.now()).await {
+    match state.store.update_account(call.ctx.site.id, code, &fields(&account), call.ctx.now).await {
         Ok(Some(a)) => respond_account(state, &a, StatusCode::OK, ctx).await,
         Ok(None) => not_found(code),
         Err(e) => respond::internal(&e),
@@ -286,7 +285,7 @@ pub(crate) async fn update(state: &AppState, call: &Call, request: Request) -> R
 /// `DELETE /v2/accounts/{account_code}`: 204.
 pub(crate) async fn close(state: &AppState, call: &Call) -> Response {
     let code = &call.params[0];
-    match state.store.close_account(call.ctx.site.id, code, state.clock.now()).await {
+    match state.store.close_account(call.ctx.site.id, code, call.ctx.now).await {
         Ok(Some(_)) => StatusCode::NO_CONTENT.into_response(),
         Ok(None) => not_found(code),
         Err(e) => respond::internal(&e),
@@ -296,7 +295,7 @@ pub(crate) async fn close(state: &AppState, call: &Call) -> Response {
 /// `PUT /v2/accounts/{account_code}/reopen`.
 pub(crate) async fn reopen(state: &AppState, call: &Call) -> Response {
     let code = &call.params[0];
-    match state.store.reopen_account(call.ctx.site.id, code, state.clock.now()).await {
+    match state.store.reopen_account(call.ctx.site.id, code, call.ctx.now).await {
         Ok(Some(a)) => respond_account(state, &a, StatusCode::OK, &call.ctx.wire).await,
         Ok(None) => not_found(code),
         Err(e) => respond::internal(&e),

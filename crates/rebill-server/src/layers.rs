@@ -112,7 +112,7 @@ pub(crate) async fn api_version(State(state): State<AppState>, mut request: Requ
     response
 }
 
-fn unauthorized() -> Response {
+pub(crate) fn unauthorized() -> Response {
     (
         StatusCode::UNAUTHORIZED,
         [(header::CONTENT_TYPE, "text/html; charset=utf-8"), (header::WWW_AUTHENTICATE, "Basic realm=\"rebill\"")],
@@ -122,7 +122,7 @@ fn unauthorized() -> Response {
 }
 
 /// The private key of an `Authorization: Basic` header (user name = key, empty password).
-fn basic_key(headers: &HeaderMap) -> Option<String> {
+pub(crate) fn basic_key(headers: &HeaderMap) -> Option<String> {
     let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, encoded) = value.split_once(' ')?;
     if !scheme.eq_ignore_ascii_case("basic") {
@@ -159,7 +159,8 @@ pub(crate) async fn authenticate(State(state): State<AppState>, mut request: Req
     let features =
         if site.credit_memos { Features::none().with("credit_memos").unwrap_or_default() } else { Features::none() };
     let wire = WireContext::new(version, features, &base_url(&request));
-    request.extensions_mut().insert(RequestContext { version, site, key: api_key, wire });
+    let now = site.now(state.clock.now());
+    request.extensions_mut().insert(RequestContext { version, site, key: api_key, wire, now });
     next.run(request).await
 }
 

@@ -14,6 +14,8 @@ pub mod layers;
 mod lists;
 mod plans;
 pub mod respond;
+mod sandbox;
+pub mod scheduler;
 mod tokens;
 pub mod wire;
 
@@ -156,6 +158,9 @@ pub struct RequestContext {
     pub site: Site,
     pub key: ApiKey,
     pub wire: WireContext,
+    /// "Now" on the site's clock (epoch seconds): the service's clock, moved on for a sandbox
+    /// site whose clock was advanced. Every business time of the request uses it.
+    pub now: i64,
 }
 
 /// The service's router: the client-side library's endpoints under `/js/v1`, and every other
@@ -163,6 +168,7 @@ pub struct RequestContext {
 pub fn router(state: AppState) -> Router {
     Router::new()
         .nest("/js/v1", tokens::routes())
+        .route("/sandbox/clock", axum::routing::post(sandbox::clock))
         .fallback_service(api_router(state.clone()))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(layers::panic_response))
         .with_state(state)
@@ -186,5 +192,8 @@ fn api_router(state: AppState) -> Router {
 
 /// Serves on `listener` until the process ends.
 pub async fn serve(listener: tokio::net::TcpListener, state: AppState) -> std::io::Result<()> {
-    wire::serve(listener, router(state)).await
+    let scheduler = tokio::spawn(scheduler::run(state.clone()));
+    let served = wire::serve(listener, router(state)).await;
+    scheduler.abort();
+    served
 }

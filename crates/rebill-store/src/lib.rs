@@ -6,6 +6,7 @@
 //! Times are UTC epoch seconds, passed in by the caller so that tests can move the clock.
 
 pub mod accounts;
+pub mod jobs;
 mod keys;
 pub mod list;
 pub mod outbox;
@@ -115,6 +116,15 @@ pub struct Site {
     pub created_at: i64,
     /// Requests per minute set by the operator instead of the mode's default.
     pub rate_limit_per_minute: Option<i64>,
+    /// Seconds the site's clock runs ahead of the service's (sandbox clock control).
+    pub clock_offset: i64,
+}
+
+impl Site {
+    /// The site's "now" for the service's `now`: sandbox sites may have moved their clock on.
+    pub fn now(&self, service_now: i64) -> i64 {
+        service_now + self.clock_offset
+    }
 }
 
 impl Site {
@@ -202,8 +212,7 @@ pub struct Store {
     backend: Backend,
 }
 
-const SITE_COLUMNS: &str =
-    "id, name, mode, plan, credit_memos, good_standing, contact, public_key, created_at, rate_limit_per_minute";
+const SITE_COLUMNS: &str = "id, name, mode, plan, credit_memos, good_standing, contact, public_key, created_at, rate_limit_per_minute, clock_offset";
 const KEY_COLUMNS: &str = "id, site_id, key_hint, read_only, created_at, expires_at";
 
 /// Booleans are stored as 0/1 integers (one column type for both backends through `Any`).
@@ -227,6 +236,7 @@ fn site_from_row(row: &sqlx::any::AnyRow) -> Result<Site, StoreError> {
         public_key: row.try_get("public_key")?,
         created_at: row.try_get("created_at")?,
         rate_limit_per_minute: row.try_get("rate_limit_per_minute")?,
+        clock_offset: row.try_get("clock_offset")?,
     })
 }
 
@@ -497,7 +507,7 @@ impl Store {
         let row = sqlx::query(
             "SELECT k.id AS key_id, k.site_id, k.key_hint, k.read_only, k.created_at AS key_created_at, \
              k.expires_at, k.key_hash, s.id, s.name, s.mode, s.plan, s.credit_memos, s.good_standing, s.contact, \
-             s.public_key, s.created_at, s.rate_limit_per_minute \
+             s.public_key, s.created_at, s.rate_limit_per_minute, s.clock_offset \
              FROM api_keys k JOIN sites s ON s.id = k.site_id WHERE k.key_hash = $1",
         )
         .bind(&hash)

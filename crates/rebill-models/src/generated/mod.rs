@@ -8,6 +8,7 @@ pub mod address;
 pub mod adjustment;
 pub mod avs_result;
 pub mod billing_info;
+pub mod clock;
 pub mod coupon;
 pub mod credit_payment;
 pub mod cvv_result;
@@ -45,6 +46,7 @@ pub use address::*;
 pub use adjustment::*;
 pub use avs_result::*;
 pub use billing_info::*;
+pub use clock::*;
 pub use coupon::*;
 pub use credit_payment::*;
 pub use cvv_result::*;
@@ -118,6 +120,12 @@ pub const RESOURCES: &[ResourceInfo] = &[
         name: "billing_info",
         root: "billing_info",
         rust_name: "BillingInfo",
+        request_only: false,
+    },
+    ResourceInfo {
+        name: "clock",
+        root: "clock",
+        rust_name: "Clock",
         request_only: false,
     },
     ResourceInfo {
@@ -310,6 +318,7 @@ pub fn visit_resources<V: ResourceVisitor>(visitor: &mut V) {
     visitor.visit::<Adjustment>("adjustment");
     visitor.visit::<AvsResult>("avs_result");
     visitor.visit::<BillingInfo>("billing_info");
+    visitor.visit::<Clock>("clock");
     visitor.visit::<Coupon>("coupon");
     visitor.visit::<CreditPayment>("credit_payment");
     visitor.visit::<CvvResult>("cvv_result");
@@ -379,6 +388,10 @@ pub fn transcode(
                 }
                 "billing_info" => {
                     let value: BillingInfo = rebill_xml::from_xml(input, from, mode)?;
+                    rebill_xml::to_xml(&value, to, mode)
+                }
+                "clock" => {
+                    let value: Clock = rebill_xml::from_xml(input, from, mode)?;
                     rebill_xml::to_xml(&value, to, mode)
                 }
                 "coupon" => {

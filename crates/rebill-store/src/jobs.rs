@@ -1,0 +1,267 @@
+//! The schedule of due work: renewals, trial ends, pause starts and ends, expirations, dunning
+//! retries. Each job is a row (`kind`, `subject`, `due_at`), inserted idempotently, claimed with
+//! a lease by whichever service process gets to it first (`FOR UPDATE SKIP LOCKED` on
+//! PostgreSQL; SQLite has a single writer), and marked done or failed with a retry time. A job
+//! whose process dies comes back when its lease ends; the work it does must therefore be
+//! idempotent (the invoice engine recomputes and bills only differences).
+//!
+//! A job is due when `due_at` has passed on its site's clock (sandbox sites can move their clock
+//! on; see [`crate::Site::clock_offset`]).
+
+use sqlx::Row;
+
+use crate::{Backend, Site, Store, StoreError, keys};
+
+/// One scheduled piece of work.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    pub id: i64,
+    pub site_id: i64,
+    /// What to do, e.g. `renewal`, `trial_end`, `pause_start`, `expiration`, `dunning`.
+    pub kind: String,
+    /// What it is about, e.g. a subscription's uuid.
+    pub subject: String,
+    /// Epoch seconds on the site's clock.
+    pub due_at: i64,
+    pub attempts: i64,
+    pub last_error: Option<String>,
+    /// The claim of the process working on it (matches only the latest claim).
+    pub claim_token: Option<String>,
+}
+
+const JOB_COLUMNS: &str = "id, site_id, kind, subject, due_at, attempts, last_error, claim_token";
+
+fn job_from_row(row: &sqlx::any::AnyRow) -> Result<Job, StoreError> {
+    Ok(Job {
+        id: row.try_get("id")?,
+        site_id: row.try_get("site_id")?,
+        kind: row.try_get("kind")?,
+        subject: row.try_get("subject")?,
+        due_at: row.try_get("due_at")?,
+        attempts: row.try_get("attempts")?,
+        last_error: row.try_get("last_error")?,
+        claim_token: row.try_get("claim_token")?,
+    })
+}
+
+impl Store {
+    /// Schedules `kind` for `subject` at `due_at` (site clock). Scheduling the same job twice
+    /// keeps one row.
+    pub async fn schedule_job(&self, site_id: i64, kind: &str, subject: &str, due_at: i64) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO jobs (site_id, kind, subject, due_at) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (kind, subject, due_at) DO NOTHING",
+        )
+        .bind(site_id)
+        .bind(kind)
+        .bind(subject)
+        .bind(due_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Drops every pending job of `kind` for `subject` (e.g. a renewal after a cancellation).
+    pub async fn cancel_jobs(&self, kind: &str, subject: &str) -> Result<u64, StoreError> {
+        Ok(sqlx::query("DELETE FROM jobs WHERE kind = $1 AND subject = $2 AND done_at IS NULL")
+            .bind(kind)
+            .bind(subject)
+            .execute(&self.pool)
+            .await?
+            .rows_affected())
+    }
+
+    /// Pending jobs of a subject, earliest first.
+    pub async fn pending_jobs(&self, subject: &str) -> Result<Vec<Job>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE subject = $1 AND done_at IS NULL ORDER BY due_at, id"
+        ))
+        .bind(subject)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(job_from_row).collect()
+    }
+
+    /// Claims up to `limit` due jobs, earliest first, for `lease` seconds. A job is due when its
+    /// `due_at` has passed on its site's clock (`service_now` plus the site's clock offset). With
+    /// `site`, only that site's jobs are claimed.
+    pub async fn claim_due_jobs(
+        &self,
+        site: Option<&Site>,
+        service_now: i64,
+        lease: i64,
+        limit: i64,
+    ) -> Result<Vec<Job>, StoreError> {
+        let token = keys::generate_private_key();
+        let lock = if self.backend == Backend::Postgres { " FOR UPDATE OF j SKIP LOCKED" } else { "" };
+        let site_filter = if site.is_some() { " AND j.site_id = $5" } else { "" };
+        let sql = format!(
+            "UPDATE jobs SET claim_token = $1, claimed_until = $2, attempts = attempts + 1 \
+             WHERE id IN (SELECT j.id FROM jobs j JOIN sites s ON s.id = j.site_id \
+               WHERE j.done_at IS NULL AND j.due_at <= $3 + s.clock_offset \
+               AND (j.claimed_until IS NULL OR j.claimed_until <= $3){site_filter} \
+               ORDER BY j.due_at, j.id LIMIT $4{lock}) \
+             RETURNING {JOB_COLUMNS}"
+        );
+        let mut query = sqlx::query(&sql).bind(token).bind(service_now + lease).bind(service_now).bind(limit);
+        if let Some(site) = site {
+            query = query.bind(site.id);
+        }
+        let rows = query.fetch_all(&self.pool).await?;
+        let mut jobs = rows.iter().map(job_from_row).collect::<Result<Vec<_>, _>>()?;
+        jobs.sort_by_key(|j| (j.due_at, j.id));
+        Ok(jobs)
+    }
+
+    /// Marks a claimed job done (only while the claim is still the job's latest).
+    pub async fn complete_job(&self, job: &Job, service_now: i64) -> Result<bool, StoreError> {
+        Ok(sqlx::query(
+            "UPDATE jobs SET done_at = $1, claimed_until = NULL, last_error = NULL WHERE id = $2 AND claim_token = $3",
+        )
+        .bind(service_now)
+        .bind(job.id)
+        .bind(job.claim_token.clone())
+        .execute(&self.pool)
+        .await?
+        .rows_affected()
+            == 1)
+    }
+
+    /// Records a failed attempt; the job becomes claimable again at `retry_at` (service clock).
+    pub async fn fail_job(&self, job: &Job, error: &str, retry_at: i64) -> Result<(), StoreError> {
+        let error: String = error.chars().take(500).collect();
+        sqlx::query(
+            "UPDATE jobs SET last_error = $1, claimed_until = $2 WHERE id = $3 AND claim_token = $4 AND done_at IS NULL",
+        )
+        .bind(error)
+        .bind(retry_at)
+        .bind(job.id)
+        .bind(job.claim_token.clone())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Sets a sandbox site's clock so that its "now" is `site_now` at service time
+    /// `service_now`; a clock never goes back.
+    pub async fn set_site_clock(&self, site: &Site, site_now: i64, service_now: i64) -> Result<Site, StoreError> {
+        if site.mode != crate::Mode::Sandbox {
+            return Err(StoreError::Invalid(format!("site {} is not a sandbox site", site.name)));
+        }
+        if site_now < site.now(service_now) {
+            return Err(StoreError::Invalid("a site's clock only moves forward".into()));
+        }
+        sqlx::query("UPDATE sites SET clock_offset = $1 WHERE id = $2 AND clock_offset <= $1")
+            .bind(site_now - service_now)
+            .bind(site.id)
+            .execute(&self.pool)
+            .await?;
+        self.site(&site.name).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{fresh_postgres_url, fresh_sqlite_url};
+    use crate::{Mode, NewSite, Plan};
+
+    const NOW: i64 = 1_800_000_000;
+
+    async fn both() -> Vec<Store> {
+        vec![
+            Store::connect(&fresh_sqlite_url("jobs")).await.expect("sqlite"),
+            Store::connect(&fresh_postgres_url("jobs").await).await.expect("postgres"),
+        ]
+    }
+
+    async fn site(store: &Store, name: &str) -> Site {
+        let new =
+            NewSite { name: name.into(), mode: Mode::Sandbox, plan: Plan::Core, credit_memos: false, contact: None };
+        store.create_site(&new, NOW).await.expect("site").0
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn jobs_are_claimed_once_when_due_on_the_site_clock() {
+        for store in both().await {
+            let a = site(&store, "a").await;
+            let b = site(&store, "b").await;
+            store.schedule_job(a.id, "renewal", "sub-1", NOW + 100).await.expect("schedule");
+            store.schedule_job(a.id, "renewal", "sub-1", NOW + 100).await.expect("idempotent");
+            store.schedule_job(b.id, "renewal", "sub-2", NOW + 100).await.expect("schedule");
+            assert!(store.claim_due_jobs(None, NOW + 99, 60, 10).await.expect("claim").is_empty());
+            // Site a moves its clock on: only its job is due.
+            let a = store.set_site_clock(&a, NOW + 150, NOW).await.expect("clock");
+            assert_eq!(a.now(NOW), NOW + 150);
+            let claimed = store.claim_due_jobs(None, NOW, 60, 10).await.expect("claim");
+            assert_eq!(claimed.iter().map(|j| j.subject.as_str()).collect::<Vec<_>>(), ["sub-1"]);
+            // Claimed: nobody else gets it during the lease; afterwards it comes back.
+            assert!(store.claim_due_jobs(None, NOW + 30, 60, 10).await.expect("claim").is_empty());
+            let again = store.claim_due_jobs(None, NOW + 61, 60, 10).await.expect("claim");
+            assert_eq!(again.len(), 1);
+            assert_eq!(again[0].attempts, 2);
+            // The old claim can no longer complete it; the new one can.
+            assert!(!store.complete_job(&claimed[0], NOW + 62).await.expect("complete"));
+            assert!(store.complete_job(&again[0], NOW + 62).await.expect("complete"));
+            assert!(
+                store
+                    .claim_due_jobs(None, NOW + 1000, 60, 10)
+                    .await
+                    .expect("claim")
+                    .iter()
+                    .all(|j| j.subject == "sub-2")
+            );
+            // The clock never goes back; production sites have none to move.
+            assert!(store.set_site_clock(&a, NOW, NOW).await.is_err());
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn failed_jobs_retry_later_and_cancelled_jobs_vanish() {
+        for store in both().await {
+            let a = site(&store, "a").await;
+            store.schedule_job(a.id, "dunning", "inv-1", NOW).await.expect("schedule");
+            store.schedule_job(a.id, "renewal", "sub-9", NOW + 10).await.expect("schedule");
+            let job = store.claim_due_jobs(Some(&a), NOW, 60, 1).await.expect("claim").remove(0);
+            store.fail_job(&job, "gateway timeout", NOW + 3600).await.expect("fail");
+            assert!(store.claim_due_jobs(Some(&a), NOW + 5, 60, 10).await.expect("claim").is_empty());
+            assert_eq!(store.cancel_jobs("renewal", "sub-9").await.expect("cancel"), 1);
+            let retried = store.claim_due_jobs(Some(&a), NOW + 3600, 60, 10).await.expect("claim");
+            assert_eq!(retried.len(), 1);
+            assert_eq!(retried[0].last_error.as_deref(), Some("gateway timeout"));
+            assert!(store.pending_jobs("sub-9").await.expect("pending").is_empty());
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn concurrent_claimers_never_share_a_job() {
+        let url = fresh_postgres_url("jobs_race").await;
+        let store = Store::connect(&url).await.expect("postgres");
+        let a = site(&store, "a").await;
+        for i in 0..60 {
+            store.schedule_job(a.id, "renewal", &format!("sub-{i}"), NOW).await.expect("schedule");
+        }
+        let mut tasks = Vec::new();
+        for _ in 0..6 {
+            let other = Store::connect(&url).await.expect("postgres");
+            tasks.push(tokio::spawn(async move {
+                let mut got = Vec::new();
+                loop {
+                    let jobs = other.claim_due_jobs(None, NOW, 60, 4).await.expect("claim");
+                    if jobs.is_empty() {
+                        break got;
+                    }
+                    got.extend(jobs.into_iter().map(|j| j.id));
+                }
+            }));
+        }
+        let mut all = Vec::new();
+        for t in tasks {
+            all.extend(t.await.expect("task"));
+        }
+        all.sort_unstable();
+        let before = all.len();
+        all.dedup();
+        assert_eq!((before, all.len()), (60, 60));
+    }
+}
