@@ -1,1 +1,567 @@
-//! See the crate documentation.
+//! Payment gateways: the [`Gateway`] trait (object-safe, so the service holds an
+//! `Arc<dyn Gateway>` and a real gateway can be plugged in) and [`SandboxGateway`], the test
+//! gateway of sandbox sites, whose outcome is chosen by the card or bank account number.
+//!
+//! Sandbox outcomes (purchases and verifications alike):
+//!
+//! | Number | Outcome |
+//! |---|---|
+//! | 4111111111111111 and any other valid number not below | approved |
+//! | 4222222222222220 | approved, flagged for fraud review (`approved_fraud_review`) |
+//! | 4000000000002024 | approved; a refund of it is declined (`transaction_cannot_be_refunded`) |
+//! | 4000000000000002 | `declined` |
+//! | 4000000000000010 / 0028 / 0036 | `fraud_address` (AVS `N` street and postal / `Z` street / `A` postal) |
+//! | 4000000000000044 | `fraud_advanced_verification` |
+//! | 4000000000000051 | `declined_card_number` |
+//! | 4000000000000069 | `expired_card` |
+//! | 4000000000000077 | `insufficient_funds` |
+//! | 4000000000000085 | `fraud_gateway` |
+//! | 4000000000000093 | `fraud_ip_address` |
+//! | 4000000000001190 | `fraud_risk_check` |
+//! | 4000000000000101 | `fraud_security_code` (CVV `N`) |
+//! | 4000000000000119 | `call_issuer` |
+//! | 4000000000000200 | `invalid_data` |
+//! | 4000000000000226 | `declined_expiration_date` |
+//! | 4000000000000309 | `gateway_timeout` |
+//! | 4000000000000317 | `duplicate_transaction` |
+//! | 4000000000000325 | `card_type_not_accepted` |
+//! | 4000000000000341 | `declined_saveable` (declined, but the card may be stored) |
+//! | 4000000000003220, 4000000000003063 | `three_d_secure_action_required` (challenge, device fingerprint) |
+//! | 4000008400001629 | approved when the customer is present; `three_d_secure_action_required` on recurring charges |
+//! | a number failing the Luhn check (e.g. 4222222222222222) | `invalid_card_number` |
+//!
+//! ACH (routing number 123456780 only, any other is `invalid_data`): account 111111111 settles;
+//! 111111112 and 111111113 are canceled by the bank (`ach_cancel`); 111111114 succeeds and is
+//! later charged back ([`Approval::chargeback_expected`]); 111111115 succeeds and refunds;
+//! 111111116 succeeds but its refund is declined; any other account number settles.
+//!
+//! Refunds are decided by the reference of the original transaction: the sandbox marks the
+//! references of purchases whose refund will be declined, so a refund needs no card number.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use crate::card::{BankAccount, Card, luhn_valid};
+use crate::errors::{TransactionErrorInfo, lookup_or_unknown};
+
+/// The payment method of a request: the full details, held only for the call.
+#[derive(Debug, Clone, Copy)]
+pub enum PaymentMethod<'a> {
+    Card(&'a Card),
+    BankAccount(&'a BankAccount),
+}
+
+/// The billing address parts used for address verification (AVS).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AvsAddress<'a> {
+    pub street: Option<&'a str>,
+    pub postal_code: Option<&'a str>,
+}
+
+/// A purchase or a verification.
+#[derive(Debug, Clone, Copy)]
+pub struct PaymentRequest<'a> {
+    /// Minor units; a verification authorizes this amount and voids it at once.
+    pub amount_in_cents: i64,
+    /// ISO 4217 code.
+    pub currency: &'a str,
+    pub method: PaymentMethod<'a>,
+    pub address: AvsAddress<'a>,
+    /// A merchant-initiated charge (renewal) rather than one with the customer present.
+    pub recurring: bool,
+}
+
+/// A refund of an earlier purchase.
+#[derive(Debug, Clone, Copy)]
+pub struct RefundRequest<'a> {
+    pub amount_in_cents: i64,
+    pub currency: &'a str,
+    /// The gateway reference of the purchase.
+    pub reference: &'a str,
+}
+
+/// The result of a CVV or AVS check: a one-letter code and its meaning.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckResult {
+    pub code: String,
+    pub message: String,
+}
+
+impl CheckResult {
+    fn new(code: &str, message: &str) -> Self {
+        Self { code: code.to_owned(), message: message.to_owned() }
+    }
+}
+
+/// An approved transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Approval {
+    /// The gateway's reference of the transaction (needed to refund it).
+    pub reference: String,
+    /// `approved` or `approved_fraud_review`.
+    pub code: &'static str,
+    pub cvv_result: Option<CheckResult>,
+    pub avs_result: Option<CheckResult>,
+    /// The bank will charge the payment back later (sandbox ACH account 111111114).
+    pub chargeback_expected: bool,
+}
+
+impl Approval {
+    pub fn fraud_review(&self) -> bool {
+        self.code == "approved_fraud_review"
+    }
+}
+
+/// A declined transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decline {
+    /// A code of the transaction error table.
+    pub code: &'static str,
+    /// The gateway's own code for the decline.
+    pub gateway_error_code: Option<String>,
+    pub cvv_result: Option<CheckResult>,
+    pub avs_result: Option<CheckResult>,
+    /// The gateway's reference of the declined attempt, when it made one.
+    pub reference: Option<String>,
+}
+
+impl Decline {
+    /// The table row of the decline's code (category and messages).
+    pub fn error(&self) -> &'static TransactionErrorInfo {
+        lookup_or_unknown(self.code)
+    }
+
+    /// Whether the payment method may be stored despite the decline (`declined_saveable`).
+    pub fn saveable(&self) -> bool {
+        self.code == "declined_saveable"
+    }
+}
+
+/// What a gateway answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Approved(Approval),
+    Declined(Decline),
+}
+
+impl Outcome {
+    pub fn is_approved(&self) -> bool {
+        matches!(self, Outcome::Approved(_))
+    }
+}
+
+/// The future of a gateway call.
+pub type GatewayFuture<'a> = Pin<Box<dyn Future<Output = Outcome> + Send + 'a>>;
+
+/// A payment gateway. Every call answers an [`Outcome`]; failures to reach the gateway are
+/// declines of the `communication` category.
+pub trait Gateway: Send + Sync {
+    /// The `gateway_type` written on transactions (`test` for the sandbox).
+    fn kind(&self) -> &'static str;
+
+    /// Whether transactions through this gateway are test transactions.
+    fn is_test(&self) -> bool;
+
+    /// Charges the amount.
+    fn purchase<'a>(&'a self, request: &'a PaymentRequest<'a>) -> GatewayFuture<'a>;
+
+    /// Checks the payment method with an authorization of the amount (zero or one unit) that is
+    /// voided at once.
+    fn verify<'a>(&'a self, request: &'a PaymentRequest<'a>) -> GatewayFuture<'a>;
+
+    /// Refunds (part of) an earlier purchase.
+    fn refund<'a>(&'a self, request: &'a RefundRequest<'a>) -> GatewayFuture<'a>;
+
+    /// The name of the bank with this routing number, if the gateway knows it.
+    fn bank_name(&self, routing_number: &str) -> Option<String>;
+}
+
+/// The sandbox's one routing number.
+pub const SANDBOX_ROUTING_NUMBER: &str = "123456780";
+/// Name of the sandbox's bank.
+pub const SANDBOX_BANK_NAME: &str = "SANDBOX TEST BANK";
+/// Suffix of sandbox references whose refund is declined.
+const NO_REFUND: &str = "-norefund";
+
+/// The test gateway of sandbox sites (see the module documentation for its outcomes).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SandboxGateway;
+
+/// A sandbox decision before references are made.
+enum Decision {
+    Approve { code: &'static str, refundable: bool, chargeback: bool },
+    Decline { code: &'static str, gateway_code: &'static str },
+}
+
+const fn approve() -> Decision {
+    Decision::Approve { code: "approved", refundable: true, chargeback: false }
+}
+
+const fn decline(code: &'static str, gateway_code: &'static str) -> Decision {
+    Decision::Decline { code, gateway_code }
+}
+
+/// Card outcomes by number (numbers not listed approve when they pass the Luhn check).
+fn card_decision(number: &str, recurring: bool) -> Decision {
+    match number {
+        "4222222222222220" => Decision::Approve { code: "approved_fraud_review", refundable: true, chargeback: false },
+        "4000000000002024" => Decision::Approve { code: "approved", refundable: false, chargeback: false },
+        "4000000000000002" => decline("declined", "05"),
+        "4000000000000010" | "4000000000000028" | "4000000000000036" => decline("fraud_address", "AVS"),
+        "4000000000000044" => decline("fraud_advanced_verification", "R1"),
+        "4000000000000051" => decline("declined_card_number", "14"),
+        "4000000000000069" => decline("expired_card", "54"),
+        "4000000000000077" => decline("insufficient_funds", "51"),
+        "4000000000000085" => decline("fraud_gateway", "59"),
+        "4000000000000093" => decline("fraud_ip_address", "59"),
+        "4000000000001190" => decline("fraud_risk_check", "59"),
+        "4000000000000101" => decline("fraud_security_code", "N7"),
+        "4000000000000119" => decline("call_issuer", "01"),
+        "4000000000000200" => decline("invalid_data", "12"),
+        "4000000000000226" => decline("declined_expiration_date", "33"),
+        "4000000000000309" => decline("gateway_timeout", "91"),
+        "4000000000000317" => decline("duplicate_transaction", "94"),
+        "4000000000000325" => decline("card_type_not_accepted", "57"),
+        "4000000000000341" => decline("declined_saveable", "05"),
+        "4000000000003220" | "4000000000003063" => decline("three_d_secure_action_required", "1A"),
+        "4000008400001629" if recurring => decline("three_d_secure_action_required", "1A"),
+        n if !luhn_valid(n) => decline("invalid_card_number", "14"),
+        _ => approve(),
+    }
+}
+
+/// ACH outcomes by routing and account number.
+fn bank_decision(account: &BankAccount) -> Decision {
+    if account.routing_number != SANDBOX_ROUTING_NUMBER {
+        return decline("invalid_data", "R28");
+    }
+    match account.account_number.as_str() {
+        "111111112" | "111111113" => decline("ach_cancel", "R08"),
+        "111111114" => Decision::Approve { code: "approved", refundable: true, chargeback: true },
+        "111111116" => Decision::Approve { code: "approved", refundable: false, chargeback: false },
+        _ => approve(),
+    }
+}
+
+/// The CVV check of a card request: `N` for the mismatch card, `M` when a CVV was given.
+fn cvv_result(card: &Card) -> Option<CheckResult> {
+    if card.number == "4000000000000101" {
+        return Some(CheckResult::new("N", "No Match"));
+    }
+    card.cvv.as_ref().map(|_| CheckResult::new("M", "Match"))
+}
+
+/// The AVS check of a card request: failures for the AVS cards, `Y` when an address was given.
+fn avs_result(card: &Card, address: &AvsAddress<'_>) -> Option<CheckResult> {
+    match card.number.as_str() {
+        "4000000000000010" => Some(CheckResult::new("N", "Street address and postal code do not match.")),
+        "4000000000000028" => {
+            Some(CheckResult::new("Z", "Street address does not match, but 5-digit postal code matches."))
+        }
+        "4000000000000036" => {
+            Some(CheckResult::new("A", "Street address matches, but 5-digit and 9-digit postal code do not match."))
+        }
+        _ if address.street.is_some() || address.postal_code.is_some() => {
+            Some(CheckResult::new("Y", "Street address and 5-digit postal code match."))
+        }
+        _ => None,
+    }
+}
+
+/// A new sandbox reference; `refundable: false` marks a purchase whose refund will be declined.
+fn reference(refundable: bool) -> String {
+    let mut bytes = [0u8; 12];
+    // Without the operating system's random source no reference can be made.
+    getrandom::fill(&mut bytes).expect("the operating system's random source");
+    format!("sandbox-{}{}", hex::encode(bytes), if refundable { "" } else { NO_REFUND })
+}
+
+impl SandboxGateway {
+    /// The outcome of a purchase or verification (the sandbox treats them alike).
+    pub fn decide(&self, request: &PaymentRequest<'_>) -> Outcome {
+        let (decision, cvv, avs) = match request.method {
+            PaymentMethod::Card(card) => {
+                (card_decision(&card.number, request.recurring), cvv_result(card), avs_result(card, &request.address))
+            }
+            PaymentMethod::BankAccount(account) => (bank_decision(account), None, None),
+        };
+        match decision {
+            Decision::Approve { code, refundable, chargeback } => Outcome::Approved(Approval {
+                reference: reference(refundable),
+                code,
+                cvv_result: cvv,
+                avs_result: avs,
+                chargeback_expected: chargeback,
+            }),
+            Decision::Decline { code, gateway_code } => Outcome::Declined(Decline {
+                code,
+                gateway_error_code: Some(gateway_code.to_owned()),
+                cvv_result: cvv,
+                avs_result: avs,
+                reference: Some(reference(true)),
+            }),
+        }
+    }
+
+    /// The outcome of a refund.
+    pub fn decide_refund(&self, request: &RefundRequest<'_>) -> Outcome {
+        if request.reference.ends_with(NO_REFUND) || request.amount_in_cents <= 0 {
+            let code = if request.amount_in_cents <= 0 { "invalid_amount" } else { "transaction_cannot_be_refunded" };
+            return Outcome::Declined(Decline {
+                code,
+                gateway_error_code: Some("12".to_owned()),
+                cvv_result: None,
+                avs_result: None,
+                reference: Some(reference(true)),
+            });
+        }
+        Outcome::Approved(Approval {
+            reference: reference(true),
+            code: "approved",
+            cvv_result: None,
+            avs_result: None,
+            chargeback_expected: false,
+        })
+    }
+}
+
+impl Gateway for SandboxGateway {
+    fn kind(&self) -> &'static str {
+        "test"
+    }
+
+    fn is_test(&self) -> bool {
+        true
+    }
+
+    fn purchase<'a>(&'a self, request: &'a PaymentRequest<'a>) -> GatewayFuture<'a> {
+        Box::pin(std::future::ready(self.decide(request)))
+    }
+
+    fn verify<'a>(&'a self, request: &'a PaymentRequest<'a>) -> GatewayFuture<'a> {
+        Box::pin(std::future::ready(self.decide(request)))
+    }
+
+    fn refund<'a>(&'a self, request: &'a RefundRequest<'a>) -> GatewayFuture<'a> {
+        Box::pin(std::future::ready(self.decide_refund(request)))
+    }
+
+    fn bank_name(&self, routing_number: &str) -> Option<String> {
+        (routing_number.trim() == SANDBOX_ROUTING_NUMBER).then(|| SANDBOX_BANK_NAME.to_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::task::{Context, Poll, Waker};
+
+    use super::*;
+    use crate::card::{AccountType, Brand, Expiry};
+
+    /// Runs a ready future (the sandbox never waits).
+    fn now<T>(mut future: Pin<Box<dyn Future<Output = T> + Send + '_>>) -> T {
+        let mut cx = Context::from_waker(Waker::noop());
+        match future.as_mut().poll(&mut cx) {
+            Poll::Ready(v) => v,
+            Poll::Pending => panic!("the sandbox answers at once"),
+        }
+    }
+
+    fn card(number: &str, cvv: Option<&str>) -> Card {
+        Card {
+            number: number.to_owned(),
+            brand: Brand::detect(number, false),
+            expiry: Expiry { month: 12, year: 2030 },
+            cvv: cvv.map(str::to_owned),
+        }
+    }
+
+    fn request<'a>(method: PaymentMethod<'a>, recurring: bool) -> PaymentRequest<'a> {
+        PaymentRequest {
+            amount_in_cents: 100,
+            currency: "USD",
+            method,
+            address: AvsAddress { street: Some("1 Main St."), postal_code: Some("94105") },
+            recurring,
+        }
+    }
+
+    fn purchase(gateway: &dyn Gateway, number: &str, recurring: bool) -> Outcome {
+        let c = card(number, Some("123"));
+        let r = request(PaymentMethod::Card(&c), recurring);
+        now(gateway.purchase(&r))
+    }
+
+    fn declined_code(outcome: &Outcome) -> &'static str {
+        match outcome {
+            Outcome::Declined(d) => d.code,
+            Outcome::Approved(a) => panic!("approved: {a:?}"),
+        }
+    }
+
+    const DECLINING_CARDS: &[(&str, &str, &str)] = &[
+        ("4000000000000002", "declined", "soft"),
+        ("4000000000000010", "fraud_address", "fraud"),
+        ("4000000000000028", "fraud_address", "fraud"),
+        ("4000000000000036", "fraud_address", "fraud"),
+        ("4000000000000044", "fraud_advanced_verification", "fraud"),
+        ("4000000000000051", "declined_card_number", "hard"),
+        ("4000000000000069", "expired_card", "hard"),
+        ("4000000000000077", "insufficient_funds", "soft"),
+        ("4000000000000085", "fraud_gateway", "fraud"),
+        ("4000000000000093", "fraud_ip_address", "fraud"),
+        ("4000000000001190", "fraud_risk_check", "fraud"),
+        ("4000000000000101", "fraud_security_code", "fraud"),
+        ("4000000000000119", "call_issuer", "soft"),
+        ("4000000000000200", "invalid_data", "hard"),
+        ("4222222222222222", "invalid_card_number", "hard"),
+        ("4000000000000226", "declined_expiration_date", "hard"),
+        ("4000000000000309", "gateway_timeout", "communication"),
+        ("4000000000000317", "duplicate_transaction", "duplicate"),
+        ("4000000000000325", "card_type_not_accepted", "hard"),
+        ("4000000000000341", "declined_saveable", "soft"),
+        ("4000000000003220", "three_d_secure_action_required", "three_d_secure_action_required"),
+        ("4000000000003063", "three_d_secure_action_required", "three_d_secure_action_required"),
+    ];
+
+    const SUCCESS_CARDS: &[&str] = &[
+        "4111111111111111",
+        "378282246310005",
+        "371449635398431",
+        "378734493671000",
+        "30569309025904",
+        "38520000023237",
+        "6011000990139424",
+        "3530111333300000",
+        "3566002020360505",
+        "5555555555554444",
+        "5105105105105100",
+        "2223000048400011",
+        "4012888888881881",
+        "4222222222222",
+        "4000008400001629",
+    ];
+
+    #[test]
+    fn every_declining_test_card_declines_with_its_code_and_category() {
+        let gateway: Arc<dyn Gateway> = Arc::new(SandboxGateway);
+        for &(number, code, category) in DECLINING_CARDS {
+            let outcome = purchase(gateway.as_ref(), number, false);
+            assert_eq!(declined_code(&outcome), code, "{number}");
+            let Outcome::Declined(d) = &outcome else { unreachable!() };
+            assert_eq!(d.error().category, category, "{number}");
+            assert_eq!(d.error().code, code);
+            assert!(d.gateway_error_code.is_some());
+            assert_eq!(d.saveable(), code == "declined_saveable");
+            // Every test card but the Luhn failure is a valid number.
+            assert_eq!(crate::card::is_valid_number(number), number != "4222222222222222", "{number}");
+            // Verification answers the same.
+            let c = card(number, Some("123"));
+            let r = request(PaymentMethod::Card(&c), false);
+            assert_eq!(declined_code(&now(gateway.verify(&r))), code, "{number}");
+        }
+    }
+
+    #[test]
+    fn success_cards_approve_with_cvv_and_avs_matches() {
+        for &number in SUCCESS_CARDS {
+            assert!(crate::card::is_valid_number(number), "{number}");
+            match purchase(&SandboxGateway, number, false) {
+                Outcome::Approved(a) => {
+                    assert_eq!(a.code, "approved", "{number}");
+                    assert!(a.reference.starts_with("sandbox-") && !a.reference.ends_with(NO_REFUND));
+                    assert_eq!(a.cvv_result, Some(CheckResult::new("M", "Match")));
+                    assert_eq!(a.avs_result.as_ref().map(|r| r.code.as_str()), Some("Y"));
+                    assert!(!a.fraud_review() && !a.chargeback_expected);
+                }
+                other => panic!("{number}: {other:?}"),
+            }
+        }
+        let c = card("4111111111111111", None);
+        let r = PaymentRequest { address: AvsAddress::default(), ..request(PaymentMethod::Card(&c), false) };
+        match SandboxGateway.decide(&r) {
+            Outcome::Approved(a) => assert_eq!((a.cvv_result, a.avs_result), (None, None)),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn check_results_of_the_cvv_and_avs_cards() {
+        let results = |number| match purchase(&SandboxGateway, number, false) {
+            Outcome::Declined(d) => {
+                (d.cvv_result.map(|r| r.code).unwrap_or_default(), d.avs_result.map(|r| r.code).unwrap_or_default())
+            }
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(results("4000000000000101"), ("N".to_owned(), "Y".to_owned()));
+        assert_eq!(results("4000000000000010"), ("M".to_owned(), "N".to_owned()));
+        assert_eq!(results("4000000000000028"), ("M".to_owned(), "Z".to_owned()));
+        assert_eq!(results("4000000000000036"), ("M".to_owned(), "A".to_owned()));
+    }
+
+    #[test]
+    fn fraud_review_three_d_secure_dunning_and_refund_declined_cards() {
+        match purchase(&SandboxGateway, "4222222222222220", false) {
+            Outcome::Approved(a) => assert!(a.fraud_review()),
+            other => panic!("{other:?}"),
+        }
+        assert!(purchase(&SandboxGateway, "4000008400001629", false).is_approved());
+        assert_eq!(
+            declined_code(&purchase(&SandboxGateway, "4000008400001629", true)),
+            "three_d_secure_action_required"
+        );
+        let refund = |reference: &str| {
+            let r = RefundRequest { amount_in_cents: 100, currency: "USD", reference };
+            now(SandboxGateway.refund(&r))
+        };
+        let Outcome::Approved(no_refund) = purchase(&SandboxGateway, "4000000000002024", false) else {
+            panic!("the purchase succeeds")
+        };
+        assert_eq!(declined_code(&refund(&no_refund.reference)), "transaction_cannot_be_refunded");
+        let Outcome::Approved(ok) = purchase(&SandboxGateway, "4111111111111111", false) else {
+            panic!("the purchase succeeds")
+        };
+        assert!(refund(&ok.reference).is_approved());
+        let zero = RefundRequest { amount_in_cents: 0, currency: "USD", reference: &ok.reference };
+        assert_eq!(declined_code(&SandboxGateway.decide_refund(&zero)), "invalid_amount");
+    }
+
+    #[test]
+    fn ach_outcomes_by_account_number() {
+        let account = |routing: &str, number: &str| BankAccount {
+            routing_number: routing.to_owned(),
+            account_number: number.to_owned(),
+            account_type: AccountType::Checking,
+            name_on_account: "Verena Example".to_owned(),
+        };
+        let outcome = |a: &BankAccount| SandboxGateway.decide(&request(PaymentMethod::BankAccount(a), false));
+        let refund = |o: Outcome| match o {
+            Outcome::Approved(a) => SandboxGateway.decide_refund(&RefundRequest {
+                amount_in_cents: 100,
+                currency: "USD",
+                reference: &a.reference,
+            }),
+            other => panic!("{other:?}"),
+        };
+        let settled = outcome(&account("123456780", "111111111"));
+        assert!(matches!(&settled, Outcome::Approved(a) if !a.chargeback_expected && a.cvv_result.is_none()));
+        for canceled in ["111111112", "111111113"] {
+            let o = outcome(&account("123456780", canceled));
+            assert_eq!(declined_code(&o), "ach_cancel");
+            let Outcome::Declined(d) = o else { unreachable!() };
+            assert_eq!(d.error().category, "soft");
+        }
+        assert!(matches!(outcome(&account("123456780", "111111114")), Outcome::Approved(a) if a.chargeback_expected));
+        assert!(refund(outcome(&account("123456780", "111111115"))).is_approved());
+        assert_eq!(
+            declined_code(&refund(outcome(&account("123456780", "111111116")))),
+            "transaction_cannot_be_refunded"
+        );
+        assert!(outcome(&account("123456780", "987654321")).is_approved());
+        assert_eq!(declined_code(&outcome(&account("021000021", "111111111"))), "invalid_data");
+        assert_eq!(SandboxGateway.bank_name("123456780").as_deref(), Some(SANDBOX_BANK_NAME));
+        assert_eq!(SandboxGateway.bank_name("021000021"), None);
+        assert_eq!((SandboxGateway.kind(), SandboxGateway.is_test()), ("test", true));
+    }
+}

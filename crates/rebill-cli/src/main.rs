@@ -37,6 +37,16 @@ enum Command {
         /// Sender of alert e-mails.
         #[arg(long, env = "REBILL_MAIL_FROM", default_value = rebill_mail::DEFAULT_FROM)]
         mail_from: String,
+        /// File holding the key that encrypts the card and bank details of tokens (64
+        /// hexadecimal characters); created with a new random key, readable by its owner only,
+        /// when missing. Default: `rebill-vault.key` beside the SQLite database file. On
+        /// PostgreSQL every process must be given the same file (`./rebill-vault.key` is used if it
+        /// exists; without a file, tokens work only on the process that made them).
+        #[arg(long, env = "REBILL_VAULT_KEY_FILE", value_name = "PATH")]
+        vault_key_file: Option<std::path::PathBuf>,
+        /// Seconds between two deletions of expired tokens.
+        #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..), hide = true)]
+        token_purge_interval: u64,
     },
     /// Merchant sites.
     #[command(subcommand)]
@@ -263,11 +273,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let clock = rebill_server::clock_from_env();
     let now = clock.now();
     match cli.command {
-        Command::Serve { listen, deprecations, smtp_url, mail_from } => {
+        Command::Serve { listen, deprecations, smtp_url, mail_from, vault_key_file, token_purge_interval } => {
             let mail = smtp_url
                 .map(|url| rebill_mail::MailConfig::new(&url, Some(&mail_from)))
                 .transpose()
                 .context("--smtp-url / --mail-from")?;
+            let vault = rebill_server::tokens::open_vault(vault_key_file.as_deref(), &cli.database)?;
             if store.sites().await?.is_empty() {
                 let new = NewSite {
                     name: "sandbox".into(),
@@ -292,9 +303,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 move || mail_clock.now(),
                 rebill_mail::DEFAULT_INTERVAL,
             ));
-            let state = rebill_server::AppState::new(store, clock, config);
+            let purger = tokio::spawn(rebill_server::tokens::purge_expired(
+                store.clone(),
+                clock.clone(),
+                std::time::Duration::from_secs(token_purge_interval),
+            ));
+            let state = rebill_server::AppState::new(store, clock, config).with_vault(vault);
             let served = rebill_server::serve(listener, state).await;
             mailer.abort();
+            purger.abort();
             served?;
         }
         Command::Site(SiteCommand::Create { name, mode, plan, credit_memos, contact, json }) => {

@@ -25,9 +25,9 @@ fn scenario(s: &Server) {
     assert!(r.body.contains("2.0, 2.2, 2.3"), "{}", r.body);
 
     // Routing over the endpoint table: 501 for endpoints not built yet, never a fake success.
-    let r = authed(s, "GET", "/v2/plans", &[], "");
+    let r = authed(s, "GET", "/v2/coupons", &[], "");
     assert_error(&r, 501, "not_implemented");
-    assert!(r.body.contains("list_plans (GET /v2/plans)"), "{}", r.body);
+    assert!(r.body.contains("list_coupons (GET /v2/coupons)"), "{}", r.body);
     assert_eq!(r.header("x-api-version").as_deref(), Some("2.0"));
     assert_error(&authed(s, "GET", "/v2/widgets", &[], ""), 404, "not_found");
     assert_error(&authed(s, "PUT", "/v2/subscriptions/abc/pause", &[("X-Api-Version", "2.10")], ""), 404, "not_found");
@@ -53,7 +53,7 @@ fn scenario(s: &Server) {
     );
     assert_error(&raw(&s.addr, &no_length), 501, "not_implemented");
     let xml = [("Content-Type", "application/xml; charset=utf-8")];
-    assert_error(&authed(s, "POST", "/v2/plans", &xml, "<plan/>"), 501, "not_implemented");
+    assert_error(&authed(s, "POST", "/v2/coupons", &xml, "<coupon/>"), 501, "not_implemented");
 
     // 413 for a declared body over 1 MiB.
     let big = format!(
@@ -65,14 +65,14 @@ fn scenario(s: &Server) {
 
     // An absolute-form target is routed by its path.
     let absolute = format!(
-        "GET http://{}/v2/plans HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nAuthorization: Basic {}\r\nAccept: application/xml\r\n\r\n",
+        "GET http://{}/v2/coupons HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nAuthorization: Basic {}\r\nAccept: application/xml\r\n\r\n",
         s.addr,
         s.addr,
         basic(&s.key)
     );
     let r = raw(&s.addr, &absolute);
     assert_error(&r, 501, "not_implemented");
-    assert!(r.body.contains("list_plans"), "{}", r.body);
+    assert!(r.body.contains("list_coupons"), "{}", r.body);
 
     // 403: a read-only key may read but not write.
     let out = Command::new(BIN)
@@ -84,7 +84,7 @@ fn scenario(s: &Server) {
     let ro_auth = format!("Basic {}", basic(&ro));
     let r = request(s, "POST", "/v2/accounts", &[("Authorization", &ro_auth), ("Accept", "application/xml")], "");
     assert_error(&r, 403, "forbidden");
-    let r = request(s, "GET", "/v2/plans", &[("Authorization", &ro_auth), ("Accept", "application/xml")], "");
+    let r = request(s, "GET", "/v2/coupons", &[("Authorization", &ro_auth), ("Accept", "application/xml")], "");
     assert_error(&r, 501, "not_implemented");
 
     // 402: a production site not in good standing; a sandbox site never gets it.
@@ -97,11 +97,11 @@ fn scenario(s: &Server) {
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     };
     update(&["--good-standing", "false"]);
-    assert_error(&authed(s, "GET", "/v2/plans", &[], ""), 501, "not_implemented");
+    assert_error(&authed(s, "GET", "/v2/coupons", &[], ""), 501, "not_implemented");
     update(&["--mode", "production"]);
-    assert_error(&authed(s, "GET", "/v2/plans", &[], ""), 402, "payment_required");
+    assert_error(&authed(s, "GET", "/v2/coupons", &[], ""), 402, "payment_required");
     update(&["--good-standing", "true"]);
-    assert_error(&authed(s, "GET", "/v2/plans", &[], ""), 501, "not_implemented");
+    assert_error(&authed(s, "GET", "/v2/coupons", &[], ""), 501, "not_implemented");
 }
 
 #[test]

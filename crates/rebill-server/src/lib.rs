@@ -16,7 +16,7 @@ mod plans;
 pub mod respond;
 mod sandbox;
 pub mod scheduler;
-mod tokens;
+pub mod tokens;
 pub mod wire;
 
 use std::sync::Arc;
@@ -143,11 +143,35 @@ pub struct AppState {
     pub store: Store,
     pub clock: Arc<dyn Clock>,
     pub config: Arc<Config>,
+    /// The payment gateway (the sandbox test gateway unless another is set).
+    pub gateway: Arc<dyn rebill_billing::gateway::Gateway>,
+    /// The cipher of the payment data tokens hold.
+    pub vault: Arc<rebill_billing::vault::Vault>,
 }
 
 impl AppState {
+    /// State with the sandbox gateway and a vault over a random key that lives as long as the
+    /// process (see [`AppState::with_vault`]).
     pub fn new(store: Store, clock: Arc<dyn Clock>, config: Config) -> Self {
-        Self { store, clock, config: Arc::new(config) }
+        Self {
+            store,
+            clock,
+            config: Arc::new(config),
+            gateway: Arc::new(rebill_billing::gateway::SandboxGateway),
+            vault: Arc::new(rebill_billing::vault::Vault::ephemeral()),
+        }
+    }
+
+    /// Uses this gateway.
+    pub fn with_gateway(mut self, gateway: Arc<dyn rebill_billing::gateway::Gateway>) -> Self {
+        self.gateway = gateway;
+        self
+    }
+
+    /// Uses this vault (a persistent key, so tokens survive a restart).
+    pub fn with_vault(mut self, vault: rebill_billing::vault::Vault) -> Self {
+        self.vault = Arc::new(vault);
+        self
     }
 }
 
@@ -167,7 +191,7 @@ pub struct RequestContext {
 /// path through the API's protocol layers to the dispatch over the endpoint table.
 pub fn router(state: AppState) -> Router {
     Router::new()
-        .nest("/js/v1", tokens::routes())
+        .nest(tokens::PREFIX, tokens::routes())
         .route("/sandbox/clock", axum::routing::post(sandbox::clock))
         .fallback_service(api_router(state.clone()))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(layers::panic_response))

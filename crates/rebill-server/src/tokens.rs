@@ -1,10 +1,647 @@
-//! The token endpoint of the client-side library (`/js/v1/token`), outside `/v2/`: not built yet.
+//! The endpoints of the client-side library under `/js/v1`, outside the `/v2/` protocol layers:
+//!
+//! - `POST /js/v1/token` (form-encoded) turns card or bank-account details into a token that
+//!   lives 20 minutes; `GET /js/v1/token?…&_method=post&callback=NAME` is the same call as JSONP,
+//!   answered `NAME(<json>)` with status 200 even for errors (a script served with an error status
+//!   may never run its callback).
+//! - `GET /js/v1/bank?routing_number=…` names the bank of a routing number.
+//!
+//! Every answer is JSON (`{"id": …, "type": …}` or `{"error": {"code", "message", "fields",
+//! "details"}}`; the library decides success from the body, not the status) and carries
+//! `Access-Control-Allow-Origin: *`; `OPTIONS` answers preflights. The site is named by its
+//! public key (`key`); a card or bank account is checked with the same code as billing-info
+//! updates (`rebill_billing::card`). The card number and CVV, or the account number, are sealed
+//! with the vault key before they are stored, and are never logged.
+//!
+//! Choices where the contract is silent:
+//! - Statuses for non-JSONP answers: 200 for a token; 422 for `validation`, `invalid-parameter`
+//!   and `invalid-routing-number`; 400 for `invalid-public-key`; 404 `not-found`; 405, 413 and 415
+//!   for a wrong method, an oversized body and a body that is not form-encoded.
+//! - A request is a bank account when it has no `number` but has a bank field.
+//! - Tokenizing contacts no gateway: declines surface when the token is used.
+//! - The request's card expiry is checked on the site's clock; the token's lifetime runs on the
+//!   service's clock.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use rebill_billing::card::{
+    BankInput, CardInput, Field, FieldError, Problem, is_valid_routing_number, validate_bank_account, validate_card,
+};
+use rebill_billing::vault::{Secret, Vault};
+use rebill_store::billing_info::{BillingFields, PaymentKind};
+use rebill_store::tokens::{NewToken, generate_token_id};
+use rebill_store::{Site, Store};
+use serde_json::{Value, json};
 
-use crate::AppState;
+use crate::{AppState, Clock};
 
-/// Routes under `/js/v1`.
+/// Largest token request (form body or JSONP query), below the API's body limit.
+pub const TOKEN_BODY_LIMIT: usize = 32 * 1024;
+
+/// Where the routes of this module are nested.
+pub const PREFIX: &str = "/js/v1";
+
+/// Routes under [`PREFIX`].
 pub(crate) fn routes() -> Router<AppState> {
     Router::new()
+        .route("/token", axum::routing::any(token))
+        .route("/bank", axum::routing::any(bank))
+        .fallback(not_found)
+        .layer(axum::middleware::map_response(cors))
+}
+
+/// Every answer may be read by any origin (no credentials are involved).
+async fn cors(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// 204 answer to a CORS preflight.
+fn preflight(request: &Request, methods: &'static str) -> Response {
+    let mut response = StatusCode::NO_CONTENT.into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static(methods));
+    let asked = request.headers().get(header::ACCESS_CONTROL_REQUEST_HEADERS).cloned();
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_HEADERS,
+        asked.unwrap_or_else(|| HeaderValue::from_static("Content-Type")),
+    );
+    headers.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("86400"));
+    response
+}
+
+/// A library error.
+#[derive(Debug, Clone, PartialEq)]
+struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+    /// (field, messages) in order.
+    details: Vec<(String, Vec<String>)>,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self { status, code, message: message.into(), details: Vec::new() }
+    }
+
+    fn with_field(mut self, field: &str, message: &str) -> Self {
+        match self.details.iter_mut().find(|(f, _)| f == field) {
+            Some((_, messages)) => messages.push(message.to_owned()),
+            None => self.details.push((field.to_owned(), vec![message.to_owned()])),
+        }
+        self
+    }
+
+    fn body(&self) -> Value {
+        let mut error = json!({ "code": self.code, "message": self.message });
+        if !self.details.is_empty() {
+            error["fields"] = json!(self.details.iter().map(|(f, _)| f.as_str()).collect::<Vec<_>>());
+            error["details"] =
+                json!(self.details.iter().map(|(f, m)| json!({ "field": f, "messages": m })).collect::<Vec<_>>());
+        }
+        json!({ "error": error })
+    }
+}
+
+fn invalid_public_key() -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, "invalid-public-key", "The public key is not valid.")
+}
+
+/// How to answer: JSON, or JSONP through a callback.
+enum Answer {
+    Json,
+    Jsonp(String),
+}
+
+impl Answer {
+    fn send(&self, status: StatusCode, body: &Value) -> Response {
+        match self {
+            Answer::Json => (
+                status,
+                [(header::CONTENT_TYPE, HeaderValue::from_static("application/json; charset=utf-8"))],
+                body.to_string(),
+            )
+                .into_response(),
+            Answer::Jsonp(callback) => (
+                StatusCode::OK,
+                [
+                    (header::CONTENT_TYPE, HeaderValue::from_static("application/javascript; charset=utf-8")),
+                    (header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")),
+                ],
+                format!("{callback}({body})"),
+            )
+                .into_response(),
+        }
+    }
+
+    fn error(&self, error: &ApiError) -> Response {
+        self.send(error.status, &error.body())
+    }
+}
+
+/// Whether `name` is safe to write as a JavaScript callback: dotted identifiers, at most 128
+/// characters.
+fn valid_callback(name: &str) -> bool {
+    let ident = |part: &str| {
+        let mut chars = part.chars();
+        chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == '$')
+            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
+    };
+    !name.is_empty() && name.len() <= 128 && name.split('.').all(ident)
+}
+
+/// Form or query parameters (the first occurrence of a name wins).
+fn parse_params(bytes: &[u8]) -> HashMap<String, String> {
+    let mut params = HashMap::new();
+    for (name, value) in form_urlencoded::parse(bytes) {
+        params.entry(name.into_owned()).or_insert_with(|| value.into_owned());
+    }
+    params
+}
+
+/// The parameters of a library call and how to answer it, or the answer refusing it.
+async fn read_call(state: &AppState, request: Request) -> Result<(HashMap<String, String>, Answer), Response> {
+    let limit = state.config.body_limit.min(TOKEN_BODY_LIMIT);
+    let query = request.uri().query().unwrap_or_default().to_owned();
+    if request.method() == Method::GET {
+        let params = parse_params(query.as_bytes());
+        let answer = match params.get("callback") {
+            None => Answer::Json,
+            Some(c) if valid_callback(c) => Answer::Jsonp(c.clone()),
+            Some(_) => {
+                let error = ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "invalid-parameter",
+                    "callback must be a JavaScript identifier (letters, digits, _, $ and dots).",
+                )
+                .with_field("callback", "is invalid");
+                return Err(Answer::Json.error(&error));
+            }
+        };
+        if query.len() > limit {
+            let error = ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "invalid-parameter",
+                format!("Requests are limited to {limit} bytes."),
+            );
+            return Err(answer.error(&error));
+        }
+        return Ok((params, answer));
+    }
+    let content_type = request.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let essence = content_type.split(';').next().unwrap_or_default().trim();
+    if !essence.is_empty() && !essence.eq_ignore_ascii_case("application/x-www-form-urlencoded") {
+        let error = ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "invalid-parameter",
+            "The request body must be application/x-www-form-urlencoded.",
+        );
+        return Err(Answer::Json.error(&error));
+    }
+    let body = axum::body::to_bytes(request.into_body(), limit).await.map_err(|e| {
+        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+        while let Some(err) = source {
+            if err.is::<http_body_util::LengthLimitError>() {
+                return Answer::Json.error(&ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "invalid-parameter",
+                    format!("Requests are limited to {limit} bytes."),
+                ));
+            }
+            source = err.source();
+        }
+        Answer::Json.error(&ApiError::new(StatusCode::BAD_REQUEST, "api-error", "The request body could not be read."))
+    })?;
+    let mut params = parse_params(&body);
+    // Parameters in the query string count too (the body wins).
+    for (name, value) in parse_params(query.as_bytes()) {
+        params.entry(name).or_insert(value);
+    }
+    Ok((params, Answer::Json))
+}
+
+fn method_not_allowed(allow: &'static str) -> Response {
+    let error = ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "invalid-parameter", format!("Use one of: {allow}."));
+    let mut response = Answer::Json.error(&error);
+    response.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allow));
+    response
+}
+
+/// Any other path under `/js/v1`.
+async fn not_found(request: Request) -> Response {
+    if request.method() == Method::OPTIONS {
+        return preflight(&request, "GET, POST, OPTIONS");
+    }
+    // Inside the nested router the path has lost its prefix.
+    let path = format!("{PREFIX}{}", request.uri().path());
+    let error = ApiError::new(StatusCode::NOT_FOUND, "not-found", format!("Nothing is at {path}."));
+    Answer::Json.error(&error)
+}
+
+/// The site of the call's public key.
+async fn site_of(state: &AppState, params: &HashMap<String, String>) -> Result<Site, ApiError> {
+    let key = params.get("key").map(|k| k.trim()).filter(|k| !k.is_empty()).ok_or_else(invalid_public_key)?;
+    match state.store.site_by_public_key(key).await {
+        Ok(Some(site)) => Ok(site),
+        Ok(None) => Err(invalid_public_key()),
+        Err(e) => {
+            tracing::error!(cause = %e, "public key lookup failed");
+            Err(ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "api-error",
+                "An internal error occurred; retry later.",
+            ))
+        }
+    }
+}
+
+/// `/js/v1/token`.
+async fn token(State(state): State<AppState>, request: Request) -> Response {
+    match *request.method() {
+        Method::OPTIONS => return preflight(&request, "GET, POST, OPTIONS"),
+        Method::GET | Method::POST => {}
+        _ => return method_not_allowed("GET, POST, OPTIONS"),
+    }
+    let is_get = request.method() == Method::GET;
+    let (params, answer) = match read_call(&state, request).await {
+        Ok(call) => call,
+        Err(response) => return response,
+    };
+    if is_get && params.get("_method").map(String::as_str) != Some("post") {
+        let error = ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "invalid-parameter",
+            "A token is made by POST, or by GET with _method=post.",
+        );
+        return answer.error(&error);
+    }
+    match create_token(&state, &params).await {
+        Ok(body) => answer.send(StatusCode::OK, &body),
+        Err(error) => answer.error(&error),
+    }
+}
+
+/// `/js/v1/bank`: `{"bank_name": …}` for a known routing number.
+async fn bank(State(state): State<AppState>, request: Request) -> Response {
+    match *request.method() {
+        Method::OPTIONS => return preflight(&request, "GET, OPTIONS"),
+        Method::GET => {}
+        _ => return method_not_allowed("GET, OPTIONS"),
+    }
+    let (params, answer) = match read_call(&state, request).await {
+        Ok(call) => call,
+        Err(response) => return response,
+    };
+    if let Err(error) = site_of(&state, &params).await {
+        return answer.error(&error);
+    }
+    let routing = params.get("routing_number").map(|r| r.trim()).unwrap_or_default();
+    match known_bank(&state, routing) {
+        Some(name) => answer.send(StatusCode::OK, &json!({ "bank_name": name })),
+        None => answer.error(&invalid_routing_number()),
+    }
+}
+
+fn invalid_routing_number() -> ApiError {
+    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid-routing-number", "The routing number is not valid.")
+        .with_field("routing_number", "is invalid")
+}
+
+/// The bank of a routing number with a valid check digit, if the gateway knows it.
+fn known_bank(state: &AppState, routing: &str) -> Option<String> {
+    if !is_valid_routing_number(routing) {
+        return None;
+    }
+    state.gateway.bank_name(routing)
+}
+
+/// A parameter's value, trimmed; `None` when absent or blank.
+fn param<'p>(params: &'p HashMap<String, String>, name: &str) -> Option<&'p str> {
+    params.get(name).map(|v| v.trim()).filter(|v| !v.is_empty())
+}
+
+/// Whether a country is an ISO 3166-1 alpha-2 code.
+pub(crate) fn valid_country(code: &str) -> bool {
+    code.len() == 2 && rust_iso3166::from_alpha2(&code.to_ascii_uppercase()).is_some()
+}
+
+/// The library's wording of a card or bank problem.
+fn token_message(e: &FieldError) -> String {
+    match (e.field, e.problem) {
+        // The library calls a missing number or expiry invalid.
+        (Field::Number | Field::Month | Field::Year, _) => "is invalid".to_owned(),
+        (_, problem) => problem.message(),
+    }
+}
+
+/// The address and name fields every token may carry.
+fn address_fields(params: &HashMap<String, String>) -> BillingFields {
+    let text = |name: &str| param(params, name).map(str::to_owned);
+    BillingFields {
+        first_name: text("first_name"),
+        last_name: text("last_name"),
+        company: text("company"),
+        address1: text("address1"),
+        address2: text("address2"),
+        city: text("city"),
+        state: text("state"),
+        zip: text("postal_code").or_else(|| text("zip")),
+        country: text("country").map(|c| c.to_ascii_uppercase()),
+        phone: text("phone"),
+        vat_number: text("vat_number"),
+        ..BillingFields::default()
+    }
+}
+
+const BANK_PARAMS: [&str; 5] =
+    ["routing_number", "account_number", "account_number_confirmation", "account_type", "name_on_account"];
+
+/// Checks the details, stores the token and answers its JSON.
+async fn create_token(state: &AppState, params: &HashMap<String, String>) -> Result<Value, ApiError> {
+    let site = site_of(state, params).await?;
+    let is_bank = params.get("number").is_none() && BANK_PARAMS.iter().any(|p| params.contains_key(*p));
+    let mut fields = address_fields(params);
+    let country_invalid = fields.country.as_deref().is_some_and(|c| !valid_country(c));
+    let id = generate_token_id();
+    let (kind, secret) = if is_bank {
+        let input = BankInput {
+            routing_number: params.get("routing_number").map(String::as_str),
+            account_number: params.get("account_number").map(String::as_str),
+            account_number_confirmation: params.get("account_number_confirmation").map(String::as_str),
+            confirm: true,
+            account_type: params.get("account_type").map(String::as_str),
+            name_on_account: params.get("name_on_account").map(String::as_str),
+        };
+        let account = match validate_bank_account(&input) {
+            Err(errors)
+                if !country_invalid
+                    && errors.iter().all(|e| e.field == Field::RoutingNumber && e.problem == Problem::Invalid) =>
+            {
+                return Err(invalid_routing_number());
+            }
+            Err(errors) => return Err(validation(&errors, country_invalid)),
+            Ok(_) if country_invalid => return Err(validation(&[], true)),
+            Ok(account) => account,
+        };
+        if known_bank(state, &account.routing_number).is_none() {
+            return Err(invalid_routing_number());
+        }
+        fields.name_on_account = Some(account.name_on_account.clone());
+        fields.account_type = Some(account.account_type.as_str().to_owned());
+        fields.routing_number = Some(account.routing_number.clone());
+        fields.last_four = Some(account.last_four().to_owned());
+        (PaymentKind::BankAccount, Secret::BankAccount { account_number: account.account_number })
+    } else {
+        let input = CardInput {
+            number: params.get("number").map(String::as_str),
+            month: params.get("month").map(String::as_str),
+            year: params.get("year").map(String::as_str),
+            cvv: params.get("cvv").map(String::as_str),
+            first_name: params.get("first_name").map(String::as_str),
+            last_name: params.get("last_name").map(String::as_str),
+        };
+        let card = match validate_card(&input, site.now(state.clock.now())) {
+            Ok(card) if !country_invalid => card,
+            Ok(_) => return Err(validation(&[], true)),
+            Err(errors) => {
+                if !country_invalid && errors.iter().all(|e| matches!(e.problem, Problem::CvvLength(_))) {
+                    let message = errors.first().map(|e| e.problem.message()).unwrap_or_default();
+                    return Err(ApiError::new(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        "invalid-parameter",
+                        format!("Cvv [{}]", json!(message)),
+                    )
+                    .with_field("cvv", &message));
+                }
+                return Err(validation(&errors, country_invalid));
+            }
+        };
+        fields.card_type = Some(card.brand.code().to_owned());
+        fields.first_six = Some(card.first_six().to_owned());
+        fields.last_four = Some(card.last_four().to_owned());
+        fields.month = Some(i64::from(card.expiry.month));
+        fields.year = Some(i64::from(card.expiry.year));
+        (PaymentKind::CreditCard, Secret::Card { number: card.number, cvv: card.cvv })
+    };
+    let sealed = state.vault.seal(&secret, id.as_bytes());
+    let new = NewToken { id: &id, site_id: site.id, kind, secret: sealed, fields };
+    if let Err(e) = state.store.create_token(&new, state.clock.now()).await {
+        tracing::error!(cause = %e, "storing a token failed");
+        return Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "api-error",
+            "An internal error occurred; retry later.",
+        ));
+    }
+    Ok(json!({ "id": id, "type": kind.as_str() }))
+}
+
+/// The `validation` error of field problems (and of an invalid country).
+fn validation(errors: &[FieldError], country_invalid: bool) -> ApiError {
+    let mut error =
+        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "validation", "There was an error validating your request.");
+    for e in errors {
+        error = error.with_field(e.field.token_param(), &token_message(e));
+    }
+    if country_invalid {
+        error = error.with_field("country", "is invalid");
+    }
+    // An expiry the library cannot read marks both of its fields.
+    let has = |f: &str| error.details.iter().any(|(field, _)| field == f);
+    if has("month") != has("year") {
+        let missing = if has("month") { "year" } else { "month" };
+        error = error.with_field(missing, "is invalid");
+        error.details.sort_by_key(|(f, _)| FIELD_ORDER.iter().position(|o| o == f).unwrap_or(usize::MAX));
+    }
+    error
+}
+
+/// Order of fields in error details.
+const FIELD_ORDER: [&str; 12] = [
+    "number",
+    "month",
+    "year",
+    "first_name",
+    "last_name",
+    "cvv",
+    "routing_number",
+    "account_number",
+    "account_number_confirmation",
+    "account_type",
+    "name_on_account",
+    "country",
+];
+
+/// File name of the vault key beside the database.
+pub const VAULT_KEY_FILE_NAME: &str = "rebill-vault.key";
+
+/// Where the vault key lives when no file is named: beside an SQLite database file (created
+/// there on first start). For other databases, `./rebill-vault.key` when it exists, else `None`:
+/// several processes share a PostgreSQL database and must be given one key file explicitly.
+pub fn default_vault_key_file(database_url: &str) -> Option<PathBuf> {
+    let sqlite_file = database_url
+        .strip_prefix("sqlite://")
+        .or_else(|| database_url.strip_prefix("sqlite:"))
+        .map(|rest| rest.split('?').next().unwrap_or_default())
+        .filter(|path| !path.is_empty() && !path.contains(":memory:"));
+    let working_directory = Path::new(".").join(VAULT_KEY_FILE_NAME);
+    match sqlite_file.map(Path::new).map(Path::parent) {
+        Some(Some(dir)) if !dir.as_os_str().is_empty() => Some(dir.join(VAULT_KEY_FILE_NAME)),
+        Some(_) => Some(working_directory),
+        None => working_directory.exists().then_some(working_directory),
+    }
+}
+
+/// The vault of the service: over the key in `key_file`, else in the default key file (see
+/// [`default_vault_key_file`]), else over a key that lives as long as the process (logged as a
+/// warning: its tokens work only on this process, until it stops).
+pub fn open_vault(key_file: Option<&Path>, database_url: &str) -> std::io::Result<Vault> {
+    match key_file.map(Path::to_path_buf).or_else(|| default_vault_key_file(database_url)) {
+        Some(path) => vault_from_key_file(&path)
+            .map_err(|e| std::io::Error::new(e.kind(), format!("vault key file {}: {e}", path.display()))),
+        None => {
+            tracing::warn!(
+                "no vault key file (--vault-key-file): tokens are encrypted with a key of this process only, \
+                 so another process cannot use them and they stop working when this one stops"
+            );
+            Ok(Vault::ephemeral())
+        }
+    }
+}
+
+/// The vault over the key in `path` (64 hexadecimal characters). A missing file is created with
+/// a new random key, readable by its owner only; when several processes start at once, one key
+/// wins and every process reads it.
+pub fn vault_from_key_file(path: &Path) -> std::io::Result<Vault> {
+    let invalid = |e: rebill_billing::vault::VaultError| std::io::Error::new(std::io::ErrorKind::InvalidData, e);
+    if !path.exists() {
+        create_key_file(path)?;
+    }
+    Vault::from_hex(&std::fs::read_to_string(path)?).map_err(invalid)
+}
+
+/// Writes a new key to a private temporary file and links it into place (linking fails when the
+/// file appeared meanwhile, and then that key is kept).
+fn create_key_file(path: &Path) -> std::io::Result<()> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let temporary = dir.join(format!(".{VAULT_KEY_FILE_NAME}.{}.tmp", std::process::id()));
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(&temporary)?;
+    file.write_all(format!("{}\n", Vault::generate_key_hex()).as_bytes())?;
+    file.sync_all()?;
+    drop(file);
+    let linked = std::fs::hard_link(&temporary, path);
+    let _ = std::fs::remove_file(&temporary);
+    match linked {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        other => other,
+    }
+}
+
+/// Deletes expired tokens every `interval`, for as long as the task runs.
+pub async fn purge_expired(store: Store, clock: Arc<dyn Clock>, interval: Duration) {
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        match store.purge_expired_tokens(clock.now()).await {
+            Ok(0) => {}
+            Ok(n) => tracing::debug!(tokens = n, "expired tokens deleted"),
+            Err(e) => tracing::warn!(error = %e, "purging expired tokens"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_key_file_sits_beside_an_sqlite_database() {
+        let beside = |url| default_vault_key_file(url).map(|p| p.display().to_string());
+        assert_eq!(beside("sqlite://./rebill.db").as_deref(), Some("./rebill-vault.key"));
+        assert_eq!(beside("sqlite:///var/lib/x/r.db?mode=rwc").as_deref(), Some("/var/lib/x/rebill-vault.key"));
+        assert_eq!(beside("sqlite:rebill.db").as_deref(), Some("./rebill-vault.key"));
+        // Tests run in the package directory, which holds no key file.
+        assert_eq!(beside("sqlite::memory:"), None);
+        assert_eq!(beside("postgres://db/rebill"), None);
+        assert!(open_vault(None, "postgres://db/rebill").is_ok(), "a process-only key");
+    }
+
+    #[test]
+    fn a_missing_key_file_is_made_private_and_then_reused() {
+        let dir = std::env::temp_dir().join(format!("rebill-vault-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join(VAULT_KEY_FILE_NAME);
+        let _ = std::fs::remove_file(&path);
+        let first = vault_from_key_file(&path).expect("created");
+        let sealed = first.seal(&Secret::BankAccount { account_number: "111111111".into() }, b"t");
+        let again = vault_from_key_file(&path).expect("read");
+        assert!(again.open(&sealed, b"t").is_ok(), "the same key is read back");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).expect("metadata").permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        std::fs::write(&path, "not a key").expect("write");
+        assert_eq!(vault_from_key_file(&path).err().map(|e| e.kind()), Some(std::io::ErrorKind::InvalidData));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn callbacks_are_plain_identifiers() {
+        for ok in ["cb", "__jp0", "service.callbacks.c1", "$x_1"] {
+            assert!(valid_callback(ok), "{ok}");
+        }
+        for bad in ["", "1cb", "a b", "alert(1)", "a..b", "a.", "x;y", &"a".repeat(129)] {
+            assert!(!valid_callback(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn errors_list_their_fields_and_details() {
+        let body = validation(
+            &[
+                FieldError { field: Field::Number, problem: Problem::Blank },
+                FieldError { field: Field::Month, problem: Problem::Blank },
+                FieldError { field: Field::FirstName, problem: Problem::Blank },
+            ],
+            false,
+        )
+        .body();
+        assert_eq!(
+            body,
+            json!({ "error": {
+                "code": "validation",
+                "message": "There was an error validating your request.",
+                "fields": ["number", "month", "year", "first_name"],
+                "details": [
+                    { "field": "number", "messages": ["is invalid"] },
+                    { "field": "month", "messages": ["is invalid"] },
+                    { "field": "year", "messages": ["is invalid"] },
+                    { "field": "first_name", "messages": ["can't be blank"] },
+                ],
+            }})
+        );
+        assert_eq!(
+            invalid_public_key().body(),
+            json!({ "error": { "code": "invalid-public-key", "message": "The public key is not valid." } })
+        );
+        assert!(valid_country("us") && valid_country("DE") && !valid_country("XX") && !valid_country("USA"));
+    }
 }

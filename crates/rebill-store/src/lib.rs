@@ -6,13 +6,16 @@
 //! Times are UTC epoch seconds, passed in by the caller so that tests can move the clock.
 
 pub mod accounts;
+pub mod billing_info;
 pub mod jobs;
 mod keys;
 pub mod list;
 pub mod outbox;
+pub mod plans;
 pub mod rate;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod tokens;
 
 use sqlx::any::AnyPoolOptions;
 use sqlx::{AnyPool, Row};
@@ -42,6 +45,10 @@ pub enum StoreError {
     Invalid(String),
     #[error("the site already has an account with account_code `{0}`")]
     DuplicateAccount(String),
+    #[error("the site already has a plan with plan_code `{0}`")]
+    DuplicatePlan(String),
+    #[error("the plan already has an add-on with add_on_code `{0}`")]
+    DuplicateAddOn(String),
 }
 
 /// Which database a [`Store`] talks to.
