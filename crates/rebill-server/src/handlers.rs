@@ -6,7 +6,7 @@ use axum::response::Response;
 use rebill_models::Endpoint;
 use rebill_models::api::EndpointId;
 
-use crate::{AppState, RequestContext, accounts, billing_info, plans};
+use crate::{AppState, RequestContext, accounts, billing_info, invoices, plans, subscriptions};
 
 /// One routed request.
 #[derive(Debug, Clone)]
@@ -32,6 +32,8 @@ pub(crate) async fn handle(state: &AppState, call: Call, request: Request) -> Op
         EndpointId::ReopenAccount => accounts::reopen(state, &call).await,
         id if billing_info::handles(id) => billing_info::handle(state, &call, request).await,
         id if plans::handles(id) => plans::handle(state, &call, request).await,
+        id if invoices::handles(id) => invoices::handle(state, &call, request).await,
+        id if subscriptions::handles(id) => subscriptions::handle(state, &call, request).await,
         _ => return None,
     })
 }

@@ -7,15 +7,18 @@
 //! [`wire`] serves HTTP/1.1 with canonical header names.
 
 mod accounts;
+mod billing;
 mod billing_info;
 mod dispatch;
 mod handlers;
+mod invoices;
 pub mod layers;
 mod lists;
 mod plans;
 pub mod respond;
 mod sandbox;
 pub mod scheduler;
+mod subscriptions;
 pub mod tokens;
 pub mod wire;
 

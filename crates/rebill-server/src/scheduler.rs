@@ -29,8 +29,10 @@ pub enum JobError {
 
 /// Runs one job at its due time.
 async fn run_job(state: &AppState, job: &Job) -> Result<(), JobError> {
-    let _ = state;
-    Err(JobError::UnknownKind(job.kind.clone()))
+    match job.kind.as_str() {
+        "dunning" => crate::billing::run_dunning(state, job).await,
+        _ => crate::subscriptions::run_job(state, job).await,
+    }
 }
 
 /// Runs every job that is due now (for one site, or all), in due order, until none is left;
