@@ -37,6 +37,19 @@
 //!
 //! Refunds are decided by the reference of the original transaction: the sandbox marks the
 //! references of purchases whose refund will be declined, so a refund needs no card number.
+//!
+//! # Stored payment methods
+//!
+//! Later charges (renewals, dunning retries, one-off charges of an account) need no card number:
+//! [`Gateway::store_payment_method`] answers an opaque reference that the service keeps on the
+//! billing info, and [`PaymentMethod::Stored`] charges it. A sandbox reference is
+//! `sbx_<24 hex digits>_<behaviour>`, where the behaviour is all it remembers of the card or
+//! bank account: `approved`, `approved_fraud_review`, `no_refund` (4000000000002024),
+//! `chargeback` (ACH 111111114), `three_d_secure_recurring` (4000008400001629: approved with the
+//! customer present, `three_d_secure_action_required` on recurring charges) or the decline code
+//! of a declining test card or account (`insufficient_funds`, `fraud_security_code`, …). Charging
+//! a stored reference therefore approves or declines exactly as the number did, and never holds
+//! the number. A reference the sandbox did not make declines with `gateway_token_not_found`.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -44,11 +57,16 @@ use std::pin::Pin;
 use crate::card::{BankAccount, Card, luhn_valid};
 use crate::errors::{TransactionErrorInfo, lookup_or_unknown};
 
-/// The payment method of a request: the full details, held only for the call.
+/// The payment method of a request: the full details, held only for the call, or the reference
+/// of a payment method stored with the gateway earlier ([`Gateway::store_payment_method`]).
 #[derive(Debug, Clone, Copy)]
 pub enum PaymentMethod<'a> {
     Card(&'a Card),
     BankAccount(&'a BankAccount),
+    /// A payment method the gateway holds, by its opaque reference.
+    Stored {
+        reference: &'a str,
+    },
 }
 
 /// The billing address parts used for address verification (AVS).
@@ -69,6 +87,9 @@ pub struct PaymentRequest<'a> {
     pub address: AvsAddress<'a>,
     /// A merchant-initiated charge (renewal) rather than one with the customer present.
     pub recurring: bool,
+    /// A key unique to the charge (e.g. the uuid of the transaction recorded before the call),
+    /// so that a gateway that supports it charges once however often the call is repeated.
+    pub idempotency_key: Option<&'a str>,
 }
 
 /// A refund of an earlier purchase.
@@ -153,6 +174,9 @@ impl Outcome {
 /// The future of a gateway call.
 pub type GatewayFuture<'a> = Pin<Box<dyn Future<Output = Outcome> + Send + 'a>>;
 
+/// The future of storing a payment method: its opaque reference, or why the gateway refused it.
+pub type StoreFuture<'a> = Pin<Box<dyn Future<Output = Result<String, Box<Decline>>> + Send + 'a>>;
+
 /// A payment gateway. Every call answers an [`Outcome`]; failures to reach the gateway are
 /// declines of the `communication` category.
 pub trait Gateway: Send + Sync {
@@ -171,6 +195,11 @@ pub trait Gateway: Send + Sync {
 
     /// Refunds (part of) an earlier purchase.
     fn refund<'a>(&'a self, request: &'a RefundRequest<'a>) -> GatewayFuture<'a>;
+
+    /// Stores a card or bank account with the gateway for later charges and answers its opaque
+    /// reference (charged with [`PaymentMethod::Stored`]). The reference never contains the card
+    /// or account number. Storing a [`PaymentMethod::Stored`] answers its own reference.
+    fn store_payment_method<'a>(&'a self, method: PaymentMethod<'a>) -> StoreFuture<'a>;
 
     /// The name of the bank with this routing number, if the gateway knows it.
     fn bank_name(&self, routing_number: &str) -> Option<String>;
@@ -201,45 +230,162 @@ const fn decline(code: &'static str, gateway_code: &'static str) -> Decision {
     Decision::Decline { code, gateway_code }
 }
 
-/// Card outcomes by number (numbers not listed approve when they pass the Luhn check).
-fn card_decision(number: &str, recurring: bool) -> Decision {
-    match number {
-        "4222222222222220" => Decision::Approve { code: "approved_fraud_review", refundable: true, chargeback: false },
-        "4000000000002024" => Decision::Approve { code: "approved", refundable: false, chargeback: false },
-        "4000000000000002" => decline("declined", "05"),
-        "4000000000000010" | "4000000000000028" | "4000000000000036" => decline("fraud_address", "AVS"),
-        "4000000000000044" => decline("fraud_advanced_verification", "R1"),
-        "4000000000000051" => decline("declined_card_number", "14"),
-        "4000000000000069" => decline("expired_card", "54"),
-        "4000000000000077" => decline("insufficient_funds", "51"),
-        "4000000000000085" => decline("fraud_gateway", "59"),
-        "4000000000000093" => decline("fraud_ip_address", "59"),
-        "4000000000001190" => decline("fraud_risk_check", "59"),
-        "4000000000000101" => decline("fraud_security_code", "N7"),
-        "4000000000000119" => decline("call_issuer", "01"),
-        "4000000000000200" => decline("invalid_data", "12"),
-        "4000000000000226" => decline("declined_expiration_date", "33"),
-        "4000000000000309" => decline("gateway_timeout", "91"),
-        "4000000000000317" => decline("duplicate_transaction", "94"),
-        "4000000000000325" => decline("card_type_not_accepted", "57"),
-        "4000000000000341" => decline("declined_saveable", "05"),
-        "4000000000003220" | "4000000000003063" => decline("three_d_secure_action_required", "1A"),
-        "4000008400001629" if recurring => decline("three_d_secure_action_required", "1A"),
-        n if !luhn_valid(n) => decline("invalid_card_number", "14"),
-        _ => approve(),
+/// Declining test cards: number, decline code, the gateway's own code.
+const DECLINING_CARDS: &[(&str, &str, &str)] = &[
+    ("4000000000000002", "declined", "05"),
+    ("4000000000000010", "fraud_address", "AVS"),
+    ("4000000000000028", "fraud_address", "AVS"),
+    ("4000000000000036", "fraud_address", "AVS"),
+    ("4000000000000044", "fraud_advanced_verification", "R1"),
+    ("4000000000000051", "declined_card_number", "14"),
+    ("4000000000000069", "expired_card", "54"),
+    ("4000000000000077", "insufficient_funds", "51"),
+    ("4000000000000085", "fraud_gateway", "59"),
+    ("4000000000000093", "fraud_ip_address", "59"),
+    ("4000000000001190", "fraud_risk_check", "59"),
+    ("4000000000000101", "fraud_security_code", "N7"),
+    ("4000000000000119", "call_issuer", "01"),
+    ("4000000000000200", "invalid_data", "12"),
+    ("4000000000000226", "declined_expiration_date", "33"),
+    ("4000000000000309", "gateway_timeout", "91"),
+    ("4000000000000317", "duplicate_transaction", "94"),
+    ("4000000000000325", "card_type_not_accepted", "57"),
+    ("4000000000000341", "declined_saveable", "05"),
+    ("4000000000003220", "three_d_secure_action_required", "1A"),
+    ("4000000000003063", "three_d_secure_action_required", "1A"),
+];
+
+/// Declines that are not a card of [`DECLINING_CARDS`]: code and the gateway's own code.
+const OTHER_DECLINES: &[(&str, &str)] = &[
+    ("invalid_card_number", "14"),
+    ("ach_cancel", "R08"),
+    ("invalid_data", "R28"),
+    ("three_d_secure_action_required", "1A"),
+];
+
+/// What a sandbox payment method does, as remembered by its stored reference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Behaviour {
+    Approved,
+    FraudReview,
+    NoRefund,
+    Chargeback,
+    ThreeDSecureRecurring,
+    Decline { code: &'static str, gateway_code: &'static str },
+}
+
+impl Behaviour {
+    fn name(self) -> &'static str {
+        match self {
+            Behaviour::Approved => "approved",
+            Behaviour::FraudReview => "approved_fraud_review",
+            Behaviour::NoRefund => "no_refund",
+            Behaviour::Chargeback => "chargeback",
+            Behaviour::ThreeDSecureRecurring => "three_d_secure_recurring",
+            Behaviour::Decline { code, .. } => code,
+        }
     }
+
+    fn parse(name: &str) -> Option<Self> {
+        Some(match name {
+            "approved" => Behaviour::Approved,
+            "approved_fraud_review" => Behaviour::FraudReview,
+            "no_refund" => Behaviour::NoRefund,
+            "chargeback" => Behaviour::Chargeback,
+            "three_d_secure_recurring" => Behaviour::ThreeDSecureRecurring,
+            code => {
+                let (code, gateway_code) = DECLINING_CARDS
+                    .iter()
+                    .map(|(_, c, g)| (*c, *g))
+                    .chain(OTHER_DECLINES.iter().copied())
+                    .find(|(c, _)| *c == code)?;
+                Behaviour::Decline { code, gateway_code }
+            }
+        })
+    }
+
+    fn decision(self, recurring: bool) -> Decision {
+        match self {
+            Behaviour::Approved => approve(),
+            Behaviour::FraudReview => {
+                Decision::Approve { code: "approved_fraud_review", refundable: true, chargeback: false }
+            }
+            Behaviour::NoRefund => Decision::Approve { code: "approved", refundable: false, chargeback: false },
+            Behaviour::Chargeback => Decision::Approve { code: "approved", refundable: true, chargeback: true },
+            Behaviour::ThreeDSecureRecurring if recurring => decline("three_d_secure_action_required", "1A"),
+            Behaviour::ThreeDSecureRecurring => approve(),
+            Behaviour::Decline { code, gateway_code } => decline(code, gateway_code),
+        }
+    }
+}
+
+/// What a test card does (numbers not listed approve when they pass the Luhn check).
+fn card_behaviour(number: &str) -> Behaviour {
+    match number {
+        "4222222222222220" => Behaviour::FraudReview,
+        "4000000000002024" => Behaviour::NoRefund,
+        "4000008400001629" => Behaviour::ThreeDSecureRecurring,
+        n => match DECLINING_CARDS.iter().find(|(card, _, _)| *card == n) {
+            Some((_, code, gateway_code)) => Behaviour::Decline { code, gateway_code },
+            None if !luhn_valid(n) => Behaviour::Decline { code: "invalid_card_number", gateway_code: "14" },
+            None => Behaviour::Approved,
+        },
+    }
+}
+
+/// What a test bank account does.
+fn bank_behaviour(account: &BankAccount) -> Behaviour {
+    if account.routing_number != SANDBOX_ROUTING_NUMBER {
+        return Behaviour::Decline { code: "invalid_data", gateway_code: "R28" };
+    }
+    match account.account_number.as_str() {
+        "111111112" | "111111113" => Behaviour::Decline { code: "ach_cancel", gateway_code: "R08" },
+        "111111114" => Behaviour::Chargeback,
+        "111111116" => Behaviour::NoRefund,
+        _ => Behaviour::Approved,
+    }
+}
+
+/// Prefix of sandbox stored-payment-method references.
+const STORED_PREFIX: &str = "sbx_";
+
+/// A new stored-payment-method reference remembering only `behaviour`.
+fn stored_reference(behaviour: Behaviour) -> String {
+    let mut bytes = [0u8; 12];
+    // Without the operating system's random source no reference can be made.
+    getrandom::fill(&mut bytes).expect("the operating system's random source");
+    format!("{STORED_PREFIX}{}_{}", hex::encode(bytes), behaviour.name())
+}
+
+/// The behaviour a stored reference remembers (`None`: not a sandbox reference).
+fn stored_behaviour(reference: &str) -> Option<Behaviour> {
+    let rest = reference.strip_prefix(STORED_PREFIX)?;
+    let (random, behaviour) = rest.split_once('_')?;
+    if random.len() != 24 || !random.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    Behaviour::parse(behaviour)
+}
+
+/// Card outcomes by number.
+fn card_decision(number: &str, recurring: bool) -> Decision {
+    card_behaviour(number).decision(recurring)
 }
 
 /// ACH outcomes by routing and account number.
 fn bank_decision(account: &BankAccount) -> Decision {
-    if account.routing_number != SANDBOX_ROUTING_NUMBER {
-        return decline("invalid_data", "R28");
-    }
-    match account.account_number.as_str() {
-        "111111112" | "111111113" => decline("ach_cancel", "R08"),
-        "111111114" => Decision::Approve { code: "approved", refundable: true, chargeback: true },
-        "111111116" => Decision::Approve { code: "approved", refundable: false, chargeback: false },
-        _ => approve(),
+    bank_behaviour(account).decision(false)
+}
+
+/// The CVV and AVS results of a charge of a stored reference: no CVV is kept, so only the
+/// mismatch outcomes are reported.
+fn stored_checks(behaviour: Option<Behaviour>) -> (Option<CheckResult>, Option<CheckResult>) {
+    match behaviour {
+        Some(Behaviour::Decline { code: "fraud_security_code", .. }) => (Some(CheckResult::new("N", "No Match")), None),
+        Some(Behaviour::Decline { code: "fraud_address", .. }) => {
+            (None, Some(CheckResult::new("N", "Street address and postal code do not match.")))
+        }
+        _ => (None, None),
     }
 }
 
@@ -284,6 +430,15 @@ impl SandboxGateway {
                 (card_decision(&card.number, request.recurring), cvv_result(card), avs_result(card, &request.address))
             }
             PaymentMethod::BankAccount(account) => (bank_decision(account), None, None),
+            PaymentMethod::Stored { reference } => {
+                let behaviour = stored_behaviour(reference);
+                let decision = match behaviour {
+                    Some(b) => b.decision(request.recurring),
+                    None => decline("gateway_token_not_found", "TNF"),
+                };
+                let (cvv, avs) = stored_checks(behaviour);
+                (decision, cvv, avs)
+            }
         };
         match decision {
             Decision::Approve { code, refundable, chargeback } => Outcome::Approved(Approval {
@@ -301,6 +456,27 @@ impl SandboxGateway {
                 reference: Some(reference(true)),
             }),
         }
+    }
+
+    /// The reference of a payment method stored with the sandbox (see the module documentation).
+    pub fn stored_reference(&self, method: PaymentMethod<'_>) -> Result<String, Box<Decline>> {
+        let behaviour = match method {
+            PaymentMethod::Card(card) => card_behaviour(&card.number),
+            PaymentMethod::BankAccount(account) => bank_behaviour(account),
+            PaymentMethod::Stored { reference } => {
+                return match stored_behaviour(reference) {
+                    Some(_) => Ok(reference.to_owned()),
+                    None => Err(Box::new(Decline {
+                        code: "gateway_token_not_found",
+                        gateway_error_code: Some("TNF".to_owned()),
+                        cvv_result: None,
+                        avs_result: None,
+                        reference: None,
+                    })),
+                };
+            }
+        };
+        Ok(stored_reference(behaviour))
     }
 
     /// The outcome of a refund.
@@ -346,6 +522,10 @@ impl Gateway for SandboxGateway {
         Box::pin(std::future::ready(self.decide_refund(request)))
     }
 
+    fn store_payment_method<'a>(&'a self, method: PaymentMethod<'a>) -> StoreFuture<'a> {
+        Box::pin(std::future::ready(self.stored_reference(method)))
+    }
+
     fn bank_name(&self, routing_number: &str) -> Option<String> {
         (routing_number.trim() == SANDBOX_ROUTING_NUMBER).then(|| SANDBOX_BANK_NAME.to_owned())
     }
@@ -384,6 +564,7 @@ mod tests {
             method,
             address: AvsAddress { street: Some("1 Main St."), postal_code: Some("94105") },
             recurring,
+            idempotency_key: None,
         }
     }
 
@@ -460,6 +641,86 @@ mod tests {
             let c = card(number, Some("123"));
             let r = request(PaymentMethod::Card(&c), false);
             assert_eq!(declined_code(&now(gateway.verify(&r))), code, "{number}");
+        }
+    }
+
+    #[test]
+    fn stored_references_hold_no_number_and_charge_like_the_card() {
+        let gateway: Arc<dyn Gateway> = Arc::new(SandboxGateway);
+        let numbers = DECLINING_CARDS.iter().map(|(n, _, _)| *n).chain(SUCCESS_CARDS.iter().copied());
+        for number in numbers.chain(["4222222222222220", "4000000000002024"]) {
+            let c = card(number, Some("123"));
+            let reference = now(gateway.store_payment_method(PaymentMethod::Card(&c))).expect("stored");
+            assert!(reference.starts_with("sbx_"), "{reference}");
+            assert!(!reference.contains(number) && !reference.contains(&number[number.len() - 4..]), "{reference}");
+            assert!(!reference.contains("123"), "{reference}");
+            for recurring in [false, true] {
+                let direct = purchase(gateway.as_ref(), number, recurring);
+                let r =
+                    PaymentRequest { recurring, ..request(PaymentMethod::Stored { reference: &reference }, recurring) };
+                let stored = now(gateway.purchase(&r));
+                match (&direct, &stored) {
+                    (Outcome::Approved(a), Outcome::Approved(b)) => {
+                        assert_eq!((a.code, a.chargeback_expected), (b.code, b.chargeback_expected), "{number}");
+                    }
+                    (Outcome::Declined(a), Outcome::Declined(b)) => {
+                        assert_eq!((a.code, &a.gateway_error_code), (b.code, &b.gateway_error_code), "{number}");
+                    }
+                    other => panic!("{number} recurring={recurring}: {other:?}"),
+                }
+            }
+            // Storing a stored reference keeps it.
+            let again = now(gateway.store_payment_method(PaymentMethod::Stored { reference: &reference }));
+            assert_eq!(again.as_deref(), Ok(reference.as_str()));
+        }
+        // The security-code mismatch is reported on recurring charges too.
+        let c = card("4000000000000101", None);
+        let reference = SandboxGateway.stored_reference(PaymentMethod::Card(&c)).expect("stored");
+        match SandboxGateway.decide(&request(PaymentMethod::Stored { reference: &reference }, true)) {
+            Outcome::Declined(d) => assert_eq!(d.cvv_result.map(|r| r.code).as_deref(), Some("N")),
+            other => panic!("{other:?}"),
+        }
+        // A refund of a purchase through the no-refund card's reference is declined.
+        let c = card("4000000000002024", None);
+        let reference = SandboxGateway.stored_reference(PaymentMethod::Card(&c)).expect("stored");
+        let Outcome::Approved(a) =
+            SandboxGateway.decide(&request(PaymentMethod::Stored { reference: &reference }, true))
+        else {
+            panic!("approved")
+        };
+        let refund = RefundRequest { amount_in_cents: 100, currency: "USD", reference: &a.reference };
+        assert_eq!(declined_code(&SandboxGateway.decide_refund(&refund)), "transaction_cannot_be_refunded");
+        // References the sandbox did not make.
+        for bogus in ["sbx_zz_approved", "sbx_0123456789abcdef01234567_nonsense", "tok_4111111111111111", ""] {
+            assert_eq!(
+                declined_code(&SandboxGateway.decide(&request(PaymentMethod::Stored { reference: bogus }, false))),
+                "gateway_token_not_found",
+                "{bogus}"
+            );
+            assert!(SandboxGateway.stored_reference(PaymentMethod::Stored { reference: bogus }).is_err());
+        }
+    }
+
+    #[test]
+    fn stored_bank_accounts_charge_like_the_account() {
+        let account = |number: &str| BankAccount {
+            routing_number: "123456780".to_owned(),
+            account_number: number.to_owned(),
+            account_type: AccountType::Checking,
+            name_on_account: "Verena Example".to_owned(),
+        };
+        for (number, behaviour) in [
+            ("111111111", "approved"),
+            ("111111112", "ach_cancel"),
+            ("111111114", "chargeback"),
+            ("111111116", "no_refund"),
+        ] {
+            let a = account(number);
+            let reference = SandboxGateway.stored_reference(PaymentMethod::BankAccount(&a)).expect("stored");
+            assert!(reference.ends_with(&format!("_{behaviour}")) && !reference.contains(number), "{reference}");
+            let direct = SandboxGateway.decide(&request(PaymentMethod::BankAccount(&a), false));
+            let stored = SandboxGateway.decide(&request(PaymentMethod::Stored { reference: &reference }, true));
+            assert_eq!(direct.is_approved(), stored.is_approved(), "{number}");
         }
     }
 

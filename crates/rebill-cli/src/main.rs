@@ -60,6 +60,36 @@ enum Command {
     /// The alert e-mail outbox.
     #[command(subcommand)]
     Alerts(AlertsCommand),
+    /// A sandbox site's clock: moving it on runs every job that became due (renewals, trial
+    /// ends, pauses, dunning retries) before the command returns.
+    #[command(subcommand)]
+    Clock(ClockCommand),
+}
+
+#[derive(Subcommand)]
+enum ClockCommand {
+    /// Moves the site's clock on by an amount such as `1month`, `15days` or `12 hours`.
+    Advance {
+        #[arg(long)]
+        site: String,
+        amount: String,
+        /// The key file of the token vault (as for `serve`).
+        #[arg(long, env = "REBILL_VAULT_KEY_FILE", value_name = "PATH")]
+        vault_key_file: Option<std::path::PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Sets the site's clock to an ISO 8601 date or date-time (never back).
+    Set {
+        #[arg(long)]
+        site: String,
+        time: String,
+        /// The key file of the token vault (as for `serve`).
+        #[arg(long, env = "REBILL_VAULT_KEY_FILE", value_name = "PATH")]
+        vault_key_file: Option<std::path::PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -395,6 +425,36 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let site = store.site(&site).await?;
             let site = store.regenerate_public_key(&site, now).await?;
             emit(json, json!({ "site": site.name, "public_key": site.public_key }), site.public_key.clone());
+        }
+        Command::Clock(command) => {
+            let (site, target, vault_key_file, json) = match command {
+                ClockCommand::Advance { site, amount, vault_key_file, json } => {
+                    let site = store.site(&site).await?;
+                    let current = chrono::DateTime::<chrono::Utc>::from_timestamp(site.now(now), 0)
+                        .context("the site's clock is out of range")?;
+                    let target = rebill_server::sandbox::advance(current, &amount)?;
+                    (site, target.timestamp(), vault_key_file, json)
+                }
+                ClockCommand::Set { site, time, vault_key_file, json } => {
+                    let site = store.site(&site).await?;
+                    let target = rebill_server::parse_instant(&time)
+                        .with_context(|| format!("`{time}` is not an ISO 8601 date or date-time"))?;
+                    (site, target, vault_key_file, json)
+                }
+            };
+            let site = store.set_site_clock(&site, target, now).await?;
+            let vault = rebill_server::tokens::open_vault(vault_key_file.as_deref(), &cli.database)?;
+            let state =
+                rebill_server::AppState::new(store, clock.clone(), rebill_server::Config::default()).with_vault(vault);
+            let ran = rebill_server::scheduler::run_due(&state, Some(&site)).await?;
+            let site_now = chrono::DateTime::<chrono::Utc>::from_timestamp(site.now(clock.now()), 0)
+                .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+                .unwrap_or_default();
+            emit(
+                json,
+                json!({ "site": site.name, "now": site_now, "jobs_run": ran }),
+                format!("site {} is at {site_now}; {ran} due jobs ran", site.name),
+            );
         }
         Command::Alerts(AlertsCommand::List { json }) => {
             let alerts = store.alerts().await?;

@@ -1,10 +1,915 @@
-//! Invoicing and collection shared by every flow that charges an account (not built yet).
+//! Invoicing and collection, shared by every flow that charges an account: the invoice endpoints,
+//! one-off transactions and the subscriptions' charges.
+//!
+//! # Invoicing
+//!
+//! [`invoice_charges`] (subscription charges from the billing engine) and [`invoice`] (any mix of
+//! engine lines, new one-off lines and the account's pending adjustments) create one invoice with
+//! the next number of the site, its line items and its totals
+//! ([`rebill_billing::invoice::InvoiceTotals`]; no discounts or tax yet), then collect it as
+//! [`Collect`] says. [`preview`] computes the same invoice without writing anything.
+//!
+//! # Collection
+//!
+//! Collecting charges the account's stored payment method (the gateway reference kept on its
+//! billing info; [`PaymentSource`]) through `state.gateway`. The transaction is recorded
+//! (`processing`) before the gateway is called, with an idempotency key made of the invoice's
+//! uuid and the attempt number, and completed after; a repeated attempt (a job run again after a
+//! crash) finds the recorded transaction and does not charge twice (billing-behaviour §7.4).
+//!
+//! | Outcome | [`Collect::Automatic`] | [`Collect::Once`] | [`Collect::Manual`] |
+//! |---|---|---|---|
+//! | total ≤ 0 | `paid` at once, no transaction | same | same |
+//! | approved | `paid` | `paid` | — (stays `pending`, due after `net_terms` days) |
+//! | declined, or no stored payment method | `past_due`, dunning | `failed` | — |
+//!
+//! # Dunning
+//!
+//! A `past_due` invoice is retried by `dunning` jobs (subject: the invoice's uuid) at
+//! [`DUNNING_RETRY_DAYS`] days after the invoice was created, on the site's clock (1, 3, 5 and 7
+//! days); only the next retry is scheduled at a time, and `attempt_next_collection_at` shows it. A
+//! retry charges the billing info stored *at the retry*, so a customer who updates their card is
+//! collected at the next retry. A successful retry marks the invoice `paid` and calls
+//! [`crate::subscriptions::on_invoice_paid`]; when the last retry fails the invoice becomes
+//! `failed` and [`crate::subscriptions::on_invoice_failed`] runs (the subscriptions expire). A
+//! job whose invoice was settled meanwhile, or that is not the invoice's next attempt, does
+//! nothing. An account without billing info is retried the same way (each attempt without a
+//! payment method counts as a failed attempt, with no transaction).
+//!
+//! The hooks are called only when an outcome comes later than the call that invoiced (dunning,
+//! `mark_successful`, `mark_failed`); [`invoice_charges`] answers its own outcome to its caller.
 
-use crate::AppState;
+use axum::http::StatusCode;
+use axum::response::Response;
+use chrono::{DateTime, Utc};
+use rebill_billing::gateway::{AvsAddress, Outcome, PaymentMethod, PaymentRequest};
+use rebill_billing::invoice::{InvoiceError, InvoiceOrigin, InvoiceTotals, ItemRef, LineItem, LineKind, OriginKey};
+use rebill_billing::proration::Proration;
+use rebill_models::api::EndpointId;
+use rebill_models::{
+    AvsResult, BillingInfoType, CvvResult, Errors, FieldError as XmlFieldError, FraudInfo, Transaction as View,
+    TransactionAccount, TransactionAction, TransactionBillingInfo, TransactionDetails, TransactionError,
+    TransactionOrigin, TransactionSource, TransactionStatus as ViewStatus,
+};
+use rebill_store::accounts::Account;
+use rebill_store::billing_info::{BillingFields, PaymentKind};
+use rebill_store::invoicing::{
+    AccountSnapshot, Adjustment, AdjustmentKind, Check, EngineKey, Invoice, InvoiceAmounts, InvoiceChange,
+    InvoiceState, InvoiceTerms, NewAdjustment, NewInvoice, NewTransaction, Transaction, TransactionFailure,
+    TransactionResult, TransactionStatus,
+};
+use rebill_store::{Site, StoreError};
+use rebill_xml::{Href, WireContext};
+
 use crate::scheduler::JobError;
+use crate::{AppState, respond};
 
-/// Runs a dunning retry of an unpaid invoice.
+/// Days after an invoice's creation at which a past-due invoice is retried (site clock).
+pub(crate) const DUNNING_RETRY_DAYS: [i64; 4] = [1, 3, 5, 7];
+/// Kind of the scheduled retry jobs (subject: the invoice's uuid).
+pub(crate) const DUNNING_JOB: &str = "dunning";
+
+const DAY: i64 = 86_400;
+
+/// Why invoicing or collecting failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BillingError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Invoice(#[from] InvoiceError),
+    /// No line items and no pending adjustments (the API's 422 `will_not_invoice`).
+    #[error("nothing to invoice")]
+    NothingToInvoice,
+    /// Line items in more than one currency cannot share an invoice.
+    #[error("line items in several currencies ({0})")]
+    MixedCurrencies(String),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl From<BillingError> for JobError {
+    fn from(e: BillingError) -> Self {
+        match e {
+            BillingError::Store(e) => JobError::Store(e),
+            other => JobError::Failed(other.to_string()),
+        }
+    }
+}
+
+/// How a new invoice is collected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Collect {
+    /// Not charged: the invoice stays `pending` until paid otherwise (`mark_successful`).
+    Manual,
+    /// Charged now; a decline (or no payment method) makes it `past_due` with dunning retries.
+    Automatic,
+    /// Charged now; a decline (or no payment method) makes it `failed` at once, without retries
+    /// (one-off transactions, purchases that must not linger).
+    Once,
+}
+
+/// A payment method to charge: the billing info's type and non-secret fields (the transaction's
+/// snapshot) and the gateway's reference of the stored method.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PaymentSource {
+    pub kind: PaymentKind,
+    pub fields: BillingFields,
+    pub reference: String,
+}
+
+impl PaymentSource {
+    /// The account's stored payment method (`None` without billing info, or billing info that
+    /// has no gateway reference).
+    pub(crate) async fn of_account(state: &AppState, account: &Account) -> Result<Option<Self>, StoreError> {
+        Ok(state.store.billing_info(account.id).await?.and_then(|b| {
+            b.gateway_reference.map(|reference| PaymentSource { kind: b.kind, fields: b.fields, reference })
+        }))
+    }
+}
+
+/// What an invoice needs beyond its lines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Draft {
+    /// New lines from the billing engine (subscription charges and credits).
+    pub lines: Vec<LineItem>,
+    /// New one-off lines (e.g. the charge of a one-off transaction).
+    pub extra: Vec<NewAdjustment>,
+    /// The account's pending adjustments to put on the invoice.
+    pub pending: Vec<Adjustment>,
+    pub origin: InvoiceOrigin,
+    pub terms: InvoiceTerms,
+}
+
+impl Draft {
+    /// A draft of engine lines only.
+    pub(crate) fn of_lines(lines: Vec<LineItem>, origin: InvoiceOrigin) -> Self {
+        Self { lines, extra: Vec::new(), pending: Vec::new(), origin, terms: InvoiceTerms::default() }
+    }
+}
+
+/// An invoice as created (and collected).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Invoiced {
+    pub invoice: Invoice,
+    pub lines: Vec<Adjustment>,
+    /// The transaction of the collection attempt, if one was made.
+    pub transaction: Option<Transaction>,
+}
+
+impl Invoiced {
+    /// Whether the invoice is paid.
+    pub(crate) fn is_paid(&self) -> bool {
+        self.invoice.state == InvoiceState::Paid
+    }
+
+    /// The declined transaction of the collection attempt, if it was declined.
+    pub(crate) fn declined(&self) -> Option<&Transaction> {
+        self.transaction.as_ref().filter(|t| t.status() == TransactionStatus::Declined)
+    }
+}
+
+/// An invoice computed but not written ([`preview`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Preview {
+    pub invoice: NewInvoice,
+    /// The new lines, then the pending adjustments taken.
+    pub lines: Vec<NewAdjustment>,
+}
+
+fn secs(t: DateTime<Utc>) -> i64 {
+    t.timestamp()
+}
+
+fn time(secs: i64) -> Option<DateTime<Utc>> {
+    DateTime::<Utc>::from_timestamp(secs, 0)
+}
+
+/// The adjustment of a billing-engine line.
+pub(crate) fn adjustment_of_line(account_id: i64, line: &LineItem) -> Result<NewAdjustment, BillingError> {
+    let (item_kind, item_code) = match &line.key.item {
+        ItemRef::Plan { plan_code } => ("plan", plan_code),
+        ItemRef::AddOn { add_on_code } => ("add_on", add_on_code),
+        ItemRef::SetupFee { plan_code } => ("setup_fee", plan_code),
+    };
+    Ok(NewAdjustment {
+        account_id,
+        subscription_uuid: Some(line.key.subscription.clone()),
+        kind: if line.is_credit() { AdjustmentKind::Credit } else { AdjustmentKind::Charge },
+        origin: line.kind.origin_name().to_owned(),
+        description: Some(line.description.clone()),
+        accounting_code: None,
+        product_code: None,
+        currency: line.currency.clone(),
+        unit_amount: line.unit_amount_in_cents,
+        quantity: i64::from(line.quantity),
+        discount: 0,
+        tax: 0,
+        total: line.total_in_cents,
+        tax_exempt: None,
+        tax_code: None,
+        credit_reason_code: None,
+        start_date: Some(secs(line.start)),
+        end_date: (!line.key.item.is_one_time()).then(|| secs(line.end)),
+        engine: Some(EngineKey {
+            item_kind: item_kind.to_owned(),
+            item_code: item_code.clone(),
+            period_start: secs(line.key.period_start),
+            period_end: secs(line.key.period_end),
+            line_period_end: secs(line.period_end),
+            proration: line.proration.map(|p| (p.part_seconds, p.whole_seconds)),
+        }),
+    })
+}
+
+/// The billing-engine line an adjustment was made from (`None` for one-off adjustments).
+pub(crate) fn line_of_adjustment(adjustment: &Adjustment) -> Option<LineItem> {
+    let line = &adjustment.line;
+    let engine = line.engine.as_ref()?;
+    let item = match engine.item_kind.as_str() {
+        "plan" => ItemRef::Plan { plan_code: engine.item_code.clone() },
+        "add_on" => ItemRef::AddOn { add_on_code: engine.item_code.clone() },
+        "setup_fee" => ItemRef::SetupFee { plan_code: engine.item_code.clone() },
+        _ => return None,
+    };
+    let kind = if line.kind == AdjustmentKind::Credit { LineKind::Credit } else { item.charge_kind() };
+    let start = time(line.start_date?)?;
+    Some(LineItem {
+        kind,
+        key: OriginKey {
+            subscription: line.subscription_uuid.clone()?,
+            item,
+            period_start: time(engine.period_start)?,
+            period_end: time(engine.period_end)?,
+        },
+        period_end: time(engine.line_period_end)?,
+        start,
+        end: line.end_date.and_then(time).unwrap_or(start),
+        currency: line.currency.clone(),
+        unit_amount_in_cents: line.unit_amount,
+        quantity: u32::try_from(line.quantity).ok()?,
+        total_in_cents: line.total,
+        proration: engine.proration.map(|(part_seconds, whole_seconds)| Proration { part_seconds, whole_seconds }),
+        description: line.description.clone().unwrap_or_default(),
+    })
+}
+
+/// Every line item billed for a subscription so far (pending or invoiced), as the billing
+/// engine's `diff` takes them.
+pub(crate) async fn billed_lines(state: &AppState, subscription_uuid: &str) -> Result<Vec<LineItem>, StoreError> {
+    let adjustments = state.store.subscription_adjustments(subscription_uuid).await?;
+    Ok(adjustments.iter().filter_map(line_of_adjustment).collect())
+}
+
+/// The invoice `draft` would create for `account` at `at`, without writing anything.
+pub(crate) fn preview(account: &Account, draft: &Draft, at: i64) -> Result<Preview, BillingError> {
+    let mut lines = draft.lines.iter().map(|l| adjustment_of_line(account.id, l)).collect::<Result<Vec<_>, _>>()?;
+    lines.extend(draft.extra.iter().cloned());
+    lines.extend(draft.pending.iter().map(|a| a.line.clone()));
+    if lines.is_empty() {
+        return Err(BillingError::NothingToInvoice);
+    }
+    let currency = lines[0].currency.clone();
+    if let Some(other) = lines.iter().find(|l| l.currency != currency) {
+        return Err(BillingError::MixedCurrencies(format!("{currency}, {}", other.currency)));
+    }
+    let totals = InvoiceTotals::compute(lines.iter().map(|l| l.total), 0, None, 0)?;
+    let net_terms = draft.terms.net_terms.max(0);
+    Ok(Preview {
+        invoice: NewInvoice {
+            account_id: account.id,
+            state: InvoiceState::Pending,
+            origin: draft.origin.name().to_owned(),
+            currency,
+            amounts: InvoiceAmounts {
+                subtotal_before_discount: totals.subtotal_before_discount_in_cents,
+                discount: totals.discount_in_cents,
+                subtotal_after_discount: totals.subtotal_after_discount_in_cents,
+                tax: totals.tax_in_cents,
+                total: totals.total_in_cents,
+                paid: totals.paid_in_cents,
+                balance: totals.balance_in_cents,
+            },
+            terms: InvoiceTerms { net_terms, ..draft.terms.clone() },
+            due_on: Some(at.saturating_add(net_terms.saturating_mul(DAY))),
+            attempt_next_collection_at: None,
+            closed_at: None,
+        },
+        lines,
+    })
+}
+
+/// Invoices subscription charges of the billing engine for `account` at `at` (site time) and
+/// collects the invoice as `collect` says (see the module documentation).
+///
+/// - `lines` must be non-empty and in one currency ([`BillingError::NothingToInvoice`],
+///   [`BillingError::MixedCurrencies`]); each becomes an adjustment that keeps its origin key, so
+///   [`billed_lines`] gives them back to the engine's diff.
+/// - The answer holds the invoice in its state after collection (`paid`, `past_due`, `failed`,
+///   or `pending` for [`Collect::Manual`]), its line items and the collection attempt's
+///   transaction; [`Invoiced::declined`] is the declined transaction, for
+///   [`decline_response`].
+/// - No subscription hook is called for this outcome (the caller has it); later outcomes of the
+///   invoice (dunning) call [`crate::subscriptions::on_invoice_paid`] and
+///   [`crate::subscriptions::on_invoice_failed`].
+#[allow(dead_code, reason = "the entry point of subscription charges")]
+pub(crate) async fn invoice_charges(
+    state: &AppState,
+    site: &Site,
+    account: &Account,
+    lines: Vec<LineItem>,
+    origin: InvoiceOrigin,
+    at: i64,
+    collect: Collect,
+) -> Result<Invoiced, BillingError> {
+    invoice(state, site, account, Draft::of_lines(lines, origin), at, collect, None).await
+}
+
+/// Creates the invoice of `draft` for `account` at `at` (site time) and collects it as `collect`
+/// says, charging `source` (the account's stored payment method when `None`).
+pub(crate) async fn invoice(
+    state: &AppState,
+    site: &Site,
+    account: &Account,
+    draft: Draft,
+    at: i64,
+    collect: Collect,
+    source: Option<PaymentSource>,
+) -> Result<Invoiced, BillingError> {
+    let preview = preview(account, &draft, at)?;
+    let new_lines = &preview.lines[..preview.lines.len() - draft.pending.len()];
+    let attach: Vec<i64> = draft.pending.iter().map(|a| a.id).collect();
+    let (invoice, lines) = state.store.create_invoice(site.id, &preview.invoice, new_lines, &attach, at).await?;
+    if invoice.amounts.balance <= 0 {
+        let paid = settle(state, &invoice, InvoiceState::Paid, at).await?;
+        return Ok(Invoiced { invoice: paid, lines, transaction: None });
+    }
+    if collect == Collect::Manual {
+        return Ok(Invoiced { invoice, lines, transaction: None });
+    }
+    let source = match source {
+        Some(source) => Some(source),
+        None => PaymentSource::of_account(state, account).await?,
+    };
+    let recurring = draft.origin == InvoiceOrigin::Renewal;
+    let transaction = match &source {
+        Some(source) => {
+            Some(charge(state, site.id, account, &invoice, source, attempt_key(&invoice, 0), recurring, at).await?)
+        }
+        None => None,
+    };
+    let approved = transaction.as_ref().is_some_and(|t| t.status() == TransactionStatus::Success);
+    let invoice = if approved {
+        settle(state, &invoice, InvoiceState::Paid, at).await?
+    } else if collect == Collect::Once {
+        settle(state, &invoice, InvoiceState::Failed, at).await?
+    } else {
+        schedule_retry(state, &invoice, 0, at).await?
+    };
+    Ok(Invoiced { invoice, lines, transaction })
+}
+
+/// Marks an open invoice paid or failed (no more retries).
+async fn settle(state: &AppState, invoice: &Invoice, to: InvoiceState, at: i64) -> Result<Invoice, BillingError> {
+    let from = [InvoiceState::Pending, InvoiceState::Processing, InvoiceState::PastDue];
+    let change = InvoiceChange { state: to, attempt_next_collection_at: None, collection_attempts: None };
+    match state.store.set_invoice_state(invoice.id, &from, change, at).await? {
+        Some(changed) => Ok(changed),
+        // Settled meanwhile: answer it as it is.
+        None => state
+            .store
+            .invoice_by_id(invoice.id)
+            .await?
+            .ok_or_else(|| BillingError::Invalid(format!("invoice {} vanished", invoice.invoice_number))),
+    }
+}
+
+/// After `attempts` failed retries: `past_due` with the next retry scheduled, or `failed` when
+/// none is left (the answer's state tells which).
+async fn schedule_retry(state: &AppState, invoice: &Invoice, attempts: i64, at: i64) -> Result<Invoice, BillingError> {
+    let next =
+        usize::try_from(attempts).ok().and_then(|i| DUNNING_RETRY_DAYS.get(i)).map(|d| invoice.created_at + d * DAY);
+    let Some(next) = next else {
+        let change = InvoiceChange {
+            state: InvoiceState::Failed,
+            attempt_next_collection_at: None,
+            collection_attempts: Some(attempts),
+        };
+        let from = [InvoiceState::Pending, InvoiceState::Processing, InvoiceState::PastDue];
+        return match state.store.set_invoice_state(invoice.id, &from, change, at).await? {
+            Some(failed) => Ok(failed),
+            None => Ok(state.store.invoice_by_id(invoice.id).await?.unwrap_or_else(|| invoice.clone())),
+        };
+    };
+    // The job first: a crash after it leaves a job that finds the invoice and retries.
+    state.store.schedule_job(invoice.site_id, DUNNING_JOB, &invoice.uuid, next).await?;
+    let change = InvoiceChange {
+        state: InvoiceState::PastDue,
+        attempt_next_collection_at: Some(next),
+        collection_attempts: Some(attempts),
+    };
+    let from = [InvoiceState::Pending, InvoiceState::Processing, InvoiceState::PastDue];
+    match state.store.set_invoice_state(invoice.id, &from, change, at).await? {
+        Some(changed) => Ok(changed),
+        None => Ok(state.store.invoice_by_id(invoice.id).await?.unwrap_or_else(|| invoice.clone())),
+    }
+}
+
+/// `credit_card` or `ach`.
+fn payment_method_name(kind: PaymentKind) -> &'static str {
+    match kind {
+        PaymentKind::CreditCard => "credit_card",
+        PaymentKind::BankAccount => "ach",
+    }
+}
+
+/// The account as a transaction records it.
+pub(crate) fn snapshot(account: &Account) -> AccountSnapshot {
+    let f = &account.fields;
+    AccountSnapshot {
+        account_code: account.account_code.clone(),
+        first_name: f.first_name.clone(),
+        last_name: f.last_name.clone(),
+        company: f.company_name.clone(),
+        email: f.email.clone(),
+    }
+}
+
+/// The stored result of a gateway outcome.
+pub(crate) fn result_of(outcome: &Outcome, at: i64) -> TransactionResult {
+    let check = |c: &Option<rebill_billing::gateway::CheckResult>| {
+        c.as_ref().map(|c| Check { code: c.code.clone(), message: c.message.clone() })
+    };
+    match outcome {
+        Outcome::Approved(a) => TransactionResult {
+            status: TransactionStatus::Success,
+            reference: Some(a.reference.clone()),
+            approval_code: Some(a.reference.chars().rev().take(6).collect::<String>().to_ascii_uppercase()),
+            message: Some("Successful test transaction".to_owned()),
+            fraud_review: a.fraud_review(),
+            failure: None,
+            cvv: check(&a.cvv_result),
+            avs: check(&a.avs_result),
+            collected_at: Some(at),
+        },
+        Outcome::Declined(d) => {
+            let row = d.error();
+            TransactionResult {
+                status: TransactionStatus::Declined,
+                reference: d.reference.clone(),
+                approval_code: None,
+                message: Some(row.customer_message.clone()),
+                fraud_review: false,
+                failure: Some(TransactionFailure {
+                    error_code: row.code.clone(),
+                    error_category: row.category.clone(),
+                    merchant_message: row.merchant_message.clone(),
+                    customer_message: row.customer_message.clone(),
+                    gateway_error_code: d.gateway_error_code.clone(),
+                }),
+                cvv: check(&d.cvv_result),
+                avs: check(&d.avs_result),
+                collected_at: None,
+            }
+        }
+    }
+}
+
+/// The idempotency key of automatic collection attempt `attempt` of an invoice (0: the first
+/// charge, then the retry's number).
+fn attempt_key(invoice: &Invoice, attempt: i64) -> String {
+    format!("invoice:{}:{attempt}", invoice.uuid)
+}
+
+/// Charges the invoice's balance to `source`: records the transaction under `key`, calls the
+/// gateway, completes the transaction. A charge made before under the same key answers its
+/// transaction without charging again. `recurring`: a merchant-initiated charge (renewals,
+/// retries), with source `subscription` and origin `recurring`.
+#[allow(clippy::too_many_arguments)]
+async fn charge(
+    state: &AppState,
+    site_id: i64,
+    account: &Account,
+    invoice: &Invoice,
+    source: &PaymentSource,
+    key: String,
+    recurring: bool,
+    at: i64,
+) -> Result<Transaction, BillingError> {
+    let new = NewTransaction {
+        idempotency_key: key,
+        account_id: account.id,
+        invoice_id: Some(invoice.id),
+        subscription_uuid: None,
+        action: "purchase".to_owned(),
+        amount: invoice.amounts.balance,
+        tax: invoice.amounts.tax,
+        currency: invoice.currency.clone(),
+        kind: source.kind,
+        payment_method: payment_method_name(source.kind).to_owned(),
+        source: if recurring { "subscription" } else { "transaction" }.to_owned(),
+        origin: if recurring { "recurring" } else { "api" }.to_owned(),
+        recurring,
+        test: state.gateway.is_test(),
+        gateway_type: state.gateway.kind().to_owned(),
+        description: None,
+        account: snapshot(account),
+        billing: source.fields.clone(),
+    };
+    let begun = state.store.begin_transaction(site_id, &new, at).await?;
+    if begun.status() != TransactionStatus::Processing {
+        return Ok(begun);
+    }
+    let outcome = gateway_purchase(state, &begun, source).await;
+    Ok(state.store.complete_transaction(begun.id, &result_of(&outcome, at), at).await?)
+}
+
+/// Calls the gateway for a recorded `processing` transaction.
+pub(crate) async fn gateway_purchase(state: &AppState, transaction: &Transaction, source: &PaymentSource) -> Outcome {
+    let request = PaymentRequest {
+        amount_in_cents: transaction.new.amount,
+        currency: &transaction.new.currency,
+        method: PaymentMethod::Stored { reference: &source.reference },
+        address: AvsAddress { street: source.fields.address1.as_deref(), postal_code: source.fields.zip.as_deref() },
+        recurring: transaction.new.recurring,
+        idempotency_key: Some(&transaction.uuid),
+    };
+    state.gateway.purchase(&request).await
+}
+
+/// The subscriptions an invoice's lines bill.
+async fn invoice_subscriptions(state: &AppState, invoice: &Invoice) -> Result<Vec<String>, StoreError> {
+    let mut uuids: Vec<String> =
+        state.store.invoice_lines(invoice.id).await?.into_iter().filter_map(|a| a.line.subscription_uuid).collect();
+    uuids.sort();
+    uuids.dedup();
+    Ok(uuids)
+}
+
+/// Tells the subscriptions of an invoice that it was paid.
+pub(crate) async fn invoice_paid(state: &AppState, invoice: &Invoice, at: i64) -> Result<(), JobError> {
+    let uuids = invoice_subscriptions(state, invoice).await?;
+    if uuids.is_empty() {
+        return Ok(());
+    }
+    crate::subscriptions::on_invoice_paid(state, invoice.site_id, &uuids, at).await
+}
+
+/// Tells the subscriptions of an invoice that its collection failed for good.
+pub(crate) async fn invoice_failed(state: &AppState, invoice: &Invoice, at: i64) -> Result<(), JobError> {
+    let uuids = invoice_subscriptions(state, invoice).await?;
+    if uuids.is_empty() {
+        return Ok(());
+    }
+    crate::subscriptions::on_invoice_failed(state, invoice.site_id, &uuids, at).await
+}
+
+/// Runs a dunning retry of a past-due invoice at the job's due time (see the module
+/// documentation). Idempotent: a settled invoice, or a job that is not the invoice's next
+/// attempt, does nothing; a retry run again finds its recorded transaction.
 pub(crate) async fn run_dunning(state: &AppState, job: &rebill_store::jobs::Job) -> Result<(), JobError> {
-    let _ = state;
-    Err(JobError::UnknownKind(job.kind.clone()))
+    let Some(invoice) = state.store.invoice_by_uuid(&job.subject).await? else { return Ok(()) };
+    if invoice.site_id != job.site_id
+        || invoice.state != InvoiceState::PastDue
+        || invoice.attempt_next_collection_at != Some(job.due_at)
+    {
+        return Ok(());
+    }
+    let at = job.due_at;
+    let account = state
+        .store
+        .account(invoice.site_id, &invoice.account_code)
+        .await?
+        .ok_or_else(|| JobError::Failed(format!("the account of invoice {} is missing", invoice.invoice_number)))?;
+    let attempt = invoice.collection_attempts + 1;
+    let approved = match PaymentSource::of_account(state, &account).await? {
+        Some(source) => {
+            let t =
+                charge(state, invoice.site_id, &account, &invoice, &source, attempt_key(&invoice, attempt), true, at)
+                    .await?;
+            t.status() == TransactionStatus::Success
+        }
+        None => false,
+    };
+    if approved {
+        let paid = settle(state, &invoice, InvoiceState::Paid, at).await?;
+        return invoice_paid(state, &paid, at).await;
+    }
+    let after = schedule_retry(state, &invoice, attempt, at).await?;
+    if after.state == InvoiceState::Failed {
+        invoice_failed(state, &after, at).await?;
+    }
+    Ok(())
+}
+
+/// Marks an open invoice paid (`mark_successful`): no more retries; its subscriptions recover.
+/// `None` when the invoice is not pending or past due.
+pub(crate) async fn mark_paid(state: &AppState, invoice: &Invoice, at: i64) -> Result<Option<Invoice>, JobError> {
+    let from = [InvoiceState::Pending, InvoiceState::Processing, InvoiceState::PastDue];
+    let change =
+        InvoiceChange { state: InvoiceState::Paid, attempt_next_collection_at: None, collection_attempts: None };
+    let Some(paid) = state.store.set_invoice_state(invoice.id, &from, change, at).await? else { return Ok(None) };
+    state.store.cancel_jobs(DUNNING_JOB, &invoice.uuid).await?;
+    invoice_paid(state, &paid, at).await?;
+    Ok(Some(paid))
+}
+
+/// Marks an open invoice failed (`mark_failed`): no more retries; its subscriptions expire.
+/// `None` when the invoice is not pending or past due.
+pub(crate) async fn mark_failed(state: &AppState, invoice: &Invoice, at: i64) -> Result<Option<Invoice>, JobError> {
+    let from = [InvoiceState::Pending, InvoiceState::Processing, InvoiceState::PastDue];
+    let change =
+        InvoiceChange { state: InvoiceState::Failed, attempt_next_collection_at: None, collection_attempts: None };
+    let Some(failed) = state.store.set_invoice_state(invoice.id, &from, change, at).await? else { return Ok(None) };
+    state.store.cancel_jobs(DUNNING_JOB, &invoice.uuid).await?;
+    invoice_failed(state, &failed, at).await?;
+    Ok(Some(failed))
+}
+
+/// Collects a past-due invoice now (`collect`): one attempt with the stored payment method,
+/// outside the retry schedule (which goes on when it fails). `None` when the invoice is not
+/// past due or pending.
+pub(crate) async fn collect_now(
+    state: &AppState,
+    site: &Site,
+    invoice: &Invoice,
+    at: i64,
+) -> Result<Option<(Invoice, Option<Transaction>)>, JobError> {
+    if !matches!(invoice.state, InvoiceState::Pending | InvoiceState::PastDue) {
+        return Ok(None);
+    }
+    let Some(account) = state.store.account(site.id, &invoice.account_code).await? else { return Ok(None) };
+    let Some(source) = PaymentSource::of_account(state, &account).await? else {
+        return Ok(Some((invoice.clone(), None)));
+    };
+    // Each request is its own attempt.
+    let key = format!("collect:{}", rebill_store::invoicing::new_uuid());
+    let t = charge(state, site.id, &account, invoice, &source, key, false, at).await?;
+    if t.status() != TransactionStatus::Success {
+        return Ok(Some((invoice.clone(), Some(t))));
+    }
+    let paid = mark_paid(state, invoice, at).await?.unwrap_or_else(|| invoice.clone());
+    Ok(Some((paid, Some(t))))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Transactions as the API shows them
+
+fn account_href(code: &str) -> Href {
+    Href::path(EndpointId::GetAccount.endpoint().render(&[code]))
+}
+
+fn check_view(check: &Option<Check>) -> (Option<String>, Option<String>) {
+    match check {
+        Some(c) => (Some(c.code.clone()), Some(c.message.clone())),
+        None => (Some(String::new()), None),
+    }
+}
+
+/// The card type shown for a stored brand code.
+fn card_type(code: Option<&str>) -> Option<String> {
+    use rebill_billing::card::Brand;
+    code.map(|code| Brand::from_code(code).unwrap_or(Brand::Unknown).display_name().to_owned())
+}
+
+fn transaction_error(failure: &TransactionFailure) -> TransactionError {
+    TransactionError {
+        error_code: Some(failure.error_code.clone()),
+        error_category: Some(failure.error_category.clone()),
+        merchant_message: Some(failure.merchant_message.clone()),
+        customer_message: Some(failure.customer_message.clone()),
+        gateway_error_code: failure.gateway_error_code.clone(),
+    }
+}
+
+/// A stored transaction as the API shows it.
+pub(crate) fn transaction_view(t: &Transaction) -> View {
+    let n = &t.new;
+    let r = &t.result;
+    let f = &n.billing;
+    let card = n.kind == PaymentKind::CreditCard;
+    let success = r.status == TransactionStatus::Success;
+    let (cvv_code, cvv_message) = check_view(&r.cvv);
+    let (avs_code, avs_message) = check_view(&r.avs);
+    let href = Href::path(EndpointId::GetTransaction.endpoint().render(&[&t.uuid]));
+    View {
+        kind: Some(n.kind.as_str().to_owned()),
+        account_href: Some(account_href(&n.account.account_code)),
+        invoice: t.invoice_number.map(|num| Href::path(EndpointId::GetInvoice.endpoint().render(&[&num.to_string()]))),
+        subscription: n
+            .subscription_uuid
+            .as_ref()
+            .map(|u| Href::path(EndpointId::GetSubscription.endpoint().render(&[u]))),
+        uuid: Some(t.uuid.clone()),
+        action: Some(
+            TransactionAction::from_name(&n.action).unwrap_or_else(|| TransactionAction::Unknown(n.action.clone())),
+        ),
+        amount_in_cents: Some(n.amount),
+        tax_in_cents: Some(n.tax),
+        currency: Some(n.currency.clone()),
+        status: Some(match r.status {
+            TransactionStatus::Processing => ViewStatus::Processing,
+            TransactionStatus::Success => ViewStatus::Success,
+            TransactionStatus::Declined => ViewStatus::Declined,
+            TransactionStatus::Void => ViewStatus::Void,
+        }),
+        payment_method: Some(n.payment_method.clone()),
+        reference: r.reference.clone(),
+        source: Some(
+            TransactionSource::from_name(&n.source).unwrap_or_else(|| TransactionSource::Unknown(n.source.clone())),
+        ),
+        recurring: Some(n.recurring),
+        test: Some(n.test),
+        voidable: Some(false),
+        refundable: Some(success),
+        ip_address: f.ip_address.clone(),
+        gateway_type: Some(n.gateway_type.clone()),
+        origin: Some(
+            TransactionOrigin::from_name(&n.origin).unwrap_or_else(|| TransactionOrigin::Unknown(n.origin.clone())),
+        ),
+        description: n.description.clone(),
+        message: r.message.clone(),
+        approval_code: r.approval_code.clone(),
+        failure_type: r.failure.as_ref().map(|_| "declined".to_owned()),
+        gateway_error_codes: r.failure.as_ref().and_then(|f| f.gateway_error_code.clone()),
+        cvv_result: Some(Box::new(CvvResult { code: cvv_code, message: cvv_message })),
+        avs_result: Some(Box::new(AvsResult { code: avs_code, message: avs_message })),
+        created_at: time(t.created_at),
+        collected_at: r.collected_at.and_then(time),
+        updated_at: time(t.updated_at),
+        details: Some(Box::new(TransactionDetails {
+            account: Some(Box::new(TransactionAccount {
+                account_code: Some(n.account.account_code.clone()),
+                first_name: n.account.first_name.clone(),
+                last_name: n.account.last_name.clone(),
+                company: n.account.company.clone(),
+                email: n.account.email.clone(),
+                billing_info: Some(Box::new(TransactionBillingInfo {
+                    kind: Some(if card { BillingInfoType::CreditCard } else { BillingInfoType::BankAccount }),
+                    first_name: f.first_name.clone(),
+                    last_name: f.last_name.clone(),
+                    address1: f.address1.clone(),
+                    address2: f.address2.clone(),
+                    city: f.city.clone(),
+                    state: f.state.clone(),
+                    zip: f.zip.clone(),
+                    country: f.country.clone(),
+                    phone: f.phone.clone(),
+                    vat_number: f.vat_number.clone(),
+                    card_type: if card { card_type(f.card_type.as_deref()) } else { None },
+                    year: f.year.filter(|_| card),
+                    month: f.month.filter(|_| card),
+                    first_six: f.first_six.clone().filter(|_| card),
+                    last_four: f.last_four.clone(),
+                })),
+            })),
+        })),
+        transaction_error: r.failure.as_ref().map(|f| Box::new(transaction_error(f))),
+        fraud_info: r.fraud_review.then(|| {
+            Box::new(FraudInfo { score: None, decision: Some("review".to_owned()), reference: r.reference.clone() })
+        }),
+        refund_action: success.then_some(href),
+        ..View::default()
+    }
+}
+
+/// Where a decline's field error points: the security code's element and the request's base.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DeclineFields<'a> {
+    /// e.g. `transaction.account.billing_info.verification_value`.
+    pub verification_value: &'a str,
+    /// e.g. `transaction.base`.
+    pub base: &'a str,
+}
+
+/// The 422 transaction error document of a declined transaction (wire-format §4.3): the
+/// `<transaction_error>`, one field error (`declined_bad` "did not match" on the security code
+/// for CVV declines, `declined` with the customer message on `fields.base` otherwise) and the
+/// declined transaction.
+pub(crate) fn decline_document(transaction: &Transaction, fields: DeclineFields<'_>) -> Errors {
+    let failure = transaction.result.failure.clone().unwrap_or_default();
+    let field_error = if matches!(failure.error_code.as_str(), "fraud_security_code" | "declined_security_code") {
+        XmlFieldError {
+            field: Some(fields.verification_value.to_owned()),
+            symbol: Some("declined_bad".into()),
+            lang: Some("en-US".into()),
+            message: Some("did not match".into()),
+        }
+    } else {
+        XmlFieldError {
+            field: Some(fields.base.to_owned()),
+            symbol: Some("declined".into()),
+            lang: Some("en-US".into()),
+            message: Some(failure.customer_message.clone()),
+        }
+    };
+    Errors {
+        transaction_error: Some(Box::new(transaction_error(&failure))),
+        errors: Some(vec![field_error]),
+        transaction: Some(Box::new(transaction_view(transaction))),
+    }
+}
+
+/// [`decline_document`] as a 422 response.
+pub(crate) fn decline_response(ctx: &WireContext, transaction: &Transaction, fields: DeclineFields<'_>) -> Response {
+    respond::resource(StatusCode::UNPROCESSABLE_ENTITY, &decline_document(transaction, fields), ctx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+    use rebill_store::accounts::{AccountFields, AccountState};
+
+    fn t(d: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2027, 1, d, 0, 0, 0).single().expect("valid date")
+    }
+
+    fn account() -> Account {
+        Account {
+            id: 7,
+            site_id: 1,
+            account_code: "a1".into(),
+            state: AccountState::Active,
+            fields: AccountFields::default(),
+            hosted_login_token: "x".into(),
+            created_at: 0,
+            updated_at: 0,
+            closed_at: None,
+        }
+    }
+
+    fn line(kind: LineKind, item: ItemRef, start: u32, end: u32, total: i64) -> LineItem {
+        LineItem {
+            kind,
+            key: OriginKey { subscription: "s1".into(), item, period_start: t(1), period_end: t(31) },
+            period_end: t(31),
+            start: t(start),
+            end: t(end),
+            currency: "USD".into(),
+            unit_amount_in_cents: if kind == LineKind::Credit { -3000 } else { 3000 },
+            quantity: 2,
+            total_in_cents: total,
+            proration: (start != 1).then_some(Proration { part_seconds: 10, whole_seconds: 30 }),
+            description: "Plan gold".into(),
+        }
+    }
+
+    #[test]
+    fn engine_lines_round_trip_through_adjustments() {
+        let lines = [
+            line(LineKind::Plan, ItemRef::Plan { plan_code: "gold".into() }, 1, 31, 6000),
+            line(LineKind::Credit, ItemRef::Plan { plan_code: "gold".into() }, 20, 31, -2000),
+            line(LineKind::AddOn, ItemRef::AddOn { add_on_code: "seats".into() }, 20, 31, 2000),
+            LineItem {
+                end: t(1),
+                period_end: t(1),
+                ..line(LineKind::SetupFee, ItemRef::SetupFee { plan_code: "gold".into() }, 1, 1, 500)
+            },
+        ];
+        for l in lines {
+            let new = adjustment_of_line(7, &l).expect("adjustment");
+            assert_eq!(new.origin, l.kind.origin_name());
+            assert_eq!(new.kind == AdjustmentKind::Credit, l.is_credit());
+            let stored = Adjustment {
+                id: 1,
+                uuid: "u".into(),
+                site_id: 1,
+                account_code: "a1".into(),
+                state: rebill_store::invoicing::AdjustmentState::Invoiced,
+                invoice_id: Some(1),
+                invoice_number: Some(1001),
+                line: new,
+                created_at: 0,
+                updated_at: 0,
+            };
+            assert_eq!(line_of_adjustment(&stored), Some(l));
+        }
+    }
+
+    #[test]
+    fn previews_total_the_lines_and_refuse_nothing_or_mixed_currencies() {
+        let a = account();
+        let lines = vec![
+            line(LineKind::Plan, ItemRef::Plan { plan_code: "gold".into() }, 1, 31, 6000),
+            line(LineKind::Credit, ItemRef::Plan { plan_code: "gold".into() }, 20, 31, -2000),
+        ];
+        let mut draft = Draft::of_lines(lines, InvoiceOrigin::Renewal);
+        draft.terms.net_terms = 30;
+        let p = preview(&a, &draft, 1000).expect("preview");
+        let amounts = p.invoice.amounts;
+        assert_eq!(
+            (amounts.subtotal_before_discount, amounts.total, amounts.balance, amounts.paid),
+            (4000, 4000, 4000, 0)
+        );
+        assert_eq!((p.invoice.origin.as_str(), p.invoice.due_on, p.lines.len()), ("renewal", Some(1000 + 30 * DAY), 2));
+        assert!(matches!(
+            preview(&a, &Draft::of_lines(Vec::new(), InvoiceOrigin::Purchase), 0),
+            Err(BillingError::NothingToInvoice)
+        ));
+        let mut eur = line(LineKind::Plan, ItemRef::Plan { plan_code: "gold".into() }, 1, 31, 1);
+        eur.currency = "EUR".into();
+        draft.lines.push(eur);
+        assert!(matches!(preview(&a, &draft, 0), Err(BillingError::MixedCurrencies(_))));
+    }
 }

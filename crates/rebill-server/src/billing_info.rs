@@ -6,8 +6,10 @@
 //! fields, sent directly or held by the token, are checked by `rebill_billing::card`, the same
 //! code the token endpoint uses. The payment method is then verified with a one-unit
 //! authorization (100 cents, in `currency` or USD) through the site's gateway: a decline answers
-//! the 422 transaction error document and stores nothing, an approval stores the billing info
-//! (never the number, CVV or account number) and answers it.
+//! the 422 transaction error document and stores nothing, an approval stores the payment method
+//! with the gateway and the billing info (never the number, CVV or account number, but the
+//! gateway's opaque reference for later charges) and answers it. Every verification is recorded
+//! as a `verify` transaction before the gateway is called.
 //!
 //! Choices where the spec is silent:
 //! - A token that is unknown, already used or expired answers 422 `token_invalid`.
@@ -18,8 +20,7 @@
 //! - `declined_saveable` stores the billing info and still answers the 422 decline.
 //! - The decline's field error is `billing_info.verification_value` (`declined_bad`, "did not
 //!   match") for a security-code mismatch and `billing_info.base` (`declined`, the customer
-//!   message) otherwise. The declined verification is not stored yet (transactions come later),
-//!   so its href does not resolve.
+//!   message) otherwise. The declined verification is stored, so its href resolves.
 //! - Card expiry is checked on the site's clock; a token's lifetime on the service's clock.
 
 use axum::extract::Request;
@@ -30,20 +31,18 @@ use rebill_billing::card::{BankAccount, BankInput, Card};
 use rebill_billing::card::{
     Brand, CardInput, Field, FieldError, Problem, is_valid_routing_number, validate_bank_account, validate_card,
 };
-use rebill_billing::gateway::{AvsAddress, CheckResult, Decline, Outcome, PaymentMethod, PaymentRequest};
+use rebill_billing::gateway::{AvsAddress, Outcome, PaymentMethod, PaymentRequest};
 use rebill_billing::vault::Secret;
 use rebill_models::api::EndpointId;
 use rebill_models::validate::{Operation, Rejection, Violation, errors_document, reject_decode, validate};
-use rebill_models::{
-    AvsResult, BankAccountType, BillingInfo, BillingInfoType, CvvResult, Errors, FieldError as XmlFieldError,
-    Transaction, TransactionAccount, TransactionAction, TransactionBillingInfo, TransactionDetails, TransactionError,
-    TransactionOrigin, TransactionSource, TransactionStatus,
-};
+use rebill_models::{BankAccountType, BillingInfo, BillingInfoType};
 use rebill_store::accounts::Account;
 use rebill_store::billing_info::{BillingFields, BillingInfo as Stored, PaymentKind};
+use rebill_store::invoicing::{NewTransaction, new_uuid};
 use rebill_store::tokens::TokenUse;
 use rebill_xml::{Href, Mode, WireContext};
 
+use crate::billing::DeclineFields;
 use crate::handlers::Call;
 use crate::{AppState, respond};
 
@@ -186,6 +185,13 @@ enum Method {
 }
 
 impl Method {
+    fn payment(&self) -> PaymentMethod<'_> {
+        match self {
+            Method::Card(card) => PaymentMethod::Card(card),
+            Method::Bank(account) => PaymentMethod::BankAccount(account),
+        }
+    }
+
     fn kind(&self) -> PaymentKind {
         match self {
             Method::Card(_) => PaymentKind::CreditCard,
@@ -406,6 +412,170 @@ async fn update(state: &AppState, call: &Call, request: Request) -> Response {
     if let Err(errors) = validate(&info, ctx, Operation::Update) {
         return respond::rejection(&Rejection::Invalid(errors), ctx);
     }
+    match apply(state, call, &account, &info).await {
+        Ok(stored) => respond::resource(StatusCode::OK, &view(code, &stored), ctx),
+        Err(response) => response,
+    }
+}
+
+/// Sets the account's billing info from a decoded and validated `<billing_info>` request (with a
+/// token, or card or bank-account fields verified through the gateway, or names and address
+/// only): the stored billing info, or the refusal to answer (422 field errors, `token_invalid`,
+/// the declined verification's transaction error document). Also used by requests that nest a
+/// billing info (subscription create).
+///
+/// A new payment method is verified (the verification is recorded as a `verify` transaction
+/// before the gateway is called) and then stored with the gateway; the billing info keeps the
+/// gateway's reference for later charges (renewals, retries, one-off charges). Names and
+/// address alone keep the stored reference.
+pub(crate) async fn apply(
+    state: &AppState,
+    call: &Call,
+    account: &Account,
+    info: &BillingInfo,
+) -> Result<Stored, Response> {
+    let ctx = &call.ctx.wire;
+    let (kind, fields, method, currency) = read_change(state, call, account, info).await?;
+    let Some(method) = &method else {
+        return state
+            .store
+            .set_billing_info(call.ctx.site.id, account.id, kind, &fields, call.ctx.now)
+            .await
+            .map_err(|e| respond::internal(&e));
+    };
+    let payment = method.payment();
+    let verification = NewTransaction {
+        idempotency_key: format!("verify:{}", new_uuid()),
+        account_id: account.id,
+        invoice_id: None,
+        subscription_uuid: None,
+        action: "verify".into(),
+        amount: VERIFY_AMOUNT_IN_CENTS,
+        tax: 0,
+        currency: currency.clone(),
+        kind,
+        payment_method: if kind == PaymentKind::CreditCard { "credit_card" } else { "ach" }.into(),
+        source: "billing_info".into(),
+        origin: "api_verify_card".into(),
+        recurring: false,
+        test: state.gateway.is_test(),
+        gateway_type: state.gateway.kind().to_owned(),
+        description: None,
+        account: crate::billing::snapshot(account),
+        billing: fields.clone(),
+    };
+    let begun = state
+        .store
+        .begin_transaction(call.ctx.site.id, &verification, call.ctx.now)
+        .await
+        .map_err(|e| respond::internal(&e))?;
+    let request = PaymentRequest {
+        amount_in_cents: VERIFY_AMOUNT_IN_CENTS,
+        currency: &currency,
+        method: payment,
+        address: AvsAddress { street: fields.address1.as_deref(), postal_code: fields.zip.as_deref() },
+        recurring: false,
+        idempotency_key: Some(&begun.uuid),
+    };
+    let outcome = state.gateway.verify(&request).await;
+    let recorded = state
+        .store
+        .complete_transaction(begun.id, &crate::billing::result_of(&outcome, call.ctx.now), call.ctx.now)
+        .await
+        .map_err(|e| respond::internal(&e))?;
+    if let Outcome::Declined(decline) = &outcome {
+        if decline.saveable() {
+            save(state, call, account, kind, &fields, payment).await?;
+        }
+        let fields = DeclineFields { verification_value: "billing_info.verification_value", base: "billing_info.base" };
+        return Err(crate::billing::decline_response(ctx, &recorded, fields));
+    }
+    save(state, call, account, kind, &fields, payment).await
+}
+
+/// Stores the payment method with the gateway and saves the billing info with its reference.
+async fn save(
+    state: &AppState,
+    call: &Call,
+    account: &Account,
+    kind: PaymentKind,
+    fields: &BillingFields,
+    payment: PaymentMethod<'_>,
+) -> Result<Stored, Response> {
+    let reference = match state.gateway.store_payment_method(payment).await {
+        Ok(reference) => Some(reference),
+        Err(decline) => {
+            tracing::warn!(code = decline.code, "the gateway did not store a verified payment method");
+            None
+        }
+    };
+    state
+        .store
+        .save_billing_info(call.ctx.site.id, account.id, kind, fields, reference.as_deref(), call.ctx.now)
+        .await
+        .map_err(|e| respond::internal(&e))
+}
+
+/// A payment method read from a request's `<billing_info>`, checked but neither verified nor
+/// saved: the billing info's type and non-secret fields (names and address merged over the
+/// stored billing info's) and the gateway's reference of the method, stored for the charge.
+#[derive(Debug, Clone)]
+pub(crate) struct RequestedMethod {
+    pub kind: PaymentKind,
+    pub fields: BillingFields,
+    pub reference: String,
+}
+
+/// Reads the payment method of a request's `<billing_info>` (a token, used up here, or card or
+/// bank fields) and stores it with the gateway, for a charge that verifies it (one-off
+/// transactions). `None` when the billing info holds names and address only. Refusals are the
+/// same as [`apply`]'s.
+pub(crate) async fn requested_method(
+    state: &AppState,
+    call: &Call,
+    account: &Account,
+    info: &BillingInfo,
+) -> Result<Option<RequestedMethod>, Response> {
+    let (kind, fields, method, _) = read_change(state, call, account, info).await?;
+    let Some(method) = method else { return Ok(None) };
+    match state.gateway.store_payment_method(method.payment()).await {
+        Ok(reference) => Ok(Some(RequestedMethod { kind, fields, reference })),
+        Err(decline) => {
+            Err(respond::internal(&format!("the gateway refused to store a payment method: {}", decline.code)))
+        }
+    }
+}
+
+/// Saves billing info of a [`RequestedMethod`] once its charge was approved (or declined with
+/// `declined_saveable`).
+pub(crate) async fn save_requested(
+    state: &AppState,
+    call: &Call,
+    account: &Account,
+    method: &RequestedMethod,
+) -> Result<Stored, rebill_store::StoreError> {
+    state
+        .store
+        .save_billing_info(
+            call.ctx.site.id,
+            account.id,
+            method.kind,
+            &method.fields,
+            Some(&method.reference),
+            call.ctx.now,
+        )
+        .await
+}
+
+/// The checked change of a `<billing_info>` request: type, fields (payment fields set when a
+/// new method is given), the new method, and the verification's currency.
+async fn read_change(
+    state: &AppState,
+    call: &Call,
+    account: &Account,
+    info: &BillingInfo,
+) -> Result<(PaymentKind, BillingFields, Option<Method>, String), Response> {
+    let ctx = &call.ctx.wire;
     let currency = info.currency.as_deref().unwrap_or(VERIFY_CURRENCY).to_ascii_uppercase();
     if currency.len() != 3 || !currency.bytes().all(|b| b.is_ascii_alphabetic()) {
         let violation = Violation {
@@ -413,7 +583,7 @@ async fn update(state: &AppState, call: &Call, request: Request) -> Response {
             symbol: "invalid",
             message: "is not a 3-letter ISO 4217 currency code".into(),
         };
-        return respond::rejection(&Rejection::Invalid(errors_document(&[violation])), ctx);
+        return Err(respond::rejection(&Rejection::Invalid(errors_document(&[violation])), ctx));
     }
     if let Some(element) = [
         ("paypal_billing_agreement_id", info.paypal_billing_agreement_id.is_some()),
@@ -428,169 +598,25 @@ async fn update(state: &AppState, call: &Call, request: Request) -> Response {
             symbol: "invalid",
             message: "is not supported: billing info holds a card or a bank account".into(),
         };
-        return respond::rejection(&Rejection::Invalid(errors_document(&[violation])), ctx);
+        return Err(respond::rejection(&Rejection::Invalid(errors_document(&[violation])), ctx));
     }
     let existing = match state.store.billing_info(account.id).await {
         Ok(existing) => existing,
-        Err(e) => return respond::internal(&e),
+        Err(e) => return Err(respond::internal(&e)),
     };
     let change = match &info.token_id {
         Some(token_id) => token_change(state, call, token_id, existing.as_ref()).await,
-        None => direct_change(state, call, &info, existing.as_ref()).map_err(|errors| field_errors(ctx, &errors)),
+        None => direct_change(state, call, info, existing.as_ref()).map_err(|errors| field_errors(ctx, &errors)),
     };
-    let (kind, fields, method) = match change {
+    match change {
         Ok(Change::Details(fields)) => {
             let kind = existing.as_ref().map_or(PaymentKind::CreditCard, |e| e.kind);
-            (kind, fields, None)
+            Ok((kind, fields, None, currency))
         }
         Ok(Change::Method(method, mut fields)) => {
             method.apply(&mut fields);
-            (method.kind(), fields, Some(method))
+            Ok((method.kind(), fields, Some(method), currency))
         }
-        Err(response) => return response,
-    };
-    if let Some(method) = &method {
-        let payment = match method {
-            Method::Card(card) => PaymentMethod::Card(card),
-            Method::Bank(account) => PaymentMethod::BankAccount(account),
-        };
-        let request = PaymentRequest {
-            amount_in_cents: VERIFY_AMOUNT_IN_CENTS,
-            currency: &currency,
-            method: payment,
-            address: AvsAddress { street: fields.address1.as_deref(), postal_code: fields.zip.as_deref() },
-            recurring: false,
-        };
-        if let Outcome::Declined(decline) = state.gateway.verify(&request).await {
-            if decline.saveable()
-                && let Err(e) =
-                    state.store.set_billing_info(call.ctx.site.id, account.id, kind, &fields, call.ctx.now).await
-            {
-                return respond::internal(&e);
-            }
-            let document = decline_document(state, call, &account, kind, &fields, &currency, &decline);
-            return respond::resource(StatusCode::UNPROCESSABLE_ENTITY, &document, ctx);
-        }
-    }
-    match state.store.set_billing_info(call.ctx.site.id, account.id, kind, &fields, call.ctx.now).await {
-        Ok(stored) => respond::resource(StatusCode::OK, &view(code, &stored), ctx),
-        Err(e) => respond::internal(&e),
-    }
-}
-
-fn check(result: &Option<CheckResult>) -> (Option<String>, Option<String>) {
-    match result {
-        Some(r) => (Some(r.code.clone()), Some(r.message.clone())),
-        None => (Some(String::new()), None),
-    }
-}
-
-/// A new transaction uuid: 32 hexadecimal characters (128 random bits).
-fn random_uuid() -> String {
-    let mut bytes = [0u8; 16];
-    // Without the operating system's random source no identifier can be made.
-    getrandom::fill(&mut bytes).expect("the operating system's random source");
-    hex::encode(bytes)
-}
-
-/// The 422 document of a declined verification (wire-format §4.3).
-fn decline_document(
-    state: &AppState,
-    call: &Call,
-    account: &Account,
-    kind: PaymentKind,
-    fields: &BillingFields,
-    currency: &str,
-    decline: &Decline,
-) -> Errors {
-    let row = decline.error();
-    let transaction_error = TransactionError {
-        error_code: Some(row.code.clone()),
-        error_category: Some(row.category.clone()),
-        merchant_message: Some(row.merchant_message.clone()),
-        customer_message: Some(row.customer_message.clone()),
-        gateway_error_code: decline.gateway_error_code.clone(),
-    };
-    let field_error = if matches!(decline.code, "fraud_security_code" | "declined_security_code") {
-        XmlFieldError {
-            field: Some("billing_info.verification_value".into()),
-            symbol: Some("declined_bad".into()),
-            lang: Some("en-US".into()),
-            message: Some("did not match".into()),
-        }
-    } else {
-        XmlFieldError {
-            field: Some("billing_info.base".into()),
-            symbol: Some("declined".into()),
-            lang: Some("en-US".into()),
-            message: Some(row.customer_message.clone()),
-        }
-    };
-    let card = kind == PaymentKind::CreditCard;
-    let (cvv_code, cvv_message) = check(&decline.cvv_result);
-    let (avs_code, avs_message) = check(&decline.avs_result);
-    let now = time(call.ctx.now);
-    let f = fields;
-    let a = &account.fields;
-    let transaction = Transaction {
-        kind: Some(kind.as_str().to_owned()),
-        account_href: Some(account_href(&account.account_code)),
-        uuid: Some(random_uuid()),
-        action: Some(TransactionAction::Verify),
-        amount_in_cents: Some(VERIFY_AMOUNT_IN_CENTS),
-        tax_in_cents: Some(0),
-        currency: Some(currency.to_owned()),
-        status: Some(TransactionStatus::Declined),
-        payment_method: Some(kind.as_str().to_owned()),
-        reference: decline.reference.clone(),
-        source: Some(TransactionSource::BillingInfo),
-        recurring: Some(false),
-        test: Some(state.gateway.is_test()),
-        voidable: Some(false),
-        refundable: Some(false),
-        ip_address: f.ip_address.clone(),
-        gateway_type: Some(state.gateway.kind().to_owned()),
-        origin: Some(TransactionOrigin::ApiVerifyCard),
-        message: Some(row.customer_message.clone()),
-        failure_type: Some("declined".into()),
-        gateway_error_codes: decline.gateway_error_code.clone(),
-        cvv_result: Some(Box::new(CvvResult { code: cvv_code, message: cvv_message })),
-        avs_result: Some(Box::new(AvsResult { code: avs_code, message: avs_message })),
-        created_at: now,
-        updated_at: now,
-        details: Some(Box::new(TransactionDetails {
-            account: Some(Box::new(TransactionAccount {
-                account_code: Some(account.account_code.clone()),
-                first_name: a.first_name.clone(),
-                last_name: a.last_name.clone(),
-                company: a.company_name.clone(),
-                email: a.email.clone(),
-                billing_info: Some(Box::new(TransactionBillingInfo {
-                    kind: Some(if card { BillingInfoType::CreditCard } else { BillingInfoType::BankAccount }),
-                    first_name: f.first_name.clone(),
-                    last_name: f.last_name.clone(),
-                    address1: f.address1.clone(),
-                    address2: f.address2.clone(),
-                    city: f.city.clone(),
-                    state: f.state.clone(),
-                    zip: f.zip.clone(),
-                    country: f.country.clone(),
-                    phone: f.phone.clone(),
-                    vat_number: f.vat_number.clone(),
-                    card_type: card.then(|| card_type(f)).flatten(),
-                    year: f.year.filter(|_| card),
-                    month: f.month.filter(|_| card),
-                    first_six: f.first_six.clone().filter(|_| card),
-                    last_four: f.last_four.clone(),
-                })),
-            })),
-        })),
-        transaction_error: Some(Box::new(transaction_error.clone())),
-        ..Transaction::default()
-    };
-    Errors {
-        transaction_error: Some(Box::new(transaction_error)),
-        errors: Some(vec![field_error]),
-        transaction: Some(Box::new(transaction)),
+        Err(response) => Err(response),
     }
 }

@@ -1,19 +1,865 @@
-//! Endpoints of this module (not built yet: `handles` refuses every id, so dispatch answers 501).
+//! Invoice, adjustment and transaction endpoints, over the store and [`crate::billing`].
+//!
+//! | Endpoint | Behaviour |
+//! |---|---|
+//! | `GET /v2/invoices`, `GET /v2/accounts/{code}/invoices` | lists (HEAD counts); `state` filter |
+//! | `GET /v2/invoices/{number}` | one invoice with its line items and transactions |
+//! | `POST /v2/accounts/{code}/invoices` | invoices the pending adjustments (201; `invoice_collection` from 2.10) |
+//! | `POST /v2/accounts/{code}/invoices/preview` | the same, nothing written (200) |
+//! | `PUT /v2/invoices/{number}/mark_successful`, `…/mark_failed`, `…/collect` | settle or collect an open invoice |
+//! | `GET/POST /v2/accounts/{code}/adjustments`, `GET/DELETE /v2/adjustments/{uuid}` | one-off charges and credits |
+//! | `GET /v2/transactions`, `GET /v2/accounts/{code}/transactions`, `GET /v2/transactions/{uuid}` | lists and one |
+//! | `POST /v2/transactions` | a one-off charge of an account (created when missing) |
+//!
+//! Choices where the spec is silent:
+//! - The invoice `state` filter takes both spellings at every version (`open`/`pending`,
+//!   `collected`/`paid`, `failed`, `past_due`, `processing`); transactions filter `state` by
+//!   `successful`, `failed` (declined) or `voided` and `type` by `purchase`, `verify`, `refund`
+//!   or `authorization`; adjustments `state` by `pending` or `invoiced` and `type` by `charge` or
+//!   `credit`.
+//! - Invoice create takes the account's pending adjustments of the currency of the oldest one
+//!   (adjustments in other currencies stay pending for another invoice). Collection follows the
+//!   request's `collection_method` (default `automatic`): automatic charges the stored billing
+//!   info and a decline (or no billing info) answers 201 with the invoice `past_due` and dunning
+//!   retries scheduled (see [`crate::billing`]); manual leaves it `pending`, due after
+//!   `net_terms` days.
+//! - An adjustment with a negative `unit_amount_in_cents` is a credit (origin `credit`), any other
+//!   a charge (origin `debit`); `currency` and `unit_amount_in_cents` are required, `quantity`
+//!   defaults to 1. Only pending adjustments can be deleted (an invoiced one is 422
+//!   `invalid_transition`).
+//! - `POST /v2/transactions` creates the account when the site has none with the code, invoices
+//!   the amount as a one-time charge and collects it at once: approved → 201 with the
+//!   transaction; declined → 422 transaction error document (the declined transaction and its
+//!   `failed` invoice are kept). A nested billing info (token or card fields) is charged and, when
+//!   approved, becomes the account's billing info; without one the stored billing info is
+//!   charged, and an account without any answers 400 `billing_info_required`.
+//! - `collect` answers the 422 transaction error document when the attempt is declined (the
+//!   invoice stays past due with its retries).
+//! - Line items and transactions are listed in full inside an invoice (no `all_line_items`).
 
 use axum::extract::Request;
-use axum::response::Response;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Utc};
+use rebill_billing::invoice::InvoiceOrigin;
 use rebill_models::api::EndpointId;
+use rebill_models::endpoint::Body;
+use rebill_models::validate::{Operation, Rejection, Violation, errors_document, refusals, reject_decode, validate};
+use rebill_models::{
+    Adjustment as AdjustmentView, AdjustmentOrigin, AdjustmentState as ViewAdjustmentState, AdjustmentType,
+    CollectionMethod as ViewCollectionMethod, Invoice as InvoiceView, InvoiceCollection,
+    InvoiceOrigin as ViewInvoiceOrigin, InvoiceState as ViewInvoiceState, InvoiceType, Transaction as TransactionView,
+};
+use rebill_store::StoreError;
+use rebill_store::accounts::{Account, AccountFields};
+use rebill_store::invoicing::{
+    Adjustment, AdjustmentDeletion, AdjustmentFilter, AdjustmentKind, AdjustmentState, CollectionMethod, Invoice,
+    InvoiceFilter, InvoiceState, InvoiceTerms, NewAdjustment, Transaction, TransactionFilter, TransactionStatus,
+};
+use rebill_xml::{Href, Mode, WireContext, XmlResource};
 
-use crate::AppState;
+use crate::billing::{self, BillingError, Collect, DeclineFields, Draft, PaymentSource};
 use crate::handlers::Call;
+use crate::lists::{ListQuery, invalid_choice};
+use crate::{AppState, respond};
 
 /// Whether this module serves the endpoint.
 pub(crate) fn handles(id: EndpointId) -> bool {
-    let _ = id;
-    false
+    matches!(
+        id,
+        EndpointId::ListInvoices
+            | EndpointId::GetInvoice
+            | EndpointId::ListAccountInvoices
+            | EndpointId::CreateInvoice
+            | EndpointId::PreviewInvoice
+            | EndpointId::MarkInvoiceSuccessful
+            | EndpointId::MarkInvoiceFailed
+            | EndpointId::CollectInvoice
+            | EndpointId::ListAccountAdjustments
+            | EndpointId::CreateAdjustment
+            | EndpointId::GetAdjustment
+            | EndpointId::DeleteAdjustment
+            | EndpointId::ListTransactions
+            | EndpointId::ListAccountTransactions
+            | EndpointId::GetTransaction
+            | EndpointId::CreateTransaction
+    )
 }
 
 pub(crate) async fn handle(state: &AppState, call: &Call, request: Request) -> Response {
-    let _ = (state, request);
-    crate::respond::internal(&format!("{} routed to a module that does not serve it", call.endpoint.name))
+    let query = request.uri().query().map(str::to_owned);
+    let query = query.as_deref();
+    match call.id {
+        EndpointId::ListInvoices => list_invoices(state, call, query, None).await,
+        EndpointId::ListAccountInvoices => match account(state, call).await {
+            Ok(a) => list_invoices(state, call, query, Some(&a)).await,
+            Err(r) => r,
+        },
+        EndpointId::GetInvoice => get_invoice(state, call).await,
+        EndpointId::CreateInvoice => create_invoice(state, call, request, false).await,
+        EndpointId::PreviewInvoice => create_invoice(state, call, request, true).await,
+        EndpointId::MarkInvoiceSuccessful | EndpointId::MarkInvoiceFailed | EndpointId::CollectInvoice => {
+            settle_invoice(state, call).await
+        }
+        EndpointId::ListAccountAdjustments => list_adjustments(state, call, query).await,
+        EndpointId::CreateAdjustment => create_adjustment(state, call, request).await,
+        EndpointId::GetAdjustment => get_adjustment(state, call).await,
+        EndpointId::DeleteAdjustment => delete_adjustment(state, call).await,
+        EndpointId::ListTransactions => list_transactions(state, call, query, None).await,
+        EndpointId::ListAccountTransactions => match account(state, call).await {
+            Ok(a) => list_transactions(state, call, query, Some(&a)).await,
+            Err(r) => r,
+        },
+        EndpointId::GetTransaction => get_transaction(state, call).await,
+        EndpointId::CreateTransaction => create_transaction(state, call, request).await,
+        _ => respond::internal(&format!("{} routed to a module that does not serve it", call.endpoint.name)),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+fn time(secs: i64) -> Option<DateTime<Utc>> {
+    DateTime::<Utc>::from_timestamp(secs, 0)
+}
+
+fn path(id: EndpointId, params: &[&str]) -> Href {
+    Href::path(id.endpoint().render(params))
+}
+
+fn account_not_found(code: &str) -> Response {
+    respond::not_found(&format!("Couldn't find Account with account_code = {code}"))
+}
+
+fn invoice_not_found(number: &str) -> Response {
+    respond::not_found(&format!("Couldn't find Invoice with invoice_number = {number}"))
+}
+
+/// A 422 `<errors>` document of one field error.
+fn field_error(ctx: &WireContext, field: &str, symbol: &'static str, message: &str) -> Response {
+    let violation = Violation { field: field.to_owned(), symbol, message: message.to_owned() };
+    respond::rejection(&Rejection::Invalid(errors_document(&[violation])), ctx)
+}
+
+fn invalid_transition(description: &str) -> Response {
+    respond::error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_transition", description)
+}
+
+/// Adds `Location: {base}{path}`.
+fn with_location(mut response: Response, ctx: &WireContext, path: &str) -> Response {
+    match HeaderValue::from_str(&format!("{}{path}", ctx.base_url())) {
+        Ok(v) => {
+            response.headers_mut().insert(header::LOCATION, v);
+            response
+        }
+        Err(e) => respond::internal(&e),
+    }
+}
+
+/// The account of the path's `{account_code}` (404 when the site has none).
+async fn account(state: &AppState, call: &Call) -> Result<Account, Response> {
+    let code = &call.params[0];
+    match state.store.account(call.ctx.site.id, code).await {
+        Ok(Some(a)) => Ok(a),
+        Ok(None) => Err(account_not_found(code)),
+        Err(e) => Err(respond::internal(&e)),
+    }
+}
+
+/// Reads and decodes an optional request body (`None` when empty).
+async fn body<T: XmlResource>(state: &AppState, call: &Call, request: Request) -> Result<Option<T>, Response> {
+    let ctx = &call.ctx.wire;
+    let bytes = crate::accounts::read_body(request, state.config.body_limit).await?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    rebill_xml::from_xml::<T>(&bytes, ctx, Mode::Request)
+        .map(Some)
+        .map_err(|e| respond::rejection(&reject_decode(&e), ctx))
+}
+
+fn valid_currency(currency: &str) -> bool {
+    currency.len() == 3 && currency.bytes().all(|b| b.is_ascii_alphabetic())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Views
+
+fn view_invoice_state(state: InvoiceState) -> ViewInvoiceState {
+    match state {
+        InvoiceState::Pending => ViewInvoiceState::Pending,
+        InvoiceState::Processing => ViewInvoiceState::Processing,
+        InvoiceState::PastDue => ViewInvoiceState::PastDue,
+        InvoiceState::Paid => ViewInvoiceState::Paid,
+        InvoiceState::Failed => ViewInvoiceState::Failed,
+    }
+}
+
+fn view_collection_method(method: CollectionMethod) -> ViewCollectionMethod {
+    match method {
+        CollectionMethod::Automatic => ViewCollectionMethod::Automatic,
+        CollectionMethod::Manual => ViewCollectionMethod::Manual,
+    }
+}
+
+/// An adjustment as the API shows it (`stored`: with its identity; `None` on previews).
+fn adjustment_view(line: &NewAdjustment, stored: Option<&Adjustment>, account_code: &str) -> AdjustmentView {
+    let charge = line.kind == AdjustmentKind::Charge;
+    let invoiced = stored.is_some_and(|a| a.state == AdjustmentState::Invoiced);
+    AdjustmentView {
+        kind: Some(if charge { AdjustmentType::Charge } else { AdjustmentType::Credit }),
+        account: Some(path(EndpointId::GetAccount, &[account_code])),
+        invoice: stored.and_then(|a| a.invoice_number).map(|n| path(EndpointId::GetInvoice, &[&n.to_string()])),
+        subscription: line.subscription_uuid.as_ref().map(|u| path(EndpointId::GetSubscription, &[u])),
+        credit_adjustments: stored.filter(|_| charge).map(|a| path(EndpointId::ListCreditAdjustments, &[&a.uuid])),
+        uuid: stored.map(|a| a.uuid.clone()),
+        state: Some(if invoiced { ViewAdjustmentState::Invoiced } else { ViewAdjustmentState::Pending }),
+        description: line.description.clone(),
+        accounting_code: line.accounting_code.clone(),
+        product_code: line.product_code.clone(),
+        origin: Some(
+            AdjustmentOrigin::from_name(&line.origin).unwrap_or_else(|| AdjustmentOrigin::Unknown(line.origin.clone())),
+        ),
+        unit_amount_in_cents: Some(line.unit_amount),
+        quantity: Some(line.quantity),
+        discount_in_cents: Some(line.discount),
+        tax_in_cents: Some(line.tax),
+        total_in_cents: Some(line.total),
+        currency: Some(line.currency.clone()),
+        // Display only: amounts are never computed from the rate.
+        proration_rate: line
+            .engine
+            .as_ref()
+            .and_then(|e| e.proration)
+            .map(|(part, whole)| if whole == 0 { 0.0 } else { part as f64 / whole as f64 }),
+        taxable: Some(false),
+        tax_exempt: Some(line.tax_exempt.unwrap_or(false)),
+        tax_code: line.tax_code.clone(),
+        start_date: line.start_date.and_then(time),
+        end_date: line.end_date.and_then(time),
+        created_at: stored.and_then(|a| time(a.created_at)),
+        updated_at: stored.and_then(|a| time(a.updated_at)),
+        credit_reason_code: line.credit_reason_code.clone(),
+        quantity_remaining: Some(line.quantity),
+        refundable_total_in_cents: Some(if invoiced && charge { line.total } else { 0 }),
+        ..AdjustmentView::default()
+    }
+}
+
+/// A stored invoice with its lines and transactions as the API shows it.
+fn invoice_view(invoice: &Invoice, lines: &[Adjustment], transactions: &[Transaction]) -> InvoiceView {
+    let number = invoice.invoice_number.to_string();
+    let open = matches!(invoice.state, InvoiceState::Pending | InvoiceState::PastDue | InvoiceState::Processing);
+    let mut subscriptions: Vec<&String> = lines.iter().filter_map(|l| l.line.subscription_uuid.as_ref()).collect();
+    subscriptions.sort();
+    subscriptions.dedup();
+    let mut view = base_view(
+        &invoice.account_code,
+        &invoice.currency,
+        invoice.state,
+        &invoice.origin,
+        &invoice.amounts,
+        &invoice.terms,
+        invoice.due_on,
+    );
+    view.subscription = match subscriptions.as_slice() {
+        [one] => Some(path(EndpointId::GetSubscription, &[one])),
+        _ => None,
+    };
+    view.uuid = Some(invoice.uuid.clone());
+    view.invoice_number = Some(invoice.invoice_number);
+    view.created_at = time(invoice.created_at);
+    view.updated_at = time(invoice.updated_at);
+    view.attempt_next_collection_at = invoice.attempt_next_collection_at.and_then(time);
+    view.closed_at = invoice.closed_at.and_then(time);
+    view.refundable_total_in_cents = Some(invoice.amounts.paid);
+    view.line_items = Some(lines.iter().map(|a| adjustment_view(&a.line, Some(a), &invoice.account_code)).collect());
+    view.transactions = Some(transactions.iter().map(billing::transaction_view).collect());
+    view.refund_action = (invoice.state == InvoiceState::Paid && invoice.amounts.paid > 0)
+        .then(|| path(EndpointId::RefundInvoice, &[&number]));
+    view.mark_successful_action = open.then(|| path(EndpointId::MarkInvoiceSuccessful, &[&number]));
+    view.mark_failed_action = open.then(|| path(EndpointId::MarkInvoiceFailed, &[&number]));
+    view
+}
+
+/// What a stored invoice and a preview share.
+fn base_view(
+    account_code: &str,
+    currency: &str,
+    state: InvoiceState,
+    origin: &str,
+    a: &rebill_store::invoicing::InvoiceAmounts,
+    terms: &InvoiceTerms,
+    due_on: Option<i64>,
+) -> InvoiceView {
+    InvoiceView {
+        account: Some(path(EndpointId::GetAccount, &[account_code])),
+        state: Some(view_invoice_state(state)),
+        invoice_number_prefix: Some(String::new()),
+        po_number: terms.po_number.clone(),
+        subtotal_before_discount: Some(a.subtotal_before_discount),
+        discount_in_cents: Some(a.discount),
+        subtotal_after_discount: Some(a.subtotal_after_discount),
+        tax_in_cents: Some(a.tax),
+        total_in_cents: Some(a.total),
+        balance_in_cents: Some(a.balance),
+        refundable_total_in_cents: Some(0),
+        currency: Some(currency.to_owned()),
+        due_on: due_on.and_then(time),
+        terms_and_conditions: terms.terms_and_conditions.clone(),
+        customer_notes: terms.customer_notes.clone(),
+        vat_reverse_charge_notes: terms.vat_reverse_charge_notes.clone(),
+        net_terms: Some(terms.net_terms),
+        collection_method: Some(view_collection_method(terms.collection_method)),
+        kind: Some(InvoiceType::Charge),
+        origin: Some(
+            ViewInvoiceOrigin::from_name(origin).unwrap_or_else(|| ViewInvoiceOrigin::Unknown(origin.to_owned())),
+        ),
+        credit_payments: Some(Vec::new()),
+        ..InvoiceView::default()
+    }
+}
+
+/// The invoice with its lines and transactions loaded.
+async fn full_view(state: &AppState, invoice: &Invoice) -> Result<InvoiceView, StoreError> {
+    let lines = state.store.invoice_lines(invoice.id).await?;
+    let transactions = state.store.invoice_transactions(invoice.id).await?;
+    Ok(invoice_view(invoice, &lines, &transactions))
+}
+
+/// An invoice answer: the invoice, or from the version where the endpoint answers an
+/// `invoice_collection`, a collection with it as the charge invoice.
+fn invoice_response(call: &Call, status: StatusCode, view: InvoiceView) -> Response {
+    let ctx = &call.ctx.wire;
+    match call.endpoint.response_at(call.ctx.version) {
+        Body::Resource("invoice_collection") => {
+            let collection =
+                InvoiceCollection { charge_invoice: Some(Box::new(view)), credit_invoices: Some(Vec::new()) };
+            respond::resource(status, &collection, ctx)
+        }
+        _ => respond::resource(status, &view, ctx),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Invoices
+
+/// Values of the invoice list's `state` filter (both spellings).
+const INVOICE_STATES: [&str; 7] = ["pending", "open", "paid", "collected", "failed", "past_due", "processing"];
+
+fn invoice_state_filter(value: &str) -> Option<InvoiceState> {
+    match value {
+        "pending" | "open" => Some(InvoiceState::Pending),
+        "paid" | "collected" => Some(InvoiceState::Paid),
+        "failed" => Some(InvoiceState::Failed),
+        "past_due" => Some(InvoiceState::PastDue),
+        "processing" => Some(InvoiceState::Processing),
+        _ => None,
+    }
+}
+
+async fn list_invoices(state: &AppState, call: &Call, query: Option<&str>, account: Option<&Account>) -> Response {
+    let query = match ListQuery::parse(query, call.endpoint.filters) {
+        Ok(q) => q,
+        Err(e) => return e.response(),
+    };
+    let mut filter = InvoiceFilter { account_id: account.map(|a| a.id), states: Vec::new() };
+    if let Some(value) = query.filter("state") {
+        match invoice_state_filter(value) {
+            Some(s) => filter.states.push(s),
+            None => return invalid_choice("state", &INVOICE_STATES, value).response(),
+        }
+    }
+    let page = match state.store.list_invoices(call.ctx.site.id, &filter, &query.page()).await {
+        Ok(page) => page,
+        Err(e) => return respond::internal(&e),
+    };
+    let mut items = Vec::new();
+    if !call.head {
+        for invoice in &page.items {
+            match full_view(state, invoice).await {
+                Ok(v) => items.push(v),
+                Err(e) => return respond::internal(&e),
+            }
+        }
+    }
+    let params: Vec<&str> = call.params.iter().map(String::as_str).collect();
+    let list_path = call.endpoint.render(&params);
+    crate::lists::page_response(&call.ctx.wire, &list_path, &query, &items, page.next, page.total, call.head)
+}
+
+/// The invoice of the path's `{invoice_number}`.
+async fn path_invoice(state: &AppState, call: &Call) -> Result<Invoice, Response> {
+    let number = &call.params[0];
+    let Ok(n) = number.parse::<i64>() else { return Err(invoice_not_found(number)) };
+    match state.store.invoice(call.ctx.site.id, n).await {
+        Ok(Some(invoice)) => Ok(invoice),
+        Ok(None) => Err(invoice_not_found(number)),
+        Err(e) => Err(respond::internal(&e)),
+    }
+}
+
+async fn get_invoice(state: &AppState, call: &Call) -> Response {
+    let invoice = match path_invoice(state, call).await {
+        Ok(i) => i,
+        Err(r) => return r,
+    };
+    match full_view(state, &invoice).await {
+        Ok(view) => respond::resource(StatusCode::OK, &view, &call.ctx.wire),
+        Err(e) => respond::internal(&e),
+    }
+}
+
+/// `POST /v2/accounts/{code}/invoices` and its preview.
+async fn create_invoice(state: &AppState, call: &Call, request: Request, preview: bool) -> Response {
+    let ctx = &call.ctx.wire;
+    let account = match account(state, call).await {
+        Ok(a) => a,
+        Err(r) => return r,
+    };
+    let body = match body::<InvoiceView>(state, call, request).await {
+        Ok(b) => b.unwrap_or_default(),
+        Err(r) => return r,
+    };
+    if let Err(errors) = validate(&body, ctx, Operation::Create) {
+        return respond::rejection(&Rejection::Invalid(errors), ctx);
+    }
+    let net_terms = body.net_terms.unwrap_or(0);
+    if !(0..=3650).contains(&net_terms) {
+        return field_error(ctx, "invoice.net_terms", "invalid", "must be a number of days from 0 to 3650");
+    }
+    let collection_method = match &body.collection_method {
+        None | Some(ViewCollectionMethod::Automatic) => CollectionMethod::Automatic,
+        Some(ViewCollectionMethod::Manual) => CollectionMethod::Manual,
+        Some(_) => return field_error(ctx, "invoice.collection_method", "inclusion", "is not included in the list"),
+    };
+    let terms = InvoiceTerms {
+        collection_method,
+        net_terms,
+        po_number: body.po_number.clone(),
+        customer_notes: body.customer_notes.clone(),
+        terms_and_conditions: body.terms_and_conditions.clone(),
+        vat_reverse_charge_notes: body.vat_reverse_charge_notes.clone(),
+    };
+    let mut pending = match state.store.pending_adjustments(account.id).await {
+        Ok(p) => p,
+        Err(e) => return respond::internal(&e),
+    };
+    if let Some(currency) = pending.first().map(|a| a.line.currency.clone()) {
+        pending.retain(|a| a.line.currency == currency);
+    }
+    let draft = Draft { lines: Vec::new(), extra: Vec::new(), pending, origin: InvoiceOrigin::Purchase, terms };
+    let now = call.ctx.now;
+    if preview {
+        return match billing::preview(&account, &draft, now) {
+            Ok(p) => {
+                let i = &p.invoice;
+                let mut view =
+                    base_view(&account.account_code, &i.currency, i.state, &i.origin, &i.amounts, &i.terms, i.due_on);
+                view.line_items =
+                    Some(p.lines.iter().map(|l| adjustment_view(l, None, &account.account_code)).collect());
+                view.transactions = Some(Vec::new());
+                view.created_at = time(now);
+                invoice_response(call, StatusCode::OK, view)
+            }
+            Err(e) => billing_error(&e),
+        };
+    }
+    let collect = if collection_method == CollectionMethod::Manual { Collect::Manual } else { Collect::Automatic };
+    match billing::invoice(state, &call.ctx.site, &account, draft, now, collect, None).await {
+        Ok(invoiced) => {
+            let view = invoice_view(&invoiced.invoice, &invoiced.lines, invoiced.transaction.as_slice());
+            let location = EndpointId::GetInvoice.endpoint().render(&[&invoiced.invoice.invoice_number.to_string()]);
+            with_location(invoice_response(call, StatusCode::CREATED, view), ctx, &location)
+        }
+        Err(e) => billing_error(&e),
+    }
+}
+
+fn billing_error(e: &BillingError) -> Response {
+    match e {
+        BillingError::NothingToInvoice => {
+            respond::api_error(StatusCode::UNPROCESSABLE_ENTITY, &refusals::will_not_invoice())
+        }
+        BillingError::Store(StoreError::Conflict(_)) => respond::api_error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            &rebill_models::validate::single_error(
+                "simultaneous_request",
+                "The pending charges are being invoiced by another request; retry shortly.",
+            ),
+        ),
+        other => respond::internal(other),
+    }
+}
+
+/// `PUT /v2/invoices/{number}/mark_successful`, `…/mark_failed` and `…/collect`.
+async fn settle_invoice(state: &AppState, call: &Call) -> Response {
+    let invoice = match path_invoice(state, call).await {
+        Ok(i) => i,
+        Err(r) => return r,
+    };
+    let now = call.ctx.now;
+    let changed = match call.id {
+        EndpointId::MarkInvoiceSuccessful => billing::mark_paid(state, &invoice, now).await,
+        EndpointId::MarkInvoiceFailed => billing::mark_failed(state, &invoice, now).await,
+        _ => match billing::collect_now(state, &call.ctx.site, &invoice, now).await {
+            Ok(Some((_, Some(t)))) if t.status() == TransactionStatus::Declined => {
+                let fields =
+                    DeclineFields { verification_value: "billing_info.verification_value", base: "invoice.base" };
+                return billing::decline_response(&call.ctx.wire, &t, fields);
+            }
+            Ok(Some((_, None))) => {
+                return respond::error(
+                    StatusCode::BAD_REQUEST,
+                    "billing_info_required",
+                    "The account has no billing info to collect the invoice with.",
+                );
+            }
+            Ok(found) => Ok(found.map(|(i, _)| i)),
+            Err(e) => Err(e),
+        },
+    };
+    let invoice = match changed {
+        Ok(Some(i)) => i,
+        Ok(None) => return invalid_transition("Only a pending or past due invoice can be settled or collected."),
+        Err(e) => return respond::internal(&e),
+    };
+    match full_view(state, &invoice).await {
+        Ok(view) => invoice_response(call, StatusCode::OK, view),
+        Err(e) => respond::internal(&e),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Adjustments
+
+const ADJUSTMENT_STATES: [&str; 2] = ["pending", "invoiced"];
+const ADJUSTMENT_TYPES: [&str; 2] = ["charge", "credit"];
+
+async fn list_adjustments(state: &AppState, call: &Call, query: Option<&str>) -> Response {
+    let account = match account(state, call).await {
+        Ok(a) => a,
+        Err(r) => return r,
+    };
+    let query = match ListQuery::parse(query, call.endpoint.filters) {
+        Ok(q) => q,
+        Err(e) => return e.response(),
+    };
+    let mut filter = AdjustmentFilter { account_id: Some(account.id), ..AdjustmentFilter::default() };
+    if let Some(value) = query.filter("state") {
+        match AdjustmentState::parse(value) {
+            Some(s) => filter.state = Some(s),
+            None => return invalid_choice("state", &ADJUSTMENT_STATES, value).response(),
+        }
+    }
+    if let Some(value) = query.filter("type") {
+        match AdjustmentKind::parse(value) {
+            Some(k) => filter.kind = Some(k),
+            None => return invalid_choice("type", &ADJUSTMENT_TYPES, value).response(),
+        }
+    }
+    let page = match state.store.list_adjustments(call.ctx.site.id, &filter, &query.page()).await {
+        Ok(page) => page,
+        Err(e) => return respond::internal(&e),
+    };
+    let items: Vec<AdjustmentView> = if call.head {
+        Vec::new()
+    } else {
+        page.items.iter().map(|a| adjustment_view(&a.line, Some(a), &a.account_code)).collect()
+    };
+    let list_path = call.endpoint.render(&[&account.account_code]);
+    crate::lists::page_response(&call.ctx.wire, &list_path, &query, &items, page.next, page.total, call.head)
+}
+
+async fn create_adjustment(state: &AppState, call: &Call, request: Request) -> Response {
+    let ctx = &call.ctx.wire;
+    let account = match account(state, call).await {
+        Ok(a) => a,
+        Err(r) => return r,
+    };
+    let Some(body) = (match body::<AdjustmentView>(state, call, request).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    }) else {
+        return field_error(ctx, "adjustment.unit_amount_in_cents", "blank", "can't be blank");
+    };
+    if let Err(errors) = validate(&body, ctx, Operation::Create) {
+        return respond::rejection(&Rejection::Invalid(errors), ctx);
+    }
+    if body.shipping_address.is_some() || body.shipping_address_id.is_some() {
+        return respond::error(
+            StatusCode::NOT_IMPLEMENTED,
+            "not_implemented",
+            "Shipping addresses on adjustments are not implemented yet; send the adjustment without them (nothing was stored).",
+        );
+    }
+    let Some(unit) = body.unit_amount_in_cents else {
+        return field_error(ctx, "adjustment.unit_amount_in_cents", "blank", "can't be blank");
+    };
+    let Some(currency) = body.currency.as_deref().map(str::to_ascii_uppercase) else {
+        return field_error(ctx, "adjustment.currency", "blank", "can't be blank");
+    };
+    if !valid_currency(&currency) {
+        return field_error(ctx, "adjustment.currency", "invalid", "is not a 3-letter ISO 4217 currency code");
+    }
+    let quantity = body.quantity.unwrap_or(1);
+    if !(1..=1_000_000).contains(&quantity) {
+        return field_error(ctx, "adjustment.quantity", "greater_than", "must be greater than 0");
+    }
+    let Some(total) = unit.checked_mul(quantity).filter(|t| t.unsigned_abs() <= 1_000_000_000_000) else {
+        return field_error(ctx, "adjustment.unit_amount_in_cents", "less_than", "is too large");
+    };
+    let credit = unit < 0;
+    let now = call.ctx.now;
+    let new = NewAdjustment {
+        account_id: account.id,
+        subscription_uuid: None,
+        kind: if credit { AdjustmentKind::Credit } else { AdjustmentKind::Charge },
+        origin: if credit { "credit" } else { "debit" }.to_owned(),
+        description: body.description.clone(),
+        accounting_code: body.accounting_code.clone(),
+        product_code: body.product_code.clone(),
+        currency,
+        unit_amount: unit,
+        quantity,
+        discount: 0,
+        tax: 0,
+        total,
+        tax_exempt: body.tax_exempt,
+        tax_code: body.tax_code.clone(),
+        credit_reason_code: body.credit_reason_code.clone(),
+        start_date: Some(body.start_date.map_or(now, |t| t.timestamp())),
+        end_date: body.end_date.map(|t| t.timestamp()),
+        engine: None,
+    };
+    match state.store.create_adjustment(call.ctx.site.id, &new, now).await {
+        Ok(created) => {
+            let view = adjustment_view(&created.line, Some(&created), &created.account_code);
+            let location = EndpointId::GetAdjustment.endpoint().render(&[&created.uuid]);
+            with_location(respond::resource(StatusCode::CREATED, &view, ctx), ctx, &location)
+        }
+        Err(e) => respond::internal(&e),
+    }
+}
+
+fn adjustment_not_found(uuid: &str) -> Response {
+    respond::not_found(&format!("Couldn't find Adjustment with uuid = {uuid}"))
+}
+
+async fn get_adjustment(state: &AppState, call: &Call) -> Response {
+    let uuid = &call.params[0];
+    match state.store.adjustment(call.ctx.site.id, uuid).await {
+        Ok(Some(a)) => {
+            respond::resource(StatusCode::OK, &adjustment_view(&a.line, Some(&a), &a.account_code), &call.ctx.wire)
+        }
+        Ok(None) => adjustment_not_found(uuid),
+        Err(e) => respond::internal(&e),
+    }
+}
+
+async fn delete_adjustment(state: &AppState, call: &Call) -> Response {
+    let uuid = &call.params[0];
+    match state.store.delete_adjustment(call.ctx.site.id, uuid).await {
+        Ok(AdjustmentDeletion::Deleted) => StatusCode::NO_CONTENT.into_response(),
+        Ok(AdjustmentDeletion::Invoiced) => {
+            invalid_transition("Only a pending adjustment can be deleted; this one is invoiced.")
+        }
+        Ok(AdjustmentDeletion::NotFound) => adjustment_not_found(uuid),
+        Err(e) => respond::internal(&e),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Transactions
+
+const TRANSACTION_STATES: [&str; 3] = ["successful", "failed", "voided"];
+const TRANSACTION_TYPES: [&str; 4] = ["authorization", "refund", "purchase", "verify"];
+
+async fn list_transactions(state: &AppState, call: &Call, query: Option<&str>, account: Option<&Account>) -> Response {
+    let query = match ListQuery::parse(query, call.endpoint.filters) {
+        Ok(q) => q,
+        Err(e) => return e.response(),
+    };
+    let mut filter = TransactionFilter { account_id: account.map(|a| a.id), ..TransactionFilter::default() };
+    if let Some(value) = query.filter("state") {
+        filter.statuses = match value {
+            "successful" => vec![TransactionStatus::Success],
+            "failed" => vec![TransactionStatus::Declined],
+            "voided" => vec![TransactionStatus::Void],
+            other => return invalid_choice("state", &TRANSACTION_STATES, other).response(),
+        };
+    }
+    if let Some(value) = query.filter("type") {
+        if !TRANSACTION_TYPES.contains(&value) {
+            return invalid_choice("type", &TRANSACTION_TYPES, value).response();
+        }
+        filter.actions = vec![value.to_owned()];
+    }
+    let page = match state.store.list_transactions(call.ctx.site.id, &filter, &query.page()).await {
+        Ok(page) => page,
+        Err(e) => return respond::internal(&e),
+    };
+    let items: Vec<TransactionView> =
+        if call.head { Vec::new() } else { page.items.iter().map(billing::transaction_view).collect() };
+    let params: Vec<&str> = call.params.iter().map(String::as_str).collect();
+    let list_path = call.endpoint.render(&params);
+    crate::lists::page_response(&call.ctx.wire, &list_path, &query, &items, page.next, page.total, call.head)
+}
+
+async fn get_transaction(state: &AppState, call: &Call) -> Response {
+    let uuid = &call.params[0];
+    match state.store.transaction(call.ctx.site.id, uuid).await {
+        Ok(Some(t)) => respond::resource(StatusCode::OK, &billing::transaction_view(&t), &call.ctx.wire),
+        Ok(None) => respond::not_found(&format!("Couldn't find Transaction with uuid = {uuid}")),
+        Err(e) => respond::internal(&e),
+    }
+}
+
+/// Where the fields of a one-off transaction's decline point.
+const TRANSACTION_DECLINE: DeclineFields<'static> = DeclineFields {
+    verification_value: "transaction.account.billing_info.verification_value",
+    base: "transaction.base",
+};
+
+/// `POST /v2/transactions`.
+async fn create_transaction(state: &AppState, call: &Call, request: Request) -> Response {
+    let ctx = &call.ctx.wire;
+    let Some(body) = (match body::<TransactionView>(state, call, request).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    }) else {
+        return field_error(ctx, "transaction.amount_in_cents", "blank", "can't be blank");
+    };
+    if let Err(errors) = validate(&body, ctx, Operation::Create) {
+        return respond::rejection(&Rejection::Invalid(errors), ctx);
+    }
+    let amount = body.amount_in_cents.unwrap_or_default();
+    if !(1..=1_000_000_000_000).contains(&amount) {
+        return field_error(ctx, "transaction.amount_in_cents", "greater_than", "must be greater than 0");
+    }
+    let currency = body.currency.as_deref().unwrap_or_default().to_ascii_uppercase();
+    if !valid_currency(&currency) {
+        return field_error(ctx, "transaction.currency", "invalid", "is not a 3-letter ISO 4217 currency code");
+    }
+    let nested = body.account.as_deref().cloned().unwrap_or_default();
+    let code = nested.account_code.clone().unwrap_or_default();
+    if code.trim().is_empty() {
+        return field_error(ctx, "transaction.account.account_code", "blank", "can't be blank");
+    }
+    let site = &call.ctx.site;
+    let now = call.ctx.now;
+    let account = match state.store.account(site.id, &code).await {
+        Ok(Some(a)) => a,
+        Ok(None) => {
+            let fields = AccountFields {
+                username: nested.username.clone(),
+                email: nested.email.clone(),
+                first_name: nested.first_name.clone(),
+                last_name: nested.last_name.clone(),
+                company_name: nested.company_name.clone(),
+                ..AccountFields::default()
+            };
+            match state.store.create_account(site.id, &code, &fields, now).await {
+                Ok(a) => a,
+                // Created by a concurrent request: use it.
+                Err(StoreError::DuplicateAccount(_)) => match state.store.account(site.id, &code).await {
+                    Ok(Some(a)) => a,
+                    Ok(None) => return respond::internal(&"an account vanished while it was created"),
+                    Err(e) => return respond::internal(&e),
+                },
+                Err(e) => return respond::internal(&e),
+            }
+        }
+        Err(e) => return respond::internal(&e),
+    };
+    let requested = match nested.billing_info.as_deref() {
+        Some(info) => match crate::billing_info::requested_method(state, call, &account, info).await {
+            Ok(m) => m,
+            Err(r) => return r,
+        },
+        None => None,
+    };
+    let source = match &requested {
+        Some(m) => Some(PaymentSource { kind: m.kind, fields: m.fields.clone(), reference: m.reference.clone() }),
+        None => match PaymentSource::of_account(state, &account).await {
+            Ok(s) => s,
+            Err(e) => return respond::internal(&e),
+        },
+    };
+    let Some(source) = source else {
+        return respond::error(
+            StatusCode::BAD_REQUEST,
+            "billing_info_required",
+            "The account has no billing info; send one with the transaction (billing_info.token_id).",
+        );
+    };
+    let line = NewAdjustment {
+        account_id: account.id,
+        subscription_uuid: None,
+        kind: AdjustmentKind::Charge,
+        origin: "one_time".to_owned(),
+        description: Some(body.request_description.clone().unwrap_or_else(|| "One-time charge".to_owned())),
+        accounting_code: body.accounting_code.clone(),
+        product_code: body.product_code.clone(),
+        currency,
+        unit_amount: amount,
+        quantity: 1,
+        discount: 0,
+        tax: 0,
+        total: amount,
+        tax_exempt: body.tax_exempt,
+        tax_code: body.tax_code.clone(),
+        credit_reason_code: None,
+        start_date: Some(now),
+        end_date: None,
+        engine: None,
+    };
+    let draft = Draft {
+        lines: Vec::new(),
+        extra: vec![line],
+        pending: Vec::new(),
+        origin: InvoiceOrigin::Purchase,
+        terms: InvoiceTerms::default(),
+    };
+    let invoiced = match billing::invoice(state, site, &account, draft, now, Collect::Once, Some(source)).await {
+        Ok(i) => i,
+        Err(e) => return billing_error(&e),
+    };
+    let Some(transaction) = invoiced.transaction.clone() else {
+        return respond::internal(&"a one-off charge made no transaction");
+    };
+    let approved = transaction.status() == TransactionStatus::Success;
+    let keep = approved || transaction.result.failure.as_ref().is_some_and(|f| f.error_code == "declined_saveable");
+    if let Some(method) = requested.as_ref().filter(|_| keep)
+        && let Err(e) = crate::billing_info::save_requested(state, call, &account, method).await
+    {
+        return respond::internal(&e);
+    }
+    if !approved {
+        return billing::decline_response(ctx, &transaction, TRANSACTION_DECLINE);
+    }
+    let location = EndpointId::GetTransaction.endpoint().render(&[&transaction.uuid]);
+    with_location(respond::resource(StatusCode::CREATED, &billing::transaction_view(&transaction), ctx), ctx, &location)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_spellings_of_invoice_states_filter() {
+        assert_eq!(invoice_state_filter("open"), Some(InvoiceState::Pending));
+        assert_eq!(invoice_state_filter("pending"), Some(InvoiceState::Pending));
+        assert_eq!(invoice_state_filter("collected"), Some(InvoiceState::Paid));
+        assert_eq!(invoice_state_filter("paid"), Some(InvoiceState::Paid));
+        assert_eq!(invoice_state_filter("past_due"), Some(InvoiceState::PastDue));
+        assert_eq!(invoice_state_filter("voided"), None);
+        assert!(INVOICE_STATES.iter().all(|s| invoice_state_filter(s).is_some()));
+    }
+
+    #[test]
+    fn served_endpoints() {
+        assert!(handles(EndpointId::CreateInvoice) && handles(EndpointId::CreateTransaction));
+        assert!(!handles(EndpointId::RefundInvoice) && !handles(EndpointId::VoidInvoice));
+    }
 }

@@ -16,7 +16,7 @@ pub mod layers;
 mod lists;
 mod plans;
 pub mod respond;
-mod sandbox;
+pub mod sandbox;
 pub mod scheduler;
 mod subscriptions;
 pub mod tokens;

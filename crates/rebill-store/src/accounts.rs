@@ -347,11 +347,33 @@ impl Store {
         Ok(into_page(items, page, total, |a| a.position(page.sort)))
     }
 
-    /// What the accounts' subscriptions and invoices say about each (same order as `accounts`).
-    /// Accounts have neither subscriptions nor invoices yet, so every flag is false; the
-    /// subscription and invoice records extend this one computation.
+    /// What the accounts' subscriptions and invoices say about each (same order as `accounts`):
+    /// the `has_*_subscription` flags from the states of their subscriptions (live = active,
+    /// canceled or paused); `has_past_due_invoice` is left to the invoice records.
     pub async fn account_activity(&self, accounts: &[Account]) -> Result<Vec<AccountActivity>, StoreError> {
-        Ok(accounts.iter().map(|_| AccountActivity::default()).collect())
+        let ids: Vec<i64> = accounts.iter().map(|a| a.id).collect();
+        let states = self.subscription_states(&ids).await?;
+        let past_due = self.accounts_with_past_due_invoices(&ids).await?;
+        Ok(accounts
+            .iter()
+            .map(|account| {
+                let mut activity = AccountActivity {
+                    has_past_due_invoice: past_due.contains(&account.id),
+                    ..AccountActivity::default()
+                };
+                for (_, state, _) in states.iter().filter(|(id, _, _)| *id == account.id) {
+                    match state.as_str() {
+                        "active" => activity.has_active_subscription = true,
+                        "future" => activity.has_future_subscription = true,
+                        "canceled" => activity.has_canceled_subscription = true,
+                        "paused" => activity.has_paused_subscription = true,
+                        _ => {}
+                    }
+                    activity.has_live_subscription |= matches!(state.as_str(), "active" | "canceled" | "paused");
+                }
+                activity
+            })
+            .collect())
     }
 }
 

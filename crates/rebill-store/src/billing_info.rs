@@ -3,7 +3,8 @@
 //! Never a card number, CVV or bank account number: cards keep their brand, first six and last
 //! four digits and expiry; bank accounts their name, type, routing number and last four digits.
 //! The same non-secret fields ([`BillingFields`]) describe what a token holds beside its
-//! encrypted secret (see [`crate::tokens`]).
+//! encrypted secret (see [`crate::tokens`]). Later charges use the gateway's opaque reference of
+//! the stored payment method ([`BillingInfo::gateway_reference`]), which holds no number either.
 
 use sqlx::Row;
 use sqlx::any::{AnyArguments, AnyRow};
@@ -74,6 +75,9 @@ pub struct BillingInfo {
     pub site_id: i64,
     pub kind: PaymentKind,
     pub fields: BillingFields,
+    /// The gateway's opaque reference of the stored payment method, charged by renewals and
+    /// retries (`None` for billing info saved before references were kept).
+    pub gateway_reference: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -173,13 +177,14 @@ fn billing_info_from_row(row: &AnyRow) -> Result<BillingInfo, StoreError> {
         site_id: row.try_get("site_id")?,
         kind: kind_from_row(row)?,
         fields: fields_from_row(row)?,
+        gateway_reference: row.try_get("gateway_reference")?,
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
     })
 }
 
 fn columns() -> String {
-    format!("account_id, site_id, kind, {}, created_at, updated_at", FIELD_COLUMNS.join(", "))
+    format!("account_id, site_id, kind, {}, gateway_reference, created_at, updated_at", FIELD_COLUMNS.join(", "))
 }
 
 impl Store {
@@ -192,8 +197,10 @@ impl Store {
         row.as_ref().map(billing_info_from_row).transpose()
     }
 
-    /// Sets the account's billing info, replacing every field of an existing one (its
-    /// `created_at` stays; `updated_at` becomes `now`).
+    /// Sets the account's names, address and payment fields, replacing every field of an existing
+    /// billing info (its `created_at` stays; `updated_at` becomes `now`) but keeping its gateway
+    /// reference; a new billing info has none. Use [`Store::save_billing_info`] when the payment
+    /// method changes.
     pub async fn set_billing_info(
         &self,
         site_id: i64,
@@ -202,19 +209,54 @@ impl Store {
         fields: &BillingFields,
         now: i64,
     ) -> Result<BillingInfo, StoreError> {
-        let placeholders: Vec<String> = (0..FIELD_COLUMNS.len()).map(|i| format!("${}", i + 5)).collect();
+        self.upsert_billing_info(site_id, account_id, kind, fields, None, now).await
+    }
+
+    /// Sets the account's billing info with the gateway reference of its (new) payment method,
+    /// replacing every field of an existing one (its `created_at` stays; `updated_at` becomes
+    /// `now`).
+    pub async fn save_billing_info(
+        &self,
+        site_id: i64,
+        account_id: i64,
+        kind: PaymentKind,
+        fields: &BillingFields,
+        gateway_reference: Option<&str>,
+        now: i64,
+    ) -> Result<BillingInfo, StoreError> {
+        self.upsert_billing_info(site_id, account_id, kind, fields, Some(gateway_reference), now).await
+    }
+
+    /// `reference`: `None` keeps the stored reference, `Some(r)` sets it to `r`.
+    async fn upsert_billing_info(
+        &self,
+        site_id: i64,
+        account_id: i64,
+        kind: PaymentKind,
+        fields: &BillingFields,
+        reference: Option<Option<&str>>,
+        now: i64,
+    ) -> Result<BillingInfo, StoreError> {
+        let placeholders: Vec<String> = (0..FIELD_COLUMNS.len()).map(|i| format!("${}", i + 6)).collect();
         let updates: Vec<String> = FIELD_COLUMNS.iter().map(|c| format!("{c} = excluded.{c}")).collect();
+        let keep = if reference.is_some() { "excluded.gateway_reference" } else { "billing_infos.gateway_reference" };
         let sql = format!(
-            "INSERT INTO billing_infos (account_id, site_id, kind, created_at, updated_at, {}) \
-             VALUES ($1, $2, $3, $4, $4, {}) \
-             ON CONFLICT (account_id) DO UPDATE SET kind = excluded.kind, updated_at = excluded.updated_at, {} \
+            "INSERT INTO billing_infos (account_id, site_id, kind, created_at, updated_at, gateway_reference, {}) \
+             VALUES ($1, $2, $3, $4, $4, $5, {}) \
+             ON CONFLICT (account_id) DO UPDATE SET kind = excluded.kind, updated_at = excluded.updated_at, \
+             gateway_reference = {keep}, {} \
              RETURNING {}",
             FIELD_COLUMNS.join(", "),
             placeholders.join(", "),
             updates.join(", "),
             columns()
         );
-        let query = sqlx::query(&sql).bind(account_id).bind(site_id).bind(kind.as_str()).bind(now);
+        let query = sqlx::query(&sql)
+            .bind(account_id)
+            .bind(site_id)
+            .bind(kind.as_str())
+            .bind(now)
+            .bind(reference.flatten().map(str::to_owned));
         let row = bind_fields(query, fields).fetch_one(&self.pool).await?;
         billing_info_from_row(&row)
     }
@@ -293,6 +335,30 @@ mod tests {
                 (replaced.kind, &replaced.fields, replaced.created_at, replaced.updated_at),
                 (PaymentKind::BankAccount, &bank, NOW, NOW + 5)
             );
+            assert_eq!(replaced.gateway_reference, None);
+            let saved = store
+                .save_billing_info(
+                    site.id,
+                    account.id,
+                    PaymentKind::CreditCard,
+                    &card,
+                    Some("sbx_ref_approved"),
+                    NOW + 6,
+                )
+                .await
+                .expect("save");
+            assert_eq!(saved.gateway_reference.as_deref(), Some("sbx_ref_approved"));
+            // Names and address change; the reference stays.
+            let renamed = BillingFields { first_name: Some("Vera".into()), ..card.clone() };
+            let kept = store
+                .set_billing_info(site.id, account.id, PaymentKind::CreditCard, &renamed, NOW + 7)
+                .await
+                .expect("set");
+            assert_eq!(
+                (kept.gateway_reference.as_deref(), kept.fields.first_name.as_deref()),
+                (Some("sbx_ref_approved"), Some("Vera"))
+            );
+            assert_eq!(store.billing_info(account.id).await.expect("read"), Some(kept));
             assert!(store.delete_billing_info(account.id).await.expect("delete"));
             assert!(!store.delete_billing_info(account.id).await.expect("delete again"));
             assert_eq!(store.billing_info(account.id).await.expect("read"), None);

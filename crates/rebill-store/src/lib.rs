@@ -7,12 +7,14 @@
 
 pub mod accounts;
 pub mod billing_info;
+pub mod invoicing;
 pub mod jobs;
 mod keys;
 pub mod list;
 pub mod outbox;
 pub mod plans;
 pub mod rate;
+pub mod subscriptions;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tokens;
@@ -49,6 +51,10 @@ pub enum StoreError {
     DuplicatePlan(String),
     #[error("the plan already has an add-on with add_on_code `{0}`")]
     DuplicateAddOn(String),
+    /// A conditional write found the record changed by someone else (e.g. a pending adjustment
+    /// taken by another invoice); nothing was written.
+    #[error("conflicting change: {0}")]
+    Conflict(String),
 }
 
 /// Which database a [`Store`] talks to.

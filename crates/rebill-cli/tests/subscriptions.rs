@@ -1,0 +1,753 @@
+//! Subscriptions end to end over HTTP against `rebill serve`, on SQLite and on PostgreSQL:
+//! creation with a token (account created inline), reads and lists with the state filters,
+//! renewals driven by the sandbox clock with every invoice checked to the cent, pauses, plan
+//! changes now and at renewal, cancel and reactivate, declines and recovery, refused
+//! simultaneous changes, account flags, the CLI clock and two service processes sharing one
+//! PostgreSQL database.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+
+/// 2027-01-15T08:00:00Z.
+const T0: i64 = 1_800_000_000;
+
+/// A server on `db` with the clock at `now` and its own vault key file.
+fn serve(db: &str, now: i64) -> Server {
+    let key_file = vault_file();
+    start_with(db, Options { clock: Some(now), args: &["--vault-key-file", &key_file], ..Options::default() })
+}
+
+fn vault_file() -> String {
+    let dir = std::env::temp_dir().join(format!(
+        "rebill-vault-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
+    ));
+    std::fs::create_dir_all(&dir).expect("key directory");
+    dir.join("vault.key").display().to_string()
+}
+
+fn post(s: &Server, path: &str, body: &str) -> Reply {
+    authed(s, "POST", path, &xml_at("2.11"), body)
+}
+
+fn put(s: &Server, path: &str, body: &str) -> Reply {
+    authed(s, "PUT", path, &xml_at("2.11"), body)
+}
+
+fn get_at(s: &Server, version: &str, path: &str) -> Reply {
+    authed(s, "GET", path, &[("X-Api-Version", version)], "")
+}
+
+fn get(s: &Server, path: &str) -> Reply {
+    get_at(s, "2.11", path)
+}
+
+fn ok(reply: Reply, status: u16) -> Reply {
+    assert_eq!(reply.status, status, "{}\n{}", reply.head, reply.body);
+    reply
+}
+
+/// The text of the first `<name …>text</name>` element.
+fn tag(body: &str, name: &str) -> Option<String> {
+    let start = body.find(&format!("<{name}"))?;
+    let rest = &body[start + name.len() + 1..];
+    if !(rest.starts_with('>') || rest.starts_with(' ')) {
+        return tag(&body[start + name.len() + 1..], name);
+    }
+    let open_end = rest.find('>')?;
+    if rest[..open_end].ends_with('/') {
+        return Some(String::new());
+    }
+    let text = &rest[open_end + 1..];
+    let end = text.find(&format!("</{name}>"))?;
+    Some(text[..end].to_owned())
+}
+
+fn field(body: &str, name: &str) -> String {
+    tag(body, name).unwrap_or_else(|| panic!("no <{name}> in {body}"))
+}
+
+/// Every `<name>` text in order.
+fn all_tags(body: &str, name: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = body;
+    while let Some(i) = rest.find(&format!("<{name}")) {
+        let after = &rest[i..];
+        match tag(after, name) {
+            Some(t) => out.push(t),
+            None => break,
+        }
+        rest = &after[name.len() + 1..];
+    }
+    out
+}
+
+fn advance(s: &Server, amount: &str) -> Reply {
+    let r = authed(
+        s,
+        "POST",
+        "/sandbox/clock",
+        &[("Content-Type", "application/xml; charset=utf-8")],
+        &format!("<clock><advance>{amount}</advance></clock>"),
+    );
+    ok(r, 200)
+}
+
+fn clock_to(s: &Server, at: &str) -> Reply {
+    let r = authed(
+        s,
+        "POST",
+        "/sandbox/clock",
+        &[("Content-Type", "application/xml; charset=utf-8")],
+        &format!("<clock><now>{at}</now></clock>"),
+    );
+    ok(r, 200)
+}
+
+/// A card token from the token endpoint.
+fn card_token(s: &Server, number: &str) -> String {
+    let body = format!(
+        "key={}&number={number}&month=12&year=2031&cvv=123&first_name=Verena&last_name=Example\
+         &address1=123+Main+St.&city=San+Francisco&state=CA&postal_code=94105&country=US",
+        s.public_key
+    );
+    let reply = request(s, "POST", "/js/v1/token", &[("Content-Type", "application/x-www-form-urlencoded")], &body);
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let value: Value = serde_json::from_str(&reply.body).expect("json");
+    value["id"].as_str().expect("id").to_owned()
+}
+
+fn plan(s: &Server, code: &str, cents: i64, extra: &str) {
+    let body = format!(
+        "<plan><plan_code>{code}</plan_code><name>Plan {code}</name>\
+         <unit_amount_in_cents><USD>{cents}</USD><EUR>{cents}</EUR></unit_amount_in_cents>{extra}</plan>"
+    );
+    ok(post(s, "/v2/plans", &body), 201);
+}
+
+/// Creates a subscription of a new account paying with `card`; answers the reply.
+fn subscribe(s: &Server, account: &str, plan_code: &str, card: &str, extra: &str) -> Reply {
+    let token = card_token(s, card);
+    let body = format!(
+        "<subscription><plan_code>{plan_code}</plan_code><currency>USD</currency>\
+         <account><account_code>{account}</account_code><email>{account}@example.com</email>\
+         <first_name>Verena</first_name><last_name>Example</last_name>\
+         <billing_info><token_id>{token}</token_id></billing_info></account>{extra}</subscription>"
+    );
+    post(s, "/v2/subscriptions", &body)
+}
+
+fn uuid_of(reply: &Reply) -> String {
+    field(&reply.body, "uuid")
+}
+
+fn sub_path(uuid: &str) -> String {
+    format!("/v2/subscriptions/{uuid}")
+}
+
+fn create_get_list_and_renew(db: &str) {
+    let s = serve(db, T0);
+    plan(&s, "gold", 1000, "");
+    let created = ok(subscribe(&s, "a1", "gold", "4111111111111111", ""), 201);
+    let uuid = uuid_of(&created);
+    assert_eq!(uuid.len(), 32);
+    assert_eq!(
+        created.header("location").as_deref(),
+        Some(format!("http://{}/v2/subscriptions/{uuid}", s.addr).as_str()),
+        "{}",
+        created.head
+    );
+    let b = &created.body;
+    assert_eq!(field(b, "state"), "active");
+    assert_eq!(field(b, "plan_code"), "gold");
+    assert_eq!(field(b, "name"), "Plan gold");
+    assert_eq!(field(b, "unit_amount_in_cents"), "1000");
+    assert_eq!(field(b, "quantity"), "1");
+    assert_eq!(field(b, "activated_at"), "2027-01-15T08:00:00Z");
+    assert_eq!(field(b, "current_period_started_at"), "2027-01-15T08:00:00Z");
+    assert_eq!(field(b, "current_period_ends_at"), "2027-02-15T08:00:00Z");
+    assert!(b.contains(&format!("<account href=\"http://{}/v2/accounts/a1\"/>", s.addr)), "{b}");
+    assert!(
+        b.contains(&format!(
+            "<a name=\"cancel\" href=\"http://{}/v2/subscriptions/{uuid}/cancel\" method=\"put\"/>",
+            s.addr
+        )),
+        "{b}"
+    );
+    assert!(!b.contains("name=\"reactivate\""), "{b}");
+    assert!(!b.contains("name=\"resume\""), "{b}");
+
+    // The account was created inline with its billing info; its flags follow the subscription.
+    let account = ok(get(&s, "/v2/accounts/a1"), 200);
+    assert_eq!(field(&account.body, "email"), "a1@example.com");
+    assert_eq!(field(&account.body, "has_live_subscription"), "true");
+    assert_eq!(field(&account.body, "has_active_subscription"), "true");
+    assert_eq!(field(&account.body, "has_paused_subscription"), "false");
+    let info = ok(get(&s, "/v2/accounts/a1/billing_info"), 200);
+    assert_eq!(field(&info.body, "last_four"), "1111");
+
+    // Reads and lists.
+    let got = ok(get(&s, &sub_path(&uuid)), 200);
+    assert_eq!(field(&got.body, "current_period_ends_at"), "2027-02-15T08:00:00Z");
+    let list = ok(get(&s, "/v2/subscriptions"), 200);
+    assert_eq!(list.header("x-records").as_deref(), Some("1"));
+    assert_eq!(all_tags(&list.body, "uuid"), vec![uuid.clone()]);
+    let list = ok(get(&s, "/v2/accounts/a1/subscriptions?state=active"), 200);
+    assert_eq!(all_tags(&list.body, "uuid"), vec![uuid.clone()]);
+    for state in ["in_trial", "past_due", "canceled", "expired", "future", "paused"] {
+        let r = ok(get(&s, &format!("/v2/subscriptions?state={state}")), 200);
+        assert_eq!(r.header("x-records").as_deref(), Some("0"), "{state}");
+    }
+    let head = ok(authed(&s, "HEAD", "/v2/subscriptions?state=live", &[("X-Api-Version", "2.11")], ""), 200);
+    assert_eq!(head.header("x-records").as_deref(), Some("1"));
+    assert_error(&get(&s, "/v2/subscriptions?state=bogus"), 400, "invalid_parameter");
+    assert_error(&get(&s, "/v2/subscriptions/nope"), 404, "not_found");
+    assert_error(&get(&s, "/v2/accounts/nobody/subscriptions"), 404, "not_found");
+
+    // Twelve months of renewals, one per clock month, on the anchor's day and hour.
+    for month in 1..=12u32 {
+        let r = advance(&s, "1month");
+        assert!(r.body.contains("<jobs_run type=\"integer\">1</jobs_run>"), "month {month}: {}", r.body);
+        let got = ok(get(&s, &sub_path(&uuid)), 200);
+        let (y, m) = (2027 + (month as i32) / 12, month % 12 + 1);
+        assert_eq!(field(&got.body, "current_period_started_at"), format!("{y}-{m:02}-15T08:00:00Z"), "month {month}");
+    }
+    let got = ok(get(&s, &sub_path(&uuid)), 200);
+    assert_eq!(field(&got.body, "current_period_ends_at"), "2028-02-15T08:00:00Z");
+    // One paid invoice per period, each exactly the price; the subscription links the last.
+    let bills = invoices(db, "a1");
+    assert_eq!(bills.len(), 13);
+    for (i, bill) in bills.iter().enumerate() {
+        let origin = if i == 0 { "purchase" } else { "renewal" };
+        assert_eq!(bill, &format!("{}:{origin}:1000:paid", 1001 + i), "{bills:?}");
+    }
+    assert!(got.body.contains(&format!("<invoice href=\"http://{}/v2/invoices/1013\"/>", s.addr)), "{}", got.body);
+    assert_eq!(
+        sql(db, "SELECT CAST(COUNT(*) AS TEXT) FROM transactions WHERE status = 'success' AND amount = 1000"),
+        ["13"]
+    );
+}
+
+/// The account's invoices in order: `number:origin:total:state`.
+fn invoices(db: &str, account: &str) -> Vec<String> {
+    sql(
+        db,
+        &format!(
+            "SELECT CAST(i.invoice_number AS TEXT) || ':' || i.origin || ':' || CAST(i.total AS TEXT) || ':' || i.state \
+             FROM invoices i JOIN accounts a ON a.id = i.account_id WHERE a.account_code = '{account}' \
+             ORDER BY i.invoice_number"
+        ),
+    )
+}
+
+/// The account's invoice totals in order.
+fn totals(db: &str, account: &str) -> Vec<i64> {
+    invoices(db, account).iter().map(|i| i.split(':').nth(2).and_then(|t| t.parse().ok()).expect("total")).collect()
+}
+
+#[test]
+fn create_get_list_and_renew_on_both_backends() {
+    on_both_backends("subs_basic", create_get_list_and_renew);
+}
+
+/// Runs one SQL statement on the service's database and answers the first column of each row
+/// (as text).
+fn sql(db: &str, statement: &str) -> Vec<String> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    runtime.block_on(async {
+        use sqlx::{Connection, Row};
+        sqlx::any::install_default_drivers();
+        let mut conn = sqlx::AnyConnection::connect(db).await.expect("connect to the service's database");
+        let rows = sqlx::query(statement).fetch_all(&mut conn).await.expect("query");
+        rows.iter()
+            .map(|r| {
+                r.try_get::<String, _>(0).or_else(|_| r.try_get::<i64, _>(0).map(|v| v.to_string())).unwrap_or_default()
+            })
+            .collect()
+    })
+}
+
+fn pause_resume_cancel_reactivate(db: &str) {
+    let s = serve(db, T0);
+    plan(&s, "gold", 1000, "");
+    let uuid = uuid_of(&ok(subscribe(&s, "p1", "gold", "4111111111111111", ""), 201));
+    let path = sub_path(&uuid);
+
+    // Feb 15 renewal, then a pause of 2 cycles scheduled on Feb 20 for the next renewal.
+    advance(&s, "1month");
+    advance(&s, "5days");
+    let pause_body = "<subscription><remaining_pause_cycles>2</remaining_pause_cycles></subscription>";
+    let r = ok(put(&s, &format!("{path}/pause"), pause_body), 200);
+    assert_eq!(field(&r.body, "state"), "active");
+    assert_eq!(field(&r.body, "paused_at"), "2027-03-15T08:00:00Z");
+    assert_eq!(field(&r.body, "remaining_pause_cycles"), "2");
+    // Pause and resume exist from 2.11 only.
+    assert_error(&authed(&s, "PUT", &format!("{path}/pause"), &xml_at("2.10"), pause_body), 404, "not_found");
+
+    // Mar 15: paused, nothing due until May 15; older versions see it as active.
+    advance(&s, "1month");
+    let r = ok(get(&s, &path), 200);
+    assert_eq!(field(&r.body, "state"), "paused");
+    assert_eq!(field(&r.body, "current_period_started_at"), "2027-03-15T08:00:00Z");
+    assert_eq!(field(&r.body, "remaining_pause_cycles"), "1");
+    assert!(r.body.contains("name=\"resume\""), "{}", r.body);
+    assert_eq!(field(&ok(get_at(&s, "2.10", &path), 200).body, "state"), "active");
+    assert_eq!(field(&ok(get(&s, "/v2/accounts/p1"), 200).body, "has_paused_subscription"), "true");
+    assert_eq!(ok(get(&s, "/v2/subscriptions?state=paused"), 200).header("x-records").as_deref(), Some("1"));
+    advance(&s, "1month");
+    let r = ok(get(&s, &path), 200);
+    assert_eq!((field(&r.body, "state"), field(&r.body, "remaining_pause_cycles")), ("paused".into(), "0".into()));
+    // May 15: renews normally and is active again.
+    advance(&s, "1month");
+    let r = ok(get(&s, &path), 200);
+    assert_eq!(field(&r.body, "state"), "active");
+    assert_eq!(field(&r.body, "current_period_started_at"), "2027-05-15T08:00:00Z");
+    assert_eq!(field(&r.body, "current_period_ends_at"), "2027-06-15T08:00:00Z");
+    assert_eq!(field(&ok(get(&s, "/v2/accounts/p1"), 200).body, "has_paused_subscription"), "false");
+    // Jan 15, Feb 15, nothing on Mar 15 and Apr 15, May 15.
+    assert_eq!(totals(db, "p1"), [1000, 1000, 1000]);
+    assert_eq!(
+        sql(db, "SELECT CAST(start_date AS TEXT) FROM adjustments WHERE origin = 'plan' ORDER BY start_date"),
+        [T0.to_string(), (T0 + 31 * 86_400).to_string(), (T0 + 120 * 86_400).to_string()]
+    );
+
+    // A manual resume: paused from Jun 15, resumed on Jun 20 with a new period from then.
+    ok(
+        put(
+            &s,
+            &format!("{path}/pause"),
+            "<subscription><remaining_pause_cycles>3</remaining_pause_cycles></subscription>",
+        ),
+        200,
+    );
+    advance(&s, "1month");
+    clock_to(&s, "2027-06-20T12:00:00Z");
+    assert_error(&put(&s, &format!("{path}/reactivate"), ""), 422, "not_canceled");
+    let r = ok(put(&s, &format!("{path}/resume"), ""), 200);
+    assert_eq!(field(&r.body, "state"), "active");
+    assert_eq!(field(&r.body, "current_period_started_at"), "2027-06-20T12:00:00Z");
+    assert_eq!(field(&r.body, "current_period_ends_at"), "2027-07-20T12:00:00Z");
+    assert_error(&put(&s, &format!("{path}/resume"), ""), 422, "not_paused");
+    // The resume is invoiced at once: a full period from Jun 20 (June 15 was a paused renewal).
+    assert_eq!(totals(db, "p1"), [1000, 1000, 1000, 1000]);
+    assert_eq!(invoices(db, "p1").last().map(String::as_str), Some("1004:renewal:1000:paid"));
+
+    // Cancel, then reactivate before the period ends; cancel again and let it expire.
+    let r = ok(put(&s, &format!("{path}/cancel"), ""), 200);
+    assert_eq!(field(&r.body, "state"), "canceled");
+    assert_eq!(field(&r.body, "canceled_at"), "2027-06-20T12:00:00Z");
+    assert_eq!(field(&r.body, "expires_at"), "2027-07-20T12:00:00Z");
+    assert!(r.body.contains("name=\"reactivate\""), "{}", r.body);
+    assert_error(&put(&s, &format!("{path}/cancel"), ""), 422, "already_canceled");
+    assert_eq!(field(&ok(get(&s, "/v2/accounts/p1"), 200).body, "has_canceled_subscription"), "true");
+    let r = ok(put(&s, &format!("{path}/reactivate"), ""), 200);
+    assert_eq!(field(&r.body, "state"), "active");
+    assert_eq!(tag(&r.body, "expires_at").as_deref(), Some(""));
+    ok(put(&s, &format!("{path}/cancel"), ""), 200);
+    advance(&s, "1month");
+    let r = ok(get(&s, &path), 200);
+    assert_eq!(field(&r.body, "state"), "expired");
+    assert_eq!(field(&r.body, "expires_at"), "2027-07-20T12:00:00Z");
+    assert_error(&put(&s, &format!("{path}/reactivate"), ""), 422, "already_expired");
+    assert_eq!(ok(get(&s, "/v2/subscriptions"), 200).header("x-records").as_deref(), Some("0"));
+    assert_eq!(ok(get(&s, "/v2/subscriptions?state=expired"), 200).header("x-records").as_deref(), Some("1"));
+    let account = ok(get(&s, "/v2/accounts/p1"), 200);
+    assert_eq!(field(&account.body, "has_live_subscription"), "false");
+
+    // Terminate: refund=none now; the refunds are not built yet.
+    let other = uuid_of(&ok(subscribe(&s, "p2", "gold", "4111111111111111", ""), 201));
+    let r = put(&s, &format!("/v2/subscriptions/{other}/terminate?refund=full"), "");
+    assert_error(&r, 501, "not_implemented");
+    assert_error(&put(&s, &format!("/v2/subscriptions/{other}/terminate?refund=some"), ""), 400, "invalid_parameter");
+    let r = ok(put(&s, &format!("/v2/subscriptions/{other}/terminate?refund=none"), ""), 200);
+    assert_eq!(field(&r.body, "state"), "expired");
+    assert_eq!(field(&r.body, "expires_at"), "2027-07-20T12:00:00Z");
+    // History: each accepted action once, in order.
+    let actions = sql(
+        db,
+        &format!(
+            "SELECT h.action FROM subscription_history h JOIN subscriptions s ON s.id = h.subscription_id \
+             WHERE s.uuid = '{uuid}' ORDER BY h.id"
+        ),
+    );
+    let names: Vec<&str> = actions.iter().map(|a| a.split('"').nth(3).unwrap_or_default()).collect();
+    assert_eq!(names, ["pause", "pause", "resume", "cancel", "reactivate", "cancel"]);
+}
+
+#[test]
+fn pause_resume_cancel_and_reactivate_on_both_backends() {
+    on_both_backends("subs_pause", pause_resume_cancel_reactivate);
+}
+
+fn changes_trials_and_refusals(db: &str) {
+    let s = serve(db, T0);
+    // January 15 → February 15 is 31 days.
+    plan(&s, "basic", 3100, "");
+    plan(&s, "pro", 6200, "");
+    plan(
+        &s,
+        "trial",
+        2000,
+        "<trial_interval_length>14</trial_interval_length><trial_interval_unit>days</trial_interval_unit>",
+    );
+    let uuid = uuid_of(&ok(subscribe(&s, "c1", "basic", "4111111111111111", ""), 201));
+    let path = sub_path(&uuid);
+    clock_to(&s, "2027-01-31T08:00:00Z");
+    // 15 of 31 days left: credit 1500 of basic, charge 3000 of pro (previewed, then made).
+    let body = "<subscription><plan_code>pro</plan_code><timeframe>now</timeframe></subscription>";
+    let preview = ok(post(&s, &format!("{path}/preview"), body), 200);
+    assert_eq!(field(&preview.body, "cost_in_cents"), "1500");
+    assert_eq!(field(&preview.body, "plan_code"), "pro");
+    assert_eq!(field(&ok(get(&s, &path), 200).body, "plan_code"), "basic");
+    let r = ok(put(&s, &path, body), 200);
+    assert_eq!(field(&r.body, "plan_code"), "pro");
+    assert_eq!(field(&r.body, "unit_amount_in_cents"), "6200");
+    assert_eq!(field(&r.body, "current_period_ends_at"), "2027-02-15T08:00:00Z");
+    assert_eq!(invoices(db, "c1"), ["1001:purchase:3100:paid", "1002:immediate_change:1500:paid"]);
+    assert_eq!(
+        sql(
+            db,
+            "SELECT CAST(total AS TEXT) || ':' || origin FROM adjustments WHERE invoice_id = (SELECT id FROM invoices WHERE invoice_number = 1002) ORDER BY id"
+        ),
+        ["-1500:credit", "3000:plan"]
+    );
+    // At renewal: the change waits in pending_subscription.
+    let body =
+        "<subscription><plan_code>basic</plan_code><quantity>2</quantity><timeframe>renewal</timeframe></subscription>";
+    let r = ok(put(&s, &path, body), 200);
+    assert_eq!(field(&r.body, "plan_code"), "pro");
+    let pending = field(&r.body, "pending_subscription");
+    assert_eq!(field(&pending, "plan_code"), "basic");
+    assert_eq!(field(&pending, "quantity"), "2");
+    assert!(r.body.contains("<pending_subscription type=\"subscription\">"), "{}", r.body);
+    advance(&s, "15days");
+    let r = ok(get(&s, &path), 200);
+    assert_eq!((field(&r.body, "plan_code"), field(&r.body, "quantity")), ("basic".into(), "2".into()));
+    // The renewal bills the pending terms: 2 × 3100.
+    assert_eq!(totals(db, "c1"), [3100, 1500, 6200]);
+    assert!(r.body.contains("<pending_subscription type=\"subscription\" nil=\"nil\">"), "{}", r.body);
+
+    // Refusals: an unknown plan, another currency, imported_trial outside a trial.
+    let r = put(&s, &path, "<subscription><plan_code>nope</plan_code></subscription>");
+    assert_eq!(r.status, 422, "{}", r.body);
+    assert!(r.body.contains("field=\"subscription.plan_code\""), "{}", r.body);
+    let r = put(&s, &path, "<subscription><currency>EUR</currency></subscription>");
+    assert!(r.status == 422 && r.body.contains("field=\"subscription.currency\""), "{}", r.body);
+    assert_error(
+        &put(&s, &path, "<subscription><imported_trial>true</imported_trial></subscription>"),
+        422,
+        "imported_trial_not_in_trial",
+    );
+    let r = put(&s, &path, "<subscription><quantity>0</quantity></subscription>");
+    assert!(r.status == 422 && r.body.contains("field=\"subscription.quantity\""), "{}", r.body);
+    let r = subscribe(&s, "c2", "basic", "4111111111111111", "<imported_trial>true</imported_trial>");
+    assert_error(&r, 422, "imported_trial_not_in_trial");
+
+    // A trial from the plan: in_trial filter, imported_trial changeable during the trial only.
+    let t = ok(subscribe(&s, "c3", "trial", "4111111111111111", "<imported_trial>true</imported_trial>"), 201);
+    assert_eq!(field(&t.body, "trial_started_at"), "2027-02-15T08:00:00Z");
+    assert_eq!(field(&t.body, "trial_ends_at"), "2027-03-01T08:00:00Z");
+    assert_eq!(field(&t.body, "imported_trial"), "true");
+    let trial_uuid = uuid_of(&t);
+    let r = ok(get(&s, "/v2/subscriptions?state=in_trial"), 200);
+    assert_eq!(all_tags(&r.body, "uuid"), vec![trial_uuid.clone()]);
+    let r =
+        ok(put(&s, &sub_path(&trial_uuid), "<subscription><imported_trial>false</imported_trial></subscription>"), 200);
+    assert_eq!(field(&r.body, "imported_trial"), "false");
+    advance(&s, "14days");
+    assert_eq!(ok(get(&s, "/v2/subscriptions?state=in_trial"), 200).header("x-records").as_deref(), Some("0"));
+    let r = put(&s, &sub_path(&trial_uuid), "<subscription><imported_trial>true</imported_trial></subscription>");
+    assert_error(&r, 422, "imported_trial_not_in_trial");
+
+    // Postpone and notes.
+    let r = ok(put(&s, &format!("{path}/postpone?next_renewal_date=2027-04-01T00:00:00Z"), ""), 200);
+    assert_eq!(field(&r.body, "current_period_ends_at"), "2027-04-01T00:00:00Z");
+    assert_error(&put(&s, &format!("{path}/postpone?next_renewal_date=2020-01-01"), ""), 422, "invalid_renewal_date");
+    let r = ok(
+        put(&s, &format!("{path}/notes"), "<subscription><customer_notes>Thanks!</customer_notes></subscription>"),
+        200,
+    );
+    assert_eq!(field(&r.body, "customer_notes"), "Thanks!");
+    assert_eq!(field(&ok(get(&s, &path), 200).body, "customer_notes"), "Thanks!");
+    // The account route creates on an existing account only.
+    let r = post(
+        &s,
+        "/v2/accounts/c1/subscriptions",
+        "<subscription><plan_code>pro</plan_code><currency>USD</currency></subscription>",
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    let r = post(
+        &s,
+        "/v2/accounts/zz/subscriptions",
+        "<subscription><plan_code>pro</plan_code><currency>USD</currency></subscription>",
+    );
+    assert_error(&r, 404, "not_found");
+    let r = post(&s, "/v2/subscriptions", "<subscription><plan_code>pro</plan_code></subscription>");
+    assert_eq!(r.status, 422, "{}", r.body);
+}
+
+#[test]
+fn changes_trials_and_refusals_on_both_backends() {
+    on_both_backends("subs_changes", changes_trials_and_refusals);
+}
+
+fn simultaneous_changes(db: &str) {
+    let s = serve(db, T0);
+    plan(&s, "gold", 1000, "");
+    let uuid = uuid_of(&ok(subscribe(&s, "s1", "gold", "4111111111111111", ""), 201));
+    let path = sub_path(&uuid);
+    // A change in progress elsewhere (another process holds the claim): refused, then accepted
+    // once it is released.
+    sql(
+        db,
+        &format!("UPDATE subscriptions SET lock_token = 'elsewhere', locked_until = {} WHERE uuid = '{uuid}'", T0 + 30),
+    );
+    assert_error(&put(&s, &format!("{path}/cancel"), ""), 422, "simultaneous_request");
+    let r = put(&s, &format!("{path}/notes"), "<subscription><customer_notes>x</customer_notes></subscription>");
+    assert_error(&r, 422, "simultaneous_request");
+    assert_eq!(field(&ok(get(&s, &path), 200).body, "state"), "active");
+    // A claim whose lease ran out (its process died) does not block for ever.
+    s.set_clock(T0 + 31);
+    ok(put(&s, &format!("{path}/notes"), "<subscription><customer_notes>y</customer_notes></subscription>"), 200);
+
+    // Concurrent changes: each is accepted or refused whole, and exactly the accepted ones are
+    // in the history.
+    let threads: Vec<_> = (0..8)
+        .map(|i| {
+            let addr = s.addr.clone();
+            let key = s.key.clone();
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let body = format!(
+                    "<subscription><quantity>{}</quantity><timeframe>renewal</timeframe></subscription>",
+                    i + 2
+                );
+                let auth = format!("Basic {}", basic(&key));
+                let mut req = format!("PUT {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+                for (n, v) in [
+                    ("Authorization", auth.as_str()),
+                    ("Accept", "application/xml"),
+                    ("Content-Type", "application/xml; charset=utf-8"),
+                    ("X-Api-Version", "2.11"),
+                ] {
+                    req.push_str(&format!("{n}: {v}\r\n"));
+                }
+                req.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+                raw(&addr, &req)
+            })
+        })
+        .collect();
+    let replies: Vec<Reply> = threads.into_iter().map(|t| t.join().expect("thread")).collect();
+    let accepted = replies.iter().filter(|r| r.status == 200).count();
+    for r in replies.iter().filter(|r| r.status != 200) {
+        assert_error(r, 422, "simultaneous_request");
+    }
+    assert!(accepted >= 1);
+    let history = sql(
+        db,
+        &format!(
+            "SELECT h.action FROM subscription_history h JOIN subscriptions s ON s.id = h.subscription_id \
+             WHERE s.uuid = '{uuid}'"
+        ),
+    );
+    assert_eq!(history.len(), accepted);
+    assert!(
+        sql(db, &format!("SELECT lock_token FROM subscriptions WHERE uuid = '{uuid}' AND lock_token IS NOT NULL"))
+            .is_empty()
+    );
+}
+
+#[test]
+fn simultaneous_changes_on_both_backends() {
+    on_both_backends("subs_simultaneous", simultaneous_changes);
+}
+
+fn cli_clock(db: &str) {
+    let s = serve(db, T0);
+    plan(
+        &s,
+        "daily",
+        100,
+        "<plan_interval_length>1</plan_interval_length><plan_interval_unit>days</plan_interval_unit>",
+    );
+    let uuid = uuid_of(&ok(subscribe(&s, "d1", "daily", "4111111111111111", ""), 201));
+    let out = s.cli_json(&["clock", "advance", "--site", "sandbox", "3days"]);
+    assert_eq!(out["now"], "2027-01-18T08:00:00Z");
+    assert_eq!(out["jobs_run"], 3);
+    let r = ok(get(&s, &sub_path(&uuid)), 200);
+    assert_eq!(field(&r.body, "current_period_started_at"), "2027-01-18T08:00:00Z");
+    let out = s.cli_json(&["clock", "set", "--site", "sandbox", "2027-01-20T09:00:00Z"]);
+    assert_eq!(out["jobs_run"], 2);
+    let r = ok(get(&s, &sub_path(&uuid)), 200);
+    assert_eq!(field(&r.body, "current_period_ends_at"), "2027-01-21T08:00:00Z");
+}
+
+#[test]
+fn cli_clock_runs_due_renewals_on_both_backends() {
+    on_both_backends("subs_cli_clock", cli_clock);
+}
+
+fn declines_and_recovery(db: &str) {
+    let s = serve(db, T0);
+    plan(&s, "gold", 1000, "");
+    // Approved with the customer present, declined on merchant-initiated (renewal) charges.
+    let uuid = uuid_of(&ok(subscribe(&s, "r1", "gold", "4000008400001629", ""), 201));
+    let path = sub_path(&uuid);
+    advance(&s, "1month");
+    assert_eq!(invoices(db, "r1"), ["1001:purchase:1000:paid", "1002:renewal:1000:past_due"]);
+    let r = ok(get(&s, &path), 200);
+    assert_eq!(field(&r.body, "state"), "active");
+    assert_eq!(field(&r.body, "current_period_started_at"), "2027-02-15T08:00:00Z");
+    let past_due = ok(get(&s, "/v2/subscriptions?state=past_due"), 200);
+    assert_eq!(all_tags(&past_due.body, "uuid"), vec![uuid.clone()]);
+    // The customer updates the card; the next retry (a day after the invoice) collects it.
+    let token = card_token(&s, "4111111111111111");
+    let body = format!("<billing_info><token_id>{token}</token_id></billing_info>");
+    ok(put(&s, "/v2/accounts/r1/billing_info", &body), 200);
+    advance(&s, "1day");
+    assert_eq!(invoices(db, "r1"), ["1001:purchase:1000:paid", "1002:renewal:1000:paid"]);
+    assert_eq!(ok(get(&s, "/v2/subscriptions?state=past_due"), 200).header("x-records").as_deref(), Some("0"));
+    // Renewals go on from the card on file.
+    advance(&s, "1month");
+    assert_eq!(totals(db, "r1"), [1000, 1000, 1000]);
+
+    // Every retry declines: the invoice fails and the subscription expires when retries end.
+    let other = uuid_of(&ok(subscribe(&s, "r2", "gold", "4000008400001629", ""), 201));
+    advance(&s, "1month");
+    assert_eq!(invoices(db, "r2").last().map(|i| i.ends_with(":past_due")), Some(true));
+    advance(&s, "6days");
+    assert_eq!(field(&ok(get(&s, &sub_path(&other)), 200).body, "state"), "active");
+    advance(&s, "1day");
+    assert_eq!(invoices(db, "r2").last().map(|i| i.ends_with(":1000:failed")), Some(true), "{:?}", invoices(db, "r2"));
+    let r = ok(get(&s, &sub_path(&other)), 200);
+    assert_eq!(field(&r.body, "state"), "expired");
+    advance(&s, "1month");
+    assert_eq!(invoices(db, "r2").len(), 2);
+
+    // No payment method for a first payment: nothing of the subscription is kept.
+    ok(post(&s, "/v2/accounts", "<account><account_code>r3</account_code></account>"), 201);
+    let r = post(
+        &s,
+        "/v2/accounts/r3/subscriptions",
+        "<subscription><plan_code>gold</plan_code><currency>USD</currency></subscription>",
+    );
+    assert_eq!(r.status, 422, "{}", r.body);
+    assert!(r.body.contains("field=\"subscription.account.billing_info\""), "{}", r.body);
+    assert_eq!(
+        ok(get(&s, "/v2/accounts/r3/subscriptions?state=expired"), 200).header("x-records").as_deref(),
+        Some("0")
+    );
+    assert_eq!(ok(get(&s, "/v2/accounts/r3/subscriptions"), 200).header("x-records").as_deref(), Some("0"));
+    // A declined card is refused by its verification before anything is created.
+    let r = subscribe(&s, "r4", "gold", "4000000000000002", "");
+    assert_eq!(r.status, 422, "{}", r.body);
+    assert!(r.body.contains("<error_code>declined</error_code>"), "{}", r.body);
+    assert_eq!(
+        sql(
+            db,
+            "SELECT CAST(COUNT(*) AS TEXT) FROM subscriptions s JOIN accounts a ON a.id = s.account_id WHERE a.account_code IN ('r3', 'r4')"
+        ),
+        ["0"]
+    );
+}
+
+#[test]
+fn declines_and_recovery_on_both_backends() {
+    on_both_backends("subs_declines", declines_and_recovery);
+}
+
+fn yearly_plan(db: &str) {
+    // 2028-02-29T00:00:00Z, a leap day.
+    let s = serve(db, 1_835_395_200);
+    plan(
+        &s,
+        "annual",
+        12_000,
+        "<plan_interval_length>12</plan_interval_length><plan_interval_unit>months</plan_interval_unit>",
+    );
+    let uuid = uuid_of(&ok(subscribe(&s, "y1", "annual", "4111111111111111", ""), 201));
+    let r = ok(get(&s, &sub_path(&uuid)), 200);
+    assert_eq!(field(&r.body, "current_period_ends_at"), "2029-02-28T00:00:00Z");
+    for end in ["2030-02-28T00:00:00Z", "2031-02-28T00:00:00Z", "2032-02-29T00:00:00Z"] {
+        advance(&s, "1year");
+        assert_eq!(field(&ok(get(&s, &sub_path(&uuid)), 200).body, "current_period_ends_at"), end);
+    }
+    assert_eq!(totals(db, "y1"), [12_000; 4]);
+}
+
+#[test]
+fn yearly_plan_on_both_backends() {
+    on_both_backends("subs_yearly", yearly_plan);
+}
+
+/// Two service processes on one PostgreSQL database, both running their schedulers, with the
+/// service clock moving under them: every renewal is invoiced and charged exactly once.
+#[test]
+fn two_processes_never_bill_a_renewal_twice() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let db = runtime.block_on(rebill_store::testing::fresh_postgres_url("subs_two"));
+    let a = serve(&db, T0);
+    let b = start_with(
+        &db,
+        Options {
+            clock_file: a.clock.clone(),
+            existing_database: true,
+            args: &["--vault-key-file", &vault_file()],
+            ..Options::default()
+        },
+    );
+    plan(
+        &a,
+        "daily",
+        100,
+        "<plan_interval_length>1</plan_interval_length><plan_interval_unit>days</plan_interval_unit>",
+    );
+    let count = 5;
+    for i in 0..count {
+        ok(subscribe(&a, &format!("t{i}"), "daily", "4111111111111111", ""), 201);
+    }
+    let wait_for = |expected: usize| {
+        for _ in 0..200 {
+            let n: usize = sql(&db, "SELECT CAST(COUNT(*) AS TEXT) FROM invoices")[0].parse().expect("count");
+            let busy = sql(&db, "SELECT uuid FROM subscriptions WHERE lock_token IS NOT NULL");
+            if n >= expected && busy.is_empty() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    };
+    // Both schedulers see the same jobs come due; the service clock moves a day, then three.
+    let mut now = T0;
+    let mut expected = count;
+    for days in [1, 3, 1, 2] {
+        now += days * 86_400;
+        a.set_clock(now);
+        expected += count * days as usize;
+        wait_for(expected);
+        // A second look changes nothing.
+        std::thread::sleep(std::time::Duration::from_millis(1200));
+    }
+    // The CLI moving the site's clock while both schedulers run.
+    let out = a.cli_json(&["clock", "advance", "--site", "sandbox", "2days"]);
+    assert_eq!(out["now"], "2027-01-24T08:00:00Z");
+    expected += count * 2;
+    wait_for(expected);
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    let n: usize = sql(&db, "SELECT CAST(COUNT(*) AS TEXT) FROM invoices")[0].parse().expect("count");
+    assert_eq!(n, expected);
+    let duplicates = sql(
+        &db,
+        "SELECT subscription_uuid FROM adjustments WHERE origin = 'plan' \
+         GROUP BY subscription_uuid, period_start HAVING COUNT(*) > 1",
+    );
+    assert!(duplicates.is_empty(), "{duplicates:?}");
+    assert_eq!(
+        sql(&db, "SELECT CAST(COUNT(*) AS TEXT) FROM transactions WHERE status = 'success' AND action = 'purchase'"),
+        [expected.to_string()]
+    );
+    assert_eq!(sql(&db, "SELECT CAST(SUM(total) AS TEXT) FROM invoices"), [(expected * 100).to_string()]);
+    drop(b);
+}

@@ -1,0 +1,1398 @@
+//! Invoices, their line items (adjustments) and transactions.
+//!
+//! - **Invoices** are numbered per site: [`Store::create_invoice`] takes the next number from the
+//!   site's counter row (`INSERT … ON CONFLICT DO UPDATE … RETURNING`) in the same database
+//!   transaction that inserts the invoice and its lines, so numbers are sequential, start at
+//!   [`FIRST_INVOICE_NUMBER`] and never repeat, also under concurrent invoicing. States are stored
+//!   by their schema names ([`InvoiceState`]) and change only through compare-and-set updates
+//!   ([`Store::set_invoice_state`]), so a retried job cannot pay or fail an invoice twice.
+//! - **Adjustments** (charges and credits) are pending (no invoice) until an invoice takes them;
+//!   taking a pending adjustment is conditional on it still being pending, so two concurrent
+//!   invoice runs cannot both bill it ([`StoreError::Conflict`]). Adjustments made by the billing
+//!   engine keep its origin key ([`EngineKey`]) so billed items can be fed back to the diff.
+//! - **Transactions** are recorded *before* the gateway is called ([`Store::begin_transaction`],
+//!   status `processing`) and completed after ([`Store::complete_transaction`]). The
+//!   idempotency key is unique: beginning a transaction again with the same key answers the
+//!   recorded one, so a repeated charge can see whether it already happened. A transaction keeps
+//!   a snapshot of the account and of the billing info's non-secret fields (never a card number).
+//!
+//! Money is integer cents, times UTC epoch seconds, booleans 0/1 (the `Any` driver sends one
+//! integer type to both backends). Lists use the keyset paging of [`crate::list`].
+
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use crate::billing_info::{BillingFields, FIELD_COLUMNS, PaymentKind, bind_fields, fields_from_row};
+use crate::list::{Arg, Conditions, Page, PageRequest, Position, Sort, into_page, order_and_limit};
+use crate::{Store, StoreError, flag, get_flag};
+
+/// The number of a site's first invoice.
+pub const FIRST_INVOICE_NUMBER: i64 = 1001;
+
+/// A new identifier: 32 hexadecimal characters (128 random bits).
+pub fn new_uuid() -> String {
+    let mut bytes = [0u8; 16];
+    // Without the operating system's random source no identifier can be made.
+    getrandom::fill(&mut bytes).expect("the operating system's random source");
+    hex::encode(bytes)
+}
+
+macro_rules! named_enum {
+    ($(#[$meta:meta])* $name:ident { $($variant:ident = $text:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name { $($variant),+ }
+
+        impl $name {
+            /// The schema name.
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text),+ }
+            }
+
+            pub fn parse(text: &str) -> Option<Self> {
+                match text { $($text => Some($name::$variant),)+ _ => None }
+            }
+        }
+    };
+}
+
+named_enum! {
+    /// State of an invoice (schema `invoice_state`; `pending` and `paid` are written `open` and
+    /// `collected` before 2.10 by the codec).
+    InvoiceState { Pending = "pending", Processing = "processing", PastDue = "past_due", Paid = "paid", Failed = "failed" }
+}
+
+named_enum! {
+    /// How an invoice is collected.
+    CollectionMethod { Automatic = "automatic", Manual = "manual" }
+}
+
+named_enum! {
+    /// Charge or credit.
+    AdjustmentKind { Charge = "charge", Credit = "credit" }
+}
+
+named_enum! {
+    /// Whether an adjustment is on an invoice yet.
+    AdjustmentState { Pending = "pending", Invoiced = "invoiced" }
+}
+
+named_enum! {
+    /// Outcome of a transaction; `processing` while the gateway is being called.
+    TransactionStatus { Processing = "processing", Success = "success", Declined = "declined", Void = "void" }
+}
+
+fn parse<T>(row: &AnyRow, column: &str, f: impl Fn(&str) -> Option<T>) -> Result<T, StoreError> {
+    let text: String = row.try_get(column)?;
+    f(&text).ok_or_else(|| StoreError::Invalid(format!("stored {column} `{text}`")))
+}
+
+/// The money of an invoice.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InvoiceAmounts {
+    pub subtotal_before_discount: i64,
+    pub discount: i64,
+    pub subtotal_after_discount: i64,
+    pub tax: i64,
+    pub total: i64,
+    /// Collected so far.
+    pub paid: i64,
+    /// Still due (`total - paid`).
+    pub balance: i64,
+}
+
+/// Terms and notes of an invoice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvoiceTerms {
+    pub collection_method: CollectionMethod,
+    /// Days after creation the invoice is due.
+    pub net_terms: i64,
+    pub po_number: Option<String>,
+    pub customer_notes: Option<String>,
+    pub terms_and_conditions: Option<String>,
+    pub vat_reverse_charge_notes: Option<String>,
+}
+
+impl Default for InvoiceTerms {
+    fn default() -> Self {
+        Self {
+            collection_method: CollectionMethod::Automatic,
+            net_terms: 0,
+            po_number: None,
+            customer_notes: None,
+            terms_and_conditions: None,
+            vat_reverse_charge_notes: None,
+        }
+    }
+}
+
+/// What [`Store::create_invoice`] needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewInvoice {
+    pub account_id: i64,
+    pub state: InvoiceState,
+    /// Schema `invoice_origin` name (`purchase`, `renewal`, …).
+    pub origin: String,
+    pub currency: String,
+    pub amounts: InvoiceAmounts,
+    pub terms: InvoiceTerms,
+    pub due_on: Option<i64>,
+    pub attempt_next_collection_at: Option<i64>,
+    pub closed_at: Option<i64>,
+}
+
+/// A stored invoice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invoice {
+    pub id: i64,
+    pub uuid: String,
+    pub site_id: i64,
+    pub account_id: i64,
+    pub account_code: String,
+    pub invoice_number: i64,
+    pub state: InvoiceState,
+    pub origin: String,
+    pub currency: String,
+    pub amounts: InvoiceAmounts,
+    pub terms: InvoiceTerms,
+    pub due_on: Option<i64>,
+    /// Automatic collection attempts made after the first (dunning retries).
+    pub collection_attempts: i64,
+    pub attempt_next_collection_at: Option<i64>,
+    pub closed_at: Option<i64>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+impl Invoice {
+    /// The invoice's place in a list sorted by `sort`.
+    pub fn position(&self, sort: Sort) -> Position {
+        Position { value: if sort == Sort::CreatedAt { self.created_at } else { self.updated_at }, id: self.id }
+    }
+}
+
+/// A state change of an invoice ([`Store::set_invoice_state`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InvoiceChange {
+    pub state: InvoiceState,
+    /// Next automatic collection attempt (cleared when `None`).
+    pub attempt_next_collection_at: Option<i64>,
+    /// New count of dunning retries made (unchanged when `None`).
+    pub collection_attempts: Option<i64>,
+}
+
+/// Narrows an invoice list.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InvoiceFilter {
+    pub account_id: Option<i64>,
+    /// Any of these states (all when empty).
+    pub states: Vec<InvoiceState>,
+}
+
+/// The billing engine's identity of a subscription line item (see
+/// `rebill_billing::invoice::OriginKey`), kept so billed items can be fed back to the diff.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineKey {
+    /// `plan`, `add_on` or `setup_fee`.
+    pub item_kind: String,
+    /// The plan's or add-on's code.
+    pub item_code: String,
+    pub period_start: i64,
+    /// The period's end as scheduled when it opened (names the period).
+    pub period_end: i64,
+    /// The period's end in force when the line was made.
+    pub line_period_end: i64,
+    /// Seconds paid for and seconds in the period, when prorated.
+    pub proration: Option<(i64, i64)>,
+}
+
+/// What [`Store::create_adjustment`] and [`Store::create_invoice`] need for one line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewAdjustment {
+    pub account_id: i64,
+    pub subscription_uuid: Option<String>,
+    pub kind: AdjustmentKind,
+    /// Schema `adjustment_origin` name (`plan`, `setup_fee`, `add_on`, `debit`, `credit`, …).
+    pub origin: String,
+    pub description: Option<String>,
+    pub accounting_code: Option<String>,
+    pub product_code: Option<String>,
+    pub currency: String,
+    /// Per unit; negative on credits.
+    pub unit_amount: i64,
+    pub quantity: i64,
+    pub discount: i64,
+    pub tax: i64,
+    /// Negative on credits.
+    pub total: i64,
+    pub tax_exempt: Option<bool>,
+    pub tax_code: Option<String>,
+    pub credit_reason_code: Option<String>,
+    pub start_date: Option<i64>,
+    pub end_date: Option<i64>,
+    pub engine: Option<EngineKey>,
+}
+
+/// A stored adjustment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Adjustment {
+    pub id: i64,
+    pub uuid: String,
+    pub site_id: i64,
+    pub account_code: String,
+    pub state: AdjustmentState,
+    /// The invoice holding it (`None` while pending).
+    pub invoice_id: Option<i64>,
+    pub invoice_number: Option<i64>,
+    pub line: NewAdjustment,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+impl Adjustment {
+    pub fn position(&self, sort: Sort) -> Position {
+        Position { value: if sort == Sort::CreatedAt { self.created_at } else { self.updated_at }, id: self.id }
+    }
+}
+
+/// Narrows an adjustment list.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AdjustmentFilter {
+    pub account_id: Option<i64>,
+    pub kind: Option<AdjustmentKind>,
+    pub state: Option<AdjustmentState>,
+}
+
+/// What deleting an adjustment did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdjustmentDeletion {
+    Deleted,
+    /// It is on an invoice and stays.
+    Invoiced,
+    NotFound,
+}
+
+/// The paying account as a transaction records it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AccountSnapshot {
+    pub account_code: String,
+    pub first_name: Option<String>,
+    pub last_name: Option<String>,
+    pub company: Option<String>,
+    pub email: Option<String>,
+}
+
+/// What [`Store::begin_transaction`] records before the gateway is called.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewTransaction {
+    /// Unique per charge; beginning again with the same key answers the recorded transaction.
+    pub idempotency_key: String,
+    pub account_id: i64,
+    pub invoice_id: Option<i64>,
+    pub subscription_uuid: Option<String>,
+    /// Schema `transaction_action` name (`purchase`, `verify`, `refund`).
+    pub action: String,
+    pub amount: i64,
+    pub tax: i64,
+    pub currency: String,
+    /// Billing info type of the payment method.
+    pub kind: PaymentKind,
+    /// `credit_card` or `ach`.
+    pub payment_method: String,
+    /// Schema `transaction_source` name (`transaction`, `subscription`, `billing_info`).
+    pub source: String,
+    /// Schema `transaction_origin` name (`api`, `recurring`, `api_verify_card`, …).
+    pub origin: String,
+    pub recurring: bool,
+    pub test: bool,
+    pub gateway_type: String,
+    pub description: Option<String>,
+    pub account: AccountSnapshot,
+    /// The billing info's non-secret fields at charge time.
+    pub billing: BillingFields,
+}
+
+/// Why a transaction was declined.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TransactionFailure {
+    pub error_code: String,
+    pub error_category: String,
+    pub merchant_message: String,
+    pub customer_message: String,
+    pub gateway_error_code: Option<String>,
+}
+
+/// A CVV or AVS check result.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Check {
+    pub code: String,
+    pub message: String,
+}
+
+/// What the gateway answered ([`Store::complete_transaction`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransactionResult {
+    pub status: TransactionStatus,
+    pub reference: Option<String>,
+    pub approval_code: Option<String>,
+    pub message: Option<String>,
+    pub fraud_review: bool,
+    pub failure: Option<TransactionFailure>,
+    pub cvv: Option<Check>,
+    pub avs: Option<Check>,
+    pub collected_at: Option<i64>,
+}
+
+/// A stored transaction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transaction {
+    pub id: i64,
+    pub uuid: String,
+    pub site_id: i64,
+    pub invoice_number: Option<i64>,
+    pub new: NewTransaction,
+    pub result: TransactionResult,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+impl Transaction {
+    pub fn position(&self, sort: Sort) -> Position {
+        Position { value: if sort == Sort::CreatedAt { self.created_at } else { self.updated_at }, id: self.id }
+    }
+
+    pub fn status(&self) -> TransactionStatus {
+        self.result.status
+    }
+}
+
+/// Narrows a transaction list.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TransactionFilter {
+    pub account_id: Option<i64>,
+    /// Any of these statuses (all when empty).
+    pub statuses: Vec<TransactionStatus>,
+    /// Any of these actions (all when empty).
+    pub actions: Vec<String>,
+}
+
+// ---- rows ----
+
+const INVOICE_COLUMNS: &str = "id, uuid, site_id, account_id, \
+     (SELECT account_code FROM accounts c WHERE c.id = invoices.account_id) AS account_code, invoice_number, state, \
+     origin, currency, subtotal_before_discount, discount, subtotal_after_discount, tax, total, paid, balance, \
+     net_terms, due_on, collection_method, po_number, customer_notes, terms_and_conditions, \
+     vat_reverse_charge_notes, collection_attempts, attempt_next_collection_at, closed_at, created_at, updated_at";
+
+fn invoice_from_row(row: &AnyRow) -> Result<Invoice, StoreError> {
+    Ok(Invoice {
+        id: row.try_get("id")?,
+        uuid: row.try_get("uuid")?,
+        site_id: row.try_get("site_id")?,
+        account_id: row.try_get("account_id")?,
+        account_code: row.try_get("account_code")?,
+        invoice_number: row.try_get("invoice_number")?,
+        state: parse(row, "state", InvoiceState::parse)?,
+        origin: row.try_get("origin")?,
+        currency: row.try_get("currency")?,
+        amounts: InvoiceAmounts {
+            subtotal_before_discount: row.try_get("subtotal_before_discount")?,
+            discount: row.try_get("discount")?,
+            subtotal_after_discount: row.try_get("subtotal_after_discount")?,
+            tax: row.try_get("tax")?,
+            total: row.try_get("total")?,
+            paid: row.try_get("paid")?,
+            balance: row.try_get("balance")?,
+        },
+        terms: InvoiceTerms {
+            collection_method: parse(row, "collection_method", CollectionMethod::parse)?,
+            net_terms: row.try_get("net_terms")?,
+            po_number: row.try_get("po_number")?,
+            customer_notes: row.try_get("customer_notes")?,
+            terms_and_conditions: row.try_get("terms_and_conditions")?,
+            vat_reverse_charge_notes: row.try_get("vat_reverse_charge_notes")?,
+        },
+        due_on: row.try_get("due_on")?,
+        collection_attempts: row.try_get("collection_attempts")?,
+        attempt_next_collection_at: row.try_get("attempt_next_collection_at")?,
+        closed_at: row.try_get("closed_at")?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+    })
+}
+
+const ADJUSTMENT_COLUMNS: &str = "id, uuid, site_id, account_id, \
+     (SELECT account_code FROM accounts c WHERE c.id = adjustments.account_id) AS account_code, invoice_id, \
+     (SELECT invoice_number FROM invoices i WHERE i.id = adjustments.invoice_id) AS invoice_number, \
+     subscription_uuid, state, kind, origin, description, accounting_code, product_code, currency, unit_amount, \
+     quantity, discount, tax, total, tax_exempt, tax_code, credit_reason_code, start_date, end_date, item_kind, \
+     item_code, period_start, period_end, line_period_end, proration_part, proration_whole, created_at, updated_at";
+
+/// The columns [`insert_adjustment`] writes, in bind order.
+const ADJUSTMENT_INSERT: &str = "uuid, site_id, account_id, invoice_id, subscription_uuid, state, kind, origin, \
+     description, accounting_code, product_code, currency, unit_amount, quantity, discount, tax, total, tax_exempt, \
+     tax_code, credit_reason_code, start_date, end_date, item_kind, item_code, period_start, period_end, \
+     line_period_end, proration_part, proration_whole, created_at, updated_at";
+
+fn adjustment_from_row(row: &AnyRow) -> Result<Adjustment, StoreError> {
+    let item_kind: Option<String> = row.try_get("item_kind")?;
+    let engine = match item_kind {
+        Some(item_kind) => {
+            let part: Option<i64> = row.try_get("proration_part")?;
+            let whole: Option<i64> = row.try_get("proration_whole")?;
+            Some(EngineKey {
+                item_kind,
+                item_code: row.try_get::<Option<String>, _>("item_code")?.unwrap_or_default(),
+                period_start: row.try_get::<Option<i64>, _>("period_start")?.unwrap_or_default(),
+                period_end: row.try_get::<Option<i64>, _>("period_end")?.unwrap_or_default(),
+                line_period_end: row.try_get::<Option<i64>, _>("line_period_end")?.unwrap_or_default(),
+                proration: part.zip(whole),
+            })
+        }
+        None => None,
+    };
+    let tax_exempt: Option<i64> = row.try_get("tax_exempt")?;
+    Ok(Adjustment {
+        id: row.try_get("id")?,
+        uuid: row.try_get("uuid")?,
+        site_id: row.try_get("site_id")?,
+        account_code: row.try_get("account_code")?,
+        state: parse(row, "state", AdjustmentState::parse)?,
+        invoice_id: row.try_get("invoice_id")?,
+        invoice_number: row.try_get("invoice_number")?,
+        line: NewAdjustment {
+            account_id: row.try_get("account_id")?,
+            subscription_uuid: row.try_get("subscription_uuid")?,
+            kind: parse(row, "kind", AdjustmentKind::parse)?,
+            origin: row.try_get("origin")?,
+            description: row.try_get("description")?,
+            accounting_code: row.try_get("accounting_code")?,
+            product_code: row.try_get("product_code")?,
+            currency: row.try_get("currency")?,
+            unit_amount: row.try_get("unit_amount")?,
+            quantity: row.try_get("quantity")?,
+            discount: row.try_get("discount")?,
+            tax: row.try_get("tax")?,
+            total: row.try_get("total")?,
+            tax_exempt: tax_exempt.map(|v| v != 0),
+            tax_code: row.try_get("tax_code")?,
+            credit_reason_code: row.try_get("credit_reason_code")?,
+            start_date: row.try_get("start_date")?,
+            end_date: row.try_get("end_date")?,
+            engine,
+        },
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+    })
+}
+
+async fn insert_adjustment<'c, E>(
+    executor: E,
+    site_id: i64,
+    invoice_id: Option<i64>,
+    line: &NewAdjustment,
+    now: i64,
+) -> Result<i64, StoreError>
+where
+    E: sqlx::Executor<'c, Database = sqlx::Any>,
+{
+    let placeholders: Vec<String> = (1..=31).map(|i| format!("${i}")).collect();
+    let sql =
+        format!("INSERT INTO adjustments ({ADJUSTMENT_INSERT}) VALUES ({}) RETURNING id", placeholders.join(", "));
+    let state = if invoice_id.is_some() { AdjustmentState::Invoiced } else { AdjustmentState::Pending };
+    let e = line.engine.as_ref();
+    let row = sqlx::query(&sql)
+        .bind(new_uuid())
+        .bind(site_id)
+        .bind(line.account_id)
+        .bind(invoice_id)
+        .bind(line.subscription_uuid.clone())
+        .bind(state.as_str())
+        .bind(line.kind.as_str())
+        .bind(line.origin.clone())
+        .bind(line.description.clone())
+        .bind(line.accounting_code.clone())
+        .bind(line.product_code.clone())
+        .bind(line.currency.clone())
+        .bind(line.unit_amount)
+        .bind(line.quantity)
+        .bind(line.discount)
+        .bind(line.tax)
+        .bind(line.total)
+        .bind(line.tax_exempt.map(flag))
+        .bind(line.tax_code.clone())
+        .bind(line.credit_reason_code.clone())
+        .bind(line.start_date)
+        .bind(line.end_date)
+        .bind(e.map(|e| e.item_kind.clone()))
+        .bind(e.map(|e| e.item_code.clone()))
+        .bind(e.map(|e| e.period_start))
+        .bind(e.map(|e| e.period_end))
+        .bind(e.map(|e| e.line_period_end))
+        .bind(e.and_then(|e| e.proration).map(|p| p.0))
+        .bind(e.and_then(|e| e.proration).map(|p| p.1))
+        .bind(now)
+        .bind(now)
+        .fetch_one(executor)
+        .await?;
+    Ok(row.try_get("id")?)
+}
+
+const TRANSACTION_BASE_COLUMNS: &str = "id, uuid, idempotency_key, site_id, account_id, invoice_id, \
+     (SELECT invoice_number FROM invoices i WHERE i.id = transactions.invoice_id) AS invoice_number, \
+     subscription_uuid, action, amount, tax, currency, status, kind, payment_method, source, origin, recurring, test, \
+     gateway_type, description, reference, approval_code, message, fraud_review, error_code, error_category, \
+     merchant_message, customer_message, gateway_error_code, cvv_code, cvv_message, avs_code, avs_message, \
+     account_code, account_first_name, account_last_name, account_company, account_email, collected_at, \
+     created_at, updated_at";
+
+fn transaction_columns() -> String {
+    format!("{TRANSACTION_BASE_COLUMNS}, {}", FIELD_COLUMNS.join(", "))
+}
+
+fn transaction_from_row(row: &AnyRow) -> Result<Transaction, StoreError> {
+    let error_code: Option<String> = row.try_get("error_code")?;
+    let failure = match error_code {
+        Some(error_code) => Some(TransactionFailure {
+            error_code,
+            error_category: row.try_get::<Option<String>, _>("error_category")?.unwrap_or_default(),
+            merchant_message: row.try_get::<Option<String>, _>("merchant_message")?.unwrap_or_default(),
+            customer_message: row.try_get::<Option<String>, _>("customer_message")?.unwrap_or_default(),
+            gateway_error_code: row.try_get("gateway_error_code")?,
+        }),
+        None => None,
+    };
+    let check = |code: &str, message: &str| -> Result<Option<Check>, StoreError> {
+        let code: Option<String> = row.try_get(code)?;
+        let message: Option<String> = row.try_get(message)?;
+        Ok(code.map(|code| Check { code, message: message.unwrap_or_default() }))
+    };
+    Ok(Transaction {
+        id: row.try_get("id")?,
+        uuid: row.try_get("uuid")?,
+        site_id: row.try_get("site_id")?,
+        invoice_number: row.try_get("invoice_number")?,
+        new: NewTransaction {
+            idempotency_key: row.try_get("idempotency_key")?,
+            account_id: row.try_get("account_id")?,
+            invoice_id: row.try_get("invoice_id")?,
+            subscription_uuid: row.try_get("subscription_uuid")?,
+            action: row.try_get("action")?,
+            amount: row.try_get("amount")?,
+            tax: row.try_get("tax")?,
+            currency: row.try_get("currency")?,
+            kind: parse(row, "kind", PaymentKind::parse)?,
+            payment_method: row.try_get("payment_method")?,
+            source: row.try_get("source")?,
+            origin: row.try_get("origin")?,
+            recurring: get_flag(row, "recurring")?,
+            test: get_flag(row, "test")?,
+            gateway_type: row.try_get("gateway_type")?,
+            description: row.try_get("description")?,
+            account: AccountSnapshot {
+                account_code: row.try_get("account_code")?,
+                first_name: row.try_get("account_first_name")?,
+                last_name: row.try_get("account_last_name")?,
+                company: row.try_get("account_company")?,
+                email: row.try_get("account_email")?,
+            },
+            billing: fields_from_row(row)?,
+        },
+        result: TransactionResult {
+            status: parse(row, "status", TransactionStatus::parse)?,
+            reference: row.try_get("reference")?,
+            approval_code: row.try_get("approval_code")?,
+            message: row.try_get("message")?,
+            fraud_review: get_flag(row, "fraud_review")?,
+            failure,
+            cvv: check("cvv_code", "cvv_message")?,
+            avs: check("avs_code", "avs_message")?,
+            collected_at: row.try_get("collected_at")?,
+        },
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+    })
+}
+
+fn is_unique_violation(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
+}
+
+/// `column IN ($…)` over text values.
+fn any_of(conditions: &mut Conditions, column: &str, values: impl IntoIterator<Item = String>) {
+    let placeholders: Vec<String> = values.into_iter().map(|v| conditions.arg(Arg::Text(v))).collect();
+    if !placeholders.is_empty() {
+        conditions.push(format!("{column} IN ({})", placeholders.join(", ")));
+    }
+}
+
+impl Store {
+    // ---- invoices ----
+
+    /// Creates an invoice with the next number of its site, its new `lines` and the account's
+    /// pending adjustments `attach` (by id), all in one database transaction. An adjustment of
+    /// `attach` that is no longer pending (another invoice took it, or it was deleted) fails the
+    /// whole creation with [`StoreError::Conflict`] and nothing is written.
+    pub async fn create_invoice(
+        &self,
+        site_id: i64,
+        new: &NewInvoice,
+        lines: &[NewAdjustment],
+        attach: &[i64],
+        now: i64,
+    ) -> Result<(Invoice, Vec<Adjustment>), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let number: i64 = sqlx::query(
+            "INSERT INTO invoice_counters (site_id, last_number) VALUES ($1, $2) \
+             ON CONFLICT (site_id) DO UPDATE SET last_number = invoice_counters.last_number + 1 \
+             RETURNING last_number",
+        )
+        .bind(site_id)
+        .bind(FIRST_INVOICE_NUMBER)
+        .fetch_one(&mut *tx)
+        .await?
+        .try_get("last_number")?;
+        let a = &new.amounts;
+        let t = &new.terms;
+        let id: i64 = sqlx::query(
+            "INSERT INTO invoices (uuid, site_id, account_id, invoice_number, state, origin, currency, \
+             subtotal_before_discount, discount, subtotal_after_discount, tax, total, paid, balance, net_terms, due_on, \
+             collection_method, po_number, customer_notes, terms_and_conditions, vat_reverse_charge_notes, \
+             attempt_next_collection_at, closed_at, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, \
+             $22, $23, $24, $24) RETURNING id",
+        )
+        .bind(new_uuid())
+        .bind(site_id)
+        .bind(new.account_id)
+        .bind(number)
+        .bind(new.state.as_str())
+        .bind(new.origin.clone())
+        .bind(new.currency.clone())
+        .bind(a.subtotal_before_discount)
+        .bind(a.discount)
+        .bind(a.subtotal_after_discount)
+        .bind(a.tax)
+        .bind(a.total)
+        .bind(a.paid)
+        .bind(a.balance)
+        .bind(t.net_terms)
+        .bind(new.due_on)
+        .bind(t.collection_method.as_str())
+        .bind(t.po_number.clone())
+        .bind(t.customer_notes.clone())
+        .bind(t.terms_and_conditions.clone())
+        .bind(t.vat_reverse_charge_notes.clone())
+        .bind(new.attempt_next_collection_at)
+        .bind(new.closed_at)
+        .bind(now)
+        .fetch_one(&mut *tx)
+        .await?
+        .try_get("id")?;
+        for adjustment in attach {
+            let done = sqlx::query(
+                "UPDATE adjustments SET invoice_id = $1, state = $2, updated_at = $3 \
+                 WHERE id = $4 AND account_id = $5 AND state = $6",
+            )
+            .bind(id)
+            .bind(AdjustmentState::Invoiced.as_str())
+            .bind(now)
+            .bind(*adjustment)
+            .bind(new.account_id)
+            .bind(AdjustmentState::Pending.as_str())
+            .execute(&mut *tx)
+            .await?;
+            if done.rows_affected() != 1 {
+                return Err(StoreError::Conflict(format!("adjustment {adjustment} is no longer pending")));
+            }
+        }
+        for line in lines {
+            insert_adjustment(&mut *tx, site_id, Some(id), line, now).await?;
+        }
+        tx.commit().await?;
+        let invoice =
+            self.invoice_by_id(id).await?.ok_or_else(|| StoreError::Invalid(format!("invoice {id} vanished")))?;
+        let lines = self.invoice_lines(id).await?;
+        Ok((invoice, lines))
+    }
+
+    async fn invoice_where(
+        &self,
+        pool: &sqlx::AnyPool,
+        condition: &str,
+        args: &[Arg],
+    ) -> Result<Option<Invoice>, StoreError> {
+        let sql = format!("SELECT {INVOICE_COLUMNS} FROM invoices WHERE {condition}");
+        let mut query = sqlx::query(&sql);
+        for a in args {
+            query = match a {
+                Arg::Int(v) => query.bind(*v),
+                Arg::Text(v) => query.bind(v.clone()),
+            };
+        }
+        query.fetch_optional(pool).await?.as_ref().map(invoice_from_row).transpose()
+    }
+
+    /// The site's invoice with this number.
+    pub async fn invoice(&self, site_id: i64, invoice_number: i64) -> Result<Option<Invoice>, StoreError> {
+        self.invoice_where(
+            &self.reads,
+            "site_id = $1 AND invoice_number = $2",
+            &[Arg::Int(site_id), Arg::Int(invoice_number)],
+        )
+        .await
+    }
+
+    /// The invoice with this uuid (read on the writer: use it right after a write).
+    pub async fn invoice_by_uuid(&self, uuid: &str) -> Result<Option<Invoice>, StoreError> {
+        self.invoice_where(&self.pool, "uuid = $1", &[Arg::Text(uuid.to_owned())]).await
+    }
+
+    /// The invoice with this id (read on the writer).
+    pub async fn invoice_by_id(&self, id: i64) -> Result<Option<Invoice>, StoreError> {
+        self.invoice_where(&self.pool, "id = $1", &[Arg::Int(id)]).await
+    }
+
+    /// Moves an invoice that is in one of the states `from` to `change.state`; `None` (and no
+    /// change) when it is in another state. `paid` also records the total as paid (balance 0);
+    /// `paid` and `failed` close the invoice at `now`.
+    pub async fn set_invoice_state(
+        &self,
+        id: i64,
+        from: &[InvoiceState],
+        change: InvoiceChange,
+        now: i64,
+    ) -> Result<Option<Invoice>, StoreError> {
+        let mut conditions = Conditions::default();
+        let state = conditions.arg(Arg::Text(change.state.as_str().to_owned()));
+        let next = match change.attempt_next_collection_at {
+            Some(at) => conditions.arg(Arg::Int(at)),
+            None => "NULL".to_owned(),
+        };
+        let attempts = match change.collection_attempts {
+            Some(n) => conditions.arg(Arg::Int(n)),
+            None => "collection_attempts".to_owned(),
+        };
+        let now_p = conditions.arg(Arg::Int(now));
+        let (paid, closed) = match change.state {
+            InvoiceState::Paid => ("paid = total, balance = 0,".to_owned(), now_p.clone()),
+            InvoiceState::Failed => (String::new(), now_p.clone()),
+            _ => (String::new(), "NULL".to_owned()),
+        };
+        let id_p = conditions.arg(Arg::Int(id));
+        conditions.push(format!("id = {id_p}"));
+        any_of(&mut conditions, "state", from.iter().map(|s| s.as_str().to_owned()));
+        let sql = format!(
+            "UPDATE invoices SET state = {state}, {paid} attempt_next_collection_at = {next}, \
+             collection_attempts = {attempts}, closed_at = {closed}, updated_at = {now_p}{} RETURNING id",
+            conditions.sql()
+        );
+        let row = conditions.bind(sqlx::query(&sql)).fetch_optional(&self.pool).await?;
+        match row {
+            Some(_) => self.invoice_by_id(id).await,
+            None => Ok(None),
+        }
+    }
+
+    /// A page of the site's invoices, with the number matching `filter` and the time range.
+    pub async fn list_invoices(
+        &self,
+        site_id: i64,
+        filter: &InvoiceFilter,
+        page: &PageRequest,
+    ) -> Result<Page<Invoice>, StoreError> {
+        let mut conditions = Conditions::default();
+        let p = conditions.arg(Arg::Int(site_id));
+        conditions.push(format!("site_id = {p}"));
+        if let Some(account) = filter.account_id {
+            let p = conditions.arg(Arg::Int(account));
+            conditions.push(format!("account_id = {p}"));
+        }
+        any_of(&mut conditions, "state", filter.states.iter().map(|s| s.as_str().to_owned()));
+        conditions.time_range(page);
+        let count_sql = format!("SELECT COUNT(*) AS n FROM invoices{}", conditions.sql());
+        let total: i64 = conditions.bind(sqlx::query(&count_sql)).fetch_one(&self.reads).await?.try_get("n")?;
+        conditions.after(page);
+        let sql = format!("SELECT {INVOICE_COLUMNS} FROM invoices{}{}", conditions.sql(), order_and_limit(page));
+        let rows = conditions.bind(sqlx::query(&sql)).fetch_all(&self.reads).await?;
+        let items = rows.iter().map(invoice_from_row).collect::<Result<Vec<_>, _>>()?;
+        Ok(into_page(items, page, total, |i| i.position(page.sort)))
+    }
+
+    /// Which of these accounts have a past-due invoice.
+    pub async fn accounts_with_past_due_invoices(&self, account_ids: &[i64]) -> Result<Vec<i64>, StoreError> {
+        if account_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut conditions = Conditions::default();
+        any_of(&mut conditions, "state", [InvoiceState::PastDue.as_str().to_owned()]);
+        let ids: Vec<String> = account_ids.iter().map(|id| conditions.arg(Arg::Int(*id))).collect();
+        conditions.push(format!("account_id IN ({})", ids.join(", ")));
+        let sql = format!("SELECT DISTINCT account_id FROM invoices{}", conditions.sql());
+        let rows = conditions.bind(sqlx::query(&sql)).fetch_all(&self.reads).await?;
+        rows.iter().map(|r| r.try_get("account_id").map_err(StoreError::from)).collect()
+    }
+
+    /// The line items of an invoice, in the order they were added.
+    pub async fn invoice_lines(&self, invoice_id: i64) -> Result<Vec<Adjustment>, StoreError> {
+        let rows =
+            sqlx::query(&format!("SELECT {ADJUSTMENT_COLUMNS} FROM adjustments WHERE invoice_id = $1 ORDER BY id"))
+                .bind(invoice_id)
+                .fetch_all(&self.pool)
+                .await?;
+        rows.iter().map(adjustment_from_row).collect()
+    }
+
+    /// The transactions of an invoice, oldest first.
+    pub async fn invoice_transactions(&self, invoice_id: i64) -> Result<Vec<Transaction>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {} FROM transactions WHERE invoice_id = $1 ORDER BY created_at, id",
+            transaction_columns()
+        ))
+        .bind(invoice_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(transaction_from_row).collect()
+    }
+
+    // ---- adjustments ----
+
+    /// Adds a pending adjustment to an account.
+    pub async fn create_adjustment(
+        &self,
+        site_id: i64,
+        new: &NewAdjustment,
+        now: i64,
+    ) -> Result<Adjustment, StoreError> {
+        let id = insert_adjustment(&self.pool, site_id, None, new, now).await?;
+        let row = sqlx::query(&format!("SELECT {ADJUSTMENT_COLUMNS} FROM adjustments WHERE id = $1"))
+            .bind(id)
+            .fetch_one(&self.pool)
+            .await?;
+        adjustment_from_row(&row)
+    }
+
+    /// The site's adjustment with this uuid.
+    pub async fn adjustment(&self, site_id: i64, uuid: &str) -> Result<Option<Adjustment>, StoreError> {
+        let row =
+            sqlx::query(&format!("SELECT {ADJUSTMENT_COLUMNS} FROM adjustments WHERE site_id = $1 AND uuid = $2"))
+                .bind(site_id)
+                .bind(uuid)
+                .fetch_optional(&self.reads)
+                .await?;
+        row.as_ref().map(adjustment_from_row).transpose()
+    }
+
+    /// Deletes a pending adjustment; an invoiced one stays.
+    pub async fn delete_adjustment(&self, site_id: i64, uuid: &str) -> Result<AdjustmentDeletion, StoreError> {
+        let done = sqlx::query("DELETE FROM adjustments WHERE site_id = $1 AND uuid = $2 AND state = $3")
+            .bind(site_id)
+            .bind(uuid)
+            .bind(AdjustmentState::Pending.as_str())
+            .execute(&self.pool)
+            .await?;
+        if done.rows_affected() > 0 {
+            return Ok(AdjustmentDeletion::Deleted);
+        }
+        let exists = sqlx::query("SELECT id FROM adjustments WHERE site_id = $1 AND uuid = $2")
+            .bind(site_id)
+            .bind(uuid)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(if exists.is_some() { AdjustmentDeletion::Invoiced } else { AdjustmentDeletion::NotFound })
+    }
+
+    /// The account's pending adjustments, oldest first.
+    pub async fn pending_adjustments(&self, account_id: i64) -> Result<Vec<Adjustment>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {ADJUSTMENT_COLUMNS} FROM adjustments WHERE account_id = $1 AND state = $2 ORDER BY created_at, id"
+        ))
+        .bind(account_id)
+        .bind(AdjustmentState::Pending.as_str())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(adjustment_from_row).collect()
+    }
+
+    /// Every adjustment of a subscription (pending or invoiced), oldest first: what was billed
+    /// for it, to feed the invoice diff.
+    pub async fn subscription_adjustments(&self, subscription_uuid: &str) -> Result<Vec<Adjustment>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {ADJUSTMENT_COLUMNS} FROM adjustments WHERE subscription_uuid = $1 ORDER BY created_at, id"
+        ))
+        .bind(subscription_uuid)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(adjustment_from_row).collect()
+    }
+
+    /// A page of the site's adjustments.
+    pub async fn list_adjustments(
+        &self,
+        site_id: i64,
+        filter: &AdjustmentFilter,
+        page: &PageRequest,
+    ) -> Result<Page<Adjustment>, StoreError> {
+        let mut conditions = Conditions::default();
+        let p = conditions.arg(Arg::Int(site_id));
+        conditions.push(format!("site_id = {p}"));
+        if let Some(account) = filter.account_id {
+            let p = conditions.arg(Arg::Int(account));
+            conditions.push(format!("account_id = {p}"));
+        }
+        if let Some(kind) = filter.kind {
+            any_of(&mut conditions, "kind", [kind.as_str().to_owned()]);
+        }
+        if let Some(state) = filter.state {
+            any_of(&mut conditions, "state", [state.as_str().to_owned()]);
+        }
+        conditions.time_range(page);
+        let count_sql = format!("SELECT COUNT(*) AS n FROM adjustments{}", conditions.sql());
+        let total: i64 = conditions.bind(sqlx::query(&count_sql)).fetch_one(&self.reads).await?.try_get("n")?;
+        conditions.after(page);
+        let sql = format!("SELECT {ADJUSTMENT_COLUMNS} FROM adjustments{}{}", conditions.sql(), order_and_limit(page));
+        let rows = conditions.bind(sqlx::query(&sql)).fetch_all(&self.reads).await?;
+        let items = rows.iter().map(adjustment_from_row).collect::<Result<Vec<_>, _>>()?;
+        Ok(into_page(items, page, total, |a| a.position(page.sort)))
+    }
+
+    // ---- transactions ----
+
+    /// Records a transaction (status `processing`) before the gateway is called. When a
+    /// transaction with the same idempotency key exists, it is answered instead (whatever its
+    /// status), and nothing is written.
+    pub async fn begin_transaction(
+        &self,
+        site_id: i64,
+        new: &NewTransaction,
+        now: i64,
+    ) -> Result<Transaction, StoreError> {
+        let base = [
+            "uuid",
+            "idempotency_key",
+            "site_id",
+            "account_id",
+            "invoice_id",
+            "subscription_uuid",
+            "action",
+            "amount",
+            "tax",
+            "currency",
+            "status",
+            "kind",
+            "payment_method",
+            "source",
+            "origin",
+            "recurring",
+            "test",
+            "gateway_type",
+            "description",
+            "account_code",
+            "account_first_name",
+            "account_last_name",
+            "account_company",
+            "account_email",
+            "created_at",
+            "updated_at",
+        ];
+        let columns: Vec<&str> = base.iter().copied().chain(FIELD_COLUMNS).collect();
+        let placeholders: Vec<String> = (1..=columns.len()).map(|i| format!("${i}")).collect();
+        let sql = format!("INSERT INTO transactions ({}) VALUES ({})", columns.join(", "), placeholders.join(", "));
+        let a = &new.account;
+        let query = sqlx::query(&sql)
+            .bind(new_uuid())
+            .bind(new.idempotency_key.clone())
+            .bind(site_id)
+            .bind(new.account_id)
+            .bind(new.invoice_id)
+            .bind(new.subscription_uuid.clone())
+            .bind(new.action.clone())
+            .bind(new.amount)
+            .bind(new.tax)
+            .bind(new.currency.clone())
+            .bind(TransactionStatus::Processing.as_str())
+            .bind(new.kind.as_str())
+            .bind(new.payment_method.clone())
+            .bind(new.source.clone())
+            .bind(new.origin.clone())
+            .bind(flag(new.recurring))
+            .bind(flag(new.test))
+            .bind(new.gateway_type.clone())
+            .bind(new.description.clone())
+            .bind(a.account_code.clone())
+            .bind(a.first_name.clone())
+            .bind(a.last_name.clone())
+            .bind(a.company.clone())
+            .bind(a.email.clone())
+            .bind(now)
+            .bind(now);
+        match bind_fields(query, &new.billing).execute(&self.pool).await {
+            Ok(_) => {}
+            Err(e) if is_unique_violation(&e) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let row =
+            sqlx::query(&format!("SELECT {} FROM transactions WHERE idempotency_key = $1", transaction_columns()))
+                .bind(new.idempotency_key.clone())
+                .fetch_one(&self.pool)
+                .await?;
+        transaction_from_row(&row)
+    }
+
+    /// Records what the gateway answered for a `processing` transaction. A transaction that is
+    /// no longer processing stays as it is; either way the stored transaction is answered.
+    pub async fn complete_transaction(
+        &self,
+        id: i64,
+        result: &TransactionResult,
+        now: i64,
+    ) -> Result<Transaction, StoreError> {
+        let f = result.failure.as_ref();
+        sqlx::query(
+            "UPDATE transactions SET status = $1, reference = $2, approval_code = $3, message = $4, fraud_review = $5, \
+             error_code = $6, error_category = $7, merchant_message = $8, customer_message = $9, \
+             gateway_error_code = $10, cvv_code = $11, cvv_message = $12, avs_code = $13, avs_message = $14, \
+             collected_at = $15, updated_at = $16 WHERE id = $17 AND status = $18",
+        )
+        .bind(result.status.as_str())
+        .bind(result.reference.clone())
+        .bind(result.approval_code.clone())
+        .bind(result.message.clone())
+        .bind(flag(result.fraud_review))
+        .bind(f.map(|f| f.error_code.clone()))
+        .bind(f.map(|f| f.error_category.clone()))
+        .bind(f.map(|f| f.merchant_message.clone()))
+        .bind(f.map(|f| f.customer_message.clone()))
+        .bind(f.and_then(|f| f.gateway_error_code.clone()))
+        .bind(result.cvv.as_ref().map(|c| c.code.clone()))
+        .bind(result.cvv.as_ref().map(|c| c.message.clone()))
+        .bind(result.avs.as_ref().map(|c| c.code.clone()))
+        .bind(result.avs.as_ref().map(|c| c.message.clone()))
+        .bind(result.collected_at)
+        .bind(now)
+        .bind(id)
+        .bind(TransactionStatus::Processing.as_str())
+        .execute(&self.pool)
+        .await?;
+        let row = sqlx::query(&format!("SELECT {} FROM transactions WHERE id = $1", transaction_columns()))
+            .bind(id)
+            .fetch_one(&self.pool)
+            .await?;
+        transaction_from_row(&row)
+    }
+
+    /// The site's transaction with this uuid.
+    pub async fn transaction(&self, site_id: i64, uuid: &str) -> Result<Option<Transaction>, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT {} FROM transactions WHERE site_id = $1 AND uuid = $2",
+            transaction_columns()
+        ))
+        .bind(site_id)
+        .bind(uuid)
+        .fetch_optional(&self.reads)
+        .await?;
+        row.as_ref().map(transaction_from_row).transpose()
+    }
+
+    /// A page of the site's transactions.
+    pub async fn list_transactions(
+        &self,
+        site_id: i64,
+        filter: &TransactionFilter,
+        page: &PageRequest,
+    ) -> Result<Page<Transaction>, StoreError> {
+        let mut conditions = Conditions::default();
+        let p = conditions.arg(Arg::Int(site_id));
+        conditions.push(format!("site_id = {p}"));
+        if let Some(account) = filter.account_id {
+            let p = conditions.arg(Arg::Int(account));
+            conditions.push(format!("account_id = {p}"));
+        }
+        any_of(&mut conditions, "status", filter.statuses.iter().map(|s| s.as_str().to_owned()));
+        any_of(&mut conditions, "action", filter.actions.iter().cloned());
+        conditions.time_range(page);
+        let count_sql = format!("SELECT COUNT(*) AS n FROM transactions{}", conditions.sql());
+        let total: i64 = conditions.bind(sqlx::query(&count_sql)).fetch_one(&self.reads).await?.try_get("n")?;
+        conditions.after(page);
+        let sql =
+            format!("SELECT {} FROM transactions{}{}", transaction_columns(), conditions.sql(), order_and_limit(page));
+        let rows = conditions.bind(sqlx::query(&sql)).fetch_all(&self.reads).await?;
+        let items = rows.iter().map(transaction_from_row).collect::<Result<Vec<_>, _>>()?;
+        Ok(into_page(items, page, total, |t| t.position(page.sort)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::accounts::AccountFields;
+    use crate::testing::{fresh_postgres_url, fresh_sqlite_url};
+    use crate::{Mode, NewSite, Order, Plan};
+
+    const NOW: i64 = 1_800_000_000;
+
+    async fn both(tag: &str) -> Vec<Store> {
+        vec![
+            Store::connect(&fresh_sqlite_url(tag)).await.expect("sqlite"),
+            Store::connect(&fresh_postgres_url(tag).await).await.expect("postgres"),
+        ]
+    }
+
+    async fn site(store: &Store, name: &str) -> i64 {
+        let new =
+            NewSite { name: name.into(), mode: Mode::Sandbox, plan: Plan::Core, credit_memos: false, contact: None };
+        store.create_site(&new, NOW).await.expect("site").0.id
+    }
+
+    fn charge(account_id: i64, total: i64) -> NewAdjustment {
+        NewAdjustment {
+            account_id,
+            subscription_uuid: None,
+            kind: AdjustmentKind::Charge,
+            origin: "debit".into(),
+            description: Some("Widget".into()),
+            accounting_code: None,
+            product_code: None,
+            currency: "USD".into(),
+            unit_amount: total,
+            quantity: 1,
+            discount: 0,
+            tax: 0,
+            total,
+            tax_exempt: None,
+            tax_code: None,
+            credit_reason_code: None,
+            start_date: Some(NOW),
+            end_date: None,
+            engine: None,
+        }
+    }
+
+    fn invoice(account_id: i64, total: i64) -> NewInvoice {
+        NewInvoice {
+            account_id,
+            state: InvoiceState::Pending,
+            origin: "purchase".into(),
+            currency: "USD".into(),
+            amounts: InvoiceAmounts {
+                subtotal_before_discount: total,
+                subtotal_after_discount: total,
+                total,
+                balance: total,
+                ..InvoiceAmounts::default()
+            },
+            terms: InvoiceTerms::default(),
+            due_on: Some(NOW),
+            attempt_next_collection_at: None,
+            closed_at: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn invoices_are_numbered_per_site_and_take_pending_adjustments() {
+        for store in both("invoicing").await {
+            let s = site(&store, "a").await;
+            let other = site(&store, "b").await;
+            let account = store.create_account(s, "c1", &AccountFields::default(), NOW).await.expect("account").id;
+            let foreign = store.create_account(other, "c1", &AccountFields::default(), NOW).await.expect("account").id;
+
+            let pending = store.create_adjustment(s, &charge(account, 500), NOW).await.expect("adjustment");
+            assert_eq!(
+                (pending.state, pending.invoice_id, pending.account_code.as_str()),
+                (AdjustmentState::Pending, None, "c1")
+            );
+            assert_eq!(store.pending_adjustments(account).await.expect("pending"), vec![pending.clone()]);
+
+            let mut engine = charge(account, 1000);
+            engine.subscription_uuid = Some("sub1".into());
+            engine.origin = "plan".into();
+            engine.engine = Some(EngineKey {
+                item_kind: "plan".into(),
+                item_code: "gold".into(),
+                period_start: NOW,
+                period_end: NOW + 100,
+                line_period_end: NOW + 100,
+                proration: Some((50, 100)),
+            });
+            let (first, lines) = store
+                .create_invoice(s, &invoice(account, 1500), &[engine.clone()], &[pending.id], NOW)
+                .await
+                .expect("invoice");
+            assert_eq!((first.invoice_number, first.account_code.as_str()), (FIRST_INVOICE_NUMBER, "c1"));
+            assert_eq!(lines.len(), 2);
+            assert!(
+                lines
+                    .iter()
+                    .all(|l| l.state == AdjustmentState::Invoiced && l.invoice_number == Some(first.invoice_number))
+            );
+            assert_eq!(lines[1].line, engine);
+            assert_eq!(store.subscription_adjustments("sub1").await.expect("billed"), vec![lines[1].clone()]);
+            assert!(store.pending_adjustments(account).await.expect("pending").is_empty());
+            assert_eq!(store.delete_adjustment(s, &pending.uuid).await.expect("delete"), AdjustmentDeletion::Invoiced);
+
+            // Taking an adjustment that is no longer pending writes nothing.
+            let taken = store.create_invoice(s, &invoice(account, 500), &[], &[pending.id], NOW).await;
+            assert!(matches!(taken, Err(StoreError::Conflict(_))), "{taken:?}");
+
+            let (second, _) = store
+                .create_invoice(s, &invoice(account, 1), &[charge(account, 1)], &[], NOW + 1)
+                .await
+                .expect("invoice");
+            assert_eq!(second.invoice_number, FIRST_INVOICE_NUMBER + 1, "the conflict used no number");
+            let (elsewhere, _) =
+                store.create_invoice(other, &invoice(foreign, 1), &[], &[], NOW).await.expect("invoice");
+            assert_eq!(elsewhere.invoice_number, FIRST_INVOICE_NUMBER, "numbers are per site");
+            assert_eq!(store.invoice(s, FIRST_INVOICE_NUMBER).await.expect("get").map(|i| i.id), Some(first.id));
+            assert_eq!(store.invoice(other, FIRST_INVOICE_NUMBER + 1).await.expect("get"), None);
+            assert_eq!(store.invoice_by_uuid(&second.uuid).await.expect("get"), Some(second.clone()));
+
+            // Compare-and-set state changes.
+            let paid = InvoiceChange {
+                state: InvoiceState::Paid,
+                attempt_next_collection_at: None,
+                collection_attempts: None,
+            };
+            let done = store
+                .set_invoice_state(first.id, &[InvoiceState::Pending], paid, NOW + 5)
+                .await
+                .expect("pay")
+                .expect("was pending");
+            assert_eq!(
+                (done.state, done.amounts.paid, done.amounts.balance, done.closed_at),
+                (InvoiceState::Paid, 1500, 0, Some(NOW + 5))
+            );
+            assert_eq!(
+                store.set_invoice_state(first.id, &[InvoiceState::Pending], paid, NOW + 6).await.expect("again"),
+                None
+            );
+            let past_due = InvoiceChange {
+                state: InvoiceState::PastDue,
+                attempt_next_collection_at: Some(NOW + 86_400),
+                collection_attempts: Some(1),
+            };
+            let due = store
+                .set_invoice_state(second.id, &[InvoiceState::Pending], past_due, NOW + 7)
+                .await
+                .expect("due")
+                .expect("changed");
+            assert_eq!(
+                (due.attempt_next_collection_at, due.collection_attempts, due.closed_at),
+                (Some(NOW + 86_400), 1, None)
+            );
+            assert_eq!(
+                store.accounts_with_past_due_invoices(&[account, foreign]).await.expect("past due"),
+                vec![account]
+            );
+
+            // Lists.
+            let all = store.list_invoices(s, &InvoiceFilter::default(), &PageRequest::default()).await.expect("list");
+            assert_eq!(
+                all.items.iter().map(|i| i.invoice_number).collect::<Vec<_>>(),
+                vec![FIRST_INVOICE_NUMBER + 1, FIRST_INVOICE_NUMBER]
+            );
+            let filter = InvoiceFilter { account_id: Some(account), states: vec![InvoiceState::Paid] };
+            let paid_list = store
+                .list_invoices(s, &filter, &PageRequest { order: Order::Asc, ..PageRequest::default() })
+                .await
+                .expect("list");
+            assert_eq!((paid_list.total, paid_list.items[0].id), (1, first.id));
+            let filter = AdjustmentFilter {
+                account_id: Some(account),
+                kind: Some(AdjustmentKind::Charge),
+                state: Some(AdjustmentState::Invoiced),
+            };
+            assert_eq!(store.list_adjustments(s, &filter, &PageRequest::default()).await.expect("list").total, 3);
+            let pending = AdjustmentFilter { state: Some(AdjustmentState::Pending), ..AdjustmentFilter::default() };
+            assert_eq!(store.list_adjustments(s, &pending, &PageRequest::default()).await.expect("list").total, 0);
+            let fresh = store.create_adjustment(s, &charge(account, 7), NOW).await.expect("adjustment");
+            assert_eq!(store.delete_adjustment(s, &fresh.uuid).await.expect("delete"), AdjustmentDeletion::Deleted);
+            assert_eq!(store.delete_adjustment(s, &fresh.uuid).await.expect("delete"), AdjustmentDeletion::NotFound);
+        }
+    }
+
+    #[tokio::test]
+    async fn concurrent_invoices_get_distinct_sequential_numbers() {
+        for store in both("invoice_numbers").await {
+            let s = site(&store, "a").await;
+            let account = store.create_account(s, "c1", &AccountFields::default(), NOW).await.expect("account").id;
+            let tasks: Vec<_> = (0..8)
+                .map(|i| {
+                    let store = store.clone();
+                    tokio::spawn(async move { store.create_invoice(s, &invoice(account, i), &[], &[], NOW).await })
+                })
+                .collect();
+            let mut numbers = Vec::new();
+            for t in tasks {
+                numbers.push(t.await.expect("task").expect("invoice").0.invoice_number);
+            }
+            numbers.sort_unstable();
+            assert_eq!(numbers, (FIRST_INVOICE_NUMBER..FIRST_INVOICE_NUMBER + 8).collect::<Vec<_>>());
+        }
+    }
+
+    #[tokio::test]
+    async fn transactions_are_recorded_before_and_completed_after_the_gateway() {
+        for store in both("transactions").await {
+            let s = site(&store, "a").await;
+            let account = store.create_account(s, "c1", &AccountFields::default(), NOW).await.expect("account").id;
+            let new = NewTransaction {
+                idempotency_key: "k1".into(),
+                account_id: account,
+                invoice_id: None,
+                subscription_uuid: None,
+                action: "purchase".into(),
+                amount: 1000,
+                tax: 0,
+                currency: "USD".into(),
+                kind: PaymentKind::CreditCard,
+                payment_method: "credit_card".into(),
+                source: "transaction".into(),
+                origin: "api".into(),
+                recurring: false,
+                test: true,
+                gateway_type: "test".into(),
+                description: None,
+                account: AccountSnapshot { account_code: "c1".into(), ..AccountSnapshot::default() },
+                billing: BillingFields {
+                    first_six: Some("400000".into()),
+                    last_four: Some("0077".into()),
+                    ..BillingFields::default()
+                },
+            };
+            let begun = store.begin_transaction(s, &new, NOW).await.expect("begin");
+            assert_eq!((begun.status(), &begun.new), (TransactionStatus::Processing, &new));
+            assert_eq!(store.begin_transaction(s, &new, NOW + 1).await.expect("again"), begun, "same key, same row");
+            let result = TransactionResult {
+                status: TransactionStatus::Declined,
+                reference: Some("r".into()),
+                approval_code: None,
+                message: Some("declined".into()),
+                fraud_review: false,
+                failure: Some(TransactionFailure {
+                    error_code: "insufficient_funds".into(),
+                    error_category: "soft".into(),
+                    merchant_message: "m".into(),
+                    customer_message: "c".into(),
+                    gateway_error_code: Some("51".into()),
+                }),
+                cvv: Some(Check { code: "M".into(), message: "Match".into() }),
+                avs: None,
+                collected_at: None,
+            };
+            let done = store.complete_transaction(begun.id, &result, NOW + 2).await.expect("complete");
+            assert_eq!((&done.result, done.updated_at), (&result, NOW + 2));
+            let other = TransactionResult { status: TransactionStatus::Success, failure: None, ..result.clone() };
+            assert_eq!(
+                store.complete_transaction(begun.id, &other, NOW + 3).await.expect("again"),
+                done,
+                "completed once"
+            );
+            assert_eq!(store.transaction(s, &done.uuid).await.expect("get"), Some(done.clone()));
+            let declined =
+                TransactionFilter { statuses: vec![TransactionStatus::Declined], ..TransactionFilter::default() };
+            assert_eq!(store.list_transactions(s, &declined, &PageRequest::default()).await.expect("list").total, 1);
+            let refunds = TransactionFilter { actions: vec!["refund".into()], ..TransactionFilter::default() };
+            assert_eq!(store.list_transactions(s, &refunds, &PageRequest::default()).await.expect("list").total, 0);
+        }
+    }
+}
