@@ -751,3 +751,65 @@ fn two_processes_never_bill_a_renewal_twice() {
     assert_eq!(sql(&db, "SELECT CAST(SUM(total) AS TEXT) FROM invoices"), [(expected * 100).to_string()]);
     drop(b);
 }
+
+fn add_ons_setup_fees_and_previews(db: &str) {
+    let s = serve(db, T0);
+    plan(&s, "team", 1000, "<setup_fee_in_cents><USD>500</USD></setup_fee_in_cents>");
+    let seat = "<add_on><add_on_code>seat</add_on_code><name>Seat</name>\
+                <unit_amount_in_cents><USD>200</USD></unit_amount_in_cents></add_on>";
+    ok(post(&s, "/v2/plans/team/add_ons", seat), 201);
+    let add_ons = |n: i64| {
+        format!(
+            "<subscription_add_ons><subscription_add_on><add_on_code>seat</add_on_code>\
+             <quantity>{n}</quantity></subscription_add_on></subscription_add_ons>"
+        )
+    };
+    // A preview writes nothing.
+    let body = format!(
+        "<subscription><plan_code>team</plan_code><currency>USD</currency>\
+         <account><account_code>e1</account_code></account>{}</subscription>",
+        add_ons(3)
+    );
+    let preview = ok(post(&s, "/v2/subscriptions/preview", &body), 200);
+    assert_eq!(field(&preview.body, "cost_in_cents"), "2100");
+    assert!(tag(&preview.body, "uuid").is_none_or(|u| u.is_empty()), "{}", preview.body);
+    assert_error(&get(&s, "/v2/accounts/e1"), 404, "not_found");
+    // Setup fee, plan and three seats on the first invoice.
+    let created = ok(subscribe(&s, "e1", "team", "4111111111111111", &add_ons(3)), 201);
+    let uuid = uuid_of(&created);
+    assert_eq!(field(&created.body, "add_on_code"), "seat");
+    assert_eq!(field(&field(&created.body, "subscription_add_on"), "quantity"), "3");
+    assert_eq!(field(&field(&created.body, "subscription_add_on"), "name"), "Seat");
+    let invoice = ok(get(&s, "/v2/invoices/1001"), 200);
+    assert_eq!(field(&invoice.body, "total_in_cents"), "2100");
+    assert_eq!(field(&invoice.body, "state"), "paid");
+    // Two more seats on Jan 31 (16 of 31 days used): previewed, then invoiced the same.
+    clock_to(&s, "2027-01-31T08:00:00Z");
+    let change = format!("<subscription>{}</subscription>", add_ons(5));
+    let cost = field(&ok(post(&s, &format!("{}/preview", sub_path(&uuid)), &change), 200).body, "cost_in_cents");
+    let changed = ok(put(&s, &sub_path(&uuid), &change), 200);
+    assert_eq!(field(&field(&changed.body, "subscription_add_on"), "quantity"), "5");
+    assert_eq!(field(&changed.body, "plan_code"), "team");
+    assert_eq!(totals(&s.database, "e1")[1].to_string(), cost);
+    // 15/31 of 400 more for seats; the plan's credit and charge cancel out.
+    assert_eq!(cost, "194");
+    // An add-on the plan does not have, and a currency the plan is not priced in.
+    let bad = "<subscription><subscription_add_ons><subscription_add_on><add_on_code>desk</add_on_code>\
+               </subscription_add_on></subscription_add_ons></subscription>";
+    let r = put(&s, &sub_path(&uuid), bad);
+    assert!(r.status == 422 && r.body.contains("subscription.subscription_add_ons[0].add_on_code"), "{}", r.body);
+    let r = post(
+        &s,
+        "/v2/accounts/e1/subscriptions",
+        "<subscription><plan_code>team</plan_code><currency>GBP</currency></subscription>",
+    );
+    assert!(r.status == 422 && r.body.contains("field=\"subscription.currency\""), "{}", r.body);
+    // The next renewal bills the full period of the new terms.
+    advance(&s, "15days");
+    assert_eq!(totals(&s.database, "e1"), [2100, 194, 2000]);
+}
+
+#[test]
+fn add_ons_setup_fees_and_previews_on_both_backends() {
+    on_both_backends("subs_add_ons", add_ons_setup_fees_and_previews);
+}
