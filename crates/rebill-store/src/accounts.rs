@@ -331,11 +331,9 @@ impl Store {
         page: &PageRequest,
     ) -> Result<Page<Account>, StoreError> {
         let mut conditions = Conditions::default();
-        let p = conditions.arg(Arg::Int(site_id));
-        conditions.push(format!("site_id = {p}"));
+        conditions.eq("site_id", Arg::Int(site_id));
         if let Some(state) = filter.state {
-            let p = conditions.arg(Arg::Text(state.as_str().to_owned()));
-            conditions.push(format!("state = {p}"));
+            conditions.eq("state", Arg::Text(state.as_str().to_owned()));
         }
         conditions.time_range(page);
         let count_sql = format!("SELECT COUNT(*) AS n FROM accounts{}", conditions.sql());

@@ -802,11 +802,9 @@ impl Store {
         page: &PageRequest,
     ) -> Result<Page<Invoice>, StoreError> {
         let mut conditions = Conditions::default();
-        let p = conditions.arg(Arg::Int(site_id));
-        conditions.push(format!("site_id = {p}"));
+        conditions.eq("site_id", Arg::Int(site_id));
         if let Some(account) = filter.account_id {
-            let p = conditions.arg(Arg::Int(account));
-            conditions.push(format!("account_id = {p}"));
+            conditions.eq("account_id", Arg::Int(account));
         }
         any_of(&mut conditions, "state", filter.states.iter().map(|s| s.as_str().to_owned()));
         conditions.time_range(page);
@@ -934,11 +932,9 @@ impl Store {
         page: &PageRequest,
     ) -> Result<Page<Adjustment>, StoreError> {
         let mut conditions = Conditions::default();
-        let p = conditions.arg(Arg::Int(site_id));
-        conditions.push(format!("site_id = {p}"));
+        conditions.eq("site_id", Arg::Int(site_id));
         if let Some(account) = filter.account_id {
-            let p = conditions.arg(Arg::Int(account));
-            conditions.push(format!("account_id = {p}"));
+            conditions.eq("account_id", Arg::Int(account));
         }
         if let Some(kind) = filter.kind {
             any_of(&mut conditions, "kind", [kind.as_str().to_owned()]);
@@ -1102,11 +1098,9 @@ impl Store {
         page: &PageRequest,
     ) -> Result<Page<Transaction>, StoreError> {
         let mut conditions = Conditions::default();
-        let p = conditions.arg(Arg::Int(site_id));
-        conditions.push(format!("site_id = {p}"));
+        conditions.eq("site_id", Arg::Int(site_id));
         if let Some(account) = filter.account_id {
-            let p = conditions.arg(Arg::Int(account));
-            conditions.push(format!("account_id = {p}"));
+            conditions.eq("account_id", Arg::Int(account));
         }
         any_of(&mut conditions, "status", filter.statuses.iter().map(|s| s.as_str().to_owned()));
         any_of(&mut conditions, "action", filter.actions.iter().cloned());

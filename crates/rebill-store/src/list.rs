@@ -128,6 +128,12 @@ impl Conditions {
         self.parts.push(condition);
     }
 
+    /// `column = value`.
+    pub(crate) fn eq(&mut self, column: &str, value: Arg) {
+        let p = self.arg(value);
+        self.push(format!("{column} = {p}"));
+    }
+
     pub(crate) fn sql(&self) -> String {
         if self.parts.is_empty() { String::new() } else { format!(" WHERE {}", self.parts.join(" AND ")) }
     }

@@ -624,8 +624,7 @@ where
 
 fn by_id(id: i64) -> Conditions {
     let mut conditions = Conditions::default();
-    let p = conditions.arg(Arg::Int(id));
-    conditions.push(format!("id = {p}"));
+    conditions.eq("id", Arg::Int(id));
     conditions
 }
 
@@ -797,8 +796,7 @@ impl Store {
     /// A page of the site's live plans, with the number of live plans in the page's time range.
     pub async fn list_plans(&self, site_id: i64, page: &PageRequest) -> Result<Page<Plan>, StoreError> {
         let mut conditions = Conditions::default();
-        let p = conditions.arg(Arg::Int(site_id));
-        conditions.push(format!("site_id = {p}"));
+        conditions.eq("site_id", Arg::Int(site_id));
         conditions.push("deleted_at IS NULL".to_owned());
         conditions.time_range(page);
         let count_sql = format!("SELECT COUNT(*) AS n FROM plans{}", conditions.sql());
@@ -854,8 +852,7 @@ impl Store {
     /// The plan's live add-ons, oldest first.
     pub async fn add_ons(&self, plan_id: i64) -> Result<Vec<AddOn>, StoreError> {
         let mut conditions = Conditions::default();
-        let p = conditions.arg(Arg::Int(plan_id));
-        conditions.push(format!("plan_id = {p}"));
+        conditions.eq("plan_id", Arg::Int(plan_id));
         conditions.push("deleted_at IS NULL".to_owned());
         fetch_add_ons(&self.reads, &conditions, " ORDER BY id", " ORDER BY r.id").await
     }
@@ -914,8 +911,7 @@ impl Store {
     /// range.
     pub async fn list_add_ons(&self, plan_id: i64, page: &PageRequest) -> Result<Page<AddOn>, StoreError> {
         let mut conditions = Conditions::default();
-        let p = conditions.arg(Arg::Int(plan_id));
-        conditions.push(format!("plan_id = {p}"));
+        conditions.eq("plan_id", Arg::Int(plan_id));
         conditions.push("deleted_at IS NULL".to_owned());
         conditions.time_range(page);
         let count_sql = format!("SELECT COUNT(*) AS n FROM add_ons{}", conditions.sql());

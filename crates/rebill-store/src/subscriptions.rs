@@ -526,17 +526,14 @@ impl Store {
         page: &PageRequest,
     ) -> Result<Page<SubscriptionRecord>, StoreError> {
         let mut conditions = Conditions::default();
-        let p = conditions.arg(Arg::Int(site_id));
-        conditions.push(format!("site_id = {p}"));
+        conditions.eq("site_id", Arg::Int(site_id));
         if let Some(account) = filter.account_id {
-            let p = conditions.arg(Arg::Int(account));
-            conditions.push(format!("account_id = {p}"));
+            conditions.eq("account_id", Arg::Int(account));
         }
         match &filter.state {
             None => {}
             Some(StateFilter::State(state)) => {
-                let p = conditions.arg(Arg::Text(state.clone()));
-                conditions.push(format!("state = {p}"));
+                conditions.eq("state", Arg::Text(state.clone()));
             }
             Some(StateFilter::Live) => conditions.push("state IN ('active', 'canceled', 'paused')".into()),
             Some(StateFilter::InTrial(now)) => {
