@@ -11,11 +11,10 @@
 //! - A closed account can still be read and updated.
 
 use axum::extract::Request;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use chrono::{DateTime, Utc};
 use rebill_models::api::EndpointId;
-use rebill_models::validate::{Operation, Rejection, Violation, errors_document, reject_decode, validate};
+use rebill_models::validate::{Operation, Rejection, reject_decode, validate};
 use rebill_models::{Account, AccountState, Address};
 use rebill_store::StoreError;
 use rebill_store::accounts::{
@@ -25,14 +24,11 @@ use rebill_xml::{Href, Mode, WireContext};
 
 use crate::handlers::Call;
 use crate::lists::{ListQuery, invalid_choice};
+use crate::respond::{field_error, time, with_location};
 use crate::{AppState, respond};
 
 /// Values of the list's `state` filter.
 const STATE_FILTER: [&str; 2] = ["active", "closed"];
-
-fn time(secs: i64) -> Option<DateTime<Utc>> {
-    DateTime::<Utc>::from_timestamp(secs, 0)
-}
 
 /// The path of an endpoint of this account (`/v2/accounts/{code}/…`).
 fn sub_path(id: EndpointId, code: &str) -> Href {
@@ -144,12 +140,6 @@ fn not_found(code: &str) -> Response {
     respond::not_found(&format!("Couldn't find Account with account_code = {code}"))
 }
 
-/// A 422 `<errors>` document of one field error.
-fn field_error(ctx: &WireContext, field: &str, symbol: &'static str, message: &str) -> Response {
-    let violation = Violation { field: field.to_owned(), symbol, message: message.to_owned() };
-    respond::rejection(&Rejection::Invalid(errors_document(&[violation])), ctx)
-}
-
 /// The request body, at most `limit` bytes (413 beyond).
 pub(crate) async fn read_body(request: Request, limit: usize) -> Result<axum::body::Bytes, Response> {
     axum::body::to_bytes(request.into_body(), limit).await.map_err(|e| {
@@ -241,17 +231,11 @@ pub(crate) async fn create(state: &AppState, call: &Call, request: Request) -> R
         }
         Err(e) => return respond::internal(&e),
     };
-    let mut response = respond_account(state, &created, StatusCode::CREATED, ctx).await;
-    if response.status() == StatusCode::CREATED {
-        let location = format!("{}{}", ctx.base_url(), EndpointId::GetAccount.endpoint().render(&[&code]));
-        match HeaderValue::from_str(&location) {
-            Ok(v) => {
-                response.headers_mut().insert(header::LOCATION, v);
-            }
-            Err(e) => return respond::internal(&e),
-        }
+    let response = respond_account(state, &created, StatusCode::CREATED, ctx).await;
+    if response.status() != StatusCode::CREATED {
+        return response;
     }
-    response
+    with_location(response, ctx, &EndpointId::GetAccount.endpoint().render(&[&code]))
 }
 
 /// `GET /v2/accounts/{account_code}`.

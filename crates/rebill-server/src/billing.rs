@@ -61,6 +61,7 @@ use rebill_store::invoicing::{
 use rebill_store::{Site, StoreError};
 use rebill_xml::{Href, WireContext};
 
+use crate::respond::time;
 use crate::scheduler::JobError;
 use crate::{AppState, respond};
 
@@ -179,10 +180,6 @@ pub(crate) struct Preview {
 
 fn secs(t: DateTime<Utc>) -> i64 {
     t.timestamp()
-}
-
-fn time(secs: i64) -> Option<DateTime<Utc>> {
-    DateTime::<Utc>::from_timestamp(secs, 0)
 }
 
 /// The adjustment of a billing-engine line.

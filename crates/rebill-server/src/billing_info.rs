@@ -26,7 +26,6 @@
 use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use chrono::{DateTime, Utc};
 use rebill_billing::card::{BankAccount, BankInput, Card};
 use rebill_billing::card::{
     Brand, CardInput, Field, FieldError, Problem, is_valid_routing_number, validate_bank_account, validate_card,
@@ -44,6 +43,7 @@ use rebill_xml::{Href, Mode, WireContext};
 
 use crate::billing::DeclineFields;
 use crate::handlers::Call;
+use crate::respond::time;
 use crate::{AppState, respond};
 
 /// Amount of the verification authorization (one unit of the currency).
@@ -63,10 +63,6 @@ pub(crate) async fn handle(state: &AppState, call: &Call, request: Request) -> R
         EndpointId::DeleteBillingInfo => delete(state, call).await,
         _ => respond::internal(&format!("{} routed to a module that does not serve it", call.endpoint.name)),
     }
-}
-
-fn time(secs: i64) -> Option<DateTime<Utc>> {
-    DateTime::<Utc>::from_timestamp(secs, 0)
 }
 
 fn account_href(code: &str) -> Href {

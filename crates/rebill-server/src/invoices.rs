@@ -38,13 +38,12 @@
 //! - Line items and transactions are listed in full inside an invoice (no `all_line_items`).
 
 use axum::extract::Request;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use chrono::{DateTime, Utc};
 use rebill_billing::invoice::InvoiceOrigin;
 use rebill_models::api::EndpointId;
 use rebill_models::endpoint::Body;
-use rebill_models::validate::{Operation, Rejection, Violation, errors_document, refusals, reject_decode, validate};
+use rebill_models::validate::{Operation, Rejection, refusals, reject_decode, validate};
 use rebill_models::{
     Adjustment as AdjustmentView, AdjustmentOrigin, AdjustmentState as ViewAdjustmentState, AdjustmentType,
     CollectionMethod as ViewCollectionMethod, Invoice as InvoiceView, InvoiceCollection,
@@ -56,11 +55,12 @@ use rebill_store::invoicing::{
     Adjustment, AdjustmentDeletion, AdjustmentFilter, AdjustmentKind, AdjustmentState, CollectionMethod, Invoice,
     InvoiceFilter, InvoiceState, InvoiceTerms, NewAdjustment, Transaction, TransactionFilter, TransactionStatus,
 };
-use rebill_xml::{Href, Mode, WireContext, XmlResource};
+use rebill_xml::{Href, Mode, XmlResource};
 
 use crate::billing::{self, BillingError, Collect, DeclineFields, Draft, PaymentSource};
 use crate::handlers::Call;
 use crate::lists::{ListQuery, invalid_choice};
+use crate::respond::{field_error, time, with_location};
 use crate::{AppState, respond};
 
 /// Whether this module serves the endpoint.
@@ -119,10 +119,6 @@ pub(crate) async fn handle(state: &AppState, call: &Call, request: Request) -> R
 // ---------------------------------------------------------------------------------------------
 // Helpers
 
-fn time(secs: i64) -> Option<DateTime<Utc>> {
-    DateTime::<Utc>::from_timestamp(secs, 0)
-}
-
 fn path(id: EndpointId, params: &[&str]) -> Href {
     Href::path(id.endpoint().render(params))
 }
@@ -135,25 +131,8 @@ fn invoice_not_found(number: &str) -> Response {
     respond::not_found(&format!("Couldn't find Invoice with invoice_number = {number}"))
 }
 
-/// A 422 `<errors>` document of one field error.
-fn field_error(ctx: &WireContext, field: &str, symbol: &'static str, message: &str) -> Response {
-    let violation = Violation { field: field.to_owned(), symbol, message: message.to_owned() };
-    respond::rejection(&Rejection::Invalid(errors_document(&[violation])), ctx)
-}
-
 fn invalid_transition(description: &str) -> Response {
     respond::error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_transition", description)
-}
-
-/// Adds `Location: {base}{path}`.
-fn with_location(mut response: Response, ctx: &WireContext, path: &str) -> Response {
-    match HeaderValue::from_str(&format!("{}{path}", ctx.base_url())) {
-        Ok(v) => {
-            response.headers_mut().insert(header::LOCATION, v);
-            response
-        }
-        Err(e) => respond::internal(&e),
-    }
 }
 
 /// The account of the path's `{account_code}` (404 when the site has none).

@@ -24,11 +24,10 @@
 //! - An empty request body is not a `<plan>` or `<add_on>` document: 400 `invalid_xml`.
 
 use axum::extract::Request;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use chrono::{DateTime, Utc};
 use rebill_models::api::EndpointId;
-use rebill_models::validate::{Operation, Rejection, Validate, Validation, Violation, errors_document, reject_decode};
+use rebill_models::validate::{Operation, Rejection, Validate, Validation, reject_decode};
 use rebill_models::{AddOn, AddOnType, IntervalUnit, Plan, RevenueScheduleType, UsageType};
 use rebill_store::StoreError;
 use rebill_store::plans::{
@@ -40,6 +39,7 @@ use rebill_xml::{Href, Mode, Money, WireContext, XmlResource};
 use crate::accounts::read_body;
 use crate::handlers::Call;
 use crate::lists::ListQuery;
+use crate::respond::{field_error, time, with_location};
 use crate::{AppState, respond};
 
 /// Largest amount in cents (one million in the currency's major unit).
@@ -78,10 +78,6 @@ pub(crate) async fn handle(state: &AppState, call: &Call, request: Request) -> R
         EndpointId::DeleteAddOn => delete_add_on(state, call).await,
         _ => respond::internal(&format!("{} routed to a module that does not serve it", call.endpoint.name)),
     }
-}
-
-fn time(secs: i64) -> Option<DateTime<Utc>> {
-    DateTime::<Utc>::from_timestamp(secs, 0)
 }
 
 fn money(amounts: &Amounts) -> Money {
@@ -272,22 +268,9 @@ fn add_on_not_found(code: &str) -> Response {
     respond::not_found(&format!("Couldn't find AddOn with add_on_code = {code}"))
 }
 
-/// A 422 `<errors>` document of one field error.
-fn field_error(ctx: &WireContext, field: &str, symbol: &'static str, message: &str) -> Response {
-    let violation = Violation { field: field.to_owned(), symbol, message: message.to_owned() };
-    respond::rejection(&Rejection::Invalid(errors_document(&[violation])), ctx)
-}
-
 /// 201 with the document and `Location` (the absolute URL of `path`).
 fn created<T: XmlResource>(value: &T, path: &str, ctx: &WireContext) -> Response {
-    let mut response = respond::resource(StatusCode::CREATED, value, ctx);
-    match HeaderValue::from_str(&format!("{}{path}", ctx.base_url())) {
-        Ok(v) => {
-            response.headers_mut().insert(header::LOCATION, v);
-            response
-        }
-        Err(e) => respond::internal(&e),
-    }
+    with_location(respond::resource(StatusCode::CREATED, value, ctx), ctx, path)
 }
 
 /// A string that is sent but holds nothing.

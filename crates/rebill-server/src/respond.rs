@@ -3,8 +3,9 @@
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Utc};
 use rebill_models::ApiError;
-use rebill_models::validate::{Rejection, single_error};
+use rebill_models::validate::{Rejection, Violation, errors_document, single_error};
 use rebill_xml::{ApiVersion, Features, Mode, WireContext, XmlResource};
 
 /// Content type of every XML body.
@@ -46,4 +47,26 @@ pub fn internal(cause: &dyn std::fmt::Display) -> Response {
 pub fn rejection(rejection: &Rejection, ctx: &WireContext) -> Response {
     let status = StatusCode::from_u16(rejection.status()).unwrap_or(StatusCode::UNPROCESSABLE_ENTITY);
     xml(status, rejection.to_xml(ctx))
+}
+
+/// 422 `<errors>` with one field error.
+pub fn field_error(ctx: &WireContext, field: &str, symbol: &'static str, message: &str) -> Response {
+    let violation = Violation { field: field.to_owned(), symbol, message: message.to_owned() };
+    rejection(&Rejection::Invalid(errors_document(&[violation])), ctx)
+}
+
+/// Adds `Location: {base}{path}` (the absolute URL of a created resource).
+pub fn with_location(mut response: Response, ctx: &WireContext, path: &str) -> Response {
+    match HeaderValue::from_str(&format!("{}{path}", ctx.base_url())) {
+        Ok(v) => {
+            response.headers_mut().insert(header::LOCATION, v);
+            response
+        }
+        Err(e) => internal(&e),
+    }
+}
+
+/// An epoch-seconds time as a response datetime.
+pub fn time(secs: i64) -> Option<DateTime<Utc>> {
+    DateTime::<Utc>::from_timestamp(secs, 0)
 }

@@ -45,11 +45,8 @@ pub fn advance(from: DateTime<Utc>, amount: &str) -> Result<DateTime<Utc>, BadAd
 }
 
 fn invalid(field: &str, symbol: &'static str, message: &str) -> Response {
-    let violation =
-        rebill_models::validate::Violation { field: format!("clock.{field}"), symbol, message: message.to_owned() };
     let ctx = WireContext::new(ApiVersion::default(), Features::none(), "");
-    let doc = rebill_models::validate::errors_document(&[violation]);
-    respond::xml(StatusCode::UNPROCESSABLE_ENTITY, rebill_xml::to_xml(&doc, &ctx, Mode::Response))
+    respond::field_error(&ctx, &format!("clock.{field}"), symbol, message)
 }
 
 /// `POST /sandbox/clock`.
@@ -71,15 +68,9 @@ pub(crate) async fn clock(State(state): State<AppState>, request: Request) -> Re
             "Only sandbox sites can move their clock; a production site runs on real time.",
         );
     }
-    let body = match axum::body::to_bytes(request.into_body(), state.config.body_limit).await {
+    let body = match crate::accounts::read_body(request, state.config.body_limit).await {
         Ok(b) => b,
-        Err(_) => {
-            return respond::error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "request_too_large",
-                &format!("Request bodies are limited to {} bytes.", state.config.body_limit),
-            );
-        }
+        Err(response) => return response,
     };
     let ctx = WireContext::new(rebill_xml::version::LATEST_VERSION, Features::none(), "");
     let wanted: Clock = match rebill_xml::from_xml(&body, &ctx, Mode::Request) {

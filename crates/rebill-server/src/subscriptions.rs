@@ -34,7 +34,7 @@
 #![allow(clippy::result_large_err)]
 
 use axum::extract::Request;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::Response;
 use chrono::{DateTime, Utc};
 use rebill_billing::invoice::{InvoiceOrigin, LineItem};
@@ -63,6 +63,7 @@ use serde::{Deserialize, Serialize};
 use crate::billing::{self, Collect, DeclineFields, Draft};
 use crate::handlers::Call;
 use crate::lists::{ListQuery, invalid_choice};
+use crate::respond::{time, with_location};
 use crate::scheduler::JobError;
 use crate::{AppState, respond};
 
@@ -201,10 +202,6 @@ fn epoch(t: DateTime<Utc>) -> i64 {
     t.timestamp()
 }
 
-fn time(secs: i64) -> Option<DateTime<Utc>> {
-    DateTime::<Utc>::from_timestamp(secs, 0)
-}
-
 fn indexed(sub: &Engine) -> Indexed {
     Indexed {
         state: sub.state.name().to_owned(),
@@ -245,6 +242,7 @@ fn field_errors(ctx: &WireContext, violations: &[Violation]) -> Response {
     respond::rejection(&Rejection::Invalid(errors_document(violations)), ctx)
 }
 
+/// A field error of the `<subscription>` document (`field` below `subscription.`).
 fn field_error(ctx: &WireContext, field: &str, symbol: &'static str, message: &str) -> Response {
     field_errors(ctx, &[Violation { field: format!("subscription.{field}"), symbol, message: message.to_owned() }])
 }
@@ -959,17 +957,11 @@ async fn create(state: &AppState, call: &Call, request: Request, preview: bool) 
         Ok(()) => {}
         Err(response) => return response,
     }
-    let mut response = respond_view(state, call, &loaded, StatusCode::CREATED).await;
-    if response.status() == StatusCode::CREATED {
-        let location = format!("{}{}", ctx.base_url(), EndpointId::GetSubscription.endpoint().render(&[&uuid]));
-        match HeaderValue::from_str(&location) {
-            Ok(v) => {
-                response.headers_mut().insert(header::LOCATION, v);
-            }
-            Err(e) => return respond::internal(&e),
-        }
+    let response = respond_view(state, call, &loaded, StatusCode::CREATED).await;
+    if response.status() != StatusCode::CREATED {
+        return response;
     }
-    response
+    with_location(response, ctx, &EndpointId::GetSubscription.endpoint().render(&[&uuid]))
 }
 
 /// Invoices the new subscription's first charges and schedules it; a declined first payment
