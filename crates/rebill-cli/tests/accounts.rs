@@ -1,7 +1,7 @@
 //! Account endpoints over HTTP against `rebill serve`, on SQLite and on PostgreSQL: create (201,
 //! `Location`, duplicates and racing duplicates 422 `taken`), get (404), partial update, close,
-//! reopen, request decoding and validation per API version, and the refusal of nested records
-//! that are not built yet.
+//! reopen, request decoding and validation per API version, nested billing info (all or nothing
+//! with its account) and the refusal of nested records that are not built yet.
 
 mod common;
 
@@ -312,9 +312,8 @@ fn requests(s: &Server) {
     assert_eq!(r.status, 201, "{}", r.body);
     has(&r, "<has_paused_subscription type=\"boolean\">false</has_paused_subscription>");
 
-    // Nested records that are not built yet: 501 naming the element, and nothing stored.
+    // Nested shipping records are not built yet: 501 naming the element, and nothing stored.
     let nested = [
-        ("2.11", "<billing_info><token_id>tok</token_id></billing_info>", "billing_info"),
         (
             "2.11",
             "<shipping_addresses><shipping_address><first_name>x</first_name></shipping_address></shipping_addresses>",
@@ -398,4 +397,120 @@ fn account_requests_are_decoded_and_validated() {
 #[test]
 fn racing_creates_of_one_code_make_one_account() {
     on_both_backends("accounts_race", |db| racing_creates(&start_at(db, T0)));
+}
+
+/// A card token from the token endpoint.
+fn card_token(s: &Server, number: &str) -> String {
+    let body = format!(
+        "key={}&number={number}&month=12&year=2031&cvv=123&first_name=Verena&last_name=Example\
+         &address1=123+Main+St.&city=San+Francisco&state=CA&postal_code=94105&country=US",
+        s.public_key
+    );
+    let reply = request(s, "POST", "/js/v1/token", &[("Content-Type", "application/x-www-form-urlencoded")], &body);
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let value: serde_json::Value = serde_json::from_str(&reply.body).expect("json");
+    value["id"].as_str().expect("id").to_owned()
+}
+
+fn with_token(code: &str, extra: &str, token: &str) -> String {
+    format!(
+        "<account><account_code>{code}</account_code>{extra}\
+         <billing_info><token_id>{token}</token_id></billing_info></account>"
+    )
+}
+
+/// Transactions of the account, as (action, status) pairs, oldest first.
+fn transactions(s: &Server, code: &str) -> Vec<(String, String)> {
+    let r = get(s, "2.11", &format!("/v2/accounts/{code}/transactions?order=asc"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let mut out = Vec::new();
+    for part in r.body.split("<transaction ").skip(1) {
+        let value = |name: &str| {
+            let open = format!("<{name}>");
+            let start = part.find(&open).map(|i| i + open.len()).unwrap_or_else(|| panic!("no {name} in {part}"));
+            part[start..start + part[start..].find('<').expect("end")].to_owned()
+        };
+        out.push((value("action"), value("status")));
+    }
+    out
+}
+
+fn nested_billing_info(s: &Server) {
+    // Create with a token: the account and its verified billing info.
+    let token = card_token(s, "4111111111111111");
+    let r = post(s, "2.11", &with_token("nb1", "<first_name>Nina</first_name>", &token));
+    assert_eq!(r.status, 201, "{}", r.body);
+    has(&r, "<first_name>Nina</first_name>");
+    let info = get(s, "2.11", "/v2/accounts/nb1/billing_info");
+    assert_eq!(info.status, 200, "{}", info.body);
+    has(&info, "<first_six>411111</first_six>");
+    has(&info, "<last_four>1111</last_four>");
+    has(&info, "<card_type>Visa</card_type>");
+    assert_eq!(transactions(s, "nb1"), [("verify".to_owned(), "success".to_owned())]);
+    // The token worked once.
+    let r = post(s, "2.11", &with_token("nb2", "", &token));
+    assert_error(&r, 422, "token_invalid");
+    assert_error(&get(s, "2.11", "/v2/accounts/nb2"), 404, "not_found");
+
+    // Refusals found before anything is written store nothing: an unknown token, card fields
+    // that fail their checks, token_id together with other elements.
+    assert_error(&post(s, "2.11", &with_token("nb2", "", "no-such-token")), 422, "token_invalid");
+    assert_error(&get(s, "2.11", "/v2/accounts/nb2"), 404, "not_found");
+    let bad_card = "<account><account_code>nb2</account_code><billing_info><first_name>N</first_name>\
+        <last_name>B</last_name><number>4222222222222222</number><month>12</month><year>2031</year>\
+        <verification_value>123</verification_value></billing_info></account>";
+    let r = post(s, "2.11", bad_card);
+    assert_eq!(r.status, 422, "{}", r.body);
+    has(&r, "field=\"billing_info.number\"");
+    assert_error(&get(s, "2.11", "/v2/accounts/nb2"), 404, "not_found");
+    let mixed = "<account><account_code>nb2</account_code><billing_info><token_id>t</token_id>\
+        <first_name>N</first_name></billing_info></account>";
+    let r = post(s, "2.11", mixed);
+    assert_eq!(r.status, 422, "{}", r.body);
+    has(&r, "field=\"account.billing_info.first_name\" symbol=\"invalid\"");
+    assert_error(&get(s, "2.11", "/v2/accounts/nb2"), 404, "not_found");
+
+    // A declined verification answers the transaction error and removes the new account; the
+    // same create then works with another card.
+    let r = post(s, "2.11", &with_token("nb2", "<email>nb2@example.com</email>", &card_token(s, "4000000000000002")));
+    assert_eq!(r.status, 422, "{}", r.body);
+    has(&r, "<transaction_error>");
+    has(&r, "<error_code>declined</error_code>");
+    has(&r, "<action>verify</action>");
+    assert_error(&get(s, "2.11", "/v2/accounts/nb2"), 404, "not_found");
+    let r = post(s, "2.11", &with_token("nb2", "<email>nb2@example.com</email>", &card_token(s, "5555555555554444")));
+    assert_eq!(r.status, 201, "{}", r.body);
+    has(&get(s, "2.11", "/v2/accounts/nb2/billing_info"), "<last_four>4444</last_four>");
+    assert_eq!(transactions(s, "nb2"), [("verify".to_owned(), "success".to_owned())]);
+
+    // declined_saveable keeps the card, so it keeps the new account too, and still answers 422.
+    let r = post(s, "2.11", &with_token("nb3", "", &card_token(s, "4000000000000341")));
+    assert_eq!(r.status, 422, "{}", r.body);
+    has(&r, "<error_code>declined_saveable</error_code>");
+    assert_eq!(get(s, "2.11", "/v2/accounts/nb3").status, 200);
+    has(&get(s, "2.11", "/v2/accounts/nb3/billing_info"), "<last_four>0341</last_four>");
+    assert_eq!(transactions(s, "nb3"), [("verify".to_owned(), "declined".to_owned())]);
+
+    // Update: the billing info is replaced and the account's fields change together with it…
+    let body = with_token("nb1", "<first_name>Nora</first_name>", &card_token(s, "6011000990139424"));
+    let r = put(s, "2.11", "/v2/accounts/nb1", &body);
+    assert_eq!(r.status, 200, "{}", r.body);
+    has(&r, "<first_name>Nora</first_name>");
+    has(&get(s, "2.11", "/v2/accounts/nb1/billing_info"), "<card_type>Discover</card_type>");
+    // …and neither changes when the new card is declined or the token is refused.
+    let body = with_token("nb1", "<first_name>Nils</first_name>", &card_token(s, "4000000000000077"));
+    let r = put(s, "2.11", "/v2/accounts/nb1", &body);
+    assert_eq!(r.status, 422, "{}", r.body);
+    has(&r, "<error_code>insufficient_funds</error_code>");
+    let r = put(s, "2.11", "/v2/accounts/nb1", &with_token("nb1", "<first_name>Nils</first_name>", "gone"));
+    assert_error(&r, 422, "token_invalid");
+    has(&get(s, "2.11", "/v2/accounts/nb1"), "<first_name>Nora</first_name>");
+    has(&get(s, "2.11", "/v2/accounts/nb1/billing_info"), "<last_four>9424</last_four>");
+    let actions: Vec<String> = transactions(s, "nb1").into_iter().map(|(a, st)| format!("{a} {st}")).collect();
+    assert_eq!(actions, ["verify success", "verify success", "verify declined"]);
+}
+
+#[test]
+fn nested_billing_info_is_all_or_nothing_with_its_account() {
+    on_both_backends("accounts_nested_billing", |db| nested_billing_info(&start_at(db, T0)));
 }

@@ -652,6 +652,22 @@ fn declines_and_recovery(db: &str) {
         ),
         ["0"]
     );
+    // A card refused before the first charge leaves nothing behind: not the account the request
+    // would have created, and no subscription; the same request then works with a good card.
+    for card in ["4000000000000002", "4000000000000101"] {
+        let r = subscribe(&s, "r0", "gold", card, "");
+        assert_eq!(r.status, 422, "{}", r.body);
+        assert!(r.body.contains("<transaction_error>"), "{}", r.body);
+        assert_error(&get(&s, "/v2/accounts/r0"), 404, "not_found");
+    }
+    let body = "<subscription><plan_code>gold</plan_code><currency>USD</currency>\
+        <account><account_code>r0</account_code><billing_info><token_id>unknown</token_id></billing_info>\
+        </account></subscription>";
+    assert_error(&post(&s, "/v2/subscriptions", body), 422, "token_invalid");
+    assert_error(&get(&s, "/v2/accounts/r0"), 404, "not_found");
+    ok(subscribe(&s, "r0", "gold", "4111111111111111", ""), 201);
+    let made = invoices(db, "r0");
+    assert!(made.len() == 1 && made[0].ends_with(":purchase:1000:paid"), "{made:?}");
 }
 
 #[test]

@@ -5,9 +5,14 @@
 //!   200 with the account as it is), so that retries are safe.
 //! - `account_code` cannot change: a PUT may repeat the account's code, a different one is a 422.
 //! - An empty request body is not an `<account>` document: 400 `invalid_xml`.
-//! - Nested `billing_info`, `shipping_addresses` (with items) and `shipping_address` are not
-//!   built yet: such a request is refused whole with 501 naming the element, and nothing is
-//!   stored.
+//! - A nested `billing_info` is all or nothing with its account. It is checked (fields, token)
+//!   before anything is written, so such a refusal stores nothing. On create, a declined
+//!   verification removes the account again (with the verification, which the 422 document
+//!   reports): a retry of the same create then works. Only `declined_saveable` keeps the new
+//!   account, since the billing info it keeps needs it. On update, the billing info is verified
+//!   and saved first and the account's own fields change only after it was accepted.
+//! - Nested `shipping_addresses` (with items) and `shipping_address` are not built yet: such a
+//!   request is refused whole with 501 naming the element, and nothing is stored.
 //! - A closed account can still be read and updated.
 
 use axum::extract::Request;
@@ -22,6 +27,7 @@ use rebill_store::accounts::{
 };
 use rebill_xml::{Href, Mode, WireContext};
 
+use crate::billing_info::Refusal;
 use crate::handlers::Call;
 use crate::lists::{ListQuery, invalid_choice};
 use crate::respond::{field_error, time, with_location};
@@ -165,7 +171,6 @@ async fn account_request(state: &AppState, call: &Call, request: Request, op: Op
     let account = rebill_xml::from_xml::<Account>(&body, ctx, Mode::Request)
         .map_err(|e| respond::rejection(&reject_decode(&e), ctx))?;
     let unbuilt = [
-        ("billing_info", account.billing_info.is_some()),
         ("shipping_addresses", account.shipping_addresses.as_ref().is_some_and(|l| !l.is_empty())),
         ("shipping_address", account.shipping_address.is_some()),
     ];
@@ -224,6 +229,21 @@ pub(crate) async fn create(state: &AppState, call: &Call, request: Request) -> R
     if code.trim().is_empty() {
         return field_error(ctx, "account.account_code", "blank", "can't be blank");
     }
+    // The nested billing info is checked before the account is written.
+    let prepared = match account.billing_info.as_deref() {
+        Some(info) => {
+            match state.store.account(call.ctx.site.id, &code).await {
+                Ok(None) => {}
+                Ok(Some(_)) => return field_error(ctx, "account.account_code", "taken", "has already been taken"),
+                Err(e) => return respond::internal(&e),
+            }
+            match crate::billing_info::prepare(state, call, None, info).await {
+                Ok(prepared) => Some(prepared),
+                Err(response) => return response,
+            }
+        }
+        None => None,
+    };
     let created = match state.store.create_account(call.ctx.site.id, &code, &fields(&account), call.ctx.now).await {
         Ok(a) => a,
         Err(StoreError::DuplicateAccount(_)) => {
@@ -231,6 +251,18 @@ pub(crate) async fn create(state: &AppState, call: &Call, request: Request) -> R
         }
         Err(e) => return respond::internal(&e),
     };
+    if let Some(prepared) = prepared {
+        match crate::billing_info::commit(state, call, &created, prepared).await {
+            Ok(_) => {}
+            Err(refusal @ Refusal::Declined { saved: true, .. }) => return refusal.response(ctx),
+            Err(refusal) => {
+                if let Err(e) = state.store.discard_new_account(call.ctx.site.id, created.id).await {
+                    tracing::error!(error = %e, "removing an account whose billing info was refused");
+                }
+                return refusal.response(ctx);
+            }
+        }
+    }
     let response = respond_account(state, &created, StatusCode::CREATED, ctx).await;
     if response.status() != StatusCode::CREATED {
         return response;
@@ -258,6 +290,16 @@ pub(crate) async fn update(state: &AppState, call: &Call, request: Request) -> R
     };
     if account.account_code.as_ref().is_some_and(|c| c != code) {
         return field_error(ctx, "account.account_code", "invalid", "can't be changed");
+    }
+    if let Some(info) = account.billing_info.as_deref() {
+        let existing = match state.store.account(call.ctx.site.id, code).await {
+            Ok(Some(a)) => a,
+            Ok(None) => return not_found(code),
+            Err(e) => return respond::internal(&e),
+        };
+        if let Err(response) = crate::billing_info::apply(state, call, &existing, info).await {
+            return response;
+        }
     }
     match state.store.update_account(call.ctx.site.id, code, &fields(&account), call.ctx.now).await {
         Ok(Some(a)) => respond_account(state, &a, StatusCode::OK, ctx).await,

@@ -37,7 +37,7 @@ use rebill_models::validate::{Operation, Rejection, Violation, errors_document, 
 use rebill_models::{BankAccountType, BillingInfo, BillingInfoType};
 use rebill_store::accounts::Account;
 use rebill_store::billing_info::{BillingFields, BillingInfo as Stored, PaymentKind};
-use rebill_store::invoicing::{NewTransaction, new_uuid};
+use rebill_store::invoicing::{NewTransaction, Transaction, new_uuid};
 use rebill_store::tokens::TokenUse;
 use rebill_xml::{Href, Mode, WireContext};
 
@@ -417,27 +417,80 @@ async fn update(state: &AppState, call: &Call, request: Request) -> Response {
 /// Sets the account's billing info from a decoded and validated `<billing_info>` request (with a
 /// token, or card or bank-account fields verified through the gateway, or names and address
 /// only): the stored billing info, or the refusal to answer (422 field errors, `token_invalid`,
-/// the declined verification's transaction error document). Also used by requests that nest a
-/// billing info (subscription create).
-///
-/// A new payment method is verified (the verification is recorded as a `verify` transaction
-/// before the gateway is called) and then stored with the gateway; the billing info keeps the
-/// gateway's reference for later charges (renewals, retries, one-off charges). Names and
-/// address alone keep the stored reference.
+/// the declined verification's transaction error document). [`prepare`] then [`commit`].
 pub(crate) async fn apply(
     state: &AppState,
     call: &Call,
     account: &Account,
     info: &BillingInfo,
 ) -> Result<Stored, Response> {
-    let ctx = &call.ctx.wire;
+    let prepared = prepare(state, call, Some(account), info).await?;
+    commit(state, call, account, prepared).await.map_err(|refusal| refusal.response(&call.ctx.wire))
+}
+
+/// A `<billing_info>` request checked by [`prepare`]: neither verified nor saved yet.
+pub(crate) struct Prepared {
+    kind: PaymentKind,
+    fields: BillingFields,
+    method: Option<Method>,
+    currency: String,
+}
+
+/// Checks a decoded and validated `<billing_info>` request for `account` (`None`: an account
+/// the same request is about to create) before anything is written: currency, unsupported
+/// payment types, the token (used up here) and the card or bank-account fields. Refusals are
+/// the 422 field errors and `token_invalid`.
+pub(crate) async fn prepare(
+    state: &AppState,
+    call: &Call,
+    account: Option<&Account>,
+    info: &BillingInfo,
+) -> Result<Prepared, Response> {
     let (kind, fields, method, currency) = read_change(state, call, account, info).await?;
+    Ok(Prepared { kind, fields, method, currency })
+}
+
+/// Why [`commit`] stored no payment method.
+pub(crate) enum Refusal {
+    /// The gateway declined the verification (recorded as `transaction`); with `saved`, the
+    /// billing info was stored anyway (`declined_saveable`).
+    Declined { transaction: Box<Transaction>, saved: bool },
+    /// Anything else, as its response.
+    Failed(Response),
+}
+
+impl Refusal {
+    /// The answer: the declined verification's 422 transaction error document, or the failure.
+    pub(crate) fn response(self, ctx: &WireContext) -> Response {
+        match self {
+            Refusal::Declined { transaction, .. } => {
+                let fields =
+                    DeclineFields { verification_value: "billing_info.verification_value", base: "billing_info.base" };
+                crate::billing::decline_response(ctx, &transaction, fields)
+            }
+            Refusal::Failed(response) => response,
+        }
+    }
+}
+
+/// Saves a [`Prepared`] billing info on `account`. A new payment method is verified first (the
+/// verification is recorded as a `verify` transaction before the gateway is called) and then
+/// stored with the gateway; the billing info keeps the gateway's reference for later charges
+/// (renewals, retries, one-off charges). Names and address alone keep the stored reference.
+pub(crate) async fn commit(
+    state: &AppState,
+    call: &Call,
+    account: &Account,
+    prepared: Prepared,
+) -> Result<Stored, Refusal> {
+    let Prepared { kind, fields, method, currency } = prepared;
+    let internal = |e: rebill_store::StoreError| Refusal::Failed(respond::internal(&e));
     let Some(method) = &method else {
         return state
             .store
             .set_billing_info(call.ctx.site.id, account.id, kind, &fields, call.ctx.now)
             .await
-            .map_err(|e| respond::internal(&e));
+            .map_err(internal);
     };
     let payment = method.payment();
     let verification = NewTransaction {
@@ -460,11 +513,7 @@ pub(crate) async fn apply(
         account: crate::billing::snapshot(account),
         billing: fields.clone(),
     };
-    let begun = state
-        .store
-        .begin_transaction(call.ctx.site.id, &verification, call.ctx.now)
-        .await
-        .map_err(|e| respond::internal(&e))?;
+    let begun = state.store.begin_transaction(call.ctx.site.id, &verification, call.ctx.now).await.map_err(internal)?;
     let request = PaymentRequest {
         amount_in_cents: VERIFY_AMOUNT_IN_CENTS,
         currency: &currency,
@@ -478,15 +527,15 @@ pub(crate) async fn apply(
         .store
         .complete_transaction(begun.id, &crate::billing::result_of(&outcome, call.ctx.now), call.ctx.now)
         .await
-        .map_err(|e| respond::internal(&e))?;
+        .map_err(internal)?;
     if let Outcome::Declined(decline) = &outcome {
-        if decline.saveable() {
-            save(state, call, account, kind, &fields, payment).await?;
+        let saved = decline.saveable();
+        if saved {
+            save(state, call, account, kind, &fields, payment).await.map_err(Refusal::Failed)?;
         }
-        let fields = DeclineFields { verification_value: "billing_info.verification_value", base: "billing_info.base" };
-        return Err(crate::billing::decline_response(ctx, &recorded, fields));
+        return Err(Refusal::Declined { transaction: Box::new(recorded), saved });
     }
-    save(state, call, account, kind, &fields, payment).await
+    save(state, call, account, kind, &fields, payment).await.map_err(Refusal::Failed)
 }
 
 /// Stores the payment method with the gateway and saves the billing info with its reference.
@@ -532,7 +581,7 @@ pub(crate) async fn requested_method(
     account: &Account,
     info: &BillingInfo,
 ) -> Result<Option<RequestedMethod>, Response> {
-    let (kind, fields, method, _) = read_change(state, call, account, info).await?;
+    let (kind, fields, method, _) = read_change(state, call, Some(account), info).await?;
     let Some(method) = method else { return Ok(None) };
     match state.gateway.store_payment_method(method.payment()).await {
         Ok(reference) => Ok(Some(RequestedMethod { kind, fields, reference })),
@@ -568,7 +617,7 @@ pub(crate) async fn save_requested(
 async fn read_change(
     state: &AppState,
     call: &Call,
-    account: &Account,
+    account: Option<&Account>,
     info: &BillingInfo,
 ) -> Result<(PaymentKind, BillingFields, Option<Method>, String), Response> {
     let ctx = &call.ctx.wire;
@@ -596,9 +645,9 @@ async fn read_change(
         };
         return Err(respond::rejection(&Rejection::Invalid(errors_document(&[violation])), ctx));
     }
-    let existing = match state.store.billing_info(account.id).await {
-        Ok(existing) => existing,
-        Err(e) => return Err(respond::internal(&e)),
+    let existing = match account {
+        Some(account) => state.store.billing_info(account.id).await.map_err(|e| respond::internal(&e))?,
+        None => None,
     };
     let change = match &info.token_id {
         Some(token_id) => token_change(state, call, token_id, existing.as_ref()).await,

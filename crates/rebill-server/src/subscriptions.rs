@@ -899,6 +899,21 @@ async fn create(state: &AppState, call: &Call, request: Request, preview: bool) 
             Err(e) => respond::internal(&e),
         };
     }
+    // The nested billing info is checked before anything is written.
+    let prepared = match nested.and_then(|a| a.billing_info.as_deref()) {
+        Some(info) => {
+            let mut info = info.clone();
+            if info.currency.is_none() && info.token_id.is_none() {
+                info.currency = Some(currency.clone());
+            }
+            match crate::billing_info::prepare(state, call, existing.as_ref(), &info).await {
+                Ok(prepared) => Some(prepared),
+                Err(response) => return response,
+            }
+        }
+        None => None,
+    };
+    let created_here = existing.is_none();
     // The account, created or updated with what the request nests, and its billing info.
     let fields = nested.map(account_fields).unwrap_or_default();
     let account = match existing {
@@ -916,13 +931,20 @@ async fn create(state: &AppState, call: &Call, request: Request, preview: bool) 
             Err(e) => return respond::internal(&e),
         },
     };
-    if let Some(info) = nested.and_then(|a| a.billing_info.as_deref()) {
-        let mut info = info.clone();
-        if info.currency.is_none() && info.token_id.is_none() {
-            info.currency = Some(currency.clone());
-        }
-        if let Err(response) = crate::billing_info::apply(state, call, &account, &info).await {
-            return response;
+    if let Some(prepared) = prepared {
+        match crate::billing_info::commit(state, call, &account, prepared).await {
+            Ok(_) => {}
+            Err(refusal) => {
+                // An account this request created goes again with the refused billing info.
+                let keep = matches!(refusal, crate::billing_info::Refusal::Declined { saved: true, .. });
+                if created_here
+                    && !keep
+                    && let Err(e) = state.store.discard_new_account(call.ctx.site.id, account.id).await
+                {
+                    tracing::error!(error = %e, "removing an account whose billing info was refused");
+                }
+                return refusal.response(ctx);
+            }
         }
     }
     let new_charges = match new_charges(&charges) {

@@ -275,6 +275,41 @@ impl Store {
         row.as_ref().map(account_from_row).transpose()
     }
 
+    /// Removes an account that a refused request had just created (its nested billing info was
+    /// declined): the account's verification transactions, its billing info and the account, in
+    /// one transaction. Nothing is removed (`Ok(false)`) once the account has a subscription, an
+    /// invoice, an adjustment or a transaction that is not a verification.
+    pub async fn discard_new_account(&self, site_id: i64, account_id: i64) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let held: i64 = sqlx::query(
+            "SELECT (SELECT COUNT(*) FROM subscriptions WHERE account_id = $1) \
+             + (SELECT COUNT(*) FROM invoices WHERE account_id = $1) \
+             + (SELECT COUNT(*) FROM adjustments WHERE account_id = $1) \
+             + (SELECT COUNT(*) FROM transactions WHERE account_id = $1 AND action <> 'verify') AS held",
+        )
+        .bind(account_id)
+        .fetch_one(&mut *tx)
+        .await?
+        .try_get("held")?;
+        if held > 0 {
+            return Ok(false);
+        }
+        for table in ["transactions", "billing_infos"] {
+            sqlx::query(&format!("DELETE FROM {table} WHERE account_id = $1"))
+                .bind(account_id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        let removed = sqlx::query("DELETE FROM accounts WHERE id = $1 AND site_id = $2")
+            .bind(account_id)
+            .bind(site_id)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        tx.commit().await?;
+        Ok(removed == 1)
+    }
+
     /// Closes an active account (state `closed`, `closed_at` and `updated_at` now). A closed
     /// account stays as it is. `None` when the site has no such account.
     pub async fn close_account(
