@@ -377,6 +377,89 @@ fn pause_resume_cancel_reactivate(db: &str) {
     assert_eq!(names, ["pause", "pause", "resume", "cancel", "reactivate", "cancel"]);
 }
 
+/// The pause request's other cases (reference §4.1): a new count replaces a scheduled pause's and
+/// 0 cancels it; on a paused subscription a count adjusts the pause and 0 resumes it at the next
+/// renewal; a manual resume applies the change pending for the renewal.
+fn pause_counts_and_pending_changes(db: &str) {
+    let s = serve(db, T0);
+    plan(&s, "gold", 1000, "");
+    plan(&s, "silver", 500, "");
+    let uuid = uuid_of(&ok(subscribe(&s, "q1", "gold", "4111111111111111", ""), 201));
+    let path = sub_path(&uuid);
+    let pause = |n: u32| {
+        let body = format!("<subscription><remaining_pause_cycles>{n}</remaining_pause_cycles></subscription>");
+        ok(put(&s, &format!("{path}/pause"), &body), 200)
+    };
+    let state = |r: &Reply| (field(&r.body, "state"), tag(&r.body, "paused_at").unwrap_or_default());
+
+    // Jan 20: scheduled for Feb 15, then 3 cycles instead of 2, then called off.
+    clock_to(&s, "2027-01-20T08:00:00Z");
+    let r = pause(2);
+    assert_eq!(state(&r), ("active".into(), "2027-02-15T08:00:00Z".into()));
+    let r = pause(3);
+    assert_eq!(field(&r.body, "remaining_pause_cycles"), "3");
+    assert_eq!(state(&r), ("active".into(), "2027-02-15T08:00:00Z".into()));
+    let r = pause(0);
+    assert_eq!(state(&r), ("active".into(), String::new()));
+    assert!(!r.body.contains("name=\"resume\""), "{}", r.body);
+    // Feb 15 renews as usual.
+    clock_to(&s, "2027-02-15T08:00:00Z");
+    assert_eq!(state(&ok(get(&s, &path), 200)), ("active".into(), String::new()));
+    assert_eq!(totals(db, "q1"), [1000, 1000]);
+
+    // Feb 20: one cycle from Mar 15; on Mar 20 the running pause is made 3 cycles long.
+    clock_to(&s, "2027-02-20T08:00:00Z");
+    pause(1);
+    clock_to(&s, "2027-03-15T08:00:00Z");
+    let r = ok(get(&s, &path), 200);
+    assert_eq!(field(&r.body, "state"), "paused");
+    assert_eq!(field(&r.body, "remaining_pause_cycles"), "0");
+    clock_to(&s, "2027-03-20T08:00:00Z");
+    let r = pause(3);
+    assert_eq!((field(&r.body, "state"), field(&r.body, "remaining_pause_cycles")), ("paused".into(), "3".into()));
+    clock_to(&s, "2027-04-15T08:00:00Z");
+    let r = ok(get(&s, &path), 200);
+    assert_eq!((field(&r.body, "state"), field(&r.body, "remaining_pause_cycles")), ("paused".into(), "2".into()));
+    // Apr 20: 0 ends the pause at the next renewal, May 15, which is billed again.
+    clock_to(&s, "2027-04-20T08:00:00Z");
+    let r = pause(0);
+    assert_eq!(field(&r.body, "state"), "paused");
+    clock_to(&s, "2027-05-15T08:00:00Z");
+    let r = ok(get(&s, &path), 200);
+    assert_eq!(field(&r.body, "state"), "active");
+    assert_eq!(field(&r.body, "current_period_ends_at"), "2027-06-15T08:00:00Z");
+    // Jan 15, Feb 15, nothing on Mar 15 and Apr 15, May 15.
+    assert_eq!(totals(db, "q1"), [1000, 1000, 1000]);
+
+    // Paused again from Jun 15; a plan change for the renewal waits, and the manual resume on
+    // Jun 20 applies it: a full silver period from Jun 20.
+    clock_to(&s, "2027-05-20T08:00:00Z");
+    pause(2);
+    clock_to(&s, "2027-06-18T08:00:00Z");
+    let change = "<subscription><plan_code>silver</plan_code><timeframe>renewal</timeframe></subscription>";
+    let r = ok(put(&s, &path, change), 200);
+    assert_eq!(field(&r.body, "plan_code"), "gold");
+    let pending = tag(&r.body, "pending_subscription").unwrap_or_default();
+    assert!(pending.contains("<plan_code>silver</plan_code>"), "{}", r.body);
+    clock_to(&s, "2027-06-20T08:00:00Z");
+    let r = ok(put(&s, &format!("{path}/resume"), ""), 200);
+    assert_eq!(field(&r.body, "state"), "active");
+    assert_eq!(field(&r.body, "plan_code"), "silver");
+    assert_eq!(field(&r.body, "unit_amount_in_cents"), "500");
+    assert!(r.body.contains("<pending_subscription type=\"subscription\" nil=\"nil\">"), "{}", r.body);
+    assert_eq!(field(&r.body, "current_period_started_at"), "2027-06-20T08:00:00Z");
+    assert_eq!(field(&r.body, "current_period_ends_at"), "2027-07-20T08:00:00Z");
+    assert_eq!(totals(db, "q1"), [1000, 1000, 1000, 500]);
+    // Jul 20 renews silver.
+    clock_to(&s, "2027-07-20T08:00:00Z");
+    assert_eq!(totals(db, "q1"), [1000, 1000, 1000, 500, 500]);
+}
+
+#[test]
+fn pause_counts_and_pending_changes_on_both_backends() {
+    on_both_backends("subs_pause_counts", pause_counts_and_pending_changes);
+}
+
 #[test]
 fn pause_resume_cancel_and_reactivate_on_both_backends() {
     on_both_backends("subs_pause", pause_resume_cancel_reactivate);
