@@ -399,19 +399,6 @@ fn racing_creates_of_one_code_make_one_account() {
     on_both_backends("accounts_race", |db| racing_creates(&start_at(db, T0)));
 }
 
-/// A card token from the token endpoint.
-fn card_token(s: &Server, number: &str) -> String {
-    let body = format!(
-        "key={}&number={number}&month=12&year=2031&cvv=123&first_name=Verena&last_name=Example\
-         &address1=123+Main+St.&city=San+Francisco&state=CA&postal_code=94105&country=US",
-        s.public_key
-    );
-    let reply = request(s, "POST", "/js/v1/token", &[("Content-Type", "application/x-www-form-urlencoded")], &body);
-    assert_eq!(reply.status, 200, "{}", reply.body);
-    let value: serde_json::Value = serde_json::from_str(&reply.body).expect("json");
-    value["id"].as_str().expect("id").to_owned()
-}
-
 fn with_token(code: &str, extra: &str, token: &str) -> String {
     format!(
         "<account><account_code>{code}</account_code>{extra}\

@@ -8,25 +8,13 @@
 mod common;
 
 use common::*;
-use serde_json::Value;
 
 /// 2027-01-15T08:00:00Z.
 const T0: i64 = 1_800_000_000;
 
 /// A server on `db` with the clock at `now` and its own vault key file.
 fn serve(db: &str, now: i64) -> Server {
-    let key_file = vault_file();
-    start_with(db, Options { clock: Some(now), args: &["--vault-key-file", &key_file], ..Options::default() })
-}
-
-fn vault_file() -> String {
-    let dir = std::env::temp_dir().join(format!(
-        "rebill-vault-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
-    ));
-    std::fs::create_dir_all(&dir).expect("key directory");
-    dir.join("vault.key").display().to_string()
+    serve_at(db, now, &[])
 }
 
 fn post(s: &Server, path: &str, body: &str) -> Reply {
@@ -45,31 +33,6 @@ fn get(s: &Server, path: &str) -> Reply {
     get_at(s, "2.11", path)
 }
 
-fn ok(reply: Reply, status: u16) -> Reply {
-    assert_eq!(reply.status, status, "{}\n{}", reply.head, reply.body);
-    reply
-}
-
-/// The text of the first `<name …>text</name>` element.
-fn tag(body: &str, name: &str) -> Option<String> {
-    let start = body.find(&format!("<{name}"))?;
-    let rest = &body[start + name.len() + 1..];
-    if !(rest.starts_with('>') || rest.starts_with(' ')) {
-        return tag(&body[start + name.len() + 1..], name);
-    }
-    let open_end = rest.find('>')?;
-    if rest[..open_end].ends_with('/') {
-        return Some(String::new());
-    }
-    let text = &rest[open_end + 1..];
-    let end = text.find(&format!("</{name}>"))?;
-    Some(text[..end].to_owned())
-}
-
-fn field(body: &str, name: &str) -> String {
-    tag(body, name).unwrap_or_else(|| panic!("no <{name}> in {body}"))
-}
-
 /// Every `<name>` text in order.
 fn all_tags(body: &str, name: &str) -> Vec<String> {
     let mut out = Vec::new();
@@ -86,38 +49,11 @@ fn all_tags(body: &str, name: &str) -> Vec<String> {
 }
 
 fn advance(s: &Server, amount: &str) -> Reply {
-    let r = authed(
-        s,
-        "POST",
-        "/sandbox/clock",
-        &[("Content-Type", "application/xml; charset=utf-8")],
-        &format!("<clock><advance>{amount}</advance></clock>"),
-    );
-    ok(r, 200)
+    sandbox_clock(s, &format!("<advance>{amount}</advance>"))
 }
 
 fn clock_to(s: &Server, at: &str) -> Reply {
-    let r = authed(
-        s,
-        "POST",
-        "/sandbox/clock",
-        &[("Content-Type", "application/xml; charset=utf-8")],
-        &format!("<clock><now>{at}</now></clock>"),
-    );
-    ok(r, 200)
-}
-
-/// A card token from the token endpoint.
-fn card_token(s: &Server, number: &str) -> String {
-    let body = format!(
-        "key={}&number={number}&month=12&year=2031&cvv=123&first_name=Verena&last_name=Example\
-         &address1=123+Main+St.&city=San+Francisco&state=CA&postal_code=94105&country=US",
-        s.public_key
-    );
-    let reply = request(s, "POST", "/js/v1/token", &[("Content-Type", "application/x-www-form-urlencoded")], &body);
-    assert_eq!(reply.status, 200, "{}", reply.body);
-    let value: Value = serde_json::from_str(&reply.body).expect("json");
-    value["id"].as_str().expect("id").to_owned()
+    sandbox_clock(s, &format!("<now>{at}</now>"))
 }
 
 fn plan(s: &Server, code: &str, cents: i64, extra: &str) {
@@ -251,23 +187,6 @@ fn totals(db: &str, account: &str) -> Vec<i64> {
 #[test]
 fn create_get_list_and_renew_on_both_backends() {
     on_both_backends("subs_basic", create_get_list_and_renew);
-}
-
-/// Runs one SQL statement on the service's database and answers the first column of each row
-/// (as text).
-fn sql(db: &str, statement: &str) -> Vec<String> {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-    runtime.block_on(async {
-        use sqlx::{Connection, Row};
-        sqlx::any::install_default_drivers();
-        let mut conn = sqlx::AnyConnection::connect(db).await.expect("connect to the service's database");
-        let rows = sqlx::query(statement).fetch_all(&mut conn).await.expect("query");
-        rows.iter()
-            .map(|r| {
-                r.try_get::<String, _>(0).or_else(|_| r.try_get::<i64, _>(0).map(|v| v.to_string())).unwrap_or_default()
-            })
-            .collect()
-    })
 }
 
 fn pause_resume_cancel_reactivate(db: &str) {
@@ -794,7 +713,7 @@ fn two_processes_never_bill_a_renewal_twice() {
         Options {
             clock_file: a.clock.clone(),
             existing_database: true,
-            args: &["--vault-key-file", &vault_file()],
+            args: &["--vault-key-file", &vault_key_file()],
             ..Options::default()
         },
     );

@@ -15,16 +15,7 @@ const FORM: (&str, &str) = ("Content-Type", "application/x-www-form-urlencoded")
 
 /// A server on `db` with the clock at `now` and its own vault key file.
 fn serve(db: &str, now: i64, extra: &[&str]) -> Server {
-    let dir = std::env::temp_dir().join(format!(
-        "rebill-vault-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
-    ));
-    std::fs::create_dir_all(&dir).expect("key directory");
-    let key_file = dir.join("vault.key").display().to_string();
-    let mut args: Vec<&str> = vec!["--vault-key-file", &key_file];
-    args.extend_from_slice(extra);
-    start_with(db, Options { clock: Some(now), args: &args, ..Options::default() })
+    serve_at(db, now, extra)
 }
 
 /// `application/x-www-form-urlencoded` of the pairs.

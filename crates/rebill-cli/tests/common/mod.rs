@@ -199,3 +199,92 @@ pub fn on_both_backends(tag: &str, f: impl Fn(&str) + Send + Sync + Clone + 'sta
     let url = runtime.block_on(rebill_store::testing::fresh_postgres_url(tag));
     f(&url);
 }
+
+/// A key file for the service's vault in a fresh temporary directory (the service creates the
+/// key on first start).
+pub fn vault_key_file() -> String {
+    let dir = std::env::temp_dir().join(format!(
+        "rebill-vault-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0)
+    ));
+    std::fs::create_dir_all(&dir).expect("key directory");
+    dir.join("vault.key").display().to_string()
+}
+
+/// A server on `db` with the clock file at `now`, its own vault key file and `extra` arguments.
+pub fn serve_at(db: &str, now: i64, extra: &[&str]) -> Server {
+    let key_file = vault_key_file();
+    let mut args: Vec<&str> = vec!["--vault-key-file", &key_file];
+    args.extend_from_slice(extra);
+    start_with(db, Options { clock: Some(now), args: &args, ..Options::default() })
+}
+
+/// Asserts the reply's status and hands the reply on.
+#[track_caller]
+pub fn ok(reply: Reply, status: u16) -> Reply {
+    assert_eq!(reply.status, status, "{}\n{}", reply.head, reply.body);
+    reply
+}
+
+/// The text of the first `<name …>text</name>` element (empty for `<name/>`).
+pub fn tag(body: &str, name: &str) -> Option<String> {
+    let start = body.find(&format!("<{name}"))?;
+    let rest = &body[start + name.len() + 1..];
+    if !(rest.starts_with('>') || rest.starts_with(' ')) {
+        return tag(&body[start + name.len() + 1..], name);
+    }
+    let open_end = rest.find('>')?;
+    if rest[..open_end].ends_with('/') {
+        return Some(String::new());
+    }
+    let text = &rest[open_end + 1..];
+    let end = text.find(&format!("</{name}>"))?;
+    Some(text[..end].to_owned())
+}
+
+/// [`tag`], which must be there.
+#[track_caller]
+pub fn field(body: &str, name: &str) -> String {
+    tag(body, name).unwrap_or_else(|| panic!("no <{name}> in {body}"))
+}
+
+/// A card token from the token endpoint (expiry 12/2031, CVV 123, a San Francisco address).
+#[track_caller]
+pub fn card_token(s: &Server, number: &str) -> String {
+    let body = format!(
+        "key={}&number={number}&month=12&year=2031&cvv=123&first_name=Verena&last_name=Example\
+         &address1=123+Main+St.&city=San+Francisco&state=CA&postal_code=94105&country=US",
+        s.public_key
+    );
+    let reply = request(s, "POST", "/js/v1/token", &[("Content-Type", "application/x-www-form-urlencoded")], &body);
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let value: serde_json::Value = serde_json::from_str(&reply.body).expect("json");
+    value["id"].as_str().expect("id").to_owned()
+}
+
+/// `POST /sandbox/clock` with `<clock>{inner}</clock>` (e.g. `<advance>1month</advance>`),
+/// which must answer 200.
+#[track_caller]
+pub fn sandbox_clock(s: &Server, inner: &str) -> Reply {
+    let headers = [("Content-Type", "application/xml; charset=utf-8")];
+    ok(authed(s, "POST", "/sandbox/clock", &headers, &format!("<clock>{inner}</clock>")), 200)
+}
+
+/// Runs one SQL statement on the service's database and answers the first column of each row
+/// (as text).
+pub fn sql(db: &str, statement: &str) -> Vec<String> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    runtime.block_on(async {
+        use sqlx::{Connection, Row};
+        sqlx::any::install_default_drivers();
+        let mut conn = sqlx::AnyConnection::connect(db).await.expect("connect to the service's database");
+        let rows = sqlx::query(statement).fetch_all(&mut conn).await.expect("query");
+        let _ = conn.close().await;
+        rows.iter()
+            .map(|r| {
+                r.try_get::<String, _>(0).or_else(|_| r.try_get::<i64, _>(0).map(|v| v.to_string())).unwrap_or_default()
+            })
+            .collect()
+    })
+}
