@@ -70,6 +70,7 @@ enum Command {
 enum ClockCommand {
     /// Moves the site's clock on by an amount such as `1month`, `15days` or `12 hours`.
     Advance {
+        /// The site's name or id (`rebill site list`).
         #[arg(long)]
         site: String,
         amount: String,
@@ -81,6 +82,7 @@ enum ClockCommand {
     },
     /// Sets the site's clock to an ISO 8601 date or date-time (never back).
     Set {
+        /// The site's name or id (`rebill site list`).
         #[arg(long)]
         site: String,
         time: String,
@@ -253,7 +255,7 @@ fn parse_deprecation(text: &str) -> Result<rebill_server::Deprecation, String> {
 
 fn site_json(s: &Site) -> Value {
     json!({
-        "name": s.name, "mode": s.mode.as_str(), "plan": s.plan.as_str(), "credit_memos": s.credit_memos,
+        "id": s.id, "name": s.name, "mode": s.mode.as_str(), "plan": s.plan.as_str(), "credit_memos": s.credit_memos,
         "good_standing": s.good_standing, "contact": s.contact, "public_key": s.public_key, "key_limit": s.key_limit(),
         "rate_limit_per_minute": rebill_store::rate::per_minute(s),
     })
@@ -278,8 +280,9 @@ fn emit(json: bool, value: Value, text: String) {
 
 fn site_line(s: &Site) -> String {
     format!(
-        "{}  mode={} plan={} credit_memos={} good_standing={} contact={} public_key={}",
+        "{} (id {})  mode={} plan={} credit_memos={} good_standing={} contact={} public_key={}",
         s.name,
+        s.id,
         s.mode.as_str(),
         s.plan.as_str(),
         s.credit_memos,

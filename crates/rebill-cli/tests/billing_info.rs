@@ -563,6 +563,117 @@ fn approving_cards_and_accounts_are_stored() {
     });
 }
 
+/// Every number of the sandbox gateway's list (billing-behaviour.md §1 and §2) and its outcome
+/// on a billing-info verification: approved with its brand, or declined with its error code.
+const SANDBOX_CARDS: &[(&str, Result<&str, &str>)] = &[
+    ("4111111111111111", Ok("Visa")),
+    ("4222222222222220", Ok("Visa")),
+    ("4000000000002024", Ok("Visa")),
+    ("4012888888881881", Ok("Visa")),
+    ("4222222222222", Ok("Visa")),
+    ("378282246310005", Ok("American Express")),
+    ("371449635398431", Ok("American Express")),
+    ("378734493671000", Ok("American Express")),
+    ("30569309025904", Ok("Diners Club")),
+    ("38520000023237", Ok("Diners Club")),
+    ("6011000990139424", Ok("Discover")),
+    ("3530111333300000", Ok("JCB")),
+    ("3566002020360505", Ok("JCB")),
+    ("5555555555554444", Ok("MasterCard")),
+    ("5105105105105100", Ok("MasterCard")),
+    ("2223000048400011", Ok("MasterCard")),
+    // The 3DS2 dunning card is approved while the customer is present.
+    ("4000008400001629", Ok("Visa")),
+    ("4000000000000002", Err("declined")),
+    ("4000000000000010", Err("fraud_address")),
+    ("4000000000000028", Err("fraud_address")),
+    ("4000000000000036", Err("fraud_address")),
+    ("4000000000000044", Err("fraud_advanced_verification")),
+    ("4000000000000051", Err("declined_card_number")),
+    ("4000000000000069", Err("expired_card")),
+    ("4000000000000077", Err("insufficient_funds")),
+    ("4000000000000085", Err("fraud_gateway")),
+    ("4000000000000093", Err("fraud_ip_address")),
+    ("4000000000001190", Err("fraud_risk_check")),
+    ("4000000000000101", Err("fraud_security_code")),
+    ("4000000000000119", Err("call_issuer")),
+    ("4000000000000200", Err("invalid_data")),
+    ("4000000000000226", Err("declined_expiration_date")),
+    ("4000000000000309", Err("gateway_timeout")),
+    ("4000000000000317", Err("duplicate_transaction")),
+    ("4000000000000325", Err("card_type_not_accepted")),
+    ("4000000000000341", Err("declined_saveable")),
+    ("4000000000003220", Err("three_d_secure_action_required")),
+    ("4000000000003063", Err("three_d_secure_action_required")),
+];
+
+/// The sandbox's bank account numbers: settled, or canceled by the bank.
+const SANDBOX_BANK_ACCOUNTS: &[(&str, Result<(), &str>)] = &[
+    ("111111111", Ok(())),
+    ("111111112", Err("ach_cancel")),
+    ("111111113", Err("ach_cancel")),
+    ("111111114", Ok(())),
+    ("111111115", Ok(())),
+    ("111111116", Ok(())),
+];
+
+#[test]
+fn every_sandbox_card_and_bank_account_has_its_outcome() {
+    on_both_backends("billing_sandbox_list", |db| {
+        let server = serve(db);
+        let s = &Target::of(&server);
+        for (i, &(number, outcome)) in SANDBOX_CARDS.iter().enumerate() {
+            let code = format!("c{i}");
+            create_account(s, &code);
+            // American Express cards have four-digit security codes.
+            let cvv = if number.starts_with('3') && number.len() == 15 { "1234" } else { "123" };
+            let reply = put(s, "2.11", &code, &card(number, cvv));
+            match outcome {
+                Ok(brand) => {
+                    assert_eq!(reply.status, 200, "{number}: {}", reply.body);
+                    has(&reply, &format!("<card_type>{brand}</card_type>"));
+                    has(&reply, &format!("<last_four>{}</last_four>", &number[number.len() - 4..]));
+                }
+                Err(error_code) => {
+                    assert_eq!(reply.status, 422, "{number}: {}", reply.body);
+                    has(&reply, &format!("<error_code>{error_code}</error_code>"));
+                    has(&reply, "<status>declined</status>");
+                    // Only declined_saveable keeps the card.
+                    let kept = get(s, &code).status == 200;
+                    assert_eq!(kept, error_code == "declined_saveable", "{number}");
+                }
+            }
+            lacks(&reply, number);
+        }
+        for (i, &(account_number, outcome)) in SANDBOX_BANK_ACCOUNTS.iter().enumerate() {
+            let code = format!("b{i}");
+            create_account(s, &code);
+            let reply = put(s, "2.11", &code, &bank(account_number));
+            match outcome {
+                Ok(()) => {
+                    assert_eq!(reply.status, 200, "{account_number}: {}", reply.body);
+                    for e in [
+                        "<billing_info type=\"bank_account\">",
+                        "<name_on_account>Verena Example</name_on_account>",
+                        "<account_type>savings</account_type>",
+                        "<routing_number>123456780</routing_number>",
+                        &format!("<last_four>{}</last_four>", &account_number[5..]),
+                    ] {
+                        has(&reply, e);
+                    }
+                    assert_eq!(get(s, &code).body, reply.body);
+                }
+                Err(error_code) => {
+                    assert_eq!(reply.status, 422, "{account_number}: {}", reply.body);
+                    has(&reply, &format!("<error_code>{error_code}</error_code>"));
+                    assert_error(&get(s, &code), 404, "not_found");
+                }
+            }
+            lacks(&reply, account_number);
+        }
+    });
+}
+
 /// A `rebill serve` whose log (stderr, at debug level) goes to a file (killed on drop).
 struct LoggedServer {
     child: std::process::Child,

@@ -581,7 +581,10 @@ fn cli_clock(db: &str) {
     assert_eq!(out["jobs_run"], 3);
     let r = ok(get(&s, &sub_path(&uuid)), 200);
     assert_eq!(field(&r.body, "current_period_started_at"), "2027-01-18T08:00:00Z");
-    let out = s.cli_json(&["clock", "set", "--site", "sandbox", "2027-01-20T09:00:00Z"]);
+    // The site by its id (as `rebill site list` shows it) works as well as by its name.
+    let sites = s.cli_json(&["site", "list"]);
+    let id = sites["sites"][0]["id"].as_i64().expect("site id").to_string();
+    let out = s.cli_json(&["clock", "set", "--site", &id, "2027-01-20T09:00:00Z"]);
     assert_eq!(out["jobs_run"], 2);
     let r = ok(get(&s, &sub_path(&uuid)), 200);
     assert_eq!(field(&r.body, "current_period_ends_at"), "2027-01-21T08:00:00Z");

@@ -108,6 +108,7 @@ fn view(code: &str, stored: &Stored) -> BillingInfo {
         first_six: f.first_six.clone().filter(|_| card),
         last_four: f.last_four.clone(),
         name_on_account: f.name_on_account.clone().filter(|_| bank),
+        routing_number: f.routing_number.clone().filter(|_| bank),
         account_type: f.account_type.as_deref().filter(|_| bank).and_then(|t| match t {
             "checking" => Some(BankAccountType::Checking),
             "savings" => Some(BankAccountType::Savings),

@@ -379,13 +379,22 @@ impl Store {
         Ok((self.site(&new.name).await?, key))
     }
 
+    /// The site named `name`, or else the site whose id `name` is (as administrators see it in
+    /// `rebill site list`).
     pub async fn site(&self, name: &str) -> Result<Site, StoreError> {
-        let row = sqlx::query(&format!("SELECT {SITE_COLUMNS} FROM sites WHERE name = $1"))
+        let mut row = sqlx::query(&format!("SELECT {SITE_COLUMNS} FROM sites WHERE name = $1"))
             .bind(name)
             .fetch_optional(&self.pool)
-            .await?
-            .ok_or_else(|| StoreError::UnknownSite(name.to_owned()))?;
-        site_from_row(&row)
+            .await?;
+        if row.is_none()
+            && let Ok(id) = name.parse::<i64>()
+        {
+            row = sqlx::query(&format!("SELECT {SITE_COLUMNS} FROM sites WHERE id = $1"))
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?;
+        }
+        site_from_row(&row.ok_or_else(|| StoreError::UnknownSite(name.to_owned()))?)
     }
 
     pub async fn sites(&self) -> Result<Vec<Site>, StoreError> {

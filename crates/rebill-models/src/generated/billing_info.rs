@@ -132,10 +132,10 @@ pub struct BillingInfo {
     /// (`enum`; both)
     #[xml(kind = "enum")]
     pub account_type: Option<BankAccountType>,
-    /// Bank routing number (bank_account); request-only, never returned.
+    /// Bank routing number (bank_account); returned with a bank account (it is not secret, the account number is).
     ///
-    /// (`string`; request)
-    #[xml(kind = "string", direction = "request")]
+    /// (`string`; both)
+    #[xml(kind = "string")]
     pub routing_number: Option<String>,
     /// External hosted payment page type, e.g. adyen.
     ///
