@@ -237,7 +237,8 @@ fn billing_info_is_set_with_a_token_read_and_deleted() {
         ] {
             has(&reply, e);
         }
-        lacks(&reply, "123456780");
+        // The routing number is returned (it names the bank); the account number never is.
+        has(&reply, "<routing_number>123456780</routing_number>");
         lacks(&reply, "111111111");
 
         let deleted = delete(s, "a1");
