@@ -1,5 +1,5 @@
-//! `cargo xtask regen [--check]`, `cargo xtask test`, `cargo xtask xml` and
-//! `cargo xtask load-bench`.
+//! `cargo xtask regen [--check]`, `cargo xtask test`, `cargo xtask xml`,
+//! `cargo xtask load-bench` and `cargo xtask renewal-bench`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -35,6 +35,13 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Renewal benchmark: renewals per second with every subscription of a sandbox site due at
+    /// once, on SQLite and PostgreSQL (arguments of `renewal-bench`: [--subscriptions 100000]
+    /// [--backend sqlite|postgres|both] [--keep]). Figures go into docs/benchmarks.md by hand.
+    RenewalBench {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 fn workspace_root() -> PathBuf {
@@ -48,6 +55,7 @@ fn main() -> ExitCode {
         Command::Test => test(),
         Command::Xml { args } => xml(&args),
         Command::LoadBench { args } => load_bench(&args),
+        Command::RenewalBench { args } => renewal_bench(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -169,6 +177,20 @@ fn load_bench(args: &[String]) -> anyhow::Result<()> {
         .status()?;
     if !status.success() {
         anyhow::bail!("the load benchmark failed");
+    }
+    Ok(())
+}
+
+/// Builds the renewal benchmark in release mode and runs it.
+fn renewal_bench(args: &[String]) -> anyhow::Result<()> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let status = std::process::Command::new(cargo)
+        .current_dir(workspace_root())
+        .args(["run", "--quiet", "--release", "--package", "rebill-load-bench", "--bin", "renewal-bench", "--"])
+        .args(args)
+        .status()?;
+    if !status.success() {
+        anyhow::bail!("the renewal benchmark failed");
     }
     Ok(())
 }

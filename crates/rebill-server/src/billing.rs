@@ -55,8 +55,8 @@ use rebill_store::accounts::Account;
 use rebill_store::billing_info::{BillingFields, PaymentKind};
 use rebill_store::invoicing::{
     AccountSnapshot, Adjustment, AdjustmentKind, Check, EngineKey, Invoice, InvoiceAmounts, InvoiceChange,
-    InvoiceState, InvoiceTerms, NewAdjustment, NewInvoice, NewTransaction, Transaction, TransactionFailure,
-    TransactionResult, TransactionStatus,
+    InvoiceState, InvoiceTerms, NewAdjustment, NewInvoice, NewTransaction, StoredPayment, Transaction,
+    TransactionFailure, TransactionResult, TransactionStatus,
 };
 use rebill_store::{Site, StoreError};
 use rebill_xml::{Href, WireContext};
@@ -126,6 +126,11 @@ impl PaymentSource {
         Ok(state.store.billing_info(account.id).await?.and_then(|b| {
             b.gateway_reference.map(|reference| PaymentSource { kind: b.kind, fields: b.fields, reference })
         }))
+    }
+
+    /// A stored payment method read with its account (`None` without a gateway reference).
+    pub(crate) fn of_stored(stored: StoredPayment) -> Option<Self> {
+        stored.gateway_reference.map(|reference| PaymentSource { kind: stored.kind, fields: stored.fields, reference })
     }
 }
 
@@ -260,7 +265,12 @@ pub(crate) async fn billed_lines(state: &AppState, subscription_uuid: &str) -> R
 
 /// The invoice `draft` would create for `account` at `at`, without writing anything.
 pub(crate) fn preview(account: &Account, draft: &Draft, at: i64) -> Result<Preview, BillingError> {
-    let mut lines = draft.lines.iter().map(|l| adjustment_of_line(account.id, l)).collect::<Result<Vec<_>, _>>()?;
+    preview_for(account.id, draft, at)
+}
+
+/// [`preview`] for the account with this id.
+pub(crate) fn preview_for(account_id: i64, draft: &Draft, at: i64) -> Result<Preview, BillingError> {
+    let mut lines = draft.lines.iter().map(|l| adjustment_of_line(account_id, l)).collect::<Result<Vec<_>, _>>()?;
     lines.extend(draft.extra.iter().cloned());
     lines.extend(draft.pending.iter().map(|a| a.line.clone()));
     if lines.is_empty() {
@@ -274,7 +284,7 @@ pub(crate) fn preview(account: &Account, draft: &Draft, at: i64) -> Result<Previ
     let net_terms = draft.terms.net_terms.max(0);
     Ok(Preview {
         invoice: NewInvoice {
-            account_id: account.id,
+            account_id,
             state: InvoiceState::Pending,
             origin: draft.origin.name().to_owned(),
             currency,
@@ -383,7 +393,12 @@ async fn settle(state: &AppState, invoice: &Invoice, to: InvoiceState, at: i64) 
 
 /// After `attempts` failed retries: `past_due` with the next retry scheduled, or `failed` when
 /// none is left (the answer's state tells which).
-async fn schedule_retry(state: &AppState, invoice: &Invoice, attempts: i64, at: i64) -> Result<Invoice, BillingError> {
+pub(crate) async fn schedule_retry(
+    state: &AppState,
+    invoice: &Invoice,
+    attempts: i64,
+    at: i64,
+) -> Result<Invoice, BillingError> {
     let next =
         usize::try_from(attempts).ok().and_then(|i| DUNNING_RETRY_DAYS.get(i)).map(|d| invoice.created_at + d * DAY);
     let Some(next) = next else {
@@ -474,7 +489,7 @@ pub(crate) fn result_of(outcome: &Outcome, at: i64) -> TransactionResult {
 
 /// The idempotency key of automatic collection attempt `attempt` of an invoice (0: the first
 /// charge, then the retry's number).
-fn attempt_key(invoice: &Invoice, attempt: i64) -> String {
+pub(crate) fn attempt_key(invoice: &Invoice, attempt: i64) -> String {
     format!("invoice:{}:{attempt}", invoice.uuid)
 }
 
@@ -493,9 +508,28 @@ async fn charge(
     recurring: bool,
     at: i64,
 ) -> Result<Transaction, BillingError> {
-    let new = NewTransaction {
+    let new = purchase(state, account.id, snapshot(account), invoice, source, key, recurring);
+    let begun = state.store.begin_transaction(site_id, &new, at).await?;
+    if begun.status() != TransactionStatus::Processing {
+        return Ok(begun);
+    }
+    let outcome = gateway_purchase(state, &begun, source).await;
+    Ok(state.store.complete_transaction(begun.id, &result_of(&outcome, at), at).await?)
+}
+
+/// The transaction charging the invoice's balance to `source` (see [`charge`]).
+pub(crate) fn purchase(
+    state: &AppState,
+    account_id: i64,
+    account: AccountSnapshot,
+    invoice: &Invoice,
+    source: &PaymentSource,
+    key: String,
+    recurring: bool,
+) -> NewTransaction {
+    NewTransaction {
         idempotency_key: key,
-        account_id: account.id,
+        account_id,
         invoice_id: Some(invoice.id),
         subscription_uuid: None,
         action: "purchase".to_owned(),
@@ -510,15 +544,9 @@ async fn charge(
         test: state.gateway.is_test(),
         gateway_type: state.gateway.kind().to_owned(),
         description: None,
-        account: snapshot(account),
+        account,
         billing: source.fields.clone(),
-    };
-    let begun = state.store.begin_transaction(site_id, &new, at).await?;
-    if begun.status() != TransactionStatus::Processing {
-        return Ok(begun);
     }
-    let outcome = gateway_purchase(state, &begun, source).await;
-    Ok(state.store.complete_transaction(begun.id, &result_of(&outcome, at), at).await?)
 }
 
 /// Calls the gateway for a recorded `processing` transaction.

@@ -1,9 +1,12 @@
 //! The scheduler: claims due jobs from the store (any number of service processes may run it on
 //! one database) and runs them, each at its own due time. Every job is idempotent, because a job
-//! whose process dies is claimed again when its lease ends.
+//! whose process dies is claimed again when its lease ends. Renewals that come due together run
+//! in batches (see [`run_due`]), a few statements for the whole batch instead of a few dozen per
+//! renewal.
 
 use std::time::Duration;
 
+use rebill_billing::lifecycle::DueKind;
 use rebill_store::jobs::Job;
 use rebill_store::{Site, StoreError};
 
@@ -27,16 +30,36 @@ pub enum JobError {
     Failed(String),
 }
 
-/// Runs one job at its due time.
-async fn run_job(state: &AppState, job: &Job) -> Result<(), JobError> {
-    match job.kind.as_str() {
-        "dunning" => crate::billing::run_dunning(state, job).await,
-        _ => crate::subscriptions::run_job(state, job).await,
+/// Runs one job at its due time (`site`: the job's site, if it still exists).
+async fn run_job(state: &AppState, site: Option<&Site>, job: &Job) -> Result<(), JobError> {
+    match (job.kind.as_str(), site) {
+        (crate::billing::DUNNING_JOB, _) => crate::billing::run_dunning(state, job).await,
+        (_, Some(site)) => crate::subscriptions::run_job(state, site, job).await,
+        (_, None) => Err(JobError::Failed(format!("site {} is missing", job.site_id))),
     }
+}
+
+/// Records the outcome of a claimed job: done, or failed and retried after [`RETRY_SECONDS`].
+pub(crate) async fn settle(state: &AppState, job: &Job, outcome: Result<(), JobError>) -> Result<(), StoreError> {
+    match outcome {
+        Ok(()) => {
+            state.store.complete_job(job, state.clock.now()).await?;
+        }
+        Err(e) => {
+            tracing::warn!(job = job.id, kind = %job.kind, subject = %job.subject, error = %e, "job failed");
+            state.store.fail_job(job, &e.to_string(), state.clock.now() + RETRY_SECONDS).await?;
+        }
+    }
+    Ok(())
 }
 
 /// Runs every job that is due now (for one site, or all), in due order, until none is left;
 /// returns how many ran. Jobs scheduled by the jobs themselves run too when they are due.
+///
+/// Consecutive renewal jobs of one site are offered to [`crate::subscriptions::run_renewals`],
+/// which runs the first of them that are plain renewals together (one statement per step for
+/// all of them); the job where it stops, and every other job, runs alone. Either way jobs
+/// finish in due order.
 pub async fn run_due(state: &AppState, site: Option<&Site>) -> Result<usize, StoreError> {
     let mut ran = 0;
     loop {
@@ -45,17 +68,30 @@ pub async fn run_due(state: &AppState, site: Option<&Site>) -> Result<usize, Sto
         if jobs.is_empty() {
             return Ok(ran);
         }
-        for job in jobs {
-            ran += 1;
-            match run_job(state, &job).await {
-                Ok(()) => {
-                    state.store.complete_job(&job, state.clock.now()).await?;
+        let sites = match site {
+            Some(site) => vec![site.clone()],
+            None => state.store.sites().await?,
+        };
+        let mut rest = jobs.as_slice();
+        let renewal = DueKind::Renewal.name();
+        while let Some(job) = rest.first() {
+            let site = sites.iter().find(|s| s.id == job.site_id);
+            let together = match site {
+                Some(site) if job.kind == renewal => {
+                    let run = rest.iter().take_while(|j| j.site_id == site.id && j.kind == renewal).count();
+                    crate::subscriptions::run_renewals(state, site, &rest[..run]).await?
                 }
-                Err(e) => {
-                    tracing::warn!(job = job.id, kind = %job.kind, subject = %job.subject, error = %e, "job failed");
-                    state.store.fail_job(&job, &e.to_string(), state.clock.now() + RETRY_SECONDS).await?;
-                }
-            }
+                _ => 0,
+            };
+            let done = if together > 0 {
+                together
+            } else {
+                let outcome = run_job(state, site, job).await;
+                settle(state, job, outcome).await?;
+                1
+            };
+            ran += done;
+            rest = &rest[done..];
         }
     }
 }

@@ -20,11 +20,15 @@
 //! integer type to both backends). Lists use the keyset paging of [`crate::list`].
 
 use sqlx::Row;
-use sqlx::any::AnyRow;
+use sqlx::any::{AnyArguments, AnyRow};
+use sqlx::query::Query;
 
-use crate::billing_info::{BillingFields, FIELD_COLUMNS, PaymentKind, bind_fields, fields_from_row};
+use crate::billing_info::{BillingFields, FIELD_COLUMNS, PaymentKind, bind_fields, fields_from_row, kind_from_row};
 use crate::list::{Arg, Conditions, Page, PageRequest, Position, Sort, into_page, order_and_limit};
+use crate::subscriptions::{Work, placeholders};
 use crate::{Store, StoreError, flag, get_flag};
+
+type AnyQuery<'q> = Query<'q, sqlx::Any, AnyArguments<'q>>;
 
 /// The number of a site's first invoice.
 pub const FIRST_INVOICE_NUMBER: i64 = 1001;
@@ -376,6 +380,35 @@ pub struct TransactionFilter {
     pub actions: Vec<String>,
 }
 
+/// An account's stored payment method as charging it needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredPayment {
+    pub kind: PaymentKind,
+    /// The billing info's non-secret fields (a transaction's snapshot).
+    pub fields: BillingFields,
+    /// The gateway's reference of the stored method, if it has one.
+    pub gateway_reference: Option<String>,
+}
+
+/// The paying side of an account ([`Work::payers`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Payer {
+    pub account_id: i64,
+    pub account: AccountSnapshot,
+    /// `None` without billing info.
+    pub payment: Option<StoredPayment>,
+}
+
+/// One invoice for [`Work::create_invoices`].
+#[derive(Debug, Clone, Copy)]
+pub struct InvoiceDraft<'a> {
+    pub invoice: &'a NewInvoice,
+    /// Its line items, all new.
+    pub lines: &'a [NewAdjustment],
+    /// Creation time (site clock).
+    pub now: i64,
+}
+
 // ---- rows ----
 
 const INVOICE_COLUMNS: &str = "id, uuid, site_id, account_id, \
@@ -486,23 +519,19 @@ fn adjustment_from_row(row: &AnyRow) -> Result<Adjustment, StoreError> {
     })
 }
 
-async fn insert_adjustment<'c, E>(
-    executor: E,
+/// Binds an adjustment's [`ADJUSTMENT_INSERT`] values.
+fn bind_adjustment<'q>(
+    query: AnyQuery<'q>,
+    uuid: String,
     site_id: i64,
     invoice_id: Option<i64>,
     line: &NewAdjustment,
     now: i64,
-) -> Result<i64, StoreError>
-where
-    E: sqlx::Executor<'c, Database = sqlx::Any>,
-{
-    let placeholders: Vec<String> = (1..=31).map(|i| format!("${i}")).collect();
-    let sql =
-        format!("INSERT INTO adjustments ({ADJUSTMENT_INSERT}) VALUES ({}) RETURNING id", placeholders.join(", "));
+) -> AnyQuery<'q> {
     let state = if invoice_id.is_some() { AdjustmentState::Invoiced } else { AdjustmentState::Pending };
     let e = line.engine.as_ref();
-    let row = sqlx::query(&sql)
-        .bind(new_uuid())
+    query
+        .bind(uuid)
         .bind(site_id)
         .bind(line.account_id)
         .bind(invoice_id)
@@ -533,9 +562,150 @@ where
         .bind(e.and_then(|e| e.proration).map(|p| p.1))
         .bind(now)
         .bind(now)
-        .fetch_one(executor)
-        .await?;
+}
+
+/// Values an adjustment binds ([`ADJUSTMENT_INSERT`]).
+const ADJUSTMENT_VALUES: usize = 31;
+
+async fn insert_adjustment<'c, E>(
+    executor: E,
+    site_id: i64,
+    invoice_id: Option<i64>,
+    line: &NewAdjustment,
+    now: i64,
+) -> Result<i64, StoreError>
+where
+    E: sqlx::Executor<'c, Database = sqlx::Any>,
+{
+    let sql = format!(
+        "INSERT INTO adjustments ({ADJUSTMENT_INSERT}) VALUES ({}) RETURNING id",
+        placeholders(ADJUSTMENT_VALUES, 1)
+    );
+    let row =
+        bind_adjustment(sqlx::query(&sql), new_uuid(), site_id, invoice_id, line, now).fetch_one(executor).await?;
     Ok(row.try_get("id")?)
+}
+
+/// The columns [`bind_invoice`] binds, in order.
+const INVOICE_INSERT: &str = "uuid, site_id, account_id, invoice_number, state, origin, currency, \
+     subtotal_before_discount, discount, subtotal_after_discount, tax, total, paid, balance, net_terms, due_on, \
+     collection_method, po_number, customer_notes, terms_and_conditions, vat_reverse_charge_notes, \
+     attempt_next_collection_at, closed_at, created_at, updated_at";
+
+/// Values an invoice binds ([`INVOICE_INSERT`]).
+const INVOICE_VALUES: usize = 25;
+
+/// Binds an invoice's [`INVOICE_INSERT`] values.
+fn bind_invoice<'q>(
+    query: AnyQuery<'q>,
+    uuid: String,
+    site_id: i64,
+    number: i64,
+    new: &NewInvoice,
+    now: i64,
+) -> AnyQuery<'q> {
+    let a = &new.amounts;
+    let t = &new.terms;
+    query
+        .bind(uuid)
+        .bind(site_id)
+        .bind(new.account_id)
+        .bind(number)
+        .bind(new.state.as_str())
+        .bind(new.origin.clone())
+        .bind(new.currency.clone())
+        .bind(a.subtotal_before_discount)
+        .bind(a.discount)
+        .bind(a.subtotal_after_discount)
+        .bind(a.tax)
+        .bind(a.total)
+        .bind(a.paid)
+        .bind(a.balance)
+        .bind(t.net_terms)
+        .bind(new.due_on)
+        .bind(t.collection_method.as_str())
+        .bind(t.po_number.clone())
+        .bind(t.customer_notes.clone())
+        .bind(t.terms_and_conditions.clone())
+        .bind(t.vat_reverse_charge_notes.clone())
+        .bind(new.attempt_next_collection_at)
+        .bind(new.closed_at)
+        .bind(now)
+        .bind(now)
+}
+
+/// The columns [`bind_transaction`] binds before the billing fields, in order.
+const TRANSACTION_INSERT: [&str; 26] = [
+    "uuid",
+    "idempotency_key",
+    "site_id",
+    "account_id",
+    "invoice_id",
+    "subscription_uuid",
+    "action",
+    "amount",
+    "tax",
+    "currency",
+    "status",
+    "kind",
+    "payment_method",
+    "source",
+    "origin",
+    "recurring",
+    "test",
+    "gateway_type",
+    "description",
+    "account_code",
+    "account_first_name",
+    "account_last_name",
+    "account_company",
+    "account_email",
+    "created_at",
+    "updated_at",
+];
+
+/// Every column a new transaction writes: [`TRANSACTION_INSERT`], then [`FIELD_COLUMNS`].
+fn transaction_insert() -> Vec<&'static str> {
+    TRANSACTION_INSERT.iter().copied().chain(FIELD_COLUMNS).collect()
+}
+
+/// Binds a new (`processing`) transaction's values in [`transaction_insert`] order.
+fn bind_transaction<'q>(
+    query: AnyQuery<'q>,
+    uuid: String,
+    site_id: i64,
+    new: &NewTransaction,
+    now: i64,
+) -> AnyQuery<'q> {
+    let a = &new.account;
+    let query = query
+        .bind(uuid)
+        .bind(new.idempotency_key.clone())
+        .bind(site_id)
+        .bind(new.account_id)
+        .bind(new.invoice_id)
+        .bind(new.subscription_uuid.clone())
+        .bind(new.action.clone())
+        .bind(new.amount)
+        .bind(new.tax)
+        .bind(new.currency.clone())
+        .bind(TransactionStatus::Processing.as_str())
+        .bind(new.kind.as_str())
+        .bind(new.payment_method.clone())
+        .bind(new.source.clone())
+        .bind(new.origin.clone())
+        .bind(flag(new.recurring))
+        .bind(flag(new.test))
+        .bind(new.gateway_type.clone())
+        .bind(new.description.clone())
+        .bind(a.account_code.clone())
+        .bind(a.first_name.clone())
+        .bind(a.last_name.clone())
+        .bind(a.company.clone())
+        .bind(a.email.clone())
+        .bind(now)
+        .bind(now);
+    bind_fields(query, &new.billing)
 }
 
 const TRANSACTION_BASE_COLUMNS: &str = "id, uuid, idempotency_key, site_id, account_id, invoice_id, \
@@ -652,43 +822,14 @@ impl Store {
         .fetch_one(&mut *tx)
         .await?
         .try_get("last_number")?;
-        let a = &new.amounts;
-        let t = &new.terms;
-        let id: i64 = sqlx::query(
-            "INSERT INTO invoices (uuid, site_id, account_id, invoice_number, state, origin, currency, \
-             subtotal_before_discount, discount, subtotal_after_discount, tax, total, paid, balance, net_terms, due_on, \
-             collection_method, po_number, customer_notes, terms_and_conditions, vat_reverse_charge_notes, \
-             attempt_next_collection_at, closed_at, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, \
-             $22, $23, $24, $24) RETURNING id",
-        )
-        .bind(new_uuid())
-        .bind(site_id)
-        .bind(new.account_id)
-        .bind(number)
-        .bind(new.state.as_str())
-        .bind(new.origin.clone())
-        .bind(new.currency.clone())
-        .bind(a.subtotal_before_discount)
-        .bind(a.discount)
-        .bind(a.subtotal_after_discount)
-        .bind(a.tax)
-        .bind(a.total)
-        .bind(a.paid)
-        .bind(a.balance)
-        .bind(t.net_terms)
-        .bind(new.due_on)
-        .bind(t.collection_method.as_str())
-        .bind(t.po_number.clone())
-        .bind(t.customer_notes.clone())
-        .bind(t.terms_and_conditions.clone())
-        .bind(t.vat_reverse_charge_notes.clone())
-        .bind(new.attempt_next_collection_at)
-        .bind(new.closed_at)
-        .bind(now)
-        .fetch_one(&mut *tx)
-        .await?
-        .try_get("id")?;
+        let sql = format!(
+            "INSERT INTO invoices ({INVOICE_INSERT}) VALUES ({}) RETURNING id",
+            placeholders(INVOICE_VALUES, 1)
+        );
+        let id: i64 = bind_invoice(sqlx::query(&sql), new_uuid(), site_id, number, new, now)
+            .fetch_one(&mut *tx)
+            .await?
+            .try_get("id")?;
         for adjustment in attach {
             let done = sqlx::query(
                 "UPDATE adjustments SET invoice_id = $1, state = $2, updated_at = $3 \
@@ -963,66 +1104,10 @@ impl Store {
         new: &NewTransaction,
         now: i64,
     ) -> Result<Transaction, StoreError> {
-        let base = [
-            "uuid",
-            "idempotency_key",
-            "site_id",
-            "account_id",
-            "invoice_id",
-            "subscription_uuid",
-            "action",
-            "amount",
-            "tax",
-            "currency",
-            "status",
-            "kind",
-            "payment_method",
-            "source",
-            "origin",
-            "recurring",
-            "test",
-            "gateway_type",
-            "description",
-            "account_code",
-            "account_first_name",
-            "account_last_name",
-            "account_company",
-            "account_email",
-            "created_at",
-            "updated_at",
-        ];
-        let columns: Vec<&str> = base.iter().copied().chain(FIELD_COLUMNS).collect();
-        let placeholders: Vec<String> = (1..=columns.len()).map(|i| format!("${i}")).collect();
-        let sql = format!("INSERT INTO transactions ({}) VALUES ({})", columns.join(", "), placeholders.join(", "));
-        let a = &new.account;
-        let query = sqlx::query(&sql)
-            .bind(new_uuid())
-            .bind(new.idempotency_key.clone())
-            .bind(site_id)
-            .bind(new.account_id)
-            .bind(new.invoice_id)
-            .bind(new.subscription_uuid.clone())
-            .bind(new.action.clone())
-            .bind(new.amount)
-            .bind(new.tax)
-            .bind(new.currency.clone())
-            .bind(TransactionStatus::Processing.as_str())
-            .bind(new.kind.as_str())
-            .bind(new.payment_method.clone())
-            .bind(new.source.clone())
-            .bind(new.origin.clone())
-            .bind(flag(new.recurring))
-            .bind(flag(new.test))
-            .bind(new.gateway_type.clone())
-            .bind(new.description.clone())
-            .bind(a.account_code.clone())
-            .bind(a.first_name.clone())
-            .bind(a.last_name.clone())
-            .bind(a.company.clone())
-            .bind(a.email.clone())
-            .bind(now)
-            .bind(now);
-        match bind_fields(query, &new.billing).execute(&self.pool).await {
+        let columns = transaction_insert();
+        let sql =
+            format!("INSERT INTO transactions ({}) VALUES ({})", columns.join(", "), placeholders(columns.len(), 1));
+        match bind_transaction(sqlx::query(&sql), new_uuid(), site_id, new, now).execute(&self.pool).await {
             Ok(_) => {}
             Err(e) if is_unique_violation(&e) => {}
             Err(e) => return Err(e.into()),
@@ -1113,6 +1198,239 @@ impl Store {
         let rows = conditions.bind(sqlx::query(&sql)).fetch_all(&self.reads).await?;
         let items = rows.iter().map(transaction_from_row).collect::<Result<Vec<_>, _>>()?;
         Ok(into_page(items, page, total, |t| t.position(page.sort)))
+    }
+}
+
+impl Work {
+    /// The site's accounts with these codes, each with its billing info's payment method.
+    pub async fn payers(&mut self, site_id: i64, account_codes: &[&str]) -> Result<Vec<Payer>, StoreError> {
+        if account_codes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let fields: Vec<String> = FIELD_COLUMNS.iter().map(|c| format!("b.{c}")).collect();
+        let sql = format!(
+            "SELECT a.id AS account_id, a.account_code, a.first_name AS account_first_name, \
+             a.last_name AS account_last_name, a.company_name AS account_company, a.email AS account_email, \
+             b.kind, {}, b.gateway_reference FROM accounts a LEFT JOIN billing_infos b ON b.account_id = a.id \
+             WHERE a.site_id = {} AND a.account_code IN ({})",
+            fields.join(", "),
+            self.params(1, 1),
+            self.params(account_codes.len(), 2)
+        );
+        let mut query = sqlx::query(&sql).bind(site_id);
+        for code in account_codes {
+            query = query.bind(*code);
+        }
+        let rows = query.fetch_all(&mut *self.tx).await?;
+        rows.iter()
+            .map(|row| {
+                let payment = match row.try_get::<Option<String>, _>("kind")? {
+                    Some(_) => Some(StoredPayment {
+                        kind: kind_from_row(row)?,
+                        fields: fields_from_row(row)?,
+                        gateway_reference: row.try_get("gateway_reference")?,
+                    }),
+                    None => None,
+                };
+                Ok(Payer {
+                    account_id: row.try_get("account_id")?,
+                    account: AccountSnapshot {
+                        account_code: row.try_get("account_code")?,
+                        first_name: row.try_get("account_first_name")?,
+                        last_name: row.try_get("account_last_name")?,
+                        company: row.try_get("account_company")?,
+                        email: row.try_get("account_email")?,
+                    },
+                    payment,
+                })
+            })
+            .collect()
+    }
+
+    /// Every adjustment of these subscriptions (pending or invoiced), oldest first, as
+    /// [`Store::subscription_adjustments`] gives them for one.
+    pub async fn subscriptions_adjustments(
+        &mut self,
+        subscription_uuids: &[&str],
+    ) -> Result<Vec<Adjustment>, StoreError> {
+        if subscription_uuids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT {ADJUSTMENT_COLUMNS} FROM adjustments WHERE subscription_uuid IN ({}) ORDER BY created_at, id",
+            self.params(subscription_uuids.len(), 1)
+        );
+        let mut query = sqlx::query(&sql);
+        for uuid in subscription_uuids {
+            query = query.bind(*uuid);
+        }
+        query.fetch_all(&mut *self.tx).await?.iter().map(adjustment_from_row).collect()
+    }
+
+    /// Creates invoices as [`Store::create_invoice`] does (without pending adjustments to take),
+    /// numbered in order with the site's next numbers; answers each with its line items.
+    pub async fn create_invoices(
+        &mut self,
+        site_id: i64,
+        drafts: &[InvoiceDraft<'_>],
+    ) -> Result<Vec<(Invoice, Vec<Adjustment>)>, StoreError> {
+        if drafts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let count = i64::try_from(drafts.len()).map_err(|_| StoreError::Invalid("too many invoices".into()))?;
+        let last: i64 = sqlx::query(
+            "INSERT INTO invoice_counters (site_id, last_number) VALUES ($1, $2) \
+             ON CONFLICT (site_id) DO UPDATE SET last_number = invoice_counters.last_number + $3 \
+             RETURNING last_number",
+        )
+        .bind(site_id)
+        .bind(FIRST_INVOICE_NUMBER + count - 1)
+        .bind(count)
+        .fetch_one(&mut *self.tx)
+        .await?
+        .try_get("last_number")?;
+        let uuids: Vec<String> = drafts.iter().map(|_| new_uuid()).collect();
+        let sql = format!(
+            "INSERT INTO invoices ({INVOICE_INSERT}) VALUES {} RETURNING {INVOICE_COLUMNS}",
+            self.rows(drafts.len(), INVOICE_VALUES, 1)
+        );
+        let mut query = sqlx::query(&sql);
+        for ((number, draft), uuid) in (last - count + 1..).zip(drafts).zip(&uuids) {
+            query = bind_invoice(query, uuid.clone(), site_id, number, draft.invoice, draft.now);
+        }
+        let mut invoices =
+            query.fetch_all(&mut *self.tx).await?.iter().map(invoice_from_row).collect::<Result<Vec<_>, _>>()?;
+        invoices.sort_by_key(|i| i.invoice_number);
+        if invoices.iter().map(|i| &i.uuid).ne(uuids.iter()) {
+            return Err(StoreError::Invalid("the invoices inserted are not the invoices drafted".into()));
+        }
+        let lines: Vec<(i64, &NewAdjustment, i64, String)> = invoices
+            .iter()
+            .zip(drafts)
+            .flat_map(|(invoice, draft)| draft.lines.iter().map(move |l| (invoice.id, l, draft.now, new_uuid())))
+            .collect();
+        let mut made: Vec<Adjustment> = Vec::new();
+        if !lines.is_empty() {
+            let sql = format!(
+                "INSERT INTO adjustments ({ADJUSTMENT_INSERT}) VALUES {} RETURNING {ADJUSTMENT_COLUMNS}",
+                self.rows(lines.len(), ADJUSTMENT_VALUES, 1)
+            );
+            let mut query = sqlx::query(&sql);
+            for (invoice_id, line, now, uuid) in &lines {
+                query = bind_adjustment(query, uuid.clone(), site_id, Some(*invoice_id), line, *now);
+            }
+            made = query.fetch_all(&mut *self.tx).await?.iter().map(adjustment_from_row).collect::<Result<_, _>>()?;
+            made.sort_by_key(|a| a.id);
+        }
+        Ok(invoices
+            .into_iter()
+            .map(|invoice| {
+                let own = made.iter().filter(|a| a.invoice_id == Some(invoice.id)).cloned().collect();
+                (invoice, own)
+            })
+            .collect())
+    }
+
+    /// Records new transactions (status `processing`) before the gateway is called, as
+    /// [`Store::begin_transaction`] does; answers them in the order given. An idempotency key
+    /// already recorded fails the whole work (a database error).
+    pub async fn begin_transactions(
+        &mut self,
+        site_id: i64,
+        new: &[(&NewTransaction, i64)],
+    ) -> Result<Vec<Transaction>, StoreError> {
+        if new.is_empty() {
+            return Ok(Vec::new());
+        }
+        let columns = transaction_insert();
+        let sql = format!(
+            "INSERT INTO transactions ({}) VALUES {} RETURNING {}",
+            columns.join(", "),
+            self.rows(new.len(), columns.len(), 1),
+            transaction_columns()
+        );
+        let mut query = sqlx::query(&sql);
+        for (t, now) in new {
+            query = bind_transaction(query, new_uuid(), site_id, t, *now);
+        }
+        let mut made =
+            query.fetch_all(&mut *self.tx).await?.iter().map(transaction_from_row).collect::<Result<Vec<_>, _>>()?;
+        new.iter()
+            .map(|(t, _)| {
+                let at = made.iter().position(|m| m.new.idempotency_key == t.idempotency_key);
+                at.map(|i| made.swap_remove(i))
+                    .ok_or_else(|| StoreError::Invalid(format!("transaction {} was not recorded", t.idempotency_key)))
+            })
+            .collect()
+    }
+
+    /// Records what the gateway answered for `processing` transactions, as
+    /// [`Store::complete_transaction`] does: (transaction id, result, time). Answers how many
+    /// were still processing (the others stay as they are).
+    pub async fn complete_transactions(
+        &mut self,
+        results: &[(i64, &TransactionResult, i64)],
+    ) -> Result<u64, StoreError> {
+        if results.is_empty() {
+            return Ok(0);
+        }
+        let sql = format!(
+            "UPDATE transactions SET status = v.column2, reference = v.column3, approval_code = v.column4, \
+             message = v.column5, fraud_review = v.column6, error_code = v.column7, error_category = v.column8, \
+             merchant_message = v.column9, customer_message = v.column10, gateway_error_code = v.column11, \
+             cvv_code = v.column12, cvv_message = v.column13, avs_code = v.column14, avs_message = v.column15, \
+             collected_at = v.column16, updated_at = v.column17 FROM (VALUES {}) AS v \
+             WHERE transactions.id = v.column1 AND transactions.status = '{}'",
+            self.rows(results.len(), 17, 1),
+            TransactionStatus::Processing.as_str()
+        );
+        let mut query = sqlx::query(&sql);
+        for (id, r, now) in results {
+            let f = r.failure.as_ref();
+            query = query
+                .bind(*id)
+                .bind(r.status.as_str())
+                .bind(r.reference.clone())
+                .bind(r.approval_code.clone())
+                .bind(r.message.clone())
+                .bind(flag(r.fraud_review))
+                .bind(f.map(|f| f.error_code.clone()))
+                .bind(f.map(|f| f.error_category.clone()))
+                .bind(f.map(|f| f.merchant_message.clone()))
+                .bind(f.map(|f| f.customer_message.clone()))
+                .bind(f.and_then(|f| f.gateway_error_code.clone()))
+                .bind(r.cvv.as_ref().map(|c| c.code.clone()))
+                .bind(r.cvv.as_ref().map(|c| c.message.clone()))
+                .bind(r.avs.as_ref().map(|c| c.code.clone()))
+                .bind(r.avs.as_ref().map(|c| c.message.clone()))
+                .bind(r.collected_at)
+                .bind(*now);
+        }
+        Ok(query.execute(&mut *self.tx).await?.rows_affected())
+    }
+
+    /// Marks open invoices (pending, processing or past due) paid, each at its time, as
+    /// [`Store::set_invoice_state`] does: (invoice id, time). Answers the ids of the invoices
+    /// paid; the others were settled before.
+    pub async fn mark_invoices_paid(&mut self, paid: &[(i64, i64)]) -> Result<Vec<i64>, StoreError> {
+        if paid.is_empty() {
+            return Ok(Vec::new());
+        }
+        let open = [InvoiceState::Pending, InvoiceState::Processing, InvoiceState::PastDue]
+            .map(|s| format!("'{}'", s.as_str()))
+            .join(", ");
+        let sql = format!(
+            "UPDATE invoices SET state = '{}', paid = invoices.total, balance = 0, attempt_next_collection_at = NULL, \
+             closed_at = v.column2, updated_at = v.column2 FROM (VALUES {}) AS v \
+             WHERE invoices.id = v.column1 AND invoices.state IN ({open}) RETURNING invoices.id",
+            InvoiceState::Paid.as_str(),
+            self.rows(paid.len(), 2, 1)
+        );
+        let mut query = sqlx::query(&sql);
+        for (id, at) in paid {
+            query = query.bind(*id).bind(*at);
+        }
+        query.fetch_all(&mut *self.tx).await?.iter().map(|r| r.try_get("id").map_err(StoreError::from)).collect()
     }
 }
 
@@ -1387,6 +1705,106 @@ mod tests {
             assert_eq!(store.list_transactions(s, &declined, &PageRequest::default()).await.expect("list").total, 1);
             let refunds = TransactionFilter { actions: vec!["refund".into()], ..TransactionFilter::default() };
             assert_eq!(store.list_transactions(s, &refunds, &PageRequest::default()).await.expect("list").total, 0);
+        }
+    }
+    #[tokio::test]
+    async fn work_creates_collects_and_pays_many_invoices_at_once() {
+        for store in both("invoicing_work").await {
+            let s = site(&store, "a").await;
+            let paying = store.create_account(s, "c1", &AccountFields::default(), NOW).await.expect("account");
+            let other = store.create_account(s, "c2", &AccountFields::default(), NOW).await.expect("account");
+            let fields = BillingFields { last_four: Some("1111".into()), ..BillingFields::default() };
+            store
+                .save_billing_info(s, paying.id, PaymentKind::CreditCard, &fields, Some("ref-1"), NOW)
+                .await
+                .expect("billing info");
+            // The site already has an invoice: the work's invoices take the next numbers.
+            store.create_invoice(s, &invoice(other.id, 1), &[], &[], NOW).await.expect("invoice");
+
+            let mut work = store.begin_work().await.expect("work");
+            let mut payers = work.payers(s, &["c1", "c2", "nope"]).await.expect("payers");
+            payers.sort_by_key(|p| p.account_id);
+            assert_eq!(payers.len(), 2);
+            assert_eq!((payers[0].account_id, payers[0].account.account_code.as_str()), (paying.id, "c1"));
+            let payment = payers[0].payment.clone().expect("billing info");
+            assert_eq!(
+                (payment.kind, payment.fields, payment.gateway_reference.as_deref()),
+                (PaymentKind::CreditCard, fields.clone(), Some("ref-1"))
+            );
+            assert_eq!(payers[1].payment, None);
+
+            let mut line = charge(paying.id, 700);
+            line.subscription_uuid = Some("sub9".into());
+            let first = [line.clone()];
+            let second = [line.clone(), charge(paying.id, 300)];
+            let (a, b) = (invoice(paying.id, 700), invoice(paying.id, 1000));
+            let drafts = [
+                InvoiceDraft { invoice: &a, lines: &first, now: NOW + 1 },
+                InvoiceDraft { invoice: &b, lines: &second, now: NOW + 2 },
+            ];
+            let made = work.create_invoices(s, &drafts).await.expect("invoices");
+            assert_eq!(
+                made.iter().map(|(i, l)| (i.invoice_number, i.created_at, l.len())).collect::<Vec<_>>(),
+                [(FIRST_INVOICE_NUMBER + 1, NOW + 1, 1), (FIRST_INVOICE_NUMBER + 2, NOW + 2, 2)]
+            );
+            assert_eq!(work.subscriptions_adjustments(&["sub9"]).await.expect("lines").len(), 2);
+            let new: Vec<NewTransaction> = made
+                .iter()
+                .map(|(i, _)| NewTransaction {
+                    idempotency_key: format!("invoice:{}:0", i.uuid),
+                    account_id: paying.id,
+                    invoice_id: Some(i.id),
+                    subscription_uuid: None,
+                    action: "purchase".into(),
+                    amount: i.amounts.balance,
+                    tax: 0,
+                    currency: "USD".into(),
+                    kind: PaymentKind::CreditCard,
+                    payment_method: "credit_card".into(),
+                    source: "subscription".into(),
+                    origin: "recurring".into(),
+                    recurring: true,
+                    test: true,
+                    gateway_type: "test".into(),
+                    description: None,
+                    account: payers[0].account.clone(),
+                    billing: fields.clone(),
+                })
+                .collect();
+            let begun = work.begin_transactions(s, &[(&new[0], NOW + 1), (&new[1], NOW + 2)]).await.expect("begin");
+            assert_eq!(begun.iter().map(|t| &t.new).collect::<Vec<_>>(), new.iter().collect::<Vec<_>>());
+            assert!(begun.iter().all(|t| t.status() == TransactionStatus::Processing));
+            let approved = TransactionResult {
+                status: TransactionStatus::Success,
+                reference: Some("r".into()),
+                approval_code: Some("A".into()),
+                message: Some("ok".into()),
+                fraud_review: false,
+                failure: None,
+                cvv: None,
+                avs: Some(Check { code: "Y".into(), message: "match".into() }),
+                collected_at: Some(NOW + 3),
+            };
+            let results = [(begun[0].id, &approved, NOW + 3), (begun[1].id, &approved, NOW + 3)];
+            assert_eq!(work.complete_transactions(&results).await.expect("complete"), 2);
+            assert_eq!(work.complete_transactions(&results).await.expect("again"), 0, "completed once");
+            let paid = work.mark_invoices_paid(&[(made[0].0.id, NOW + 4)]).await.expect("paid");
+            assert_eq!(paid, [made[0].0.id]);
+            work.commit().await.expect("commit");
+
+            // What the work made reads back as the one-at-a-time methods make it.
+            for (invoice, lines) in &made {
+                assert_eq!(store.invoice_lines(invoice.id).await.expect("lines"), *lines);
+            }
+            let settled = store.invoice_by_id(made[0].0.id).await.expect("read").expect("exists");
+            assert_eq!(
+                (settled.state, settled.amounts.paid, settled.amounts.balance, settled.closed_at),
+                (InvoiceState::Paid, 700, 0, Some(NOW + 4))
+            );
+            assert_eq!(store.invoice_by_id(made[1].0.id).await.expect("read"), Some(made[1].0.clone()));
+            let stored = store.transaction(s, &begun[1].uuid).await.expect("read").expect("exists");
+            assert_eq!((&stored.result, stored.updated_at, &stored.new), (&approved, NOW + 3, &new[1]));
+            assert_eq!(store.begin_transaction(s, &new[0], NOW + 9).await.expect("same key").id, begun[0].id);
         }
     }
 }

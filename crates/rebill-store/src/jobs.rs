@@ -10,6 +10,7 @@
 
 use sqlx::Row;
 
+use crate::subscriptions::Work;
 use crate::{Backend, Site, Store, StoreError, keys};
 
 /// One scheduled piece of work.
@@ -160,6 +161,33 @@ impl Store {
     }
 }
 
+impl Work {
+    /// [`Store::complete_job`] for several claimed jobs: marks done those whose claim is still
+    /// their latest; answers how many.
+    pub async fn complete_jobs(&mut self, jobs: &[&Job], service_now: i64) -> Result<u64, StoreError> {
+        let mut tokens: Vec<Option<&str>> = jobs.iter().map(|j| j.claim_token.as_deref()).collect();
+        tokens.sort_unstable();
+        tokens.dedup();
+        let mut done = 0;
+        for token in tokens {
+            let ids: Vec<i64> = jobs.iter().filter(|j| j.claim_token.as_deref() == token).map(|j| j.id).collect();
+            let sql = format!(
+                "UPDATE jobs SET done_at = {}, claimed_until = NULL, last_error = NULL \
+                 WHERE claim_token = {} AND id IN ({})",
+                self.params(1, 1),
+                self.params(1, 2),
+                self.params(ids.len(), 3)
+            );
+            let mut query = sqlx::query(&sql).bind(service_now).bind(token.map(str::to_owned));
+            for id in ids {
+                query = query.bind(id);
+            }
+            done += query.execute(&mut *self.tx).await?.rows_affected();
+        }
+        Ok(done)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,5 +291,21 @@ mod tests {
         let before = all.len();
         all.dedup();
         assert_eq!((before, all.len()), (60, 60));
+    }
+    #[tokio::test(flavor = "multi_thread")]
+    async fn work_completes_claimed_jobs() {
+        for store in both().await {
+            let a = site(&store, "a").await;
+            for subject in ["s1", "s2", "s3"] {
+                store.schedule_job(a.id, "renewal", subject, NOW).await.expect("schedule");
+            }
+            let claimed = store.claim_due_jobs(Some(&a), NOW, 60, 2).await.expect("claim");
+            let stale = Job { claim_token: Some("old".into()), ..claimed[1].clone() };
+            let mut work = store.begin_work().await.expect("work");
+            assert_eq!(work.complete_jobs(&[&claimed[0], &stale], NOW + 1).await.expect("complete"), 1);
+            work.commit().await.expect("commit");
+            assert!(store.pending_jobs(&claimed[0].subject).await.expect("pending").is_empty());
+            assert_eq!(store.pending_jobs(&claimed[1].subject).await.expect("pending").len(), 1);
+        }
     }
 }

@@ -11,12 +11,16 @@
 //! the charges ([`Store::unbilled_charges`], [`Store::mark_charge_billed`]), then
 //! [`Store::release_subscription`]. Claims have a lease on the service's clock, so a process that
 //! dies holding one blocks the subscription for the lease only.
+//!
+//! The scheduler renews many subscriptions at once in a [`Work`]: one database transaction in
+//! which the same steps run for a whole batch with one statement each (claims, saves, charges,
+//! billing marks, the next jobs), instead of a few statements per subscription.
 
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use crate::list::{Arg, Conditions, Page, PageRequest, Position, Sort, into_page, order_and_limit};
-use crate::{Store, StoreError, flag, get_flag, keys};
+use crate::{Backend, Store, StoreError, flag, get_flag, keys};
 
 /// A stored subscription.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -223,6 +227,70 @@ async fn insert_history(
     Ok(())
 }
 
+/// `$first, $first+1, …`: `n` numbered placeholders.
+pub(crate) fn placeholders(n: usize, first: usize) -> String {
+    (first..first + n).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")
+}
+
+/// A database transaction for work on many rows at once: the scheduler's batches of renewals.
+/// Its methods (here, in [`crate::invoicing`] and [`crate::jobs`]) run on the transaction's
+/// connection with one statement for the whole batch; nothing is visible to other connections
+/// until [`Work::commit`], and dropping the work rolls everything back.
+///
+/// While a `Work` is open, the [`Store`] itself must not be used by the same task: on SQLite the
+/// one writer connection belongs to the work until it ends.
+pub struct Work {
+    pub(crate) tx: sqlx::Transaction<'static, sqlx::Any>,
+    pub(crate) backend: Backend,
+}
+
+impl Work {
+    /// Placeholders of `n` values numbered from `first`: `$first, …` on PostgreSQL and `?, …` on
+    /// SQLite. sqlx matches a numbered SQLite parameter by its name, scanning the statement's
+    /// parameter list for each one, which is quadratic in a statement of thousands of values;
+    /// anonymous ones are taken in order. Every statement of a `Work` therefore numbers its
+    /// values in the order they appear in its text.
+    pub(crate) fn params(&self, n: usize, first: usize) -> String {
+        match self.backend {
+            Backend::Postgres => placeholders(n, first),
+            Backend::Sqlite => vec!["?"; n].join(", "),
+        }
+    }
+
+    /// `(…), (…), …`: `rows` tuples of [`Work::params`] of `columns` values each, numbered from
+    /// `first`, for multi-row `VALUES` lists. A `VALUES` list in `FROM` names its columns
+    /// `column1`, `column2`, … on both backends.
+    pub(crate) fn rows(&self, rows: usize, columns: usize, first: usize) -> String {
+        (0..rows).map(|r| format!("({})", self.params(columns, first + r * columns))).collect::<Vec<_>>().join(", ")
+    }
+
+    /// Makes every change of the work durable and visible at once.
+    pub async fn commit(self) -> Result<(), StoreError> {
+        self.tx.commit().await?;
+        Ok(())
+    }
+}
+
+/// One subscription's change in [`Work::save_subscriptions`].
+#[derive(Debug, Clone, Copy)]
+pub struct SubscriptionSave<'a> {
+    pub claim: &'a SubscriptionClaim,
+    pub change: &'a SubscriptionChange,
+    /// Site time of the change (`updated_at`).
+    pub now: i64,
+}
+
+/// One subscription's scheduled job in [`Work::reschedule_subscriptions`] (see
+/// [`Store::reschedule_subscription`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Reschedule<'a> {
+    pub uuid: &'a str,
+    /// The one pending job to keep or make: kind and due time (site clock); `None` leaves none.
+    pub next: Option<(&'a str, i64)>,
+    /// The job being run (its runner completes it).
+    pub running: Option<i64>,
+}
+
 impl Store {
     /// Stores a new subscription with its first charges, claimed by the caller until it calls
     /// [`Store::release_subscription`] (lease until `locked_until`, service clock). `now` is
@@ -323,10 +391,10 @@ impl Store {
         locked_until: i64,
     ) -> Result<Claimed, StoreError> {
         let token = keys::generate_private_key();
-        let claimed = sqlx::query(
+        let claimed = sqlx::query(&format!(
             "UPDATE subscriptions SET lock_token = $1, locked_until = $2 \
-             WHERE site_id = $3 AND uuid = $4 AND (locked_until IS NULL OR locked_until <= $5) RETURNING id",
-        )
+             WHERE site_id = $3 AND uuid = $4 AND (locked_until IS NULL OR locked_until <= $5) RETURNING {COLUMNS}"
+        ))
         .bind(&token)
         .bind(locked_until)
         .bind(site_id)
@@ -340,11 +408,8 @@ impl Store {
                 None => Claimed::NotFound,
             });
         };
-        let id: i64 = row.try_get("id")?;
-        match self.subscription_by_id(id).await? {
-            Some(record) => Ok(Claimed::Held(SubscriptionClaim { subscription_id: id, token }, Box::new(record))),
-            None => Ok(Claimed::NotFound),
-        }
+        let record = record_from_row(&row)?;
+        Ok(Claimed::Held(SubscriptionClaim { subscription_id: record.id, token }, Box::new(record)))
     }
 
     /// Whether `claim` still holds its subscription (checked before each step that has effects
@@ -380,11 +445,11 @@ impl Store {
         now: i64,
     ) -> Result<Option<SubscriptionRecord>, StoreError> {
         let mut tx = self.pool.begin().await?;
-        let updated = sqlx::query(
+        let updated = sqlx::query(&format!(
             "UPDATE subscriptions SET plan_id = COALESCE($1, plan_id), state = $2, past_due = $3, \
              trial_started_at = $4, trial_ends_at = $5, value = $6, details = $7, version = version + 1, \
-             updated_at = $8 WHERE id = $9 AND lock_token = $10",
-        )
+             updated_at = $8 WHERE id = $9 AND lock_token = $10 RETURNING {COLUMNS}"
+        ))
         .bind(change.plan_id)
         .bind(&change.indexed.state)
         .bind(flag(change.indexed.past_due))
@@ -395,17 +460,17 @@ impl Store {
         .bind(now)
         .bind(claim.subscription_id)
         .bind(&claim.token)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        if updated != 1 {
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = updated else {
             tx.rollback().await?;
             return Ok(None);
-        }
+        };
+        let record = record_from_row(&row)?;
         insert_history(&mut tx, claim.subscription_id, &change.history).await?;
         insert_charges(&mut tx, claim.subscription_id, &change.charges).await?;
         tx.commit().await?;
-        self.subscription_by_id(claim.subscription_id).await
+        Ok(Some(record))
     }
 
     /// Appends history entries of a subscription (e.g. its creation's own entries).
@@ -572,6 +637,246 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Begins a [`Work`] on the writer.
+    pub async fn begin_work(&self) -> Result<Work, StoreError> {
+        Ok(Work { tx: self.pool.begin().await?, backend: self.backend })
+    }
+}
+
+impl Work {
+    /// Claims those of the site's subscriptions with these uuids that no unexpired claim holds at
+    /// `service_now`, until `locked_until` (service clock), with one claim token; answers each
+    /// claim with the record as read after claiming it. Subscriptions not answered are busy or
+    /// do not exist. On PostgreSQL a row another transaction is changing counts as busy
+    /// (`SKIP LOCKED`) instead of being waited for.
+    pub async fn claim_subscriptions(
+        &mut self,
+        site_id: i64,
+        uuids: &[&str],
+        service_now: i64,
+        locked_until: i64,
+    ) -> Result<Vec<(SubscriptionClaim, SubscriptionRecord)>, StoreError> {
+        if uuids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let token = keys::generate_private_key();
+        let lock = if self.backend == Backend::Postgres { " ORDER BY id FOR UPDATE SKIP LOCKED" } else { "" };
+        // `+site_id`: SQLite would otherwise walk the site's index, every subscription of the
+        // site, instead of looking the uuids up.
+        let sql = format!(
+            "UPDATE subscriptions SET lock_token = {}, locked_until = {} WHERE id IN (SELECT id FROM subscriptions \
+             WHERE +site_id = {} AND (locked_until IS NULL OR locked_until <= {}) AND uuid IN ({}){lock}) \
+             RETURNING {COLUMNS}",
+            self.params(1, 1),
+            self.params(1, 2),
+            self.params(1, 3),
+            self.params(1, 4),
+            self.params(uuids.len(), 5)
+        );
+        let mut query = sqlx::query(&sql).bind(&token).bind(locked_until).bind(site_id).bind(service_now);
+        for uuid in uuids {
+            query = query.bind(*uuid);
+        }
+        let rows = query.fetch_all(&mut *self.tx).await?;
+        rows.iter()
+            .map(|row| {
+                let record = record_from_row(row)?;
+                Ok((SubscriptionClaim { subscription_id: record.id, token: token.clone() }, record))
+            })
+            .collect()
+    }
+
+    /// Ends claims (those still held).
+    pub async fn release_subscriptions(&mut self, claims: &[SubscriptionClaim]) -> Result<(), StoreError> {
+        let mut tokens: Vec<&str> = claims.iter().map(|c| c.token.as_str()).collect();
+        tokens.sort_unstable();
+        tokens.dedup();
+        for token in tokens {
+            let ids: Vec<i64> = claims.iter().filter(|c| c.token == token).map(|c| c.subscription_id).collect();
+            let sql = format!(
+                "UPDATE subscriptions SET lock_token = NULL, locked_until = NULL WHERE lock_token = {} AND id IN ({})",
+                self.params(1, 1),
+                self.params(ids.len(), 2)
+            );
+            let mut query = sqlx::query(&sql).bind(token);
+            for id in ids {
+                query = query.bind(id);
+            }
+            query.execute(&mut *self.tx).await?;
+        }
+        Ok(())
+    }
+
+    /// Every charge of these subscriptions, by subscription and then oldest first.
+    pub async fn subscriptions_charges(&mut self, subscription_ids: &[i64]) -> Result<Vec<Charge>, StoreError> {
+        if subscription_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT {CHARGE_COLUMNS} FROM subscription_charges WHERE subscription_id IN ({}) \
+             ORDER BY subscription_id, id",
+            self.params(subscription_ids.len(), 1)
+        );
+        let mut query = sqlx::query(&sql);
+        for id in subscription_ids {
+            query = query.bind(*id);
+        }
+        query.fetch_all(&mut *self.tx).await?.iter().map(charge_from_row).collect()
+    }
+
+    /// Saves changes as [`Store::save_subscription`] does, all or none: when a claim no longer
+    /// holds its subscription, nothing of the work may be committed
+    /// ([`StoreError::Conflict`]). Answers the charges inserted, oldest first.
+    pub async fn save_subscriptions(&mut self, saves: &[SubscriptionSave<'_>]) -> Result<Vec<Charge>, StoreError> {
+        if saves.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "UPDATE subscriptions SET plan_id = COALESCE(v.column3, subscriptions.plan_id), state = v.column4, \
+             past_due = v.column5, trial_started_at = v.column6, trial_ends_at = v.column7, value = v.column8, \
+             details = v.column9, version = subscriptions.version + 1, updated_at = v.column10 \
+             FROM (VALUES {}) AS v WHERE subscriptions.id = v.column1 AND subscriptions.lock_token = v.column2 \
+             RETURNING subscriptions.id",
+            self.rows(saves.len(), 10, 1)
+        );
+        let mut query = sqlx::query(&sql);
+        for s in saves {
+            let c = s.change;
+            query = query
+                .bind(s.claim.subscription_id)
+                .bind(&s.claim.token)
+                .bind(c.plan_id)
+                .bind(&c.indexed.state)
+                .bind(flag(c.indexed.past_due))
+                .bind(c.indexed.trial_started_at)
+                .bind(c.indexed.trial_ends_at)
+                .bind(&c.value)
+                .bind(&c.details)
+                .bind(s.now);
+        }
+        let saved = query.fetch_all(&mut *self.tx).await?.len();
+        if saved != saves.len() {
+            return Err(StoreError::Conflict(format!(
+                "{} of {} subscriptions are no longer held by their claims",
+                saves.len() - saved,
+                saves.len()
+            )));
+        }
+        let history: Vec<(i64, &(i64, String))> =
+            saves.iter().flat_map(|s| s.change.history.iter().map(|h| (s.claim.subscription_id, h))).collect();
+        if !history.is_empty() {
+            let sql = format!(
+                "INSERT INTO subscription_history (subscription_id, at, action) VALUES {}",
+                self.rows(history.len(), 3, 1)
+            );
+            let mut query = sqlx::query(&sql);
+            for (id, (at, action)) in history {
+                query = query.bind(id).bind(*at).bind(action);
+            }
+            query.execute(&mut *self.tx).await?;
+        }
+        let charges: Vec<(i64, &NewCharge)> =
+            saves.iter().flat_map(|s| s.change.charges.iter().map(|c| (s.claim.subscription_id, c))).collect();
+        if charges.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "INSERT INTO subscription_charges (subscription_id, origin, at, lines) VALUES {} RETURNING {CHARGE_COLUMNS}",
+            self.rows(charges.len(), 4, 1)
+        );
+        let mut query = sqlx::query(&sql);
+        for (id, c) in charges {
+            query = query.bind(id).bind(&c.origin).bind(c.at).bind(&c.lines);
+        }
+        let mut inserted =
+            query.fetch_all(&mut *self.tx).await?.iter().map(charge_from_row).collect::<Result<Vec<_>, _>>()?;
+        inserted.sort_by_key(|c| c.id);
+        Ok(inserted)
+    }
+
+    /// [`Store::mark_charge_billed`] for several charges.
+    pub async fn mark_charges_billed(&mut self, billed: &[(&Charge, Option<&str>, i64)]) -> Result<(), StoreError> {
+        if billed.is_empty() {
+            return Ok(());
+        }
+        let sql = format!(
+            "UPDATE subscription_charges SET invoice_ref = v.column2, billed_at = v.column3 FROM (VALUES {}) AS v \
+             WHERE subscription_charges.id = v.column1 AND subscription_charges.billed_at IS NULL",
+            self.rows(billed.len(), 3, 1)
+        );
+        let mut query = sqlx::query(&sql);
+        for (charge, invoice, now) in billed {
+            query = query.bind(charge.id).bind(invoice.map(str::to_owned)).bind(*now);
+        }
+        query.execute(&mut *self.tx).await?;
+        // A subscription's last invoice is the one of its last charge marked.
+        let mut last: Vec<(i64, &str)> = Vec::new();
+        for (charge, invoice, _) in billed {
+            if let Some(invoice) = invoice {
+                last.retain(|(id, _)| *id != charge.subscription_id);
+                last.push((charge.subscription_id, invoice));
+            }
+        }
+        if last.is_empty() {
+            return Ok(());
+        }
+        let sql = format!(
+            "UPDATE subscriptions SET last_invoice = v.column2 FROM (VALUES {}) AS v WHERE subscriptions.id = v.column1",
+            self.rows(last.len(), 2, 1)
+        );
+        let mut query = sqlx::query(&sql);
+        for (id, invoice) in last {
+            query = query.bind(id).bind(invoice);
+        }
+        query.execute(&mut *self.tx).await?;
+        Ok(())
+    }
+
+    /// [`Store::reschedule_subscription`] for several subscriptions of the site (distinct uuids).
+    pub async fn reschedule_subscriptions(&mut self, site_id: i64, jobs: &[Reschedule<'_>]) -> Result<(), StoreError> {
+        if jobs.is_empty() {
+            return Ok(());
+        }
+        // The uuid list lets the pending-subject index find the rows; the VALUES list says which
+        // job of each subject stays.
+        let sql = format!(
+            "DELETE FROM jobs WHERE subject IN ({}) AND done_at IS NULL AND kind <> 'dunning' AND EXISTS \
+             (SELECT 1 FROM (VALUES {}) AS v WHERE v.column1 = jobs.subject AND v.column2 <> jobs.id \
+             AND NOT (v.column3 = jobs.kind AND v.column4 = jobs.due_at))",
+            self.params(jobs.len(), 1),
+            self.rows(jobs.len(), 4, jobs.len() + 1)
+        );
+        let mut query = sqlx::query(&sql);
+        for j in jobs {
+            query = query.bind(j.uuid);
+        }
+        for j in jobs {
+            query = query
+                .bind(j.uuid)
+                .bind(j.running.unwrap_or(-1))
+                .bind(j.next.map(|(k, _)| k).unwrap_or(""))
+                .bind(j.next.map(|(_, t)| t).unwrap_or(i64::MIN));
+        }
+        query.execute(&mut *self.tx).await?;
+        let next: Vec<(&str, &str, i64)> =
+            jobs.iter().filter_map(|j| j.next.map(|(kind, due_at)| (j.uuid, kind, due_at))).collect();
+        if next.is_empty() {
+            return Ok(());
+        }
+        let sql = format!(
+            "INSERT INTO jobs (site_id, kind, subject, due_at) VALUES {} ON CONFLICT (kind, subject, due_at) DO NOTHING",
+            self.rows(next.len(), 4, 1)
+        );
+        let mut query = sqlx::query(&sql);
+        for (uuid, kind, due_at) in next {
+            query = query.bind(site_id).bind(kind).bind(uuid).bind(due_at);
+        }
+        query.execute(&mut *self.tx).await?;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -672,6 +977,91 @@ mod tests {
             assert_eq!(page.total, 1);
             let activity = store.account_activity(&[store.account(site, "a1").await.expect("a").expect("a")]).await;
             assert!(activity.expect("activity")[0].has_paused_subscription);
+        }
+    }
+    #[tokio::test]
+    async fn work_claims_saves_bills_and_reschedules_many_subscriptions_at_once() {
+        for store in both("subscriptions_work").await {
+            let (site, account, plan) = setup(&store).await;
+            let mut ids = Vec::new();
+            for uuid in ["w1", "w2", "w3"] {
+                let (claim, created) = store
+                    .create_subscription(&record(site, account, plan, uuid, "active"), &[], NOW, NOW + 60)
+                    .await
+                    .expect("create");
+                store.release_subscription(&claim).await.expect("release");
+                store.schedule_job(site, "renewal", uuid, NOW + 100).await.expect("job");
+                ids.push(created.id);
+            }
+            // w3 is busy: only w1 and w2 (and no unknown uuid) are claimed.
+            let Claimed::Held(busy, _) = store.claim_subscription(site, "w3", NOW, NOW + 60).await.expect("claim")
+            else {
+                panic!("free");
+            };
+            let mut work = store.begin_work().await.expect("work");
+            let claimed =
+                work.claim_subscriptions(site, &["w1", "w2", "w3", "nope"], NOW + 1, NOW + 61).await.expect("claim");
+            let mut uuids: Vec<&str> = claimed.iter().map(|(_, r)| r.uuid.as_str()).collect();
+            uuids.sort_unstable();
+            assert_eq!(uuids, ["w1", "w2"]);
+            assert!(claimed.iter().all(|(c, r)| c.subscription_id == r.id && r.version == 0));
+            let changes: Vec<SubscriptionChange> = (0..2)
+                .map(|i| SubscriptionChange {
+                    indexed: Indexed { state: "active".into(), ..Indexed::default() },
+                    value: format!("{{\"v\":{i}}}"),
+                    details: "{}".into(),
+                    history: vec![(NOW + 100, "{\"action\":\"renew\"}".into())],
+                    charges: vec![NewCharge { origin: "renewal".into(), at: NOW + 100, lines: format!("[{i}]") }],
+                    ..SubscriptionChange::default()
+                })
+                .collect();
+            let saves: Vec<SubscriptionSave<'_>> = claimed
+                .iter()
+                .zip(&changes)
+                .map(|((claim, _), change)| SubscriptionSave { claim, change, now: NOW + 100 })
+                .collect();
+            let charges = work.save_subscriptions(&saves).await.expect("save");
+            assert_eq!(charges.len(), 2);
+            assert!(charges.iter().all(|c| c.billed_at.is_none() && c.origin == "renewal"));
+            let numbers = ["1001", "1002"];
+            let billed: Vec<(&Charge, Option<&str>, i64)> =
+                charges.iter().zip(numbers).map(|(c, n)| (c, Some(n), NOW + 100)).collect();
+            work.mark_charges_billed(&billed).await.expect("billed");
+            let jobs: Vec<Reschedule<'_>> = claimed
+                .iter()
+                .map(|(_, r)| Reschedule { uuid: &r.uuid, next: Some(("renewal", NOW + 200)), running: None })
+                .collect();
+            work.reschedule_subscriptions(site, &jobs).await.expect("reschedule");
+            let claims: Vec<SubscriptionClaim> = claimed.iter().map(|(c, _)| c.clone()).collect();
+            work.release_subscriptions(&claims).await.expect("release");
+            work.commit().await.expect("commit");
+
+            for ((claim, before), change) in claimed.iter().zip(&changes) {
+                let after = store.subscription_by_id(claim.subscription_id).await.expect("read").expect("exists");
+                assert_eq!((after.version, &after.value, after.updated_at), (1, &change.value, NOW + 100));
+                assert!(after.last_invoice.is_some());
+                assert_eq!(store.subscription_history(after.id).await.expect("history").len(), 1);
+                assert!(store.unbilled_charges(after.id).await.expect("charges").is_empty());
+                let pending = store.pending_jobs(&before.uuid).await.expect("jobs");
+                assert_eq!(pending.iter().map(|j| j.due_at).collect::<Vec<_>>(), [NOW + 200]);
+                // Released: free for the next change.
+                assert!(matches!(
+                    store.claim_subscription(site, &before.uuid, NOW + 2, NOW + 62).await.expect("claim"),
+                    Claimed::Held(..)
+                ));
+            }
+            // The busy one was left alone.
+            assert!(!store.pending_jobs("w3").await.expect("jobs").is_empty());
+            assert!(store.holds_subscription_claim(&busy).await.expect("held"));
+
+            // A claim that no longer holds its subscription writes nothing of the work.
+            let mut work = store.begin_work().await.expect("work");
+            let lost = SubscriptionClaim { subscription_id: ids[2], token: "not the claim".into() };
+            let saves = [SubscriptionSave { claim: &lost, change: &changes[0], now: NOW + 300 }];
+            assert!(matches!(work.save_subscriptions(&saves).await, Err(StoreError::Conflict(_))));
+            drop(work);
+            let w3 = store.subscription_by_id(ids[2]).await.expect("read").expect("exists");
+            assert_eq!((w3.version, w3.value.as_str()), (0, "{}"));
         }
     }
 }
