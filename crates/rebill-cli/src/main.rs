@@ -445,11 +445,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     (site, target, vault_key_file, json)
                 }
             };
+            let from = site.now(now);
             let site = store.set_site_clock(&site, target, now).await?;
             let vault = rebill_server::tokens::open_vault(vault_key_file.as_deref(), &cli.database)?;
             let state =
                 rebill_server::AppState::new(store, clock.clone(), rebill_server::Config::default()).with_vault(vault);
-            let ran = rebill_server::scheduler::run_due(&state, Some(&site)).await?;
+            let ran =
+                rebill_server::scheduler::catch_up(&state, &site, from, rebill_server::sandbox::CATCH_UP_PATIENCE)
+                    .await?;
             let site_now = chrono::DateTime::<chrono::Utc>::from_timestamp(site.now(clock.now()), 0)
                 .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
                 .unwrap_or_default();

@@ -598,6 +598,35 @@ fn cli_clock(db: &str) {
     assert_eq!(field(&r.body, "current_period_ends_at"), "2027-01-21T08:00:00Z");
 }
 
+/// Months in one clock call with the service's own scheduler running beside it: the call
+/// answers only when every renewal due on the way is done, whoever ran it.
+fn months_in_one_call(db: &str) {
+    let s = serve(db, T0);
+    plan(
+        &s,
+        "daily",
+        100,
+        "<plan_interval_length>1</plan_interval_length><plan_interval_unit>days</plan_interval_unit>",
+    );
+    let uuids: Vec<String> =
+        (0..2).map(|i| uuid_of(&ok(subscribe(&s, &format!("y{i}"), "daily", "4111111111111111", ""), 201))).collect();
+    // 2027-01-15 → 2027-05-15 is 120 days: 120 daily renewals of each subscription.
+    let r = advance(&s, "4months");
+    assert_eq!(field(&r.body, "now"), "2027-05-15T08:00:00Z");
+    assert_eq!(field(&r.body, "jobs_run"), (2 * 120).to_string());
+    for (i, uuid) in uuids.iter().enumerate() {
+        let r = ok(get(&s, &sub_path(uuid)), 200);
+        assert_eq!(field(&r.body, "current_period_started_at"), "2027-05-15T08:00:00Z");
+        assert_eq!(field(&r.body, "current_period_ends_at"), "2027-05-16T08:00:00Z");
+        assert_eq!(totals(db, &format!("y{i}")), vec![100; 121]);
+    }
+}
+
+#[test]
+fn months_in_one_clock_call_on_both_backends() {
+    on_both_backends("subs_months_call", months_in_one_call);
+}
+
 #[test]
 fn cli_clock_runs_due_renewals_on_both_backends() {
     on_both_backends("subs_cli_clock", cli_clock);

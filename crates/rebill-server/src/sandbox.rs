@@ -1,8 +1,12 @@
 //! Sandbox clock control (`POST /sandbox/clock`, outside the v2 API): a sandbox site moves its
 //! own clock on — to a time (`<clock><now>…</now></clock>`) or by an amount
 //! (`<clock><advance>1month</advance></clock>`) — and every job that became due on the way
-//! (renewals, trial ends, pauses, dunning retries) runs, in time order, before the answer.
-//! Authenticated with a private key like the API; read-only keys and production sites get 403.
+//! (renewals, trial ends, pauses, dunning retries) runs, in time order, before the answer —
+//! including jobs other runners had claimed, which are waited for (503 `clock_catching_up` when
+//! they take longer than [`CATCH_UP_PATIENCE`]; the same request again goes on waiting).
+//! `jobs_run` counts the jobs due in the time the clock moved over that are done, whoever ran
+//! them. Authenticated with a private key like the API; read-only keys and production sites get
+//! 403.
 
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
@@ -15,6 +19,9 @@ use rebill_xml::{ApiVersion, Features, Mode, WireContext};
 
 use crate::layers::{basic_key, unauthorized};
 use crate::{AppState, respond, scheduler};
+
+/// How long a clock call waits for due jobs that other runners are running.
+pub const CATCH_UP_PATIENCE: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// A bad `<advance>` value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -95,14 +102,24 @@ pub(crate) async fn clock(State(state): State<AppState>, request: Request) -> Re
         Ok(site) => site,
         Err(e) => return respond::internal(&e),
     };
-    let ran = match scheduler::run_due(&state, Some(&site)).await {
+    let ran = match scheduler::catch_up(&state, &site, current.timestamp(), CATCH_UP_PATIENCE).await {
         Ok(n) => n,
-        Err(e) => return respond::internal(&e),
+        Err(scheduler::CatchUpError::StillRunning(n, _)) => {
+            return respond::error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "clock_catching_up",
+                &format!(
+                    "The clock moved, but {n} jobs due before the new time are still running; send the same \
+                     request again to wait for them."
+                ),
+            );
+        }
+        Err(scheduler::CatchUpError::Store(e)) => return respond::internal(&e),
     };
     let answer = Clock {
         now: DateTime::<Utc>::from_timestamp(site.now(state.clock.now()), 0),
         advance: None,
-        jobs_run: Some(ran as i64),
+        jobs_run: Some(ran),
     };
     respond::resource(StatusCode::OK, &answer, &ctx)
 }

@@ -96,6 +96,36 @@ pub async fn run_due(state: &AppState, site: Option<&Site>) -> Result<usize, Sto
     }
 }
 
+/// Why [`catch_up`] gave up.
+#[derive(Debug, thiserror::Error)]
+pub enum CatchUpError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{0} jobs due before the site's new time were still running elsewhere after {1:?}")]
+    StillRunning(i64, Duration),
+}
+
+/// Runs the site's due work until the site has caught up with its clock: every job due at or
+/// before the site's time is done (or failed and waits for its retry), including jobs that other
+/// runners (the background scheduler, other processes) had claimed; they are waited for, up to
+/// `patience`. Answers how many jobs due after `from` (the site's time before its clock moved)
+/// are done, whoever ran them.
+pub async fn catch_up(state: &AppState, site: &Site, from: i64, patience: Duration) -> Result<i64, CatchUpError> {
+    let started = tokio::time::Instant::now();
+    loop {
+        run_due(state, Some(site)).await?;
+        let until = site.now(state.clock.now());
+        let unfinished = state.store.unfinished_due_jobs(site.id, until).await?;
+        if unfinished == 0 {
+            return Ok(state.store.done_jobs_between(site.id, from, until).await?);
+        }
+        if started.elapsed() >= patience {
+            return Err(CatchUpError::StillRunning(unfinished, patience));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Looks for due work every second until the task is aborted.
 pub async fn run(state: AppState) {
     let mut ticker = tokio::time::interval(Duration::from_secs(1));

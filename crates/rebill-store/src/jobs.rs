@@ -143,6 +143,35 @@ impl Store {
         Ok(())
     }
 
+    /// How many of the site's jobs due at or before `site_now` are not done yet, leaving out
+    /// those that failed and wait for their retry: the work still to run (or running in some
+    /// process) before the site has caught up with its clock.
+    pub async fn unfinished_due_jobs(&self, site_id: i64, site_now: i64) -> Result<i64, StoreError> {
+        let row = sqlx::query(
+            "SELECT COUNT(*) AS n FROM jobs \
+             WHERE site_id = $1 AND done_at IS NULL AND due_at <= $2 AND last_error IS NULL",
+        )
+        .bind(site_id)
+        .bind(site_now)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(row.try_get("n")?)
+    }
+
+    /// How many of the site's jobs due after `after` and at or before `until` are done.
+    pub async fn done_jobs_between(&self, site_id: i64, after: i64, until: i64) -> Result<i64, StoreError> {
+        let row = sqlx::query(
+            "SELECT COUNT(*) AS n FROM jobs \
+             WHERE site_id = $1 AND done_at IS NOT NULL AND due_at > $2 AND due_at <= $3",
+        )
+        .bind(site_id)
+        .bind(after)
+        .bind(until)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(row.try_get("n")?)
+    }
+
     /// Sets a sandbox site's clock so that its "now" is `site_now` at service time
     /// `service_now`; a clock never goes back.
     pub async fn set_site_clock(&self, site: &Site, site_now: i64, service_now: i64) -> Result<Site, StoreError> {
