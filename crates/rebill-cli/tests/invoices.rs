@@ -272,6 +272,38 @@ fn invoices_scenario(db: &str) {
     has(&r, "<invoice_number type=\"integer\">1003</invoice_number>");
 }
 
+/// A manually collected invoice is pending until its due date (net terms) and past due after
+/// it; paying it settles it.
+fn manual_due_scenario(db: &str) {
+    let s = serve(db);
+    create_account(&s, "m1");
+    status(&adjustment(&s, "m1", 5000, 1, "Consulting"), 201);
+    let body =
+        "<invoice><collection_method>manual</collection_method><net_terms type=\"integer\">30</net_terms></invoice>";
+    let r = post(&s, "2.11", "/v2/accounts/m1/invoices", body);
+    status(&r, 201);
+    has(&r, "<state>pending</state>");
+    // Due on T0 + 30 days (`due_on` is shown on sites with Credit Memos).
+    advance(&s, "29days");
+    has(&get(&s, "2.11", "/v2/invoices/1001"), "<state>pending</state>");
+    assert_eq!(count(&s, "/v2/invoices?state=past_due"), 0);
+    advance(&s, "1day");
+    let r = get(&s, "2.11", "/v2/invoices/1001");
+    has(&r, "<state>past_due</state>");
+    assert_eq!(count(&s, "/v2/invoices?state=past_due"), 1);
+    has(&get(&s, "2.11", "/v2/accounts/m1"), "<has_past_due_invoice type=\"boolean\">true</has_past_due_invoice>");
+    // No collection attempt is made for a manual invoice.
+    assert_eq!(count(&s, "/v2/accounts/m1/transactions"), 0);
+    status(&authed(&s, "PUT", "/v2/invoices/1001/mark_successful", &[("X-Api-Version", "2.11")], ""), 200);
+    has(&get(&s, "2.11", "/v2/invoices/1001"), "<state>paid</state>");
+    has(&get(&s, "2.11", "/v2/accounts/m1"), "<has_past_due_invoice type=\"boolean\">false</has_past_due_invoice>");
+}
+
+#[test]
+fn manual_invoices_are_past_due_after_their_net_terms() {
+    on_both_backends("invoices_manual_due", manual_due_scenario);
+}
+
 #[test]
 fn adjustments_are_invoiced_with_exact_totals_and_sequential_numbers() {
     on_both_backends("invoices", invoices_scenario);

@@ -5,8 +5,8 @@ mod sink;
 
 use std::collections::HashSet;
 use std::io::Write;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rebill_mail::{Clock, DEFAULT_FROM, Drained, MailConfig, Mailer, drain_once, run};
@@ -215,14 +215,16 @@ async fn the_loop_drains_the_outbox_every_interval() {
     assert_eq!(received[1].header("From").as_deref(), Some("Billing <billing@shop.example>"));
 }
 
-/// Log lines written while a test runs (current-thread runtime: the spawned loop runs on the
-/// thread whose default subscriber this is).
-#[derive(Clone, Default)]
-struct Logs(Arc<Mutex<Vec<u8>>>);
+thread_local! {
+    static THREAD_LOGS: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
 
-impl Write for Logs {
+/// Writes log lines into the buffer of the thread that logs them.
+struct ThreadLogs;
+
+impl Write for ThreadLogs {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().expect("logs").extend_from_slice(buf);
+        THREAD_LOGS.with(|logs| logs.borrow_mut().extend_from_slice(buf));
         Ok(buf.len())
     }
 
@@ -231,18 +233,30 @@ impl Write for Logs {
     }
 }
 
+/// Log lines written by this test's thread (a current-thread runtime: the spawned loop runs on
+/// it too). One global subscriber serves every test of the binary: a per-thread default
+/// subscriber can miss events when tests on other threads register theirs at the same time.
+struct Logs;
+
 impl Logs {
+    fn capture() -> Logs {
+        static INSTALL: std::sync::Once = std::sync::Once::new();
+        INSTALL.call_once(|| {
+            let subscriber = tracing_subscriber::fmt().with_ansi(false).with_writer(|| ThreadLogs).finish();
+            tracing::subscriber::set_global_default(subscriber).expect("the only global subscriber");
+        });
+        THREAD_LOGS.with(|logs| logs.borrow_mut().clear());
+        Logs
+    }
+
     fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().expect("logs")).into_owned()
+        THREAD_LOGS.with(|logs| String::from_utf8_lossy(&logs.borrow()).into_owned())
     }
 }
 
 #[tokio::test]
 async fn without_smtp_alerts_stay_in_the_outbox_and_are_logged_once() {
-    let logs = Logs::default();
-    let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt().with_ansi(false).with_writer(move || writer.clone()).finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let logs = Logs::capture();
     for store in both("mail_none").await {
         let acme = site(&store, "acme", Some("tech@acme.example")).await;
         let silent = site(&store, "silent", None).await;
@@ -273,10 +287,7 @@ async fn without_smtp_alerts_stay_in_the_outbox_and_are_logged_once() {
 
 #[tokio::test]
 async fn with_smtp_only_alerts_without_recipient_are_logged_as_queued() {
-    let logs = Logs::default();
-    let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt().with_ansi(false).with_writer(move || writer.clone()).finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let logs = Logs::capture();
     let store = Store::connect(&fresh_sqlite_url("mail_announce")).await.expect("sqlite");
     let sink = Sink::start().await;
     let (_, clock) = clock();

@@ -20,7 +20,7 @@
 //! | Outcome | [`Collect::Automatic`] | [`Collect::Once`] | [`Collect::Manual`] |
 //! |---|---|---|---|
 //! | total ≤ 0 | `paid` at once, no transaction | same | same |
-//! | approved | `paid` | `paid` | — (stays `pending`, due after `net_terms` days) |
+//! | approved | `paid` | `paid` | — (`pending`; `past_due` once its due date passes unpaid) |
 //! | declined, or no stored payment method | `past_due`, dunning | `failed` | — |
 //!
 //! # Dunning
@@ -69,6 +69,8 @@ use crate::{AppState, respond};
 pub(crate) const DUNNING_RETRY_DAYS: [i64; 4] = [1, 3, 5, 7];
 /// Kind of the scheduled retry jobs (subject: the invoice's uuid).
 pub(crate) const DUNNING_JOB: &str = "dunning";
+/// Kind of the job that makes a manual invoice past due at its due date.
+pub(crate) const INVOICE_DUE_JOB: &str = "invoice_due";
 
 const DAY: i64 = 86_400;
 
@@ -101,7 +103,8 @@ impl From<BillingError> for JobError {
 /// How a new invoice is collected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Collect {
-    /// Not charged: the invoice stays `pending` until paid otherwise (`mark_successful`).
+    /// Not charged: the invoice stays `pending` until paid otherwise (`mark_successful`), and
+    /// becomes `past_due` when its due date passes unpaid ([`run_invoice_due`]).
     Manual,
     /// Charged now; a decline (or no payment method) makes it `past_due` with dunning retries.
     Automatic,
@@ -352,6 +355,9 @@ pub(crate) async fn invoice(
         return Ok(Invoiced { invoice: paid, lines, transaction: None });
     }
     if collect == Collect::Manual {
+        if let Some(due) = invoice.due_on {
+            state.store.schedule_job(site.id, INVOICE_DUE_JOB, &invoice.uuid, due).await?;
+        }
         return Ok(Invoiced { invoice, lines, transaction: None });
     }
     let source = match source {
@@ -624,6 +630,21 @@ pub(crate) async fn run_dunning(state: &AppState, job: &rebill_store::jobs::Job)
     if after.state == InvoiceState::Failed {
         invoice_failed(state, &after, at).await?;
     }
+    Ok(())
+}
+
+/// A manually collected invoice still `pending` at its due date (`due_on`, after `net_terms`
+/// days) becomes `past_due`: the account then has a past-due invoice. There are no retries (the
+/// customer pays it); `mark_successful` or `mark_failed` settle it. A job whose invoice was
+/// settled meanwhile does nothing.
+pub(crate) async fn run_invoice_due(state: &AppState, job: &rebill_store::jobs::Job) -> Result<(), JobError> {
+    let Some(invoice) = state.store.invoice_by_uuid(&job.subject).await? else { return Ok(()) };
+    if invoice.site_id != job.site_id || invoice.state != InvoiceState::Pending {
+        return Ok(());
+    }
+    let change =
+        InvoiceChange { state: InvoiceState::PastDue, attempt_next_collection_at: None, collection_attempts: None };
+    state.store.set_invoice_state(invoice.id, &[InvoiceState::Pending], change, job.due_at).await?;
     Ok(())
 }
 

@@ -34,6 +34,7 @@ pub enum JobError {
 async fn run_job(state: &AppState, site: Option<&Site>, job: &Job) -> Result<(), JobError> {
     match (job.kind.as_str(), site) {
         (crate::billing::DUNNING_JOB, _) => crate::billing::run_dunning(state, job).await,
+        (crate::billing::INVOICE_DUE_JOB, _) => crate::billing::run_invoice_due(state, job).await,
         (_, Some(site)) => crate::subscriptions::run_job(state, site, job).await,
         (_, None) => Err(JobError::Failed(format!("site {} is missing", job.site_id))),
     }
