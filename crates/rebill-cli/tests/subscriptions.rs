@@ -796,6 +796,14 @@ fn two_processes_never_bill_a_renewal_twice() {
     std::thread::sleep(std::time::Duration::from_millis(1200));
     let n: usize = sql(&db, "SELECT CAST(COUNT(*) AS TEXT) FROM invoices")[0].parse().expect("count");
     assert_eq!(n, expected);
+    // The second process works too: with the first one stopped, it runs the next day's renewals.
+    drop(a);
+    now += 86_400;
+    b.set_clock(now);
+    expected += count;
+    wait_for(expected);
+    let n: usize = sql(&db, "SELECT CAST(COUNT(*) AS TEXT) FROM invoices")[0].parse().expect("count");
+    assert_eq!(n, expected, "the second process alone renewed");
     let duplicates = sql(
         &db,
         "SELECT subscription_uuid FROM adjustments WHERE origin = 'plan' \
