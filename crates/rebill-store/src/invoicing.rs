@@ -1128,28 +1128,12 @@ impl Store {
         result: &TransactionResult,
         now: i64,
     ) -> Result<Transaction, StoreError> {
-        let f = result.failure.as_ref();
-        sqlx::query(
+        bind_result(sqlx::query(
             "UPDATE transactions SET status = $1, reference = $2, approval_code = $3, message = $4, fraud_review = $5, \
              error_code = $6, error_category = $7, merchant_message = $8, customer_message = $9, \
              gateway_error_code = $10, cvv_code = $11, cvv_message = $12, avs_code = $13, avs_message = $14, \
              collected_at = $15, updated_at = $16 WHERE id = $17 AND status = $18",
-        )
-        .bind(result.status.as_str())
-        .bind(result.reference.clone())
-        .bind(result.approval_code.clone())
-        .bind(result.message.clone())
-        .bind(flag(result.fraud_review))
-        .bind(f.map(|f| f.error_code.clone()))
-        .bind(f.map(|f| f.error_category.clone()))
-        .bind(f.map(|f| f.merchant_message.clone()))
-        .bind(f.map(|f| f.customer_message.clone()))
-        .bind(f.and_then(|f| f.gateway_error_code.clone()))
-        .bind(result.cvv.as_ref().map(|c| c.code.clone()))
-        .bind(result.cvv.as_ref().map(|c| c.message.clone()))
-        .bind(result.avs.as_ref().map(|c| c.code.clone()))
-        .bind(result.avs.as_ref().map(|c| c.message.clone()))
-        .bind(result.collected_at)
+        ), result)
         .bind(now)
         .bind(id)
         .bind(TransactionStatus::Processing.as_str())
@@ -1386,25 +1370,7 @@ impl Work {
         );
         let mut query = sqlx::query(&sql);
         for (id, r, now) in results {
-            let f = r.failure.as_ref();
-            query = query
-                .bind(*id)
-                .bind(r.status.as_str())
-                .bind(r.reference.clone())
-                .bind(r.approval_code.clone())
-                .bind(r.message.clone())
-                .bind(flag(r.fraud_review))
-                .bind(f.map(|f| f.error_code.clone()))
-                .bind(f.map(|f| f.error_category.clone()))
-                .bind(f.map(|f| f.merchant_message.clone()))
-                .bind(f.map(|f| f.customer_message.clone()))
-                .bind(f.and_then(|f| f.gateway_error_code.clone()))
-                .bind(r.cvv.as_ref().map(|c| c.code.clone()))
-                .bind(r.cvv.as_ref().map(|c| c.message.clone()))
-                .bind(r.avs.as_ref().map(|c| c.code.clone()))
-                .bind(r.avs.as_ref().map(|c| c.message.clone()))
-                .bind(r.collected_at)
-                .bind(*now);
+            query = bind_result(query.bind(*id), r).bind(*now);
         }
         Ok(query.execute(&mut *self.tx).await?.rows_affected())
     }
@@ -1432,6 +1398,32 @@ impl Work {
         }
         query.fetch_all(&mut *self.tx).await?.iter().map(|r| r.try_get("id").map_err(StoreError::from)).collect()
     }
+}
+
+/// Binds a transaction result's columns: status, reference, approval_code, message,
+/// fraud_review, the failure's error_code, error_category, merchant_message, customer_message
+/// and gateway_error_code, cvv_code, cvv_message, avs_code, avs_message, collected_at.
+fn bind_result<'q>(
+    query: Query<'q, sqlx::Any, AnyArguments<'q>>,
+    r: &TransactionResult,
+) -> Query<'q, sqlx::Any, AnyArguments<'q>> {
+    let f = r.failure.as_ref();
+    query
+        .bind(r.status.as_str())
+        .bind(r.reference.clone())
+        .bind(r.approval_code.clone())
+        .bind(r.message.clone())
+        .bind(flag(r.fraud_review))
+        .bind(f.map(|f| f.error_code.clone()))
+        .bind(f.map(|f| f.error_category.clone()))
+        .bind(f.map(|f| f.merchant_message.clone()))
+        .bind(f.map(|f| f.customer_message.clone()))
+        .bind(f.and_then(|f| f.gateway_error_code.clone()))
+        .bind(r.cvv.as_ref().map(|c| c.code.clone()))
+        .bind(r.cvv.as_ref().map(|c| c.message.clone()))
+        .bind(r.avs.as_ref().map(|c| c.code.clone()))
+        .bind(r.avs.as_ref().map(|c| c.message.clone()))
+        .bind(r.collected_at)
 }
 
 #[cfg(test)]
