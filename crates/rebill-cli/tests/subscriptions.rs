@@ -64,6 +64,16 @@ fn plan(s: &Server, code: &str, cents: i64, extra: &str) {
     ok(post(s, "/v2/plans", &body), 201);
 }
 
+/// Plan `daily`: 100 cents a day.
+fn daily_plan(s: &Server) {
+    plan(
+        s,
+        "daily",
+        100,
+        "<plan_interval_length>1</plan_interval_length><plan_interval_unit>days</plan_interval_unit>",
+    );
+}
+
 /// Creates a subscription of a new account paying with `card`; answers the reply.
 fn subscribe(s: &Server, account: &str, plan_code: &str, card: &str, extra: &str) -> Reply {
     let token = card_token(s, card);
@@ -577,12 +587,7 @@ fn simultaneous_changes_on_both_backends() {
 
 fn cli_clock(db: &str) {
     let s = serve(db, T0);
-    plan(
-        &s,
-        "daily",
-        100,
-        "<plan_interval_length>1</plan_interval_length><plan_interval_unit>days</plan_interval_unit>",
-    );
+    daily_plan(&s);
     let uuid = uuid_of(&ok(subscribe(&s, "d1", "daily", "4111111111111111", ""), 201));
     let out = s.cli_json(&["clock", "advance", "--site", "sandbox", "3days"]);
     assert_eq!(out["now"], "2027-01-18T08:00:00Z");
@@ -602,12 +607,7 @@ fn cli_clock(db: &str) {
 /// answers only when every renewal due on the way is done, whoever ran it.
 fn months_in_one_call(db: &str) {
     let s = serve(db, T0);
-    plan(
-        &s,
-        "daily",
-        100,
-        "<plan_interval_length>1</plan_interval_length><plan_interval_unit>days</plan_interval_unit>",
-    );
+    daily_plan(&s);
     let uuids: Vec<String> =
         (0..2).map(|i| uuid_of(&ok(subscribe(&s, &format!("y{i}"), "daily", "4111111111111111", ""), 201))).collect();
     // 2027-01-15 → 2027-05-15 is 120 days: 120 daily renewals of each subscription.
@@ -757,12 +757,7 @@ fn two_processes_never_bill_a_renewal_twice() {
             ..Options::default()
         },
     );
-    plan(
-        &a,
-        "daily",
-        100,
-        "<plan_interval_length>1</plan_interval_length><plan_interval_unit>days</plan_interval_unit>",
-    );
+    daily_plan(&a);
     let count = 5;
     for i in 0..count {
         ok(subscribe(&a, &format!("t{i}"), "daily", "4111111111111111", ""), 201);
