@@ -8,12 +8,18 @@ use crate::{BillingInfo, InvoiceRefund, Purchase};
 
 const V2_8: ApiVersion = ApiVersion::new(2, 8);
 
-/// With `token_id`, no other billing-info element may be sent.
+/// Elements a `<billing_info>` may carry beside `token_id`. `currency` is not payment data (it
+/// names the verification's currency, with or without a token), and released clients send it on
+/// every billing info (the Python client from 2.2.20, default `USD`).
+const BESIDE_TOKEN: [&str; 2] = ["token_id", "currency"];
+
+/// With `token_id`, no payment data (card, bank account, names, address) may be sent: the token
+/// holds it.
 pub fn billing_info(b: &BillingInfo, v: &mut Validation<'_>, path: &str) {
     if b.token_id.is_none() {
         return;
     }
-    for element in b.given().into_iter().filter(|e| *e != "token_id") {
+    for element in b.given().into_iter().filter(|e| !BESIDE_TOKEN.contains(e)) {
         v.add(path, element, "invalid", "is not allowed together with token_id");
     }
 }
@@ -51,5 +57,45 @@ pub fn purchase(p: &Purchase, v: &mut Validation<'_>, path: &str) {
         }
     } else if p.subscriptions.as_ref().is_some_and(|s| s.len() > 1) {
         v.add(path, "subscriptions", "invalid", "holds at most one subscription before API version 2.8");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rebill_xml::{ApiVersion, Features, Mode, WireContext, from_xml};
+
+    use crate::BillingInfo;
+    use crate::validate::{Operation, validate};
+
+    /// The field paths refused when `doc` is validated as a billing-info update at 2.11.
+    fn refused(doc: &str) -> Vec<String> {
+        let ctx = WireContext::new(ApiVersion::new(2, 11), Features::default(), "http://localhost");
+        let info: BillingInfo = from_xml(doc.as_bytes(), &ctx, Mode::Request).expect("decodes");
+        match validate(&info, &ctx, Operation::Update) {
+            Ok(()) => Vec::new(),
+            Err(errors) => errors.errors.iter().flatten().filter_map(|e| e.field.clone()).collect(),
+        }
+    }
+
+    #[test]
+    fn currency_may_accompany_a_token() {
+        assert!(refused("<billing_info><token_id>t</token_id></billing_info>").is_empty());
+        assert!(refused("<billing_info><token_id>t</token_id><currency>USD</currency></billing_info>").is_empty());
+    }
+
+    #[test]
+    fn payment_data_may_not_accompany_a_token() {
+        let doc = "<billing_info><token_id>t</token_id><currency>USD</currency><number>4111111111111111</number>\
+                   <account_number>111111111</account_number><address1>1 Main St</address1></billing_info>";
+        assert_eq!(
+            refused(doc),
+            ["billing_info.address1", "billing_info.number", "billing_info.account_number"].map(String::from)
+        );
+    }
+
+    #[test]
+    fn without_a_token_anything_goes_together() {
+        let doc = "<billing_info><currency>EUR</currency><number>4111111111111111</number></billing_info>";
+        assert!(refused(doc).is_empty());
     }
 }

@@ -2,9 +2,11 @@
 //! verified through the gateway) and delete.
 //!
 //! An update with `token_id` uses the token once (it is deleted even when the verification then
-//! declines); no other element may accompany it (`rebill_models::rules`). Card and bank-account
-//! fields, sent directly or held by the token, are checked by `rebill_billing::card`, the same
-//! code the token endpoint uses. The payment method is then verified with a one-unit
+//! declines); no payment data (card, bank account, names, address) may accompany it
+//! (`rebill_models::rules`), only `currency`, which is not payment data: with or without a token
+//! it names the verification's currency (released clients send `USD` on every billing info).
+//! Card and bank-account fields, sent directly or held by the token, are checked by
+//! `rebill_billing::card`, the same code the token endpoint uses. The payment method is then verified with a one-unit
 //! authorization (100 cents, in `currency` or USD) through the site's gateway: a decline answers
 //! the 422 transaction error document and stores nothing, an approval stores the payment method
 //! with the gateway and the billing info (never the number, CVV or account number, but the
