@@ -926,8 +926,9 @@ pub fn reactivate(sub: &Subscription, now: DateTime<Utc>) -> Result<Transition, 
     Ok(Transition { subscription: s, lines: Vec::new(), origin: None })
 }
 
-/// `PUT …/terminate?refund=…`: ends the subscription now (`expired`), crediting none, the unused
-/// part or all of the current billed period (origin `termination`).
+/// `PUT …/terminate?refund=…`: ends the subscription now (`expired`, `expires_at` now,
+/// `canceled_at` now unless an earlier cancel set it), crediting none, the unused part or all of
+/// the current billed period (origin `termination`).
 pub fn terminate(sub: &Subscription, refund: Refund, now: DateTime<Utc>) -> Result<Transition, LifecycleError> {
     if sub.state == SubscriptionState::Expired {
         return Err(LifecycleError::AlreadyExpired);
@@ -941,6 +942,7 @@ pub fn terminate(sub: &Subscription, refund: Refund, now: DateTime<Utc>) -> Resu
     };
     s.state = SubscriptionState::Expired;
     s.terminated_at = Some(now);
+    s.canceled_at = s.canceled_at.or(Some(now));
     s.expires_at = Some(now);
     clear_billed_period(&mut s);
     Ok(Transition::new(s, lines, InvoiceOrigin::Termination))

@@ -472,6 +472,7 @@ fn terminate_with_each_refund() {
     assert_eq!(none.origin, None);
     assert_eq!(none.subscription.state, SubscriptionState::Expired);
     assert_eq!((none.subscription.terminated_at, none.subscription.expires_at), (Some(now), Some(now)));
+    assert_eq!(none.subscription.canceled_at, Some(now), "a terminated subscription was canceled when it ended");
     assert_eq!(lifecycle::next_due(&none.subscription), None);
 
     let partial = lifecycle::terminate(&sub, Refund::Partial, now).expect("active");
@@ -488,6 +489,12 @@ fn terminate_with_each_refund() {
         lifecycle::change(&created.subscription, monthly("pro", 2003), Timeframe::Now, at(2025, 1, 9, 7)).expect("ok");
     let full = lifecycle::terminate(&changed.subscription, Refund::Full, day(2025, 1, 20)).expect("ok");
     assert_eq!(total(&created.lines) + total(&changed.lines) + total(&full.lines), 0);
+
+    // Terminating a canceled subscription keeps the cancel's time and ends it now.
+    let canceled = lifecycle::cancel(&sub, day(2025, 1, 10)).expect("active").subscription;
+    let ended = lifecycle::terminate(&canceled, Refund::None, now).expect("canceled").subscription;
+    assert_eq!(ended.state, SubscriptionState::Expired);
+    assert_eq!((ended.canceled_at, ended.expires_at, ended.terminated_at), (Some(day(2025, 1, 10)), Some(now), Some(now)));
 }
 
 #[test]

@@ -294,6 +294,7 @@ fn pause_resume_cancel_reactivate(db: &str) {
     let r = ok(put(&s, &format!("/v2/subscriptions/{other}/terminate?refund=none"), ""), 200);
     assert_eq!(field(&r.body, "state"), "expired");
     assert_eq!(field(&r.body, "expires_at"), "2027-07-20T12:00:00Z");
+    assert_eq!(field(&r.body, "canceled_at"), "2027-07-20T12:00:00Z");
     // History: each accepted action once, in order.
     let actions = sql(
         db,
