@@ -728,13 +728,21 @@ fn transaction_error(failure: &TransactionFailure) -> TransactionError {
     }
 }
 
-/// A stored transaction as the API shows it.
+/// Whether a transaction can be refunded: only an approved charge (`purchase`). A verification
+/// or an authorization moved no money to refund, a refund is not refunded again, and a declined,
+/// voided or processing transaction has nothing to give back.
+fn refundable(t: &Transaction) -> bool {
+    t.result.status == TransactionStatus::Success && t.new.action == "purchase"
+}
+
+/// A stored transaction as the API shows it. No transaction is voidable: rebill settles every
+/// approved charge at once (a refund is the way back), and a verification is never voided.
 pub(crate) fn transaction_view(t: &Transaction) -> View {
     let n = &t.new;
     let r = &t.result;
     let f = &n.billing;
     let card = n.kind == PaymentKind::CreditCard;
-    let success = r.status == TransactionStatus::Success;
+    let refundable = refundable(t);
     let (cvv_code, cvv_message) = check_view(&r.cvv);
     let (avs_code, avs_message) = check_view(&r.avs);
     let href = Href::path(EndpointId::GetTransaction.endpoint().render(&[&t.uuid]));
@@ -767,7 +775,7 @@ pub(crate) fn transaction_view(t: &Transaction) -> View {
         recurring: Some(n.recurring),
         test: Some(n.test),
         voidable: Some(false),
-        refundable: Some(success),
+        refundable: Some(refundable),
         ip_address: f.ip_address.clone(),
         gateway_type: Some(n.gateway_type.clone()),
         origin: Some(
@@ -814,7 +822,7 @@ pub(crate) fn transaction_view(t: &Transaction) -> View {
         fraud_info: r.fraud_review.then(|| {
             Box::new(FraudInfo { score: None, decision: Some("review".to_owned()), reference: r.reference.clone() })
         }),
-        refund_action: success.then_some(href),
+        refund_action: refundable.then_some(href),
         ..View::default()
     }
 }
@@ -957,5 +965,67 @@ mod tests {
         eur.currency = "EUR".into();
         draft.lines.push(eur);
         assert!(matches!(preview(&a, &draft, 0), Err(BillingError::MixedCurrencies(_))));
+    }
+
+    fn transaction(action: &str, status: TransactionStatus) -> Transaction {
+        Transaction {
+            id: 1,
+            uuid: "u1".into(),
+            site_id: 1,
+            invoice_number: None,
+            new: NewTransaction {
+                idempotency_key: "k".into(),
+                account_id: 7,
+                invoice_id: None,
+                subscription_uuid: None,
+                action: action.into(),
+                amount: 100,
+                tax: 0,
+                currency: "USD".into(),
+                kind: PaymentKind::CreditCard,
+                payment_method: "credit_card".into(),
+                source: "transaction".into(),
+                origin: "api".into(),
+                recurring: false,
+                test: true,
+                gateway_type: "test".into(),
+                description: None,
+                account: snapshot(&account()),
+                billing: BillingFields::default(),
+            },
+            result: TransactionResult {
+                status,
+                reference: None,
+                approval_code: None,
+                message: None,
+                fraud_review: false,
+                failure: None,
+                cvv: None,
+                avs: None,
+                collected_at: None,
+            },
+            created_at: 0,
+            updated_at: 0,
+        }
+    }
+
+    #[test]
+    fn only_an_approved_purchase_is_refundable() {
+        use TransactionStatus::{Declined, Processing, Success, Void};
+        for (action, status, expected) in [
+            ("purchase", Success, true),
+            ("purchase", Declined, false),
+            ("purchase", Void, false),
+            ("purchase", Processing, false),
+            ("verify", Success, false),
+            ("verify", Declined, false),
+            ("authorization", Success, false),
+            ("refund", Success, false),
+        ] {
+            let view = transaction_view(&transaction(action, status));
+            assert_eq!(view.refundable, Some(expected), "{action} {status:?}");
+            assert_eq!(view.refund_action.is_some(), expected, "{action} {status:?}: refund anchor");
+            assert_eq!(view.voidable, Some(false), "{action} {status:?}");
+        }
     }
 }
