@@ -10,7 +10,9 @@
 //! - [`proration`]: prorating amounts over partial periods.
 //! - [`invoice`]: what should be billed for a subscription, and the difference to what was billed.
 //! - [`lifecycle`]: subscription states and the transitions between them.
+//! - [`balance`]: an account's balance per currency from its open invoices.
 
+pub mod balance;
 pub mod card;
 pub mod errors;
 pub mod gateway;

@@ -494,7 +494,10 @@ fn terminate_with_each_refund() {
     let canceled = lifecycle::cancel(&sub, day(2025, 1, 10)).expect("active").subscription;
     let ended = lifecycle::terminate(&canceled, Refund::None, now).expect("canceled").subscription;
     assert_eq!(ended.state, SubscriptionState::Expired);
-    assert_eq!((ended.canceled_at, ended.expires_at, ended.terminated_at), (Some(day(2025, 1, 10)), Some(now), Some(now)));
+    assert_eq!(
+        (ended.canceled_at, ended.expires_at, ended.terminated_at),
+        (Some(day(2025, 1, 10)), Some(now), Some(now))
+    );
 }
 
 #[test]

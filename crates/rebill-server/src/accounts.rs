@@ -1,4 +1,5 @@
-//! Account endpoints: list (with the `state` filter), create, get, update, close and reopen.
+//! Account endpoints: list (with the `state` filter), create, get, update, close, reopen and the
+//! account's balance.
 //!
 //! Choices where the spec is silent:
 //! - Closing a closed account and reopening an active one succeed and change nothing (204 and
@@ -18,14 +19,15 @@
 use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use rebill_billing::balance::{CurrencyInvoices, account_balance};
 use rebill_models::api::EndpointId;
 use rebill_models::validate::{Operation, Rejection, reject_decode, validate};
-use rebill_models::{Account, AccountState, Address};
+use rebill_models::{Account, AccountBalance, AccountState, Address};
 use rebill_store::StoreError;
 use rebill_store::accounts::{
     Account as Stored, AccountActivity, AccountFields, AccountFilter, AccountState as StoredState, AddressFields,
 };
-use rebill_xml::{Href, Mode, WireContext};
+use rebill_xml::{Href, Mode, Money, WireContext};
 
 use crate::billing_info::Refusal;
 use crate::handlers::Call;
@@ -306,6 +308,36 @@ pub(crate) async fn update(state: &AppState, call: &Call, request: Request) -> R
         Ok(None) => not_found(code),
         Err(e) => respond::internal(&e),
     }
+}
+
+/// `GET /v2/accounts/{account_code}/balance`: what the account's open invoices still owe in each
+/// of the site's currencies and whether one is past due (`rebill_billing::balance`). A closed
+/// account has a balance too.
+pub(crate) async fn balance(state: &AppState, call: &Call) -> Response {
+    let code = &call.params[0];
+    let site_id = call.ctx.site.id;
+    let account = match state.store.account(site_id, code).await {
+        Ok(Some(a)) => a,
+        Ok(None) => return not_found(code),
+        Err(e) => return respond::internal(&e),
+    };
+    let (currencies, invoices) =
+        match (state.store.site_currencies(site_id).await, state.store.account_invoice_balances(account.id).await) {
+            (Ok(c), Ok(i)) => (c, i),
+            (Err(e), _) | (_, Err(e)) => return respond::internal(&e),
+        };
+    let invoices: Vec<CurrencyInvoices> = invoices
+        .into_iter()
+        .map(|i| CurrencyInvoices { currency: i.currency, open_in_cents: i.open, past_due: i.past_due })
+        .collect();
+    let balance = account_balance(currencies.iter().map(String::as_str), &invoices);
+    let view = AccountBalance {
+        account_code: Some(account.account_code.clone()),
+        account: Some(Href::path(EndpointId::GetAccount.endpoint().render(&[&account.account_code]))),
+        past_due: Some(balance.past_due),
+        balance_in_cents: Some(Money(balance.balance_in_cents)),
+    };
+    respond::resource(StatusCode::OK, &view, &call.ctx.wire)
 }
 
 /// `DELETE /v2/accounts/{account_code}`: 204.

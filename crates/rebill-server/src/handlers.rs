@@ -30,6 +30,7 @@ pub(crate) async fn handle(state: &AppState, call: Call, request: Request) -> Op
         EndpointId::UpdateAccount => accounts::update(state, &call, request).await,
         EndpointId::CloseAccount => accounts::close(state, &call).await,
         EndpointId::ReopenAccount => accounts::reopen(state, &call).await,
+        EndpointId::GetAccountBalance => accounts::balance(state, &call).await,
         id if billing_info::handles(id) => billing_info::handle(state, &call, request).await,
         id if plans::handles(id) => plans::handle(state, &call, request).await,
         id if invoices::handles(id) => invoices::handle(state, &call, request).await,

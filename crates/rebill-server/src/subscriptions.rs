@@ -911,7 +911,7 @@ async fn create(state: &AppState, call: &Call, request: Request, preview: bool) 
     let prepared = match nested.and_then(|a| a.billing_info.as_deref()) {
         Some(info) => {
             let mut info = info.clone();
-            if info.currency.is_none() && info.token_id.is_none() {
+            if info.currency.is_none() {
                 info.currency = Some(currency.clone());
             }
             match crate::billing_info::prepare(state, call, existing.as_ref(), &info).await {

@@ -105,6 +105,16 @@ pub struct InvoiceAmounts {
     pub balance: i64,
 }
 
+/// An account's invoices in one currency ([`Store::account_invoice_balances`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CurrencyBalance {
+    pub currency: String,
+    /// What the open invoices (pending, processing, past due) still owe.
+    pub open: i64,
+    /// Whether one of them is past due.
+    pub past_due: bool,
+}
+
 /// Terms and notes of an invoice.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InvoiceTerms {
@@ -972,6 +982,32 @@ impl Store {
         rows.iter().map(|r| r.try_get("account_id").map_err(StoreError::from)).collect()
     }
 
+    /// The account's invoices summed per currency, one entry for every currency it was invoiced
+    /// in (ordered by currency): what its open invoices (pending, processing, past due) still
+    /// owe and whether one of them is past due.
+    pub async fn account_invoice_balances(&self, account_id: i64) -> Result<Vec<CurrencyBalance>, StoreError> {
+        let open = [InvoiceState::Pending, InvoiceState::Processing, InvoiceState::PastDue]
+            .map(|s| format!("'{}'", s.as_str()))
+            .join(", ");
+        let past_due = InvoiceState::PastDue.as_str();
+        let sql = format!(
+            "SELECT currency, \
+               CAST(COALESCE(SUM(CASE WHEN state IN ({open}) THEN balance ELSE 0 END), 0) AS BIGINT) AS open_balance, \
+               CAST(MAX(CASE WHEN state = '{past_due}' THEN 1 ELSE 0 END) AS BIGINT) AS past_due \
+             FROM invoices WHERE account_id = $1 GROUP BY currency ORDER BY currency"
+        );
+        let rows = sqlx::query(&sql).bind(account_id).fetch_all(&self.reads).await?;
+        rows.iter()
+            .map(|r| {
+                Ok(CurrencyBalance {
+                    currency: r.try_get("currency")?,
+                    open: r.try_get("open_balance")?,
+                    past_due: r.try_get::<i64, _>("past_due")? != 0,
+                })
+            })
+            .collect()
+    }
+
     /// The line items of an invoice, in the order they were added.
     pub async fn invoice_lines(&self, invoice_id: i64) -> Result<Vec<Adjustment>, StoreError> {
         let rows =
@@ -1611,6 +1647,46 @@ mod tests {
             let fresh = store.create_adjustment(s, &charge(account, 7), NOW).await.expect("adjustment");
             assert_eq!(store.delete_adjustment(s, &fresh.uuid).await.expect("delete"), AdjustmentDeletion::Deleted);
             assert_eq!(store.delete_adjustment(s, &fresh.uuid).await.expect("delete"), AdjustmentDeletion::NotFound);
+        }
+    }
+
+    #[tokio::test]
+    async fn invoice_balances_sum_the_open_invoices_per_currency() {
+        for store in both("invoice_balances").await {
+            let s = site(&store, "a").await;
+            let account = store.create_account(s, "c1", &AccountFields::default(), NOW).await.expect("account").id;
+            let other = store.create_account(s, "c2", &AccountFields::default(), NOW).await.expect("account").id;
+            assert_eq!(store.account_invoice_balances(account).await.expect("none"), vec![]);
+
+            let mut eur = invoice(account, 700);
+            eur.currency = "EUR".into();
+            let states = [
+                (invoice(account, 1000), InvoiceState::Pending),
+                (invoice(account, 2000), InvoiceState::PastDue),
+                (invoice(account, 4000), InvoiceState::Paid),
+                (invoice(account, 8000), InvoiceState::Failed),
+                (invoice(account, 16000), InvoiceState::Processing),
+                (eur, InvoiceState::Paid),
+                (invoice(other, 500), InvoiceState::PastDue),
+            ];
+            for (new, state) in states {
+                let (created, _) = store.create_invoice(s, &new, &[], &[], NOW).await.expect("invoice");
+                if state != InvoiceState::Pending {
+                    let change = InvoiceChange { state, attempt_next_collection_at: None, collection_attempts: None };
+                    store.set_invoice_state(created.id, &[InvoiceState::Pending], change, NOW).await.expect("state");
+                }
+            }
+            assert_eq!(
+                store.account_invoice_balances(account).await.expect("balances"),
+                vec![
+                    CurrencyBalance { currency: "EUR".into(), open: 0, past_due: false },
+                    CurrencyBalance { currency: "USD".into(), open: 19_000, past_due: true },
+                ]
+            );
+            assert_eq!(
+                store.account_invoice_balances(other).await.expect("balances"),
+                vec![CurrencyBalance { currency: "USD".into(), open: 500, past_due: true }]
+            );
         }
     }
 

@@ -793,6 +793,19 @@ impl Store {
         }
     }
 
+    /// The currencies the site's live plans are priced in (the site's currencies), in order.
+    pub async fn site_currencies(&self, site_id: i64) -> Result<Vec<String>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT DISTINCT a.currency AS currency FROM plan_amounts a JOIN plans p ON p.id = a.plan_id \
+             WHERE p.site_id = $1 AND p.deleted_at IS NULL AND a.kind = $2 ORDER BY a.currency",
+        )
+        .bind(site_id)
+        .bind(UNIT)
+        .fetch_all(&self.reads)
+        .await?;
+        rows.iter().map(|r| r.try_get("currency").map_err(StoreError::from)).collect()
+    }
+
     /// A page of the site's live plans, with the number of live plans in the page's time range.
     pub async fn list_plans(&self, site_id: i64, page: &PageRequest) -> Result<Page<Plan>, StoreError> {
         let mut conditions = Conditions::default();
@@ -957,6 +970,36 @@ mod tests {
             name: Some(name.into()),
             unit_amount_in_cents: Some(amounts(&[("USD", 1000)])),
             ..PlanFields::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn the_site_currencies_are_those_its_live_plans_are_priced_in() {
+        for store in both("site_currencies").await {
+            let s = site(&store, "a").await;
+            let other = site(&store, "b").await;
+            assert!(store.site_currencies(s).await.expect("none").is_empty());
+            store.create_plan(s, "basic", &named("Basic"), NOW).await.expect("create");
+            let euro = PlanFields {
+                unit_amount_in_cents: Some(amounts(&[("EUR", 800), ("USD", 1000)])),
+                setup_fee_in_cents: Some(amounts(&[("GBP", 500)])),
+                ..named("Euro")
+            };
+            store.create_plan(s, "euro", &euro, NOW).await.expect("create");
+            let yen = PlanFields { unit_amount_in_cents: Some(amounts(&[("JPY", 100)])), ..named("Yen") };
+            store.create_plan(s, "yen", &yen, NOW).await.expect("create");
+            store.delete_plan(s, "yen", NOW).await.expect("delete");
+            store
+                .create_plan(
+                    other,
+                    "chf",
+                    &PlanFields { unit_amount_in_cents: Some(amounts(&[("CHF", 1)])), ..named("C") },
+                    NOW,
+                )
+                .await
+                .expect("create");
+            assert_eq!(store.site_currencies(s).await.expect("currencies"), ["EUR", "USD"]);
+            assert_eq!(store.site_currencies(other).await.expect("currencies"), ["CHF"]);
         }
     }
 

@@ -3,10 +3,15 @@
 #[allow(unused_imports)]
 use super::*;
 use rebill_xml_derive::XmlResource;
-/// Balance of an account (GET /v2/accounts/:account_code/balance): amount owed per currency and whether any of it is past due. Its URL needs the account code, which is not a field here, so no href pattern is declared.
+/// Balance of an account (GET /v2/accounts/:account_code/balance): amount owed per currency and whether any of it is past due. The root carries its own href, like the original's <account_balance href="…/v2/accounts/1/balance">.
 #[derive(Debug, Clone, PartialEq, Default, XmlResource)]
-#[xml(root = "account_balance")]
+#[xml(root = "account_balance", href = "/v2/accounts/{account_code}/balance")]
 pub struct AccountBalance {
+    /// The account's code. It only names the document's own URL (the root href): no request carries an account balance, and responses do not write it as an element.
+    ///
+    /// (`string`; request)
+    #[xml(kind = "string", direction = "request")]
+    pub account_code: Option<String>,
     /// Link to the account.
     ///
     /// (`link`; response)
@@ -17,7 +22,7 @@ pub struct AccountBalance {
     /// (`boolean`; response)
     #[xml(kind = "boolean", direction = "response")]
     pub past_due: Option<bool>,
-    /// Open balance in each currency (multi-currency cents; negative for credit).
+    /// Open balance in each of the site's currencies, zeros included (multi-currency cents; positive is owed, negative will be credit).
     ///
     /// (`money`; response)
     #[xml(kind = "money", direction = "response")]
@@ -29,6 +34,9 @@ impl crate::validate::Validate for AccountBalance {
     fn given(&self) -> Vec<&'static str> {
         #[allow(unused_mut)]
         let mut out = Vec::new();
+        if self.account_code.is_some() {
+            out.push("account_code");
+        }
         out
     }
 }

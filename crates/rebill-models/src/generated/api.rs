@@ -103,7 +103,7 @@ pub static ENDPOINTS: [Endpoint; 90usize] = [
         status: 200u16,
         filters: &[],
         query: &[],
-        doc: "The account's balance per currency.",
+        doc: "The account's balance per currency: what its open charge invoices still owe (zero in the site's other currencies) and whether one is past due; 404 for an unknown account.",
     },
     Endpoint {
         name: "list_account_invoices",
@@ -1295,7 +1295,7 @@ pub enum EndpointId {
     ///
     /// `PUT /v2/accounts/{account_code}/reopen` → 200
     ReopenAccount,
-    /// The account's balance per currency.
+    /// The account's balance per currency: what its open charge invoices still owe (zero in the site's other currencies) and whether one is past due; 404 for an unknown account.
     ///
     /// `GET /v2/accounts/{account_code}/balance` → 200
     GetAccountBalance,
@@ -1794,7 +1794,7 @@ impl ApiEndpoint for ReopenAccount {
     type Request = ();
     type Response = Account;
 }
-/// The account's balance per currency.
+/// The account's balance per currency: what its open charge invoices still owe (zero in the site's other currencies) and whether one is past due; 404 for an unknown account.
 ///
 /// `GET /v2/accounts/{account_code}/balance` → 200
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
