@@ -3,15 +3,10 @@
 #[allow(unused_imports)]
 use super::*;
 use rebill_xml_derive::XmlResource;
-/// Balance of an account (GET /v2/accounts/:account_code/balance): amount owed per currency and whether any of it is past due. The root carries its own href, like the original's <account_balance href="…/v2/accounts/1/balance">.
+/// Balance of an account (GET /v2/accounts/:account_code/balance): amount owed per currency and whether any of it is past due. Its URL needs the account code, which is not a field here, so no href pattern is declared (the original writes <account_balance href="…/v2/accounts/1/balance">; a root href from a value that is not an element needs the generator to read it back from the href).
 #[derive(Debug, Clone, PartialEq, Default, XmlResource)]
-#[xml(root = "account_balance", href = "/v2/accounts/{account_code}/balance")]
+#[xml(root = "account_balance")]
 pub struct AccountBalance {
-    /// The account's code. It only names the document's own URL (the root href): no request carries an account balance, and responses do not write it as an element.
-    ///
-    /// (`string`; request)
-    #[xml(kind = "string", direction = "request")]
-    pub account_code: Option<String>,
     /// Link to the account.
     ///
     /// (`link`; response)
@@ -34,9 +29,6 @@ impl crate::validate::Validate for AccountBalance {
     fn given(&self) -> Vec<&'static str> {
         #[allow(unused_mut)]
         let mut out = Vec::new();
-        if self.account_code.is_some() {
-            out.push("account_code");
-        }
         out
     }
 }
