@@ -201,7 +201,7 @@ fn billing_info_is_set_with_a_token_read_and_deleted() {
         // The token worked once.
         assert_error(&put(s, "2.11", "a1", &token_body(&t)), 422, "token_invalid");
 
-        // Nothing may accompany a token.
+        // No payment data may accompany a token (currency may: client_compat.rs).
         let t2 = card_token(s, "5555555555554444");
         let body = format!("<billing_info><token_id>{t2}</token_id><first_name>X</first_name></billing_info>");
         field_error(

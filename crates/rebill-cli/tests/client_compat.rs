@@ -87,9 +87,10 @@ fn currency_beside_a_token(db: &str) {
     assert_eq!(field(&r.body, "state"), "active");
     assert_eq!(field(&ok(get(&s, "/v2/accounts/py1/billing_info"), 200).body, "last_four"), "1111");
 
-    // Billing info update: the currency names the verification's currency.
+    // Billing info update (in either order): the currency names the verification's currency.
     let token = card_token(&s, "5555555555554444");
-    let r = ok(send(&s, "PUT", "/v2/accounts/py1/billing_info", &python_billing_info(&token, "EUR")), 200);
+    let body = format!("<billing_info><currency>EUR</currency><token_id>{token}</token_id></billing_info>");
+    let r = ok(send(&s, "PUT", "/v2/accounts/py1/billing_info", &body), 200);
     assert_eq!(field(&r.body, "last_four"), "4444");
     assert!(!r.body.contains("<currency>"), "currency is request-only: {}", r.body);
     let list = ok(get(&s, "/v2/accounts/py1/transactions"), 200);
