@@ -479,6 +479,28 @@ fn changes_trials_and_refusals(db: &str) {
     let r = ok(put(&s, &format!("{path}/postpone?next_renewal_date=2027-04-01T00:00:00Z"), ""), 200);
     assert_eq!(field(&r.body, "current_period_ends_at"), "2027-04-01T00:00:00Z");
     assert_error(&put(&s, &format!("{path}/postpone?next_renewal_date=2020-01-01"), ""), 422, "invalid_renewal_date");
+    // Later clients name it next_bill_date and send a date-time without an offset (UTC), or with
+    // the offset's `+` unescaped (a space once the query is decoded); `bulk` changes nothing.
+    let r = ok(put(&s, &format!("{path}/postpone?next_bill_date=2027-04-10T00:00:00&bulk=false"), ""), 200);
+    assert_eq!(field(&r.body, "current_period_ends_at"), "2027-04-10T00:00:00Z");
+    let r = ok(put(&s, &format!("{path}/postpone?next_bill_date=2027-04-20T02:00:00+02:00&bulk=true"), ""), 200);
+    assert_eq!(field(&r.body, "current_period_ends_at"), "2027-04-20T00:00:00Z");
+    let r = ok(put(&s, &format!("{path}/postpone?next_renewal_date=2027-04-25T00:00:00+00:00"), ""), 200);
+    assert_eq!(field(&r.body, "current_period_ends_at"), "2027-04-25T00:00:00Z");
+    // Both names: the same instant is accepted, different ones refused and nothing changes.
+    let r = ok(
+        put(&s, &format!("{path}/postpone?next_renewal_date=2027-04-28&next_bill_date=2027-04-28T00:00:00Z"), ""),
+        200,
+    );
+    assert_eq!(field(&r.body, "current_period_ends_at"), "2027-04-28T00:00:00Z");
+    let r = put(&s, &format!("{path}/postpone?next_renewal_date=2027-05-01&next_bill_date=2027-05-02"), "");
+    assert_error(&r, 400, "invalid_parameter");
+    assert!(r.body.contains("next_renewal_date and next_bill_date name different dates"), "{}", r.body);
+    let r = put(&s, &format!("{path}/postpone?bulk=false"), "");
+    assert_error(&r, 400, "invalid_parameter");
+    assert!(r.body.contains("next_renewal_date (or next_bill_date) is required"), "{}", r.body);
+    assert_error(&put(&s, &format!("{path}/postpone?next_bill_date=soon"), ""), 400, "invalid_parameter");
+    assert_eq!(field(&ok(get(&s, &path), 200).body, "current_period_ends_at"), "2027-04-28T00:00:00Z");
     let r = ok(
         put(&s, &format!("{path}/notes"), "<subscription><customer_notes>Thanks!</customer_notes></subscription>"),
         200,

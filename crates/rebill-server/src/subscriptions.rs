@@ -26,6 +26,10 @@
 //!   expires.
 //! - `terminate` takes `refund=none` (the default); `partial` and `full` answer 501 until refunds
 //!   of transactions exist.
+//! - `postpone` takes `next_renewal_date` or, as later clients name it, `next_bill_date` (both
+//!   at once only when they name the same instant, else 400 `invalid_parameter`); a date-time
+//!   without an offset is UTC. `bulk` (skip a wait between postpones) is accepted and changes
+//!   nothing: rebill makes no such wait.
 //! - `PUT /v2/subscriptions/{uuid}` without `timeframe` changes now. Add-ons sent replace the set;
 //!   without them a plan change keeps the add-ons the new plan also has, at its prices.
 //! - `imported_trial` can only be set (on create) with a trial and changed while a trial is ahead
@@ -1122,23 +1126,39 @@ async fn terminate(state: &AppState, call: &Call, query: Option<&str>) -> Respon
     }
 }
 
-/// `PUT /v2/subscriptions/{uuid}/postpone?next_renewal_date=…`.
+/// `PUT /v2/subscriptions/{uuid}/postpone?next_renewal_date=…` (or `next_bill_date=…`; `bulk`
+/// is accepted and changes nothing).
 async fn postpone(state: &AppState, call: &Call, query: Option<&str>) -> Response {
-    let Some(text) = query_param(query, "next_renewal_date") else {
-        return crate::lists::InvalidParameter {
-            name: "next_renewal_date".into(),
-            description: "next_renewal_date is required: an ISO 8601 date or date-time.".into(),
-        }
-        .response();
+    match postpone_date(query) {
+        Ok(next_renewal) => simple_action(state, call, Action::Postpone { next_renewal }).await,
+        Err(e) => e.response(),
+    }
+}
+
+/// The new renewal date of a postpone: `next_renewal_date`, or `next_bill_date` as later clients
+/// name it; both may be given when they name the same instant.
+fn postpone_date(query: Option<&str>) -> Result<DateTime<Utc>, crate::lists::InvalidParameter> {
+    let read = |name: &str| {
+        query_param(query, name)
+            .map(|text| {
+                crate::parse_instant(&text).and_then(time).ok_or_else(|| crate::lists::InvalidParameter {
+                    name: name.into(),
+                    description: format!("{name} must be an ISO 8601 date or date-time (got `{text}`)."),
+                })
+            })
+            .transpose()
     };
-    let Some(next_renewal) = crate::parse_instant(&text).and_then(time) else {
-        return crate::lists::InvalidParameter {
+    match (read("next_renewal_date")?, read("next_bill_date")?) {
+        (Some(a), Some(b)) if a != b => Err(crate::lists::InvalidParameter {
             name: "next_renewal_date".into(),
-            description: format!("next_renewal_date must be an ISO 8601 date or date-time (got `{text}`)."),
-        }
-        .response();
-    };
-    simple_action(state, call, Action::Postpone { next_renewal }).await
+            description: "next_renewal_date and next_bill_date name different dates; send one of them.".into(),
+        }),
+        (Some(at), _) | (None, Some(at)) => Ok(at),
+        (None, None) => Err(crate::lists::InvalidParameter {
+            name: "next_renewal_date".into(),
+            description: "next_renewal_date (or next_bill_date) is required: an ISO 8601 date or date-time.".into(),
+        }),
+    }
 }
 
 /// `PUT /v2/subscriptions/{uuid}/notes`.
@@ -1704,4 +1724,42 @@ pub(crate) async fn on_invoice_failed(
         lifecycle::apply(sub, &action, now).ok().map(|t| (t.subscription, Some(action)))
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(query: &str) -> Result<String, String> {
+        postpone_date(Some(query)).map(|t| t.to_rfc3339()).map_err(|e| format!("{}: {}", e.name, e.description))
+    }
+
+    #[test]
+    fn postpone_reads_either_name_and_any_iso_8601_form() {
+        let midnight = Ok("2027-01-10T00:00:00+00:00".to_owned());
+        assert_eq!(at("next_renewal_date=2027-01-10T00:00:00Z"), midnight);
+        assert_eq!(at("next_bill_date=2027-01-10T00:00:00&bulk=false"), midnight);
+        assert_eq!(at("next_bill_date=2027-01-10T00:00:00.000"), midnight);
+        assert_eq!(at("next_bill_date=2027-01-10"), midnight);
+        // `+` unescaped in a query decodes to a space.
+        assert_eq!(at("next_bill_date=2027-01-10T00:00:00+00:00"), midnight);
+        assert_eq!(at("next_bill_date=2027-01-10T02:00:00+02:00&bulk=true"), midnight);
+        assert_eq!(at("next_bill_date=2027-01-10T02:00:00%2B02:00"), midnight);
+        assert_eq!(at("next_renewal_date=2027-01-10&next_bill_date=2027-01-10T00:00:00"), midnight);
+    }
+
+    #[test]
+    fn postpone_refuses_a_missing_bad_or_ambiguous_date() {
+        let missing = at("bulk=false").expect_err("refused");
+        assert!(
+            missing.starts_with("next_renewal_date: next_renewal_date (or next_bill_date) is required"),
+            "{missing}"
+        );
+        let bad = at("next_bill_date=soon").expect_err("refused");
+        assert_eq!(bad, "next_bill_date: next_bill_date must be an ISO 8601 date or date-time (got `soon`).");
+        let both = at("next_renewal_date=2027-01-10&next_bill_date=2027-01-11").expect_err("refused");
+        assert!(both.contains("next_renewal_date and next_bill_date name different dates"), "{both}");
+        // A space that is not an offset's sign is not read as one.
+        assert!(at("next_bill_date=2027-01-10 00:00").is_err());
+    }
 }
