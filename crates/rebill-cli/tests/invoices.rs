@@ -542,9 +542,34 @@ fn dunning_scenario(db: &str) {
     status(&r, 422);
     has(&r, "<error_code>declined_saveable</error_code>");
     status(&set_card(&s, "p4", "5555555555554444"), 200);
+    // From 2.10 collect answers an invoice collection: the charge invoice, no credit invoices.
     let r = authed(&s, "PUT", &format!("/v2/invoices/{number}/collect"), &[("X-Api-Version", "2.11")], "");
     status(&r, 200);
-    has(&r, "<state>paid</state>");
+    assert!(r.body.contains("?>\n<invoice_collection>\n  <charge_invoice href="), "{}", r.body);
+    let charge = format!("<charge_invoice href=\"http://{}/v2/invoices/{number}\">", s.addr);
+    has(&r, &charge);
+    has(&r, &format!("<invoice_number type=\"integer\">{number}</invoice_number>"));
+    assert_eq!(tag_after(&r.body, &charge, "state"), Some("paid"), "{}", r.body);
+    has(&r, "<status>success</status>");
+    has(&r, "<credit_invoices type=\"array\">\n  </credit_invoices>");
+    assert_eq!(count(&s, "/v2/invoices?state=past_due"), 0);
+
+    // Before 2.10 collect answers the invoice itself.
+    create_account(&s, "p5");
+    status(&set_card(&s, "p5", "4000000000000341"), 422);
+    status(&adjustment(&s, "p5", 700, 1, "Service"), 201);
+    let r = post(&s, "2.9", "/v2/accounts/p5/invoices", "");
+    status(&r, 201);
+    has(&r, "<state>past_due</state>");
+    let number = tag(&r.body, "invoice_number").expect("number").to_owned();
+    status(&set_card(&s, "p5", "4111111111111111"), 200);
+    let r = authed(&s, "PUT", &format!("/v2/invoices/{number}/collect"), &[("X-Api-Version", "2.9")], "");
+    status(&r, 200);
+    assert!(r.body.contains(&format!("?>\n<invoice href=\"http://{}/v2/invoices/{number}\">", s.addr)), "{}", r.body);
+    has(&r, "<state>collected</state>");
+    has(&r, "<total_in_cents type=\"integer\">700</total_in_cents>");
+    lacks(&r, "<invoice_collection>");
+    lacks(&r, "<charge_invoice");
     assert_eq!(count(&s, "/v2/invoices?state=past_due"), 0);
 }
 

@@ -6,7 +6,7 @@
 //! | `GET /v2/invoices/{number}` | one invoice with its line items and transactions |
 //! | `POST /v2/accounts/{code}/invoices` | invoices the pending adjustments (201; `invoice_collection` from 2.10) |
 //! | `POST /v2/accounts/{code}/invoices/preview` | the same, nothing written (200) |
-//! | `PUT /v2/invoices/{number}/mark_successful`, `…/mark_failed`, `…/collect` | settle or collect an open invoice |
+//! | `PUT /v2/invoices/{number}/mark_successful`, `…/mark_failed`, `…/collect` | settle or collect an open invoice (`mark_failed` and `collect`: `invoice_collection` from 2.10) |
 //! | `GET/POST /v2/accounts/{code}/adjustments`, `GET/DELETE /v2/adjustments/{uuid}` | one-off charges and credits |
 //! | `GET /v2/transactions`, `GET /v2/accounts/{code}/transactions`, `GET /v2/transactions/{uuid}` | lists and one |
 //! | `POST /v2/transactions` | a one-off charge of an account (created when missing) |

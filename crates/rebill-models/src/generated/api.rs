@@ -1009,11 +1009,11 @@ pub static ENDPOINTS: [Endpoint; 90usize] = [
         feature: None,
         request: None,
         response: Body::Resource("invoice"),
-        later: &[],
+        later: &[(rebill_xml::ApiVersion::new(2u8, 10u8), "invoice_collection")],
         status: 200u16,
         filters: &[],
         query: &[],
-        doc: "Collects a past-due invoice now.",
+        doc: "Collects a past-due invoice now (an invoice collection from 2.10).",
     },
     Endpoint {
         name: "list_original_invoices",
@@ -1555,9 +1555,9 @@ pub enum EndpointId {
     ///
     /// `PUT /v2/invoices/{invoice_number}/mark_failed` → 200, responds `invoice_collection` from 2.10
     MarkInvoiceFailed,
-    /// Collects a past-due invoice now.
+    /// Collects a past-due invoice now (an invoice collection from 2.10).
     ///
-    /// `PUT /v2/invoices/{invoice_number}/collect` → 200, since 2.5
+    /// `PUT /v2/invoices/{invoice_number}/collect` → 200, since 2.5, responds `invoice_collection` from 2.10
     CollectInvoice,
     /// Charge invoices a credit invoice came from.
     ///
@@ -2444,9 +2444,9 @@ impl ApiEndpoint for MarkInvoiceFailed {
     type Request = ();
     type Response = Invoice;
 }
-/// Collects a past-due invoice now.
+/// Collects a past-due invoice now (an invoice collection from 2.10).
 ///
-/// `PUT /v2/invoices/{invoice_number}/collect` → 200, since 2.5
+/// `PUT /v2/invoices/{invoice_number}/collect` → 200, since 2.5, responds `invoice_collection` from 2.10
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CollectInvoice;
 impl ApiEndpoint for CollectInvoice {
