@@ -398,12 +398,14 @@ def invoices():
     expect(fetched.total_in_cents, 1000, "fetched total")
     expect(fetched.account().account_code, "py-invoicer", "the invoice's account link")
 
-    # Manual invoices stay pending until something settles them.
+    # Manual invoices with net terms stay pending until something settles them (with net terms 0
+    # they would be due, and become past due, at once).
     def manual_invoice(amount):
         account.charge(recurly.Adjustment(description="Manual", unit_amount_in_cents=amount, currency="USD"))
-        invoice = account.invoice(collection_method="manual").charge_invoice
+        invoice = account.invoice(collection_method="manual", net_terms=30).charge_invoice
         expect(invoice.state, "pending", "a manual invoice")
         expect(invoice.total_in_cents, amount, "manual invoice total")
+        expect(invoice.net_terms, 30, "net terms")
         return invoice
 
     to_collect = manual_invoice(300)
@@ -516,7 +518,7 @@ def account_balance():
     expect(balance.past_due, False, "past_due of a new account")
 
     account.charge(recurly.Adjustment(description="Open", unit_amount_in_cents=700, currency="USD"))
-    account.invoice(collection_method="manual")
+    account.invoice(collection_method="manual", net_terms=30)
     balance = recurly.Account.get("py-balance").account_balance()
     expect(balance.balance_in_cents["USD"], 700, "balance with an open invoice")
     expect(balance.past_due, False, "an invoice that is not due yet is not past due")
