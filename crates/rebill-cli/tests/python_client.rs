@@ -31,7 +31,10 @@ fn python_dir() -> PathBuf {
 /// also under `CARGO_TARGET_DIR` or a target triple directory).
 fn target_dir() -> PathBuf {
     let bin = Path::new(BIN);
-    bin.parent().and_then(Path::parent).map(Path::to_path_buf).unwrap_or_else(|| panic!("no target directory above {BIN}"))
+    bin.parent()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| panic!("no target directory above {BIN}"))
 }
 
 /// The client's version pinned in the requirements (`recurly==…`).
@@ -79,8 +82,13 @@ fn prepare_venv() -> PathBuf {
 
     // Built beside the cache and moved into place when complete, so that an interrupted build
     // is never taken for a cached one.
+    // Partial builds of earlier runs that failed are removed first.
+    for entry in std::fs::read_dir(target_dir()).into_iter().flatten().flatten() {
+        if entry.file_name().to_string_lossy().starts_with("python-venv.building-") {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
     let building = target_dir().join(format!("python-venv.building-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&building);
     let started = Instant::now();
     let missing_python = "the real-client suite needs python3 with the venv module and pip \
                           (Debian: apt-get install python3 python3-venv)";
@@ -89,7 +97,10 @@ fn prepare_venv() -> PathBuf {
         Ok(out) => panic!("{missing_python}: `python3 --version` failed: {}", String::from_utf8_lossy(&out.stderr)),
         Err(e) => panic!("{missing_python}: python3 cannot be run: {e}"),
     }
-    run(Command::new("python3").args(["-m", "venv"]).arg(&building), &format!("creating the virtualenv ({missing_python})"));
+    run(
+        Command::new("python3").args(["-m", "venv"]).arg(&building),
+        &format!("creating the virtualenv ({missing_python})"),
+    );
     let building_python = building.join("bin").join("python");
     run(
         Command::new(&building_python)
@@ -101,7 +112,8 @@ fn prepare_venv() -> PathBuf {
     assert_eq!(installed.as_deref(), Some(pinned), "the virtualenv imports the pinned client");
     std::fs::write(building.join("rebill-requirements.txt"), REQUIREMENTS).expect("write the virtualenv's stamp");
     let _ = std::fs::remove_dir_all(&venv);
-    std::fs::rename(&building, &venv).unwrap_or_else(|e| panic!("move {} to {}: {e}", building.display(), venv.display()));
+    std::fs::rename(&building, &venv)
+        .unwrap_or_else(|e| panic!("move {} to {}: {e}", building.display(), venv.display()));
     eprintln!("python client: virtualenv with recurly=={pinned} made in {:?}", started.elapsed());
     assert_eq!(installed_client_version(&python).as_deref(), Some(pinned), "the moved virtualenv imports the client");
     python

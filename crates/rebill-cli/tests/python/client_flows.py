@@ -325,8 +325,10 @@ def subscriptions():
     expect(subscription.quantity, 1, "quantity")
     expect(subscription.currency, "USD", "currency")
     expect(subscription.account().account_code, "py-subscriber", "the subscription's account link")
-    info = recurly.Account.get("py-subscriber").billing_info
-    expect(info.last_four, "1111", "the nested token became the account's billing info")
+    subscriber = recurly.Account.get("py-subscriber")
+    expect(subscriber.billing_info.last_four, "1111", "the nested token became the account's billing info")
+    first = [(i.state, i.total_in_cents) for i in subscriber.invoices()]
+    expect(first, [("paid", 1000)], "the subscription's first invoice, paid with the card")
 
     fetched = recurly.Subscription.get(subscription.uuid)
     expect(fetched.uuid, subscription.uuid, "fetched uuid")
