@@ -81,8 +81,7 @@ fn prepare_venv() -> PathBuf {
     }
 
     // Built beside the cache and moved into place when complete, so that an interrupted build
-    // is never taken for a cached one.
-    // Partial builds of earlier runs that failed are removed first.
+    // is never taken for a cached one; partial builds of earlier runs that failed go first.
     for entry in std::fs::read_dir(target_dir()).into_iter().flatten().flatten() {
         if entry.file_name().to_string_lossy().starts_with("python-venv.building-") {
             let _ = std::fs::remove_dir_all(entry.path());
@@ -147,7 +146,7 @@ fn client_flows(db: &str) {
         "the Python client's flows failed on {db} ({}):\n{stdout}\n{stderr}",
         output.status
     );
-    assert!(stdout.contains(" passed, 0 failed"), "no summary line from the Python program:\n{stdout}\n{stderr}");
+    assert!(stdout.contains(" passed, 0 failed\n"), "no summary line from the Python program:\n{stdout}\n{stderr}");
     println!("{stdout}(on {db}, {:?})", started.elapsed());
 }
 

@@ -418,7 +418,11 @@ def invoices():
     expect(sorted(pending), sorted([to_collect.invoice_number, to_mark_paid.invoice_number, to_fail.invoice_number]), "pending invoices")
     expect(recurly.Invoice.count(state="pending"), 3, "count of pending invoices")
 
-    collected = to_collect.force_collect().charge_invoice
+    collection = to_collect.force_collect()  # the client reads the answer as an invoice_collection
+    try:
+        collected = collection.charge_invoice
+    except AttributeError:
+        raise Check("force_collect: no <charge_invoice> in the answer (the client expects <invoice_collection>)")
     expect(collected.invoice_number, to_collect.invoice_number, "collected invoice")
     expect(collected.state, "paid", "state after collect")
 
@@ -569,7 +573,9 @@ def main():
             passed.append(flow.__name__)
             print("PASS %s" % flow.__name__)
         sys.stdout.flush()
-    print("python client: %d passed, %d failed%s" % (len(passed), len(failed), (": " + ", ".join(failed)) if failed else ""))
+    print("python client, %d flows: %d passed, %d failed" % (len(passed) + len(failed), len(passed), len(failed)))
+    if failed:
+        print("failed flows: " + ", ".join(failed))
     return 1 if failed else 0
 
 
