@@ -65,6 +65,9 @@ pub(crate) async fn clock(State(state): State<AppState>, request: Request) -> Re
         Ok(None) => return unauthorized(),
         Err(e) => return respond::internal(&e),
     };
+    if let Some(log) = request.extensions().get::<crate::layers::LogFields>() {
+        log.site(site.id);
+    }
     if api_key.read_only {
         return respond::error(StatusCode::FORBIDDEN, "forbidden", "This API key is read-only.");
     }
