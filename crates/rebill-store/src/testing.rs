@@ -1,13 +1,13 @@
 //! Fresh databases for test suites (feature `testing`). A PostgreSQL server that cannot be
 //! reached is a test failure, never a skip.
 //!
-//! Clean-up of PostgreSQL test databases (`rebill_test_<tag>_<pid>_<nanos>`):
+//! Clean-up of PostgreSQL test databases (`rebill_test_<tag>_<host>_<pid>_<nanos>`):
 //! - [`fresh_postgres_database`] returns a [`TestDatabase`] that drops its database when it goes
 //!   out of scope, also when the test panics: suites that hold it leave nothing behind.
-//! - Every new database first sweeps the server: databases whose creating process has ended
-//!   (Linux: no `/proc/<pid>`, and the same host) and, as the last fallback, any older than an
-//!   hour, are dropped. So databases of a suite that used the bare [`fresh_postgres_url`] go
-//!   as soon as the next suite starts.
+//! - The first new database of each process sweeps the server first: databases whose creating
+//!   process has ended (Linux: same host marker, no `/proc/<pid>`) and, as the fallback, any
+//!   older than an hour are dropped. So databases of a suite that used the bare
+//!   [`fresh_postgres_url`] go as soon as the next suite starts.
 
 use sqlx::Connection;
 
@@ -18,7 +18,7 @@ fn unique(tag: &str) -> String {
 }
 
 /// A marker of this host (its UTS name), so that the sweep judges only databases made by
-/// processes it can see: `h` and 8 hex digits of the host name's hash.
+/// processes it can see: `h` and 6 hex digits of the host name's hash.
 fn host_marker() -> String {
     use sha2::Digest;
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
@@ -50,7 +50,10 @@ pub async fn fresh_postgres_url(tag: &str) -> String {
     let name = format!("rebill_test_{}", unique(&format!("{tag}_{}", host_marker())));
     sqlx::any::install_default_drivers();
     let mut conn = sqlx::AnyConnection::connect(&admin).await.unwrap_or_else(|e| panic!("PostgreSQL at {admin}: {e}"));
-    drop_stale_databases(&mut conn).await;
+    // One sweep per process is enough: what it looks for are databases of ended processes.
+    if !SWEPT.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        drop_stale_databases(&mut conn).await;
+    }
     sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut conn).await.expect("create the test database");
     let base = admin.rsplit_once('/').map(|(b, _)| b.to_owned()).unwrap_or(admin);
     format!("{base}/{name}")
@@ -108,6 +111,9 @@ fn safe_name(name: &str) -> bool {
     name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }
 
+/// Whether this process swept the server already.
+static SWEPT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Test databases older than this are dropped when a new one is made, whoever made them.
 const STALE_AFTER_NANOS: u128 = 3600 * 1_000_000_000;
 
@@ -131,7 +137,9 @@ async fn drop_stale_databases(conn: &mut sqlx::AnyConnection) {
     let now =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default();
     let Ok(rows) =
-        sqlx::query("SELECT datname FROM pg_database WHERE datname LIKE 'rebill_test_%'").fetch_all(&mut *conn).await
+        sqlx::query("SELECT CAST(datname AS TEXT) AS datname FROM pg_database WHERE datname LIKE 'rebill_test_%'")
+            .fetch_all(&mut *conn)
+            .await
     else {
         return;
     };
