@@ -20,7 +20,8 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Runs the HTTP service. On an empty database it first creates a sandbox site and prints
-    /// its private and public key once.
+    /// its private and public key once; on a database with sites it lists them and says how to
+    /// make a new key (`keys create`), since existing keys are stored as hashes only.
     Serve {
         #[arg(long, default_value = "127.0.0.1:8080")]
         listen: String,

@@ -304,3 +304,21 @@ pub async fn serve(listener: tokio::net::TcpListener, state: AppState) -> std::i
     scheduler.abort();
     served
 }
+
+#[cfg(test)]
+mod tests {
+    use super::PublicUrl;
+
+    #[test]
+    fn public_urls_are_checked_and_trimmed() {
+        let url = |text: &str| PublicUrl::parse(text).map(|u| u.as_str().to_owned());
+        assert_eq!(url("https://billing.example.com/").as_deref(), Ok("https://billing.example.com"));
+        assert_eq!(url("HTTP://10.0.0.5:8080/rebill//").as_deref(), Ok("http://10.0.0.5:8080/rebill"));
+        for bad in ["", "billing.example.com", "ftp://x", "https://", "https:///path", "https://x/?q", "https://x/#f"] {
+            assert!(PublicUrl::parse(bad).is_err(), "{bad}");
+        }
+        for bad in ["https://a@x", "https://x y", "https://x/<p>", "https://x/\"p"] {
+            assert!(PublicUrl::parse(bad).is_err(), "{bad}");
+        }
+    }
+}
