@@ -116,6 +116,23 @@ fn stalled_bodies_get_408_and_lose_their_connection() {
     assert_eq!(r.header("connection").as_deref(), Some("close"), "{}", r.head);
     assert!(took >= Duration::from_millis(900) && took < Duration::from_secs(10), "{took:?}");
 
+    // A request refused before its body is needed is answered at once, without reading it.
+    let partial = format!(
+        "POST /v2/accounts HTTP/1.1\r\nHost: {}\r\nAccept: application/xml\r\nContent-Type: {XML}\r\n\
+         Content-Length: 1000\r\n\r\n<account>",
+        s.addr
+    );
+    let (r, took) = stalled(&s.addr, &partial);
+    assert_eq!((r.status, r.body.as_str()), (401, "HTTP Basic: Access denied."));
+    assert!(took < Duration::from_millis(900), "{took:?}");
+    let partial = format!(
+        "{}<account>",
+        head(&s, "POST", "/v2/accounts", "Content-Type: application/json\r\nContent-Length: 1000\r\n")
+    );
+    let (r, took) = stalled(&s.addr, &partial);
+    assert_error(&r, 415, "unsupported_media_type");
+    assert!(took < Duration::from_millis(900), "{took:?}");
+
     // A chunked body stalled in the middle of a chunk.
     let partial = format!(
         "{}20\r\n<account><accou",
@@ -146,6 +163,7 @@ fn stalled_bodies_get_408_and_lose_their_connection() {
     );
     let (r, _) = stalled(&s.addr, &partial);
     assert_eq!(r.status, 408, "{}", r.head);
+    assert_eq!(r.header("access-control-allow-origin").as_deref(), Some("*"));
     let error: serde_json::Value = serde_json::from_str(&r.body).expect("json");
     assert_eq!(error["error"]["code"], "api-error");
     assert_eq!(error["error"]["message"], description);

@@ -5,12 +5,15 @@
 //! is read as XML), and innermost `ETag` / `If-None-Match` (304) on GETs.
 //!
 //! Around every route (the API, `/js/v1` and `/sandbox/clock`): the request log
-//! ([`request_log`], one line per request at info) and the body deadline ([`body_deadline`]:
-//! the whole body must arrive within `Config::body_timeout`, else 408).
+//! ([`request_log`], one line per request at info). Innermost, just before the handler, the body
+//! deadline ([`body_deadline`]: the whole body must arrive within `Config::body_timeout`, else
+//! 408); `/js/v1` has its own ([`token_body_deadline`]) and the sandbox clock reads its body
+//! within the same deadline after authenticating ([`read_body`]).
 
 use std::sync::{Arc, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use axum::body::Bytes;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
@@ -310,85 +313,122 @@ pub(crate) async fn etag(request: Request, next: Next) -> Response {
     Response::from_parts(parts, axum::body::Body::from(bytes))
 }
 
-/// Whether a path belongs to the client-side library's JSON endpoints.
-fn is_js(path: &str) -> bool {
-    path == crate::tokens::PREFIX || path.starts_with(&format!("{}/", crate::tokens::PREFIX))
+/// Why a body could not be buffered.
+enum BodyFailure {
+    TooLarge,
+    Unreadable,
+    TimedOut,
 }
 
-/// An error answer before routing: XML for the API and the sandbox clock, the token library's
-/// JSON (`{"error": {"code", "message"}}`, any origin) under `/js/v1`.
-fn early_error(path: &str, status: StatusCode, symbol: &str, code: &str, message: &str) -> Response {
-    if is_js(path) {
-        let body = serde_json::json!({ "error": { "code": code, "message": message } }).to_string();
-        return (
-            status,
-            [
-                (header::CONTENT_TYPE, HeaderValue::from_static("application/json; charset=utf-8")),
-                (header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*")),
-            ],
-            body,
-        )
-            .into_response();
-    }
-    respond::error(status, symbol, message)
-}
-
-/// Reads the whole request body before anything else sees it, within `Config::body_timeout`
-/// from the end of the request head: a body that stalls (fewer bytes than its Content-Length,
-/// a chunk that never ends) gets 408 `request_timeout` and the connection is closed, so no
-/// client can hold a connection open by sending slowly. A declared body over the limit is 413
-/// at once (nothing is read); a body that grows over it while read is 413 too. Handlers then
-/// read the buffered body.
-pub(crate) async fn body_deadline(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    if !has_body(request.headers()) {
-        return next.run(request).await;
-    }
-    let limit = state.config.body_limit;
-    let path = request.uri().path().to_owned();
-    let too_large = |path: &str| {
-        let message = format!("Request bodies are limited to {limit} bytes.");
-        early_error(path, StatusCode::PAYLOAD_TOO_LARGE, "request_too_large", "invalid-parameter", &message)
-    };
-    let declared =
-        request.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|len| len > limit as u64) {
-        return too_large(&path);
-    }
-    let (parts, body) = request.into_parts();
-    let timeout = state.config.body_timeout;
-    let read = tokio::time::timeout(timeout, axum::body::to_bytes(body, limit)).await;
-    let bytes = match read {
-        Ok(Ok(bytes)) => bytes,
+/// Reads a whole body of at most `limit` bytes within `timeout`.
+async fn read_within(body: axum::body::Body, limit: usize, timeout: Duration) -> Result<Bytes, BodyFailure> {
+    match tokio::time::timeout(timeout, axum::body::to_bytes(body, limit)).await {
+        Ok(Ok(bytes)) => Ok(bytes),
         Ok(Err(e)) => {
             let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
             while let Some(err) = source {
                 if err.is::<http_body_util::LengthLimitError>() {
-                    return too_large(&path);
+                    return Err(BodyFailure::TooLarge);
                 }
                 source = err.source();
             }
-            return early_error(
-                &path,
-                StatusCode::BAD_REQUEST,
-                "invalid_request",
-                "api-error",
-                "The request body could not be read.",
-            );
+            Err(BodyFailure::Unreadable)
         }
-        Err(_) => {
-            let seconds = timeout.as_secs_f64();
-            let mut response = early_error(
-                &path,
-                StatusCode::REQUEST_TIMEOUT,
-                "request_timeout",
-                "api-error",
-                &format!("The request body did not arrive within {seconds} seconds."),
-            );
+        Err(_) => Err(BodyFailure::TimedOut),
+    }
+}
+
+fn timeout_message(timeout: Duration) -> String {
+    format!("The request body did not arrive within {} seconds.", timeout.as_secs_f64())
+}
+
+/// The XML answer to a body that could not be read (408 closes the connection).
+fn xml_body_failure(failure: BodyFailure, limit: usize, timeout: Duration) -> Response {
+    match failure {
+        BodyFailure::TooLarge => respond::error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "request_too_large",
+            &format!("Request bodies are limited to {limit} bytes."),
+        ),
+        BodyFailure::Unreadable => {
+            respond::error(StatusCode::BAD_REQUEST, "invalid_request", "The request body could not be read.")
+        }
+        BodyFailure::TimedOut => {
+            let mut response =
+                respond::error(StatusCode::REQUEST_TIMEOUT, "request_timeout", &timeout_message(timeout));
             response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
-            return response;
+            response
         }
+    }
+}
+
+/// Reads the whole body of a request outside the API's layers (the sandbox clock, after its
+/// authentication) within `Config::body_timeout`: 413, 400 or 408 as [`body_deadline`].
+pub(crate) async fn read_body(state: &AppState, request: Request) -> Result<Bytes, Response> {
+    let (limit, timeout) = (state.config.body_limit, state.config.body_timeout);
+    read_within(request.into_body(), limit, timeout).await.map_err(|f| xml_body_failure(f, limit, timeout))
+}
+
+/// Reads the whole request body before the handler sees it, within `Config::body_timeout` from
+/// the end of the request head: a body that stalls (fewer bytes than its Content-Length, a chunk
+/// that never ends) gets 408 `request_timeout` and the connection is closed, so no client can
+/// hold a connection open by sending slowly. It sits innermost, after every refusal that needs
+/// no body (401, 429, 402, 403, 415): a request refused anyway is answered without reading its
+/// body, and only authenticated requests are buffered (at most `Config::body_limit` bytes, 413
+/// beyond). The handler then reads the buffered body.
+pub(crate) async fn body_deadline(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    if !has_body(request.headers()) {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let (limit, timeout) = (state.config.body_limit, state.config.body_timeout);
+    match read_within(body, limit, timeout).await {
+        Ok(bytes) => next.run(Request::from_parts(parts, axum::body::Body::from(bytes))).await,
+        Err(failure) => xml_body_failure(failure, limit, timeout),
+    }
+}
+
+/// [`body_deadline`] for the token library's endpoints (`/js/v1`, public: the site is named in
+/// the body): at most [`crate::tokens::TOKEN_BODY_LIMIT`] bytes are buffered, and failures are
+/// answered in the library's JSON (`{"error": {"code", "message"}}`, any origin).
+pub(crate) async fn token_body_deadline(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    if !has_body(request.headers()) {
+        return next.run(request).await;
+    }
+    let limit = crate::tokens::TOKEN_BODY_LIMIT.min(state.config.body_limit);
+    let timeout = state.config.body_timeout;
+    let declared =
+        request.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    let (parts, body) = request.into_parts();
+    let read = if declared.is_some_and(|len| len > limit as u64) {
+        Err(BodyFailure::TooLarge)
+    } else {
+        read_within(body, limit, timeout).await
     };
-    next.run(Request::from_parts(parts, axum::body::Body::from(bytes))).await
+    let (status, code, message) = match read {
+        Ok(bytes) => return next.run(Request::from_parts(parts, axum::body::Body::from(bytes))).await,
+        Err(BodyFailure::TooLarge) => {
+            (StatusCode::PAYLOAD_TOO_LARGE, "invalid-parameter", format!("Requests are limited to {limit} bytes."))
+        }
+        Err(BodyFailure::Unreadable) => {
+            (StatusCode::BAD_REQUEST, "api-error", "The request body could not be read.".to_owned())
+        }
+        Err(BodyFailure::TimedOut) => (StatusCode::REQUEST_TIMEOUT, "api-error", timeout_message(timeout)),
+    };
+    let body = serde_json::json!({ "error": { "code": code, "message": message } }).to_string();
+    let mut response = (
+        status,
+        [
+            (header::CONTENT_TYPE, HeaderValue::from_static("application/json; charset=utf-8")),
+            (header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*")),
+        ],
+        body,
+    )
+        .into_response();
+    if status == StatusCode::REQUEST_TIMEOUT {
+        response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
 }
 
 /// What inner layers learn about a request for its log line (site, API version).

@@ -266,16 +266,14 @@ pub struct RequestContext {
 
 /// The service's router: the client-side library's endpoints under `/js/v1`, and every other
 /// path through the API's protocol layers to the dispatch over the endpoint table.
-///
-/// Around everything: the request log (one line per request) and the body deadline (408),
-/// so that they hold for `/js/v1` and `/sandbox/clock` too.
+/// Around everything, the request log (one line per request); every route reads its body
+/// within the body deadline (408).
 pub fn router(state: AppState) -> Router {
     Router::new()
-        .nest(tokens::PREFIX, tokens::routes())
+        .nest(tokens::PREFIX, tokens::routes().layer(from_fn_with_state(state.clone(), layers::token_body_deadline)))
         .route("/sandbox/clock", axum::routing::post(sandbox::clock))
         .fallback_service(api_router(state.clone()))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(layers::panic_response))
-        .layer(from_fn_with_state(state.clone(), layers::body_deadline))
         .layer(from_fn(layers::request_log))
         .with_state(state)
 }
@@ -284,6 +282,7 @@ pub fn router(state: AppState) -> Router {
 fn api_router(state: AppState) -> Router {
     Router::new()
         .fallback(dispatch::dispatch)
+        .layer(from_fn_with_state(state.clone(), layers::body_deadline))
         .layer(from_fn(layers::etag))
         .layer(from_fn(layers::content_type))
         .layer(from_fn(layers::read_only))

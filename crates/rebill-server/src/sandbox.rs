@@ -78,7 +78,7 @@ pub(crate) async fn clock(State(state): State<AppState>, request: Request) -> Re
             "Only sandbox sites can move their clock; a production site runs on real time.",
         );
     }
-    let body = match crate::accounts::read_body(request, state.config.body_limit).await {
+    let body = match crate::layers::read_body(&state, request).await {
         Ok(b) => b,
         Err(response) => return response,
     };
