@@ -92,14 +92,15 @@ pub async fn serve(listener: TcpListener, app: Router, max_connections: usize) -
         }
     }));
     let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(max_connections.max(1)));
-    let mut warned = false;
+    let mut warned: Option<std::time::Instant> = None;
     loop {
         let permit = match slots.clone().try_acquire_owned() {
             Ok(permit) => permit,
             Err(_) => {
-                if !warned {
+                // At most one warning a minute, however often the bound is reached.
+                if warned.is_none_or(|at| at.elapsed() >= Duration::from_secs(60)) {
                     tracing::warn!(max_connections, "connection bound reached: new connections wait until one closes");
-                    warned = true;
+                    warned = Some(std::time::Instant::now());
                 }
                 slots.clone().acquire_owned().await.map_err(io::Error::other)?
             }
