@@ -628,7 +628,46 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
-    use super::iso8601;
+    use super::*;
+    use crate::testing::{fresh_postgres_database, fresh_sqlite_url};
+
+    const NOW: i64 = 1_800_000_000;
+
+    fn site(name: &str) -> NewSite {
+        NewSite { name: name.into(), mode: Mode::Sandbox, plan: Plan::Core, credit_memos: false, contact: None }
+    }
+
+    #[tokio::test]
+    async fn keys_are_numbered_per_site() {
+        let database = fresh_postgres_database("key_numbers").await;
+        for url in [fresh_sqlite_url("key_numbers"), database.url().to_owned()] {
+            let store = Store::connect(&url).await.expect("store");
+            let (first, _) = store.create_site(&site("first"), NOW).await.expect("first");
+            store.create_key(&first, false, NOW).await.expect("key");
+            let (demo, demo_key) = store.create_site(&site("demo"), NOW).await.expect("demo");
+            let (read_only, _) = store.create_key(&demo, true, NOW).await.expect("key");
+            assert_eq!(read_only.number, 2);
+            let numbers = |keys: Vec<ApiKey>| keys.iter().map(|k| k.number).collect::<Vec<_>>();
+            assert_eq!(numbers(store.keys(&first).await.expect("keys")), [1, 2]);
+            assert_eq!(numbers(store.keys(&demo).await.expect("keys")), [1, 2]);
+            // Number 1 of `demo` is demo's own first key, whatever ids the other site's keys hold.
+            let (new, _) = store.regenerate_key(&demo, 1, OldKey::Block, NOW).await.expect("regenerate");
+            assert_eq!(new.number, 3);
+            assert!(store.authenticate(&demo_key, NOW).await.expect("auth").is_none());
+            assert!(store.keys(&first).await.expect("keys").iter().all(|k| k.expires_at.is_none()));
+            let (_, key) = store
+                .authenticate(&store.create_key(&demo, false, NOW).await.expect("key").1, NOW)
+                .await
+                .expect("auth")
+                .expect("valid");
+            assert_eq!(key.number, 4, "authentication reads the number too");
+            let err = store.regenerate_key(&demo, 1, OldKey::Block, NOW).await.expect_err("blocked already");
+            assert_eq!(
+                err.to_string(),
+                "site `demo` has no active private key number 1; `rebill keys list --site demo` shows its keys"
+            );
+        }
+    }
 
     #[test]
     fn times_for_people() {
