@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -161,24 +162,79 @@ fn xml(args: &[String]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Builds the release binaries and runs the load benchmark.
+/// Builds the release binaries and runs the load benchmark from the target directory cargo
+/// uses (`CARGO_TARGET_DIR`, `build.target-dir`, or `target/`), as `cargo metadata` reports it.
 fn load_bench(args: &[String]) -> anyhow::Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let build = std::process::Command::new(&cargo)
         .current_dir(workspace_root())
         .args(["build", "--release", "-p", "rebill-cli", "-p", "rebill-load-bench"])
-        .status()?;
+        .status()
+        .with_context(|| format!("running `{cargo} build`"))?;
     if !build.success() {
         anyhow::bail!("release build failed");
     }
-    let status = std::process::Command::new(workspace_root().join("target/release/rebill-load-bench"))
+    let release = target_dir(&cargo)?.join("release");
+    let bench = release.join("rebill-load-bench");
+    for binary in [&bench, &release.join("rebill"), &release.join("bare-axum")] {
+        if !binary.is_file() {
+            anyhow::bail!(
+                "{} is missing after the release build (release directory {} from `cargo metadata`)",
+                binary.display(),
+                release.display()
+            );
+        }
+    }
+    let status = std::process::Command::new(&bench)
         .current_dir(workspace_root())
+        .env("REBILL_BENCH_BINARIES", &release)
         .args(args)
-        .status()?;
+        .status()
+        .with_context(|| format!("running {}", bench.display()))?;
     if !status.success() {
         anyhow::bail!("the load benchmark failed");
     }
     Ok(())
+}
+
+/// The target directory of the workspace, from `cargo metadata`.
+fn target_dir(cargo: &str) -> anyhow::Result<PathBuf> {
+    let out = std::process::Command::new(cargo)
+        .current_dir(workspace_root())
+        .args(["metadata", "--format-version", "1", "--no-deps"])
+        .output()
+        .with_context(|| format!("running `{cargo} metadata`"))?;
+    if !out.status.success() {
+        anyhow::bail!("`cargo metadata` failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    json_string(&text, "target_directory")
+        .map(PathBuf::from)
+        .ok_or_else(|| anyhow::anyhow!("`cargo metadata` printed no target_directory"))
+}
+
+/// The string value of the first `"key":"…"` in a JSON document (escapes decoded).
+fn json_string(json: &str, key: &str) -> Option<String> {
+    let start = json.find(&format!("\"{key}\":"))? + key.len() + 3;
+    let rest = json[start..].trim_start().strip_prefix('"')?;
+    let mut value = String::new();
+    let mut chars = rest.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => return Some(value),
+            '\\' => match chars.next()? {
+                'n' => value.push('\n'),
+                't' => value.push('\t'),
+                'u' => {
+                    let code: String = chars.by_ref().take(4).collect();
+                    value.push(char::from_u32(u32::from_str_radix(&code, 16).ok()?)?);
+                }
+                other => value.push(other),
+            },
+            c => value.push(c),
+        }
+    }
+    None
 }
 
 /// Builds the renewal benchmark in release mode and runs it.
@@ -193,4 +249,17 @@ fn renewal_bench(args: &[String]) -> anyhow::Result<()> {
         anyhow::bail!("the renewal benchmark failed");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::json_string;
+
+    #[test]
+    fn strings_from_cargo_metadata() {
+        let json = r#"{"packages":[],"target_directory":"/work/my \"target\"\\dir","version":1}"#;
+        assert_eq!(json_string(json, "target_directory").as_deref(), Some(r#"/work/my "target"\dir"#));
+        assert_eq!(json_string(r#"{"target_directory": "/t"}"#, "target_directory").as_deref(), Some("/t"));
+        assert_eq!(json_string(r#"{"other":"x"}"#, "target_directory"), None);
+    }
 }

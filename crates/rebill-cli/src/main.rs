@@ -20,7 +20,8 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Runs the HTTP service. On an empty database it first creates a sandbox site and prints
-    /// its private and public key once.
+    /// its private and public key once; on a database with sites it lists them and says how to
+    /// make a new key (`keys create`), since existing keys are stored as hashes only.
     Serve {
         #[arg(long, default_value = "127.0.0.1:8080")]
         listen: String,
@@ -44,6 +45,21 @@ enum Command {
         /// exists; without a file, tokens work only on the process that made them).
         #[arg(long, env = "REBILL_VAULT_KEY_FILE", value_name = "PATH")]
         vault_key_file: Option<std::path::PathBuf>,
+        /// The service's public base URL, e.g. `https://billing.example.com`: every href and
+        /// `Location` uses it whatever the request's Host header says. Set it in production;
+        /// without it links are built from the Host header (fine for local development only).
+        #[arg(long, env = "REBILL_PUBLIC_URL", value_name = "URL", value_parser = parse_public_url)]
+        public_url: Option<rebill_server::PublicUrl>,
+        /// Seconds a client may take to send a whole request body (after its head); a slower
+        /// body gets 408 and its connection is closed.
+        #[arg(long, value_name = "SECS", default_value_t = rebill_server::BODY_TIMEOUT.as_secs(),
+              value_parser = clap::value_parser!(u64).range(1..))]
+        body_timeout: u64,
+        /// Open client connections at most; at the bound new connections wait (in the listen
+        /// backlog) until one closes.
+        #[arg(long, value_name = "N", default_value_t = rebill_server::MAX_CONNECTIONS as u64,
+              value_parser = clap::value_parser!(u64).range(1..))]
+        max_connections: u64,
         /// Seconds between two deletions of expired tokens.
         #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..), hide = true)]
         token_purge_interval: u64,
@@ -214,7 +230,8 @@ enum KeysCommand {
     },
     /// Replaces a private key; the old one is blocked now or kept for 12 hours.
     Regenerate {
-        key_id: i64,
+        /// The key's number within the site, as `rebill keys list --site NAME` shows it.
+        key_number: i64,
         #[arg(long, value_enum)]
         old_key: OldKeyArg,
         #[arg(long)]
@@ -249,6 +266,10 @@ enum AlertsCommand {
     },
 }
 
+fn parse_public_url(text: &str) -> Result<rebill_server::PublicUrl, String> {
+    rebill_server::PublicUrl::parse(text).map_err(|e| e.to_string())
+}
+
 fn parse_deprecation(text: &str) -> Result<rebill_server::Deprecation, String> {
     rebill_server::Deprecation::parse(text).map_err(|e| e.to_string())
 }
@@ -258,11 +279,17 @@ fn site_json(s: &Site) -> Value {
         "id": s.id, "name": s.name, "mode": s.mode.as_str(), "plan": s.plan.as_str(), "credit_memos": s.credit_memos,
         "good_standing": s.good_standing, "contact": s.contact, "public_key": s.public_key, "key_limit": s.key_limit(),
         "rate_limit_per_minute": rebill_store::rate::per_minute(s),
+        "rate_limit_is_default": s.rate_limit_per_minute.is_none(),
     })
 }
 
+/// A key as listed: `id` is its number within the site (what `keys regenerate` takes); times
+/// are ISO 8601 UTC.
 fn key_json(k: &ApiKey, now: i64) -> Value {
-    json!({ "id": k.id, "hint": k.hint, "read_only": k.read_only, "active": k.active_at(now), "expires_at": k.expires_at })
+    json!({
+        "id": k.number, "hint": k.hint, "read_only": k.read_only, "active": k.active_at(now),
+        "created_at": rebill_store::iso8601(k.created_at), "expires_at": k.expires_at.map(rebill_store::iso8601),
+    })
 }
 
 fn alert_json(a: &Alert) -> Value {
@@ -280,7 +307,7 @@ fn emit(json: bool, value: Value, text: String) {
 
 fn site_line(s: &Site) -> String {
     format!(
-        "{} (id {})  mode={} plan={} credit_memos={} good_standing={} contact={} public_key={}",
+        "{} (id {})  mode={} plan={} credit_memos={} good_standing={} contact={} rate_limit={}/min{} public_key={}",
         s.name,
         s.id,
         s.mode.as_str(),
@@ -288,6 +315,8 @@ fn site_line(s: &Site) -> String {
         s.credit_memos,
         s.good_standing,
         s.contact.as_deref().unwrap_or("-"),
+        rebill_store::rate::per_minute(s),
+        if s.rate_limit_per_minute.is_none() { " (mode default)" } else { "" },
         s.public_key
     )
 }
@@ -295,10 +324,17 @@ fn site_line(s: &Site) -> String {
 fn key_line(k: &ApiKey, now: i64) -> String {
     let state = match k.expires_at {
         None => "active".to_owned(),
-        Some(t) if t > now => format!("expires at {t}"),
-        Some(_) => "blocked".to_owned(),
+        Some(t) if t > now => format!("expires at {}", rebill_store::iso8601(t)),
+        Some(t) => format!("blocked since {}", rebill_store::iso8601(t)),
     };
-    format!("{}  …{}  {}  {}", k.id, k.hint, if k.read_only { "read-only" } else { "read-write" }, state)
+    format!(
+        "{}  …{}  {}  {}  created {}",
+        k.number,
+        k.hint,
+        if k.read_only { "read-only" } else { "read-write" },
+        state,
+        rebill_store::iso8601(k.created_at)
+    )
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -306,13 +342,24 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let clock = rebill_server::clock_from_env();
     let now = clock.now();
     match cli.command {
-        Command::Serve { listen, deprecations, smtp_url, mail_from, vault_key_file, token_purge_interval } => {
+        Command::Serve {
+            listen,
+            deprecations,
+            smtp_url,
+            mail_from,
+            vault_key_file,
+            public_url,
+            body_timeout,
+            max_connections,
+            token_purge_interval,
+        } => {
             let mail = smtp_url
                 .map(|url| rebill_mail::MailConfig::new(&url, Some(&mail_from)))
                 .transpose()
                 .context("--smtp-url / --mail-from")?;
             let vault = rebill_server::tokens::open_vault(vault_key_file.as_deref(), &cli.database)?;
-            if store.sites().await?.is_empty() {
+            let sites = store.sites().await?;
+            if sites.is_empty() {
                 let new = NewSite {
                     name: "sandbox".into(),
                     mode: Mode::Sandbox,
@@ -324,11 +371,32 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 println!("created sandbox site `{}` (shown only now)", site.name);
                 println!("private key: {key}");
                 println!("public key:  {}", site.public_key);
+            } else {
+                // Keys are stored as hashes only: an existing key can never be shown again.
+                println!("sites on this database:");
+                for site in &sites {
+                    println!("  {} (id {}, {})", site.name, site.id, site.mode.as_str());
+                }
+                let example = sites.first().map(|s| s.name.as_str()).unwrap_or("NAME");
+                println!(
+                    "private keys are shown only when created; make a new one with \
+                     `rebill keys create --site {example}` (`rebill keys list --site {example}` lists them)"
+                );
             }
             let listener =
                 tokio::net::TcpListener::bind(&listen).await.with_context(|| format!("listening on {listen}"))?;
+            match &public_url {
+                Some(url) => println!("links use the public URL {url}"),
+                None => println!("links use the request's Host header (set --public-url in production)"),
+            }
             println!("listening on http://{}", listener.local_addr()?);
-            let config = rebill_server::Config { deprecations, ..rebill_server::Config::default() };
+            let config = rebill_server::Config {
+                deprecations,
+                public_url,
+                body_timeout: std::time::Duration::from_secs(body_timeout),
+                max_connections: usize::try_from(max_connections).unwrap_or(usize::MAX),
+                ..rebill_server::Config::default()
+            };
             let mail_clock = clock.clone();
             let mailer = tokio::spawn(rebill_mail::run(
                 store.clone(),
@@ -402,22 +470,22 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let (key, secret) = store.create_key(&site, read_only, now).await?;
             let mut value = key_json(&key, now);
             value["private_key"] = json!(secret);
-            emit(json, value, format!("created key {}\nprivate key: {secret}\n(shown only now)", key.id));
+            emit(json, value, format!("created key {}\nprivate key: {secret}\n(shown only now)", key.number));
         }
-        Command::Keys(KeysCommand::Regenerate { key_id, old_key, site, json }) => {
+        Command::Keys(KeysCommand::Regenerate { key_number, old_key, site, json }) => {
             let site = store.site(&site).await?;
             let old = match old_key {
                 OldKeyArg::Block => OldKey::Block,
                 OldKeyArg::Keep12h => OldKey::Keep12h,
             };
-            let (key, secret) = store.regenerate_key(&site, key_id, old, now).await?;
+            let (key, secret) = store.regenerate_key(&site, key_number, old, now).await?;
             let mut value = key_json(&key, now);
             value["private_key"] = json!(secret);
-            value["replaced"] = json!(key_id);
+            value["replaced"] = json!(key_number);
             emit(
                 json,
                 value,
-                format!("key {key_id} replaced by key {}\nprivate key: {secret}\n(shown only now)", key.id),
+                format!("key {key_number} replaced by key {}\nprivate key: {secret}\n(shown only now)", key.number),
             );
         }
         Command::PublicKey(PublicKeyCommand::Show { site, json }) => {

@@ -33,13 +33,17 @@ fn key_change_alert_is_mailed_to_the_contact() {
     s.cli(&["site", "update", "--name", "sandbox", "--contact", "tech@example.com"]);
     let keys = s.cli_json(&["keys", "list", "--site", "sandbox"]);
     let id = keys["keys"][0]["id"].as_i64().expect("id").to_string();
-    s.cli(&["keys", "regenerate", &id, "--old-key", "block", "--site", "sandbox"]);
+    s.cli(&["keys", "regenerate", &id, "--old-key", "keep-12h", "--site", "sandbox"]);
     assert!(wait_for(|| !sink.received().is_empty()), "the alert reached the SMTP server");
     let mail = sink.received().remove(0);
     assert_eq!(mail.rcpt_to, ["<tech@example.com>"]);
     assert!(mail.mail_from.contains("ops@rebill.test"), "{}", mail.mail_from);
     assert_eq!(mail.header("Subject").as_deref(), Some("rebill: key_regenerated on site sandbox"));
-    assert!(mail.body().contains("was blocked immediately"), "{}", mail.body());
+    // Times in the text are ISO 8601 UTC, never epoch seconds.
+    let body = mail.body();
+    let until = body.split("stays valid for 12 hours, until ").nth(1).expect("until when").trim();
+    let until = until.trim_end_matches('.');
+    assert!(chrono::DateTime::parse_from_rfc3339(until).is_ok() && until.ends_with('Z') && until.len() == 20, "{body}");
     assert!(wait_for(|| s.cli_json(&["alerts", "list"])["alerts"][0]["sent"] == true), "marked sent");
     assert_eq!(sink.received().len(), 1);
 }

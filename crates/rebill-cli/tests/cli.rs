@@ -2,7 +2,7 @@
 
 use std::process::{Command, Output};
 
-use rebill_store::testing::{fresh_postgres_url, fresh_sqlite_url};
+use rebill_store::testing::{fresh_postgres_database, fresh_sqlite_url};
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_rebill");
@@ -19,6 +19,12 @@ fn json(db: &str, args: &[&str]) -> Value {
     let text = String::from_utf8(out.stdout).expect("utf-8");
     assert_eq!(text.lines().count(), 1, "one JSON object: {text}");
     serde_json::from_str(&text).expect("JSON")
+}
+
+fn stdout_of(db: &str, args: &[&str]) -> String {
+    let out = rebill(db, args);
+    assert!(out.status.success(), "rebill {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).expect("utf-8")
 }
 
 fn failure(db: &str, args: &[&str]) -> String {
@@ -63,7 +69,13 @@ fn scenario(db: &str) {
         .cloned()
         .expect("old key");
     assert_eq!(old["active"], true, "kept for 12 hours");
-    assert!(old["expires_at"].is_i64());
+    // Times for people: ISO 8601 UTC, in JSON and in text.
+    let expires = old["expires_at"].as_str().expect("expires_at");
+    assert!(is_iso_utc(expires), "{expires}");
+    assert!(is_iso_utc(old["created_at"].as_str().expect("created_at")), "{old}");
+    let listing = stdout_of(db, &["keys", "list", "--site", "acme"]);
+    let line = listing.lines().find(|l| l.starts_with(&format!("{first_id} "))).expect("the old key's line");
+    assert!(line.contains(&format!("expires at {expires}")), "{listing}");
 
     let public = json(db, &["public-key", "show", "--site", "acme"])["public_key"].clone();
     let renewed = json(db, &["public-key", "regenerate", "--site", "acme"])["public_key"].clone();
@@ -90,6 +102,48 @@ fn scenario(db: &str) {
     assert_eq!(err.trim(), "error: no site named `nope`");
     let err = failure(db, &["site", "create", "--name", "acme"]);
     assert!(err.contains("already exists"), "{err}");
+
+    // The README's administration example, literally, on a database that already has sites:
+    // key numbers are per site, so `demo`'s first key is 1.
+    stdout_of(db, &["site", "create", "--name", "demo", "--contact", "tech@example.com"]);
+    let created = stdout_of(db, &["keys", "create", "--site", "demo", "--read-only"]);
+    assert!(created.starts_with("created key 2\n"), "{created}");
+    let replaced = stdout_of(db, &["keys", "regenerate", "1", "--site", "demo", "--old-key", "keep-12h"]);
+    assert!(replaced.starts_with("key 1 replaced by key 3\n"), "{replaced}");
+    let listing = stdout_of(db, &["keys", "list", "--site", "demo"]);
+    let numbers: Vec<&str> = listing.lines().filter_map(|l| l.split_whitespace().next()).collect();
+    assert_eq!(numbers, ["1", "2", "3"], "{listing}");
+    let updated = stdout_of(db, &["site", "update", "--name", "demo", "--mode", "production", "--rate-limit", "2000"]);
+    assert!(updated.contains(" rate_limit=2000/min "), "{updated}");
+    let sites = stdout_of(db, &["site", "list"]);
+    let acme = sites.lines().find(|l| l.starts_with("acme ")).expect("acme");
+    assert!(acme.contains(" rate_limit=1000/min (mode default) "), "{sites}");
+    let demo = sites.lines().find(|l| l.starts_with("demo ")).expect("demo");
+    assert!(demo.contains(" rate_limit=2000/min "), "{sites}");
+    // A key number the site does not have: the error says where to look.
+    let err = failure(db, &["keys", "regenerate", "9", "--site", "demo", "--old-key", "block"]);
+    assert_eq!(
+        err.trim(),
+        "error: site `demo` has no active private key number 9; `rebill keys list --site demo` shows its keys"
+    );
+    // The alert about the regeneration says until when, in ISO 8601.
+    let alerts = json(db, &["alerts", "list"]);
+    let body = alerts["alerts"]
+        .as_array()
+        .expect("alerts")
+        .iter()
+        .filter(|a| a["kind"] == "key_regenerated")
+        .filter_map(|a| a["body"].as_str())
+        .find(|b| b.contains("site demo"))
+        .expect("demo's regeneration alert")
+        .to_owned();
+    let until = body.rsplit("until ").next().expect("until").trim_end_matches('.');
+    assert!(is_iso_utc(until), "{body}");
+}
+
+/// `2026-11-24T00:00:00Z`.
+fn is_iso_utc(text: &str) -> bool {
+    chrono::DateTime::parse_from_rfc3339(text).is_ok() && text.len() == 20 && text.ends_with('Z')
 }
 
 #[test]
@@ -99,6 +153,7 @@ fn administration_on_sqlite() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn administration_on_postgres() {
-    let url = fresh_postgres_url("cli").await;
+    let database = fresh_postgres_database("cli").await;
+    let url = database.url().to_owned();
     tokio::task::spawn_blocking(move || scenario(&url)).await.expect("scenario");
 }

@@ -178,10 +178,10 @@ fn rate_limits_production() {
 /// Two service processes on one PostgreSQL database share one count.
 #[test]
 fn rate_limit_is_shared_by_processes() {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-    let db = runtime.block_on(rebill_store::testing::fresh_postgres_url("rate_shared"));
-    let a = start_with(&db, Options { clock: Some(T0), ..Options::default() });
-    let b = start_with(&db, Options { clock_file: a.clock.clone(), existing_database: true, ..Options::default() });
+    let database = postgres_database("rate_shared");
+    let db = database.url();
+    let a = start_with(db, Options { clock: Some(T0), ..Options::default() });
+    let b = start_with(db, Options { clock_file: a.clock.clone(), existing_database: true, ..Options::default() });
     let handles: Vec<_> = [a.addr.clone(), b.addr.clone()]
         .into_iter()
         .map(|addr| {
@@ -299,10 +299,10 @@ fn key_regeneration_with_and_without_grace() {
 #[test]
 fn internal_errors_do_not_leak() {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-    let db = runtime.block_on(rebill_store::testing::fresh_postgres_url("internal"));
-    let s = start(&db);
+    let database = postgres_database("internal");
+    let s = start(database.url());
     assert_eq!(authed(&s, "GET", "/v2/coupons", &[], "").status, 501);
-    runtime.block_on(rebill_store::testing::drop_postgres_database(&db));
+    runtime.block_on(rebill_store::testing::drop_postgres_database(database.url()));
     let r = authed(&s, "GET", "/v2/coupons", &[], "");
     assert_error(&r, 500, "internal_server_error");
     let lower = r.body.to_lowercase();

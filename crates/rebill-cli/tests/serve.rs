@@ -110,3 +110,38 @@ fn scenario(s: &Server) {
 fn protocol_rules() {
     on_both_backends("serve", |db| scenario(&start(db)));
 }
+
+/// A second start on a database that has sites prints them and how to get a private key (never
+/// a key: only hashes are stored).
+fn second_start(db: &str) {
+    let first = start(db);
+    let key = first.key.clone();
+    first.cli(&["site", "create", "--name", "demo"]);
+    drop(first);
+    let again = start_with(db, Options { existing_database: true, ..Options::default() });
+    assert_eq!(again.key, "", "no key is printed again");
+    let banner = again.banner.join("\n");
+    assert!(!banner.contains(&key), "{banner}");
+    assert_eq!(
+        again.banner[..4],
+        [
+            "sites on this database:".to_owned(),
+            "  sandbox (id 1, sandbox)".to_owned(),
+            "  demo (id 2, sandbox)".to_owned(),
+            "private keys are shown only when created; make a new one with `rebill keys create --site sandbox` \
+             (`rebill keys list --site sandbox` lists them)"
+                .to_owned(),
+        ],
+        "{banner}"
+    );
+    // Following that advice gives a working key.
+    let created = again.cli_json(&["keys", "create", "--site", "sandbox"]);
+    let new_key = created["private_key"].as_str().expect("key");
+    assert_eq!(created["id"], 2, "the sandbox site's second key");
+    assert_eq!(authed_with(&again, new_key, "GET", "/v2/accounts", &[], "").status, 200);
+}
+
+#[test]
+fn a_second_start_names_the_sites_and_how_to_get_a_key() {
+    on_both_backends("second_start", second_start);
+}

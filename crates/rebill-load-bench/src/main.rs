@@ -90,9 +90,13 @@ fn wrk(url: &str, headers: &[String], duration: &str, connections: u32) -> anyho
     Ok(Measure { requests_per_second: rps, latency })
 }
 
+/// A release binary: in `REBILL_BENCH_BINARIES` (set by `cargo xtask load-bench`), or else
+/// beside this benchmark's own executable (the same target directory).
 fn release_binary(name: &str) -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("target"));
-    target.join("release").join(name)
+    let dir = std::env::var_os("REBILL_BENCH_BINARIES")
+        .map(PathBuf::from)
+        .or_else(|| std::env::current_exe().ok().and_then(|exe| exe.parent().map(Path::to_path_buf)));
+    dir.unwrap_or_else(|| PathBuf::from("target/release")).join(name)
 }
 
 fn main() -> anyhow::Result<()> {
@@ -107,12 +111,24 @@ fn main() -> anyhow::Result<()> {
     let bare = release_binary("bare-axum");
     for b in [&rebill, &bare] {
         if !Path::new(b).exists() {
-            bail!("{} is missing: build with `cargo build --release -p rebill-cli -p rebill-load-bench`", b.display());
+            bail!(
+                "{} is missing: build with `cargo build --release -p rebill-cli -p rebill-load-bench` (or run \
+                 `cargo xtask load-bench`)",
+                b.display()
+            );
         }
     }
 
-    let (_server, lines, addr) =
-        spawn(Command::new(&rebill).args(["--database", &database, "serve", "--listen", "127.0.0.1:0"]))?;
+    // Without the per-request log lines (REBILL_LOG=warn): the figures measure serving, and stay
+    // comparable with earlier runs.
+    let (_server, lines, addr) = spawn(Command::new(&rebill).env("REBILL_LOG", "warn").args([
+        "--database",
+        &database,
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+    ]))
+    .with_context(|| format!("starting {}", rebill.display()))?;
     let key = lines
         .iter()
         .find_map(|l| l.strip_prefix("private key: "))

@@ -11,16 +11,32 @@ use std::time::Duration;
 
 use rebill_mail::{Clock, DEFAULT_FROM, Drained, MailConfig, Mailer, drain_once, run};
 use rebill_store::outbox::RETRY_BASE_SECONDS;
-use rebill_store::testing::{fresh_postgres_url, fresh_sqlite_url};
+use rebill_store::testing::{TestDatabase, fresh_postgres_database, fresh_sqlite_url};
 use rebill_store::{Alert, Mode, NewSite, Plan, Site, Store};
 use sink::{Sink, closed_url};
 
 const NOW: i64 = 1_800_000_000;
 
-async fn both(tag: &str) -> Vec<Store> {
+/// A store on SQLite and one on PostgreSQL; the PostgreSQL database is dropped when the loop
+/// over them ends.
+async fn both(tag: &str) -> Both {
     let sqlite = Store::connect(&fresh_sqlite_url(tag)).await.expect("sqlite");
-    let pg = Store::connect(&fresh_postgres_url(tag).await).await.expect("postgres");
-    vec![sqlite, pg]
+    let database = fresh_postgres_database(tag).await;
+    let pg = Store::connect(database.url()).await.expect("postgres");
+    Both { stores: vec![sqlite, pg].into_iter(), _database: database }
+}
+
+struct Both {
+    stores: std::vec::IntoIter<Store>,
+    _database: TestDatabase,
+}
+
+impl Iterator for Both {
+    type Item = Store;
+
+    fn next(&mut self) -> Option<Store> {
+        self.stores.next()
+    }
 }
 
 async fn site(store: &Store, name: &str, contact: Option<&str>) -> Site {
@@ -163,9 +179,9 @@ async fn an_unreachable_server_loses_no_alert() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_mailers_on_one_postgres_database_never_send_an_alert_twice() {
-    let url = fresh_postgres_url("mail_two").await;
-    let first = Store::connect(&url).await.expect("first process");
-    let second = Store::connect(&url).await.expect("second process");
+    let database = fresh_postgres_database("mail_two").await;
+    let first = Store::connect(database.url()).await.expect("first process");
+    let second = Store::connect(database.url()).await.expect("second process");
     let sink = Sink::start().await;
     let config = MailConfig::new(&sink.url(), None).expect("config");
     let (_, clock) = clock();

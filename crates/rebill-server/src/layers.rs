@@ -1,9 +1,19 @@
 //! The protocol rules of every `/v2/` request, one middleware layer each, outermost first:
 //! body size (413), `Accept` (406), `X-Api-Version` (400 unsupported or sunset; deprecation
 //! headers), HTTP Basic authentication (401), rate limit (429 and the `X-RateLimit-*` headers),
-//! site standing (402), read-only keys (403), `Content-Type` on writes (415), and innermost
-//! `ETag` / `If-None-Match` (304) on GETs.
+//! site standing (402), read-only keys (403), `Content-Type` on writes (415; a body without one
+//! is read as XML), and innermost `ETag` / `If-None-Match` (304) on GETs.
+//!
+//! Around every route (the API, `/js/v1` and `/sandbox/clock`): the request log
+//! ([`request_log`], one line per request at info). Innermost, just before the handler, the body
+//! deadline ([`body_deadline`]: the whole body must arrive within `Config::body_timeout`, else
+//! 408); `/js/v1` has its own ([`token_body_deadline`]) and the sandbox clock reads its body
+//! within the same deadline after authenticating ([`read_body`]).
 
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
@@ -98,6 +108,9 @@ pub(crate) async fn api_version(State(state): State<AppState>, mut request: Requ
         );
     }
     request.extensions_mut().insert(version);
+    if let Some(log) = request.extensions().get::<LogFields>() {
+        log.version(version);
+    }
     let mut response = next.run(request).await;
     let headers = response.headers_mut();
     if let Ok(v) = HeaderValue::from_str(&version.to_string()) {
@@ -134,8 +147,12 @@ pub(crate) fn basic_key(headers: &HeaderMap) -> Option<String> {
     (!key.is_empty()).then(|| key.to_owned())
 }
 
-/// The scheme, host and port the client called (hrefs and `Location` use them).
-fn base_url(request: &Request) -> String {
+/// The base of hrefs and `Location`: the configured public URL, or else the scheme, host and
+/// port the client called (local development).
+fn base_url(state: &AppState, request: &Request) -> String {
+    if let Some(url) = &state.config.public_url {
+        return url.as_str().to_owned();
+    }
     let host = request
         .headers()
         .get(header::HOST)
@@ -158,7 +175,10 @@ pub(crate) async fn authenticate(State(state): State<AppState>, mut request: Req
     let version = request.extensions().get::<ApiVersion>().copied().unwrap_or_default();
     let features =
         if site.credit_memos { Features::none().with("credit_memos").unwrap_or_default() } else { Features::none() };
-    let wire = WireContext::new(version, features, &base_url(&request));
+    let wire = WireContext::new(version, features, &base_url(&state, &request));
+    if let Some(log) = request.extensions().get::<LogFields>() {
+        log.site(site.id);
+    }
     let now = site.now(state.clock.now());
     request.extensions_mut().insert(RequestContext { version, site, key: api_key, wire, now });
     next.run(request).await
@@ -236,12 +256,14 @@ pub(crate) fn has_body(headers: &HeaderMap) -> bool {
             .is_some_and(|n| n > 0)
 }
 
-/// 415 unless a POST or PUT with a body says `application/xml; charset=utf-8` (an empty action
-/// PUT such as `…/cancel` needs no Content-Type).
+/// 415 when a POST or PUT body says it is something other than `application/xml` in UTF-8. A
+/// body without a Content-Type is read as XML (released clients send one so), and an empty
+/// action PUT such as `…/cancel` needs none.
 pub(crate) async fn content_type(request: Request, next: Next) -> Response {
     let writes = matches!(*request.method(), Method::POST | Method::PUT);
     if writes && has_body(request.headers()) {
-        let ok = request.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|ct| {
+        let Some(given) = request.headers().get(header::CONTENT_TYPE) else { return next.run(request).await };
+        let ok = given.to_str().ok().is_some_and(|ct| {
             let mut parts = ct.split(';').map(str::trim);
             let media = parts.next().unwrap_or_default();
             media.eq_ignore_ascii_case("application/xml")
@@ -289,4 +311,197 @@ pub(crate) async fn etag(request: Request, next: Next) -> Response {
         return Response::from_parts(parts, axum::body::Body::empty());
     }
     Response::from_parts(parts, axum::body::Body::from(bytes))
+}
+
+/// Why a body could not be buffered.
+enum BodyFailure {
+    TooLarge,
+    Unreadable,
+    TimedOut,
+}
+
+/// Reads a whole body of at most `limit` bytes within `timeout`.
+async fn read_within(body: axum::body::Body, limit: usize, timeout: Duration) -> Result<Bytes, BodyFailure> {
+    match tokio::time::timeout(timeout, axum::body::to_bytes(body, limit)).await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(e)) => {
+            let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+            while let Some(err) = source {
+                if err.is::<http_body_util::LengthLimitError>() {
+                    return Err(BodyFailure::TooLarge);
+                }
+                source = err.source();
+            }
+            Err(BodyFailure::Unreadable)
+        }
+        Err(_) => Err(BodyFailure::TimedOut),
+    }
+}
+
+fn timeout_message(timeout: Duration) -> String {
+    format!("The request body did not arrive within {} seconds.", timeout.as_secs_f64())
+}
+
+/// The XML answer to a body that could not be read (408 closes the connection).
+fn xml_body_failure(failure: BodyFailure, limit: usize, timeout: Duration) -> Response {
+    match failure {
+        BodyFailure::TooLarge => respond::error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "request_too_large",
+            &format!("Request bodies are limited to {limit} bytes."),
+        ),
+        BodyFailure::Unreadable => {
+            respond::error(StatusCode::BAD_REQUEST, "invalid_request", "The request body could not be read.")
+        }
+        BodyFailure::TimedOut => {
+            let mut response =
+                respond::error(StatusCode::REQUEST_TIMEOUT, "request_timeout", &timeout_message(timeout));
+            response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+            response
+        }
+    }
+}
+
+/// Reads the whole body of a request outside the API's layers (the sandbox clock, after its
+/// authentication) within `Config::body_timeout`: 413, 400 or 408 as [`body_deadline`].
+pub(crate) async fn read_body(state: &AppState, request: Request) -> Result<Bytes, Response> {
+    let (limit, timeout) = (state.config.body_limit, state.config.body_timeout);
+    read_within(request.into_body(), limit, timeout).await.map_err(|f| xml_body_failure(f, limit, timeout))
+}
+
+/// Reads the whole request body before the handler sees it, within `Config::body_timeout` from
+/// the end of the request head: a body that stalls (fewer bytes than its Content-Length, a chunk
+/// that never ends) gets 408 `request_timeout` and the connection is closed, so no client can
+/// hold a connection open by sending slowly. It sits innermost, after every refusal that needs
+/// no body (401, 429, 402, 403, 415): a request refused anyway is answered without reading its
+/// body, and only authenticated requests are buffered (at most `Config::body_limit` bytes, 413
+/// beyond). The handler then reads the buffered body.
+pub(crate) async fn body_deadline(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    if !has_body(request.headers()) {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let (limit, timeout) = (state.config.body_limit, state.config.body_timeout);
+    match read_within(body, limit, timeout).await {
+        Ok(bytes) => next.run(Request::from_parts(parts, axum::body::Body::from(bytes))).await,
+        Err(failure) => xml_body_failure(failure, limit, timeout),
+    }
+}
+
+/// [`body_deadline`] for the token library's endpoints (`/js/v1`, public: the site is named in
+/// the body): at most [`crate::tokens::TOKEN_BODY_LIMIT`] bytes are buffered, and failures are
+/// answered in the library's JSON (`{"error": {"code", "message"}}`, any origin).
+pub(crate) async fn token_body_deadline(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    if !has_body(request.headers()) {
+        return next.run(request).await;
+    }
+    let limit = crate::tokens::TOKEN_BODY_LIMIT.min(state.config.body_limit);
+    let timeout = state.config.body_timeout;
+    let declared =
+        request.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    let (parts, body) = request.into_parts();
+    let read = if declared.is_some_and(|len| len > limit as u64) {
+        Err(BodyFailure::TooLarge)
+    } else {
+        read_within(body, limit, timeout).await
+    };
+    let (status, code, message) = match read {
+        Ok(bytes) => return next.run(Request::from_parts(parts, axum::body::Body::from(bytes))).await,
+        Err(BodyFailure::TooLarge) => {
+            (StatusCode::PAYLOAD_TOO_LARGE, "invalid-parameter", format!("Requests are limited to {limit} bytes."))
+        }
+        Err(BodyFailure::Unreadable) => {
+            (StatusCode::BAD_REQUEST, "api-error", "The request body could not be read.".to_owned())
+        }
+        Err(BodyFailure::TimedOut) => (StatusCode::REQUEST_TIMEOUT, "api-error", timeout_message(timeout)),
+    };
+    let body = serde_json::json!({ "error": { "code": code, "message": message } }).to_string();
+    let mut response = (
+        status,
+        [
+            (header::CONTENT_TYPE, HeaderValue::from_static("application/json; charset=utf-8")),
+            (header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*")),
+        ],
+        body,
+    )
+        .into_response();
+    if status == StatusCode::REQUEST_TIMEOUT {
+        response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
+}
+
+/// What inner layers learn about a request for its log line (site, API version).
+#[derive(Clone, Default)]
+pub(crate) struct LogFields(Arc<(OnceLock<i64>, OnceLock<ApiVersion>)>);
+
+impl LogFields {
+    pub(crate) fn site(&self, id: i64) {
+        let _ = self.0.0.set(id);
+    }
+
+    fn version(&self, version: ApiVersion) {
+        let _ = self.0.1.set(version);
+    }
+}
+
+/// Query parameters whose values are logged; every other parameter is logged by name only
+/// (values such as card numbers in a JSONP token call, e-mail addresses or codes never reach
+/// the log).
+pub const LOGGED_QUERY_VALUES: &[&str] =
+    &["per_page", "cursor", "sort", "order", "state", "begin_time", "end_time", "type", "_method"];
+
+/// The longest path or query written to the log (longer ones are cut, marked with `…`).
+const LOGGED_MAX: usize = 256;
+
+fn cut(text: &str) -> String {
+    if text.len() <= LOGGED_MAX {
+        return text.to_owned();
+    }
+    let mut end = LOGGED_MAX;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+/// The query as logged: parameter names, with values only for [`LOGGED_QUERY_VALUES`].
+pub fn loggable_query(query: &str) -> String {
+    let parts: Vec<String> = query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|pair| {
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let decoded = percent_encoding::percent_decode_str(name).decode_utf8_lossy();
+            if LOGGED_QUERY_VALUES.contains(&decoded.as_ref()) { format!("{name}={value}") } else { name.to_owned() }
+        })
+        .collect();
+    cut(&parts.join("&"))
+}
+
+/// One line per request at info (target `rebill::request`): method, path, query (see
+/// [`loggable_query`]), status, duration, site id and API version when known. Never a header
+/// value (so never `Authorization`) and never a body.
+pub(crate) async fn request_log(mut request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = request.method().clone();
+    let path = cut(request.uri().path());
+    let query = request.uri().query().map(loggable_query).unwrap_or_default();
+    let fields = LogFields::default();
+    request.extensions_mut().insert(fields.clone());
+    let response = next.run(request).await;
+    let site = fields.0.0.get().map(i64::to_string).unwrap_or_else(|| "-".to_owned());
+    let version = fields.0.1.get().map(ApiVersion::to_string).unwrap_or_else(|| "-".to_owned());
+    tracing::info!(
+        target: "rebill::request",
+        method = %method,
+        path = %path,
+        query = %query,
+        status = response.status().as_u16(),
+        duration_ms = format_args!("{:.1}", started.elapsed().as_secs_f64() * 1000.0),
+        site = %site,
+        api_version = %version,
+        "request"
+    );
+    response
 }

@@ -4,7 +4,9 @@
 //! read-only keys 403, `Content-Type` 415. Routing then uses the generated endpoint table (see
 //! [`dispatch`]): 404 for unknown routes and routes newer than the version, 405 with `Allow`,
 //! the endpoint's handler, or 501 naming an endpoint not built yet — never a fake success.
-//! [`wire`] serves HTTP/1.1 with canonical header names.
+//! [`wire`] serves HTTP/1.1 with canonical header names and a bound on open connections; around
+//! everything, a request body must arrive within a deadline (408) and every request is logged
+//! in one line.
 
 mod accounts;
 mod billing;
@@ -122,16 +124,88 @@ pub fn parse_instant(text: &str) -> Option<i64> {
     Some(date.and_hms_opt(0, 0, 0)?.and_utc().timestamp())
 }
 
+/// Default deadline for reading a whole request body (408 after it).
+pub const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Default bound on open client connections (kept below the common 1,024 file-descriptor limit,
+/// with room for database connections and files).
+pub const MAX_CONNECTIONS: usize = 512;
+
 /// Settings of the service.
 #[derive(Debug, Clone)]
 pub struct Config {
     pub body_limit: usize,
     pub deprecations: Vec<Deprecation>,
+    /// How long reading a whole request body may take, from the end of its head (408 after).
+    pub body_timeout: std::time::Duration,
+    /// Open client connections at most; at the bound the service stops accepting until one
+    /// closes (see [`wire::serve`]).
+    pub max_connections: usize,
+    /// The service's public base URL: every href and `Location` uses it whatever the request's
+    /// `Host` says. `None`: built from `Host` (local development).
+    pub public_url: Option<PublicUrl>,
 }
 
 impl Default for Config {
     fn default() -> Self {
-        Self { body_limit: BODY_LIMIT, deprecations: Vec::new() }
+        Self {
+            body_limit: BODY_LIMIT,
+            deprecations: Vec::new(),
+            body_timeout: BODY_TIMEOUT,
+            max_connections: MAX_CONNECTIONS,
+            public_url: None,
+        }
+    }
+}
+
+/// A checked public base URL: `http` or `https`, a host, an optional path, no query, fragment
+/// or user information, no trailing slash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublicUrl(String);
+
+/// A public URL that is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("public URL `{url}`: {problem}")]
+pub struct BadPublicUrl {
+    url: String,
+    problem: &'static str,
+}
+
+impl PublicUrl {
+    /// Checks `text` (`https://billing.example.com`, `http://10.0.0.5:8080/rebill/`); a trailing
+    /// slash is trimmed.
+    pub fn parse(text: &str) -> Result<Self, BadPublicUrl> {
+        let bad = |problem| BadPublicUrl { url: text.to_owned(), problem };
+        let (scheme, rest) = text.split_once("://").ok_or_else(|| bad("expected http://HOST or https://HOST"))?;
+        let rest = rest.trim_end_matches('/');
+        if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
+            return Err(bad("the scheme must be http or https"));
+        }
+        if rest.contains(['?', '#']) {
+            return Err(bad("a query or fragment is not allowed"));
+        }
+        if !rest.bytes().all(|b| b.is_ascii_graphic()) || rest.contains(['<', '>', '"', '\\']) {
+            return Err(bad("only printable ASCII without spaces, quotes or angle brackets is allowed"));
+        }
+        let host = rest.split('/').next().unwrap_or_default();
+        if host.is_empty() {
+            return Err(bad("a host is required"));
+        }
+        if host.contains('@') {
+            return Err(bad("user information is not allowed"));
+        }
+        Ok(Self(format!("{}://{rest}", scheme.to_ascii_lowercase())))
+    }
+
+    /// The URL, without a trailing slash.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for PublicUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
     }
 }
 
@@ -202,12 +276,15 @@ pub struct RequestContext {
 
 /// The service's router: the client-side library's endpoints under `/js/v1`, and every other
 /// path through the API's protocol layers to the dispatch over the endpoint table.
+/// Around everything, the request log (one line per request); every route reads its body
+/// within the body deadline (408).
 pub fn router(state: AppState) -> Router {
     Router::new()
-        .nest(tokens::PREFIX, tokens::routes())
+        .nest(tokens::PREFIX, tokens::routes().layer(from_fn_with_state(state.clone(), layers::token_body_deadline)))
         .route("/sandbox/clock", axum::routing::post(sandbox::clock))
         .fallback_service(api_router(state.clone()))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(layers::panic_response))
+        .layer(from_fn(layers::request_log))
         .with_state(state)
 }
 
@@ -215,6 +292,7 @@ pub fn router(state: AppState) -> Router {
 fn api_router(state: AppState) -> Router {
     Router::new()
         .fallback(dispatch::dispatch)
+        .layer(from_fn_with_state(state.clone(), layers::body_deadline))
         .layer(from_fn(layers::etag))
         .layer(from_fn(layers::content_type))
         .layer(from_fn(layers::read_only))
@@ -230,7 +308,26 @@ fn api_router(state: AppState) -> Router {
 /// Serves on `listener` until the process ends.
 pub async fn serve(listener: tokio::net::TcpListener, state: AppState) -> std::io::Result<()> {
     let scheduler = tokio::spawn(scheduler::run(state.clone()));
-    let served = wire::serve(listener, router(state)).await;
+    let max_connections = state.config.max_connections;
+    let served = wire::serve(listener, router(state), max_connections).await;
     scheduler.abort();
     served
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PublicUrl;
+
+    #[test]
+    fn public_urls_are_checked_and_trimmed() {
+        let url = |text: &str| PublicUrl::parse(text).map(|u| u.as_str().to_owned());
+        assert_eq!(url("https://billing.example.com/").as_deref(), Ok("https://billing.example.com"));
+        assert_eq!(url("HTTP://10.0.0.5:8080/rebill//").as_deref(), Ok("http://10.0.0.5:8080/rebill"));
+        for bad in ["", "billing.example.com", "ftp://x", "https://", "https:///path", "https://x/?q", "https://x/#f"] {
+            assert!(PublicUrl::parse(bad).is_err(), "{bad}");
+        }
+        for bad in ["https://a@x", "https://x y", "https://x/<p>", "https://x/\"p"] {
+            assert!(PublicUrl::parse(bad).is_err(), "{bad}");
+        }
+    }
 }

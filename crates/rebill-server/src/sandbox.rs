@@ -65,6 +65,9 @@ pub(crate) async fn clock(State(state): State<AppState>, request: Request) -> Re
         Ok(None) => return unauthorized(),
         Err(e) => return respond::internal(&e),
     };
+    if let Some(log) = request.extensions().get::<crate::layers::LogFields>() {
+        log.site(site.id);
+    }
     if api_key.read_only {
         return respond::error(StatusCode::FORBIDDEN, "forbidden", "This API key is read-only.");
     }
@@ -75,7 +78,7 @@ pub(crate) async fn clock(State(state): State<AppState>, request: Request) -> Re
             "Only sandbox sites can move their clock; a production site runs on real time.",
         );
     }
-    let body = match crate::accounts::read_body(request, state.config.body_limit).await {
+    let body = match crate::layers::read_body(&state, request).await {
         Ok(b) => b,
         Err(response) => return response,
     };

@@ -7,6 +7,14 @@
 //! hyper parse one request spelling every header name it emits, keeps the resulting extensions
 //! and attaches a copy to every response; names not in the map fall back to title case. The
 //! raw-bytes test in the end-to-end suite guards this.
+//!
+//! Open connections are bounded: each holds a permit of a semaphore of `max_connections`, taken
+//! *before* `accept`. At the bound the loop waits instead of accepting, so further clients queue
+//! in the kernel's listen backlog (their connect succeeds, their request waits) and are served
+//! as soon as a connection closes; none is accepted only to be dropped. Slots free up within
+//! bounded time: request heads must arrive within [`HEADER_TIMEOUT`], bodies within the body
+//! deadline (see `layers::body_deadline`), and an idle keep-alive connection is closed after
+//! [`HEADER_TIMEOUT`] too.
 
 use std::convert::Infallible;
 use std::io;
@@ -20,6 +28,10 @@ use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
+
+/// How long a connection may take to send a request head (and may stay idle between two
+/// requests on a kept-alive connection).
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Header names written exactly as spelled here.
 pub const CANONICAL_NAMES: &[&str] = &[
@@ -68,8 +80,9 @@ pub async fn canonical_case_extensions() -> io::Result<Extensions> {
     rx.await.map_err(|_| io::Error::other("hyper did not deliver the header-case request"))
 }
 
-/// Serves `app` on `listener` (HTTP/1.1, canonical header names) until the process ends.
-pub async fn serve(listener: TcpListener, app: Router) -> io::Result<()> {
+/// Serves `app` on `listener` (HTTP/1.1, canonical header names) with at most
+/// `max_connections` open connections (at least 1), until the process ends.
+pub async fn serve(listener: TcpListener, app: Router, max_connections: usize) -> io::Result<()> {
     let case = canonical_case_extensions().await?;
     let app = app.layer(axum::middleware::map_response(move |mut response: axum::response::Response| {
         let case = case.clone();
@@ -78,7 +91,20 @@ pub async fn serve(listener: TcpListener, app: Router) -> io::Result<()> {
             response
         }
     }));
+    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(max_connections.max(1)));
+    let mut warned: Option<std::time::Instant> = None;
     loop {
+        let permit = match slots.clone().try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => {
+                // At most one warning a minute, however often the bound is reached.
+                if warned.is_none_or(|at| at.elapsed() >= Duration::from_secs(60)) {
+                    tracing::warn!(max_connections, "connection bound reached: new connections wait until one closes");
+                    warned = Some(std::time::Instant::now());
+                }
+                slots.clone().acquire_owned().await.map_err(io::Error::other)?
+            }
+        };
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
             Err(e) => {
@@ -94,11 +120,12 @@ pub async fn serve(listener: TcpListener, app: Router) -> io::Result<()> {
             let conn = hyper::server::conn::http1::Builder::new()
                 .title_case_headers(true)
                 .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(30))
+                .header_read_timeout(HEADER_TIMEOUT)
                 .serve_connection(TokioIo::new(stream), service);
             if let Err(e) = conn.await {
                 tracing::debug!(error = %e, "connection ended with an error");
             }
+            drop(permit);
         });
     }
 }

@@ -39,7 +39,7 @@ pub enum StoreError {
     UnknownSite(String),
     #[error("a site named `{0}` already exists")]
     DuplicateSite(String),
-    #[error("site `{0}` has no API key with id {1}")]
+    #[error("site `{0}` has no active private key number {1}; `rebill keys list --site {0}` shows its keys")]
     UnknownKey(String, i64),
     #[error("site `{site}` already has {limit} active private keys, its plan's limit")]
     KeyLimit { site: String, limit: usize },
@@ -175,6 +175,9 @@ pub struct SiteUpdate {
 pub struct ApiKey {
     pub id: i64,
     pub site_id: i64,
+    /// The key's number within its site (1, 2, … in creation order): what `rebill keys list`
+    /// shows and `rebill keys regenerate` takes.
+    pub number: i64,
     /// Last four characters, to tell keys apart in listings.
     pub hint: String,
     pub read_only: bool,
@@ -226,7 +229,10 @@ pub struct Store {
 }
 
 const SITE_COLUMNS: &str = "id, name, mode, plan, credit_memos, good_standing, contact, public_key, created_at, rate_limit_per_minute, clock_offset";
-const KEY_COLUMNS: &str = "id, site_id, key_hint, read_only, created_at, expires_at";
+const KEY_COLUMNS: &str = "id, site_id, number, key_hint, read_only, created_at, expires_at";
+
+/// The next key number of the site bound as `$1` (inside an `INSERT … VALUES`).
+const NEXT_KEY_NUMBER: &str = "(SELECT COALESCE(MAX(number), 0) + 1 FROM api_keys WHERE site_id = $1)";
 
 /// Booleans are stored as 0/1 integers (one column type for both backends through `Any`).
 fn flag(value: bool) -> i64 {
@@ -257,6 +263,7 @@ fn key_from_row(row: &sqlx::any::AnyRow) -> Result<ApiKey, StoreError> {
     Ok(ApiKey {
         id: row.try_get("id")?,
         site_id: row.try_get("site_id")?,
+        number: row.try_get("number")?,
         hint: row.try_get("key_hint")?,
         read_only: get_flag(row, "read_only")?,
         created_at: row.try_get("created_at")?,
@@ -275,6 +282,23 @@ fn alert_from_row(row: &sqlx::any::AnyRow) -> Result<Alert, StoreError> {
         created_at: row.try_get("created_at")?,
         sent_at: row.try_get("sent_at")?,
     })
+}
+
+/// An epoch-seconds time as ISO 8601 UTC (`2026-11-24T00:00:00Z`), for people.
+pub fn iso8601(secs: i64) -> String {
+    let days = secs.div_euclid(86_400);
+    let rest = secs.rem_euclid(86_400);
+    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", rest / 3600, rest % 3600 / 60, rest % 60)
 }
 
 fn hint(key: &str) -> String {
@@ -365,9 +389,10 @@ impl Store {
         .await?;
         let site_id: i64 = row.try_get("id")?;
         let key = generate_private_key();
-        sqlx::query(
-            "INSERT INTO api_keys (site_id, key_hash, key_hint, read_only, created_at) VALUES ($1, $2, $3, $4, $5)",
-        )
+        sqlx::query(&format!(
+            "INSERT INTO api_keys (site_id, key_hash, key_hint, read_only, created_at, number) \
+             VALUES ($1, $2, $3, $4, $5, {NEXT_KEY_NUMBER})"
+        ))
         .bind(site_id)
         .bind(hash_key(&key))
         .bind(hint(&key))
@@ -441,9 +466,10 @@ impl Store {
             return Err(StoreError::KeyLimit { site: site.name.clone(), limit: site.key_limit() });
         }
         let key = generate_private_key();
-        let row = sqlx::query(
-            "INSERT INTO api_keys (site_id, key_hash, key_hint, read_only, created_at) VALUES ($1, $2, $3, $4, $5) RETURNING id",
-        )
+        let row = sqlx::query(&format!(
+            "INSERT INTO api_keys (site_id, key_hash, key_hint, read_only, created_at, number) \
+             VALUES ($1, $2, $3, $4, $5, {NEXT_KEY_NUMBER}) RETURNING id"
+        ))
         .bind(site.id)
         .bind(hash_key(&key))
         .bind(hint(&key))
@@ -464,16 +490,16 @@ impl Store {
             .await?
             .into_iter()
             .find(|k| k.id == id)
-            .ok_or(StoreError::UnknownKey(site.name.clone(), id))?;
+            .ok_or_else(|| StoreError::Invalid(format!("the new key of site {} was not stored", site.name)))?;
         Ok((created, key))
     }
 
-    /// Replaces a key by a new one with the same privileges; the old key is blocked now or kept
-    /// for 12 hours.
+    /// Replaces the site's key number `number` (see [`ApiKey::number`]) by a new one with the
+    /// same privileges; the old key is blocked now or kept for 12 hours.
     pub async fn regenerate_key(
         &self,
         site: &Site,
-        key_id: i64,
+        number: i64,
         old: OldKey,
         now: i64,
     ) -> Result<(ApiKey, String), StoreError> {
@@ -481,8 +507,8 @@ impl Store {
             .keys(site)
             .await?
             .into_iter()
-            .find(|k| k.id == key_id && k.active_at(now))
-            .ok_or_else(|| StoreError::UnknownKey(site.name.clone(), key_id))?;
+            .find(|k| k.number == number && k.active_at(now))
+            .ok_or_else(|| StoreError::UnknownKey(site.name.clone(), number))?;
         let expires = match old {
             OldKey::Block => now,
             OldKey::Keep12h => now + KEY_GRACE_SECONDS,
@@ -491,12 +517,13 @@ impl Store {
         let mut tx = self.pool.begin().await?;
         sqlx::query("UPDATE api_keys SET expires_at = $1 WHERE id = $2")
             .bind(expires)
-            .bind(key_id)
+            .bind(existing.id)
             .execute(&mut *tx)
             .await?;
-        let row = sqlx::query(
-            "INSERT INTO api_keys (site_id, key_hash, key_hint, read_only, created_at) VALUES ($1, $2, $3, $4, $5) RETURNING id",
-        )
+        let row = sqlx::query(&format!(
+            "INSERT INTO api_keys (site_id, key_hash, key_hint, read_only, created_at, number) \
+             VALUES ($1, $2, $3, $4, $5, {NEXT_KEY_NUMBER}) RETURNING id"
+        ))
         .bind(site.id)
         .bind(hash_key(&key))
         .bind(hint(&key))
@@ -508,7 +535,7 @@ impl Store {
         tx.commit().await?;
         let fate = match old {
             OldKey::Block => "was blocked immediately".to_owned(),
-            OldKey::Keep12h => format!("stays valid until {expires} (epoch seconds, 12 hours)"),
+            OldKey::Keep12h => format!("stays valid for 12 hours, until {}", iso8601(expires)),
         };
         let body =
             format!("Private API key …{} of site {} was regenerated; the old key {fate}.", existing.hint, site.name);
@@ -518,7 +545,7 @@ impl Store {
             .await?
             .into_iter()
             .find(|k| k.id == id)
-            .ok_or(StoreError::UnknownKey(site.name.clone(), id))?;
+            .ok_or_else(|| StoreError::Invalid(format!("the new key of site {} was not stored", site.name)))?;
         Ok((created, key))
     }
 
@@ -527,7 +554,7 @@ impl Store {
         let hash = hash_key(private_key);
         // One round trip: the key and its site.
         let row = sqlx::query(
-            "SELECT k.id AS key_id, k.site_id, k.key_hint, k.read_only, k.created_at AS key_created_at, \
+            "SELECT k.id AS key_id, k.site_id, k.number, k.key_hint, k.read_only, k.created_at AS key_created_at, \
              k.expires_at, k.key_hash, s.id, s.name, s.mode, s.plan, s.credit_memos, s.good_standing, s.contact, \
              s.public_key, s.created_at, s.rate_limit_per_minute, s.clock_offset \
              FROM api_keys k JOIN sites s ON s.id = k.site_id WHERE k.key_hash = $1",
@@ -543,6 +570,7 @@ impl Store {
         let key = ApiKey {
             id: row.try_get("key_id")?,
             site_id: row.try_get("site_id")?,
+            number: row.try_get("number")?,
             hint: row.try_get("key_hint")?,
             read_only: get_flag(&row, "read_only")?,
             created_at: row.try_get("key_created_at")?,
@@ -595,5 +623,58 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(alert_from_row).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{fresh_postgres_database, fresh_sqlite_url};
+
+    const NOW: i64 = 1_800_000_000;
+
+    fn site(name: &str) -> NewSite {
+        NewSite { name: name.into(), mode: Mode::Sandbox, plan: Plan::Core, credit_memos: false, contact: None }
+    }
+
+    #[tokio::test]
+    async fn keys_are_numbered_per_site() {
+        let database = fresh_postgres_database("key_numbers").await;
+        for url in [fresh_sqlite_url("key_numbers"), database.url().to_owned()] {
+            let store = Store::connect(&url).await.expect("store");
+            let (first, _) = store.create_site(&site("first"), NOW).await.expect("first");
+            store.create_key(&first, false, NOW).await.expect("key");
+            let (demo, demo_key) = store.create_site(&site("demo"), NOW).await.expect("demo");
+            let (read_only, _) = store.create_key(&demo, true, NOW).await.expect("key");
+            assert_eq!(read_only.number, 2);
+            let numbers = |keys: Vec<ApiKey>| keys.iter().map(|k| k.number).collect::<Vec<_>>();
+            assert_eq!(numbers(store.keys(&first).await.expect("keys")), [1, 2]);
+            assert_eq!(numbers(store.keys(&demo).await.expect("keys")), [1, 2]);
+            // Number 1 of `demo` is demo's own first key, whatever ids the other site's keys hold.
+            let (new, _) = store.regenerate_key(&demo, 1, OldKey::Block, NOW).await.expect("regenerate");
+            assert_eq!(new.number, 3);
+            assert!(store.authenticate(&demo_key, NOW).await.expect("auth").is_none());
+            assert!(store.keys(&first).await.expect("keys").iter().all(|k| k.expires_at.is_none()));
+            let (_, key) = store
+                .authenticate(&store.create_key(&demo, false, NOW).await.expect("key").1, NOW)
+                .await
+                .expect("auth")
+                .expect("valid");
+            assert_eq!(key.number, 4, "authentication reads the number too");
+            let err = store.regenerate_key(&demo, 1, OldKey::Block, NOW).await.expect_err("blocked already");
+            assert_eq!(
+                err.to_string(),
+                "site `demo` has no active private key number 1; `rebill keys list --site demo` shows its keys"
+            );
+        }
+    }
+
+    #[test]
+    fn times_for_people() {
+        assert_eq!(iso8601(0), "1970-01-01T00:00:00Z");
+        assert_eq!(iso8601(1_795_478_400), "2026-11-24T00:00:00Z");
+        assert_eq!(iso8601(951_825_599), "2000-02-29T11:59:59Z");
+        assert_eq!(iso8601(4_107_542_400), "2100-03-01T00:00:00Z");
+        assert_eq!(iso8601(-1), "1969-12-31T23:59:59Z");
     }
 }

@@ -21,6 +21,11 @@ pub struct Server {
     pub database: String,
     /// The file the service reads "now" from, when started with [`Options::clock`].
     pub clock: Option<PathBuf>,
+    /// Everything the service wrote to stderr so far, when started with
+    /// [`Options::capture_stderr`].
+    pub stderr: Option<std::sync::Arc<std::sync::Mutex<String>>>,
+    /// What the service printed on stdout before `listening on`.
+    pub banner: Vec<String>,
 }
 
 impl Drop for Server {
@@ -41,6 +46,10 @@ pub struct Options<'a> {
     pub clock_file: Option<PathBuf>,
     /// Expect the sandbox site's keys on stdout (false when the database already has a site).
     pub existing_database: bool,
+    /// Keep the service's stderr (its log) in [`Server::stderr`] instead of passing it through.
+    pub capture_stderr: bool,
+    /// Extra environment variables of the service.
+    pub env: &'a [(&'a str, &'a str)],
 }
 
 pub fn start(database: &str) -> Server {
@@ -66,12 +75,31 @@ pub fn start_with(database: &str, options: Options) -> Server {
     if let Some(file) = &clock {
         command.env("REBILL_CLOCK_FILE", file);
     }
-    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("start rebill serve");
+    command.envs(options.env.iter().copied());
+    let stderr_mode = if options.capture_stderr { Stdio::piped() } else { Stdio::inherit() };
+    let mut child = command.stdout(Stdio::piped()).stderr(stderr_mode).spawn().expect("start rebill serve");
+    let stderr = child.stderr.take().map(|pipe| {
+        let text = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let sink = text.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines() {
+                let Ok(line) = line else { break };
+                eprintln!("{line}");
+                if let Ok(mut all) = sink.lock() {
+                    all.push_str(&line);
+                    all.push('\n');
+                }
+            }
+        });
+        text
+    });
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
     let mut key = String::new();
     let mut public_key = String::new();
+    let mut banner = Vec::new();
     let addr = loop {
         let line = lines.next().expect("a line from rebill serve").expect("utf-8");
+        banner.push(line.clone());
         if let Some(k) = line.strip_prefix("private key: ") {
             key = k.trim().to_owned();
         }
@@ -87,10 +115,16 @@ pub fn start_with(database: &str, options: Options) -> Server {
     }
     // Keep draining stdout so the service never blocks on a full pipe.
     std::thread::spawn(move || for _ in lines {});
-    Server { child, addr, key, public_key, database: database.to_owned(), clock }
+    Server { child, addr, key, public_key, database: database.to_owned(), clock, stderr, banner }
 }
 
 impl Server {
+    /// What the service logged so far (started with [`Options::capture_stderr`]).
+    pub fn log(&self) -> String {
+        let text = self.stderr.as_ref().expect("server started with capture_stderr");
+        text.lock().map(|t| t.clone()).unwrap_or_default()
+    }
+
     /// Moves the service's clock to `now` (epoch seconds).
     pub fn set_clock(&self, now: i64) {
         let file = self.clock.as_ref().expect("server started with a clock");
@@ -192,12 +226,18 @@ pub fn assert_error(reply: &Reply, status: u16, symbol: &str) {
     assert!(reply.body.contains(&format!("<symbol>{symbol}</symbol>")), "{}", reply.body);
 }
 
-/// Runs `f` with a server on a fresh SQLite database and on a fresh PostgreSQL database.
+/// Runs `f` with a server on a fresh SQLite database and on a fresh PostgreSQL database; the
+/// PostgreSQL database is dropped afterwards (also when `f` panics).
 pub fn on_both_backends(tag: &str, f: impl Fn(&str) + Send + Sync + Clone + 'static) {
     f(&rebill_store::testing::fresh_sqlite_url(tag));
+    let database = postgres_database(tag);
+    f(database.url());
+}
+
+/// A fresh PostgreSQL database, dropped with the returned value.
+pub fn postgres_database(tag: &str) -> rebill_store::testing::TestDatabase {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-    let url = runtime.block_on(rebill_store::testing::fresh_postgres_url(tag));
-    f(&url);
+    runtime.block_on(rebill_store::testing::fresh_postgres_database(tag))
 }
 
 /// A key file for the service's vault in a fresh temporary directory (the service creates the
