@@ -184,6 +184,9 @@ fn field_tokens(schema: &Schema, field: &Field) -> TokenStream {
     if field.omit_empty {
         attrs.push(quote!(omit_empty));
     }
+    for (name, value) in &field.fixed_attributes {
+        attrs.push(quote!(fixed_attribute(name = #name, value = #value)));
+    }
     if field.renames.is_empty() {
         if field.element != field.name && field.attribute.is_none() {
             let e = &field.element;
@@ -287,18 +290,24 @@ fn validate_impl(resource: &Resource) -> TokenStream {
     let mut checks = Vec::new();
     let mut given = Vec::new();
     for f in &resource.fields {
-        if f.direction == Direction::Response || f.attribute.is_some() {
+        if f.direction == Direction::Response {
             continue;
         }
         let field = ident(&f.name);
-        let element = element_at_version(f);
+        let element = match &f.attribute {
+            Some(attr) => {
+                let attr = format!("@{attr}");
+                quote!(#attr)
+            }
+            None => element_at_version(f),
+        };
         let since = version_tokens(f.range.since);
         let until = version_tokens(f.range.until);
         let feature = match &f.feature {
             Some(x) => quote!(Some(#x)),
             None => quote!(None),
         };
-        if !matches!(f.ty, FieldType::Text | FieldType::Anchor { .. }) {
+        if f.attribute.is_none() && !matches!(f.ty, FieldType::Text | FieldType::Anchor { .. }) {
             let latest = f.renames.last().map(|r| r.element.clone()).unwrap_or_else(|| f.element.clone());
             let latest = match &f.ty {
                 FieldType::List { item, inline: true, .. } => item.clone(),
@@ -320,7 +329,11 @@ fn validate_impl(resource: &Resource) -> TokenStream {
                 let vs = version_tokens(f.validate_since);
                 field_checks.push(quote!(v.country(path, #element, &self.#field, #vs);));
             }
+            Some(rebill_schema::Format::Code) => field_checks.push(quote!(v.code(path, #element, &self.#field);)),
             None => {}
+        }
+        if let Some(max) = f.max_length {
+            field_checks.push(quote!(v.max_length(path, #element, &self.#field, #max);));
         }
         match &f.ty {
             FieldType::Resource(_) => field_checks.push(quote!(v.nested(path, #element, &self.#field);)),
@@ -628,7 +641,14 @@ fn field_rules(f: &Field) -> String {
             let since = f.validate_since.map(|v| format!(" from {v}")).unwrap_or_default();
             text.push_str(&format!(" **Validated as an ISO 3166-1 alpha-2 code{since}.**"));
         }
+        Some(rebill_schema::Format::Code) => text.push_str(&format!(
+            " **A code (also a URL path segment): ASCII letters, digits and `{}` only, never `..`.**",
+            rebill_schema::CODE_CHARACTERS
+        )),
         None => {}
+    }
+    if let Some(max) = f.max_length {
+        text.push_str(&format!(" **At most {max} characters.**"));
     }
     if f.required {
         text.push_str(" Never nil in requests.");

@@ -43,6 +43,40 @@ fn join(path: &str, element: &str) -> String {
     format!("{path}.{element}")
 }
 
+/// The text a request field holds: one string, or each string of a `values` list.
+pub trait Texts {
+    /// Calls `f` with each string (and its index in a list).
+    fn each_text(&self, f: &mut dyn FnMut(Option<usize>, &str));
+}
+
+impl Texts for Option<String> {
+    fn each_text(&self, f: &mut dyn FnMut(Option<usize>, &str)) {
+        if let Some(s) = self {
+            f(None, s);
+        }
+    }
+}
+
+impl Texts for Option<Vec<String>> {
+    fn each_text(&self, f: &mut dyn FnMut(Option<usize>, &str)) {
+        for (i, s) in self.iter().flatten().enumerate() {
+            f(Some(i), s);
+        }
+    }
+}
+
+/// The characters a code may hold besides ASCII letters and digits (`schema/README.md`).
+pub const CODE_CHARACTERS: &str = "-_.+@";
+
+/// Whether `code` is a usable identifier in a URL path: ASCII letters, digits and
+/// [`CODE_CHARACTERS`], not containing `..` (so never `.` or `..` as a path segment either).
+pub fn is_code(code: &str) -> bool {
+    !code.is_empty()
+        && code != "."
+        && !code.contains("..")
+        && code.bytes().all(|b| b.is_ascii_alphanumeric() || CODE_CHARACTERS.as_bytes().contains(&b))
+}
+
 impl<'c> Validation<'c> {
     pub fn new(ctx: &'c WireContext, op: Operation) -> Self {
         Self { ctx, op, violations: Vec::new() }
@@ -81,6 +115,47 @@ impl<'c> Validation<'c> {
             && !email_address::EmailAddress::is_valid(email)
         {
             self.add(path, element, "invalid_email", "is not a valid email address");
+        }
+    }
+
+    fn add_at(&mut self, path: &str, element: &str, index: Option<usize>, symbol: &'static str, message: String) {
+        let field = match index {
+            Some(i) => format!("{path}.{element}[{i}]"),
+            None => join(path, element),
+        };
+        self.violations.push(Violation { field, symbol, message });
+    }
+
+    /// Each string of `value` has at most `max` characters.
+    pub fn max_length(&mut self, path: &str, element: &str, value: &impl Texts, max: usize) {
+        let mut long = Vec::new();
+        value.each_text(&mut |i, s| {
+            // Counting stops just past the bound, so a huge value costs no more than a short one.
+            if s.len() > max && s.chars().take(max + 1).count() > max {
+                long.push(i);
+            }
+        });
+        for i in long {
+            self.add_at(path, element, i, "too_long", format!("is too long (maximum is {max} characters)"));
+        }
+    }
+
+    /// Each string of `value` is a code usable as a URL path segment ([`is_code`]).
+    pub fn code(&mut self, path: &str, element: &str, value: &impl Texts) {
+        let mut bad = Vec::new();
+        value.each_text(&mut |i, s| {
+            if s.is_empty() {
+                bad.push((i, "blank", "can't be blank".to_owned()));
+            } else if !is_code(s) {
+                bad.push((
+                    i,
+                    "invalid",
+                    format!("is invalid (use only letters, digits and {CODE_CHARACTERS}, without ..)"),
+                ));
+            }
+        });
+        for (i, symbol, message) in bad {
+            self.add_at(path, element, i, symbol, message);
         }
     }
 
@@ -139,7 +214,7 @@ pub fn errors_document(violations: &[Violation]) -> Errors {
     }
 }
 
-/// `<error><symbol>…</symbol><description>…</description></error>`.
+/// `<error><symbol>…</symbol><description lang="en-US">…</description></error>`.
 pub fn single_error(symbol: &str, description: &str) -> ApiError {
     ApiError { symbol: Some(symbol.to_owned()), description: Some(description.to_owned()), details: None }
 }

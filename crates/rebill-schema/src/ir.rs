@@ -86,7 +86,18 @@ pub enum Format {
     Email,
     /// ISO 3166-1 alpha-2 country code.
     Country,
+    /// An identifier that is also a URL path segment (`account_code`, `plan_code`, …): at most
+    /// [`CODE_MAX_LENGTH`] characters out of [`CODE_CHARACTERS`] and ASCII letters and digits,
+    /// never containing `..`.
+    Code,
 }
+
+/// The bound of a request string field that declares no `max_length`.
+pub const DEFAULT_MAX_LENGTH: usize = 255;
+/// The bound (and default) of a `format = "code"` field.
+pub const CODE_MAX_LENGTH: usize = 50;
+/// The characters besides ASCII letters and digits that a code may hold.
+pub const CODE_CHARACTERS: &str = "-_.+@";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resource {
@@ -240,7 +251,24 @@ pub struct Field {
     pub format: Option<Format>,
     /// First version at which `format` is checked.
     pub validate_since: Option<Version>,
+    /// The most characters a request may send in this field (for each item of `values`):
+    /// `Some` for every string-valued field a request can carry (declared, or the default),
+    /// `None` for response-only and non-string fields.
+    pub max_length: Option<usize>,
+    /// Attributes with fixed values written on the field's element whenever it holds a value
+    /// (`lang = "en-US"` on an error's `description`), in name order.
+    pub fixed_attributes: Vec<(String, String)>,
     pub doc: String,
+}
+
+impl Field {
+    /// Whether the field holds text (a string, the element's text, or a list of strings).
+    pub fn is_textual(&self) -> bool {
+        matches!(
+            self.ty,
+            FieldType::Scalar(Scalar::String) | FieldType::Text | FieldType::Values { of: Scalar::String, .. }
+        )
+    }
 }
 
 impl Field {

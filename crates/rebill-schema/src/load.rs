@@ -122,6 +122,9 @@ struct RawField {
     required_on: Vec<String>,
     format: Option<String>,
     validate_since: Option<String>,
+    max_length: Option<usize>,
+    #[serde(default)]
+    fixed_attributes: BTreeMap<String, String>,
     anchor: Option<String>,
     method: Option<String>,
     doc: String,
@@ -749,15 +752,54 @@ impl Versions {
             None => None,
             Some("email") => Some(Format::Email),
             Some("country") => Some(Format::Country),
-            Some(other) => return Err(err(file, &place, format!("unknown format `{other}` (email or country)"))),
+            Some("code") => Some(Format::Code),
+            Some(other) => {
+                return Err(err(file, &place, format!("unknown format `{other}` (email, country or code)")));
+            }
         };
-        if format.is_some() && !matches!(ty, FieldType::Scalar(Scalar::String)) {
-            return Err(err(file, &place, "formats apply to string fields"));
+        let string_values = matches!(ty, FieldType::Values { of: Scalar::String, .. });
+        if format.is_some()
+            && !matches!(ty, FieldType::Scalar(Scalar::String))
+            && !(format == Some(Format::Code) && string_values)
+        {
+            return Err(err(file, &place, "formats apply to string fields (and `code` to string values)"));
         }
+        let textual = matches!(ty, FieldType::Scalar(Scalar::String) | FieldType::Text) || string_values;
+        let max_length = match f.max_length {
+            Some(_) if !textual => {
+                return Err(err(file, &place, "max_length applies to string, text and string values fields"));
+            }
+            Some(_) if direction == Direction::Response => {
+                return Err(err(file, &place, "max_length applies to fields a request can carry"));
+            }
+            Some(0) => return Err(err(file, &place, "max_length must be at least 1")),
+            Some(n) if format == Some(Format::Code) && n > CODE_MAX_LENGTH => {
+                return Err(err(file, &place, format!("a code has at most {CODE_MAX_LENGTH} characters")));
+            }
+            Some(n) => Some(n),
+            None if !textual || direction == Direction::Response => None,
+            None if format == Some(Format::Code) => Some(CODE_MAX_LENGTH),
+            None => Some(DEFAULT_MAX_LENGTH),
+        };
         let validate_since = self.version(file, &place, &f.validate_since)?;
         if validate_since.is_some() && format.is_none() {
             return Err(err(file, &place, "validate_since needs a format"));
         }
+        if !f.fixed_attributes.is_empty() && !matches!(ty, FieldType::Scalar(Scalar::String)) {
+            return Err(err(file, &place, "fixed_attributes apply to string fields"));
+        }
+        if !f.fixed_attributes.is_empty() && f.attribute.is_some() {
+            return Err(err(file, &place, "an attribute field has no element to put fixed_attributes on"));
+        }
+        for (name, value) in &f.fixed_attributes {
+            if !is_xml_name(name) || matches!(name.as_str(), "type" | "nil") {
+                return Err(err(file, &place, format!("`{name}` cannot be a fixed attribute")));
+            }
+            if value.chars().any(|c| c.is_control()) {
+                return Err(err(file, &place, format!("fixed attribute `{name}` has a control character")));
+            }
+        }
+        let fixed_attributes = f.fixed_attributes.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         let element = f.element.clone().unwrap_or_else(|| f.name.clone());
         if !is_xml_name(&element) {
             return Err(err(file, &place, format!("`{element}` is not an XML element name")));
@@ -777,6 +819,8 @@ impl Versions {
             required_on,
             format,
             validate_since,
+            max_length,
+            fixed_attributes,
             doc: f.doc.clone(),
         })
     }

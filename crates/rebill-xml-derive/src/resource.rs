@@ -316,6 +316,10 @@ fn write_children(fields: &[Field]) -> TokenStream {
         let present = f.presence();
         let element = f.element_expr();
         let write = match f.attrs.kind {
+            Kind::Scalar if !f.attrs.fixed_attributes.is_empty() => {
+                let pairs = f.attrs.fixed_attributes.iter().map(|(n, v)| quote!((#n, #v)));
+                quote!(::rebill_xml::codec::write_scalar_with::<#inner>(w, #element, &self.#ident, mode, &[#(#pairs),*]))
+            }
             Kind::Scalar => {
                 quote!(::rebill_xml::codec::write_scalar::<#inner>(w, #element, &self.#ident, mode))
             }

@@ -172,6 +172,27 @@ impl XmlWriter {
         self.push_end(name);
     }
 
+    /// Writes a value element with further attributes after `type`.
+    #[inline]
+    pub fn value_with(
+        &mut self,
+        name: &str,
+        type_attr: Option<&str>,
+        attributes: &[(&str, &str)],
+        write_value: impl FnOnce(&mut String),
+    ) {
+        self.open(name);
+        if let Some(t) = type_attr {
+            self.attr("type", t);
+        }
+        for (key, value) in attributes {
+            self.attr(key, value);
+        }
+        self.out.push('>');
+        write_value(&mut self.out);
+        self.push_end(name);
+    }
+
     /// Writes a string value element.
     #[inline]
     pub fn text(&mut self, name: &str, text: &str) {

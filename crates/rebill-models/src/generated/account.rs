@@ -213,12 +213,42 @@ impl crate::validate::Validate for Account {
                 &self.account_code,
                 &[crate::validate::Operation::Create],
             );
+            v.code(path, "account_code", &self.account_code);
+            v.max_length(path, "account_code", &self.account_code, 50usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "username", &self.username, 255usize);
         }
         if v.ctx().has(None, None, None) {
             v.email(path, "email", &self.email);
+            v.max_length(path, "email", &self.email, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "cc_emails", &self.cc_emails, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "first_name", &self.first_name, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "last_name", &self.last_name, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "company_name", &self.company_name, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "vat_number", &self.vat_number, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "entity_use_code", &self.entity_use_code, 255usize);
         }
         if v.ctx().has(None, None, None) {
             v.nested(path, "address", &self.address);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "accept_language", &self.accept_language, 255usize);
+        }
+        if v.ctx().has(Some(rebill_xml::ApiVersion::new(2u8, 11u8)), None, None) {
+            v.max_length(path, "preferred_locale", &self.preferred_locale, 255usize);
         }
         if v.ctx().has(None, None, None) {
             v.nested(path, "billing_info", &self.billing_info);

@@ -103,6 +103,17 @@ impl crate::validate::Validate for AddOn {
                 &self.add_on_code,
                 &[crate::validate::Operation::Create],
             );
+            v.code(path, "add_on_code", &self.add_on_code);
+            v.max_length(path, "add_on_code", &self.add_on_code, 50usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "name", &self.name, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "accounting_code", &self.accounting_code, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "tax_code", &self.tax_code, 255usize);
         }
     }
     fn given(&self) -> Vec<&'static str> {

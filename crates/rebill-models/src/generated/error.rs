@@ -12,10 +12,14 @@ pub struct ApiError {
     /// (`string`; response)
     #[xml(kind = "string", direction = "response")]
     pub symbol: Option<String>,
-    /// Human-readable message (real responses may carry lang="en-US" on it, which is not modelled).
+    /// Human-readable message, written <description lang="en-US">…</description> as real responses are (some clients read the message only from that form).
     ///
     /// (`string`; response)
-    #[xml(kind = "string", direction = "response")]
+    #[xml(
+        kind = "string",
+        direction = "response",
+        fixed_attribute(name = "lang", value = "en-US")
+    )]
     pub description: Option<String>,
     /// Optional further detail, e.g. the unacceptable tags of an invalid_xml error.
     ///

@@ -73,9 +73,15 @@ impl crate::validate::Validate for PurchaseSubscription {
                 &self.plan_code,
                 &[crate::validate::Operation::Create],
             );
+            v.code(path, "plan_code", &self.plan_code);
+            v.max_length(path, "plan_code", &self.plan_code, 50usize);
         }
         if v.ctx().has(None, None, None) {
             v.list(path, "subscription_add_ons", &self.subscription_add_ons);
+        }
+        if v.ctx().has(None, None, None) {
+            v.code(path, "coupon_codes", &self.coupon_codes);
+            v.max_length(path, "coupon_codes", &self.coupon_codes, 50usize);
         }
         if v.ctx().has(Some(rebill_xml::ApiVersion::new(2u8, 11u8)), None, None) {
             v.nested(path, "shipping_address", &self.shipping_address);

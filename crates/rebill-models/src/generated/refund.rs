@@ -89,6 +89,41 @@ impl crate::validate::Validate for InvoiceRefund {
         if v.ctx().has(None, None, None) {
             v.list(path, "line_items", &self.line_items);
         }
+        if v
+            .ctx()
+            .has(
+                Some(rebill_xml::ApiVersion::new(2u8, 10u8)),
+                None,
+                Some("credit_memos"),
+            )
+        {
+            v.max_length(
+                path,
+                "credit_customer_notes",
+                &self.credit_customer_notes,
+                4000usize,
+            );
+        }
+        if v
+            .ctx()
+            .has(
+                Some(rebill_xml::ApiVersion::new(2u8, 10u8)),
+                None,
+                Some("credit_memos"),
+            )
+        {
+            v.max_length(path, "payment_method", &self.payment_method, 255usize);
+        }
+        if v
+            .ctx()
+            .has(
+                Some(rebill_xml::ApiVersion::new(2u8, 10u8)),
+                None,
+                Some("credit_memos"),
+            )
+        {
+            v.max_length(path, "description", &self.description, 4000usize);
+        }
         crate::rules::refund(self, v, path);
     }
     fn given(&self) -> Vec<&'static str> {

@@ -25,7 +25,12 @@ pub struct RefundLineItem {
 }
 impl crate::validate::Validate for RefundLineItem {
     #[allow(unused_variables)]
-    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {}
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
+        if v.ctx().has(None, None, None) {
+            v.code(path, "uuid", &self.uuid);
+            v.max_length(path, "uuid", &self.uuid, 50usize);
+        }
+    }
     fn given(&self) -> Vec<&'static str> {
         #[allow(unused_mut)]
         let mut out = Vec::new();

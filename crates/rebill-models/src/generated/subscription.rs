@@ -359,6 +359,29 @@ impl crate::validate::Validate for Subscription {
                 &self.currency,
                 &[crate::validate::Operation::Create],
             );
+            v.max_length(path, "currency", &self.currency, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "po_number", &self.po_number, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(
+                path,
+                "terms_and_conditions",
+                &self.terms_and_conditions,
+                4000usize,
+            );
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "customer_notes", &self.customer_notes, 4000usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(
+                path,
+                "vat_reverse_charge_notes",
+                &self.vat_reverse_charge_notes,
+                4000usize,
+            );
         }
         if v.ctx().has(None, None, None) {
             v.required(
@@ -366,6 +389,31 @@ impl crate::validate::Validate for Subscription {
                 "plan_code",
                 &self.plan_code,
                 &[crate::validate::Operation::Create],
+            );
+            v.code(path, "plan_code", &self.plan_code);
+            v.max_length(path, "plan_code", &self.plan_code, 50usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.code(path, "coupon_code", &self.coupon_code);
+            v.max_length(path, "coupon_code", &self.coupon_code, 50usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.code(path, "coupon_codes", &self.coupon_codes);
+            v.max_length(path, "coupon_codes", &self.coupon_codes, 50usize);
+        }
+        if v
+            .ctx()
+            .has(
+                Some(rebill_xml::ApiVersion::new(2u8, 10u8)),
+                None,
+                Some("credit_memos"),
+            )
+        {
+            v.max_length(
+                path,
+                "credit_customer_notes",
+                &self.credit_customer_notes,
+                4000usize,
             );
         }
         if v.ctx().has(None, None, None) {
