@@ -140,22 +140,19 @@ impl<'c> Validation<'c> {
         }
     }
 
-    /// Each string of `value` is a code usable as a URL path segment ([`is_code`]).
+    /// Each string of `value` is a code usable as a URL path segment ([`is_code`]). A blank
+    /// value (empty or only spaces) is left to the presence rules (`required_on` and the
+    /// service's `blank` checks), so that it is reported once, as `blank`.
     pub fn code(&mut self, path: &str, element: &str, value: &impl Texts) {
         let mut bad = Vec::new();
         value.each_text(&mut |i, s| {
-            if s.is_empty() {
-                bad.push((i, "blank", "can't be blank".to_owned()));
-            } else if !is_code(s) {
-                bad.push((
-                    i,
-                    "invalid",
-                    format!("is invalid (use only letters, digits and {CODE_CHARACTERS}, without ..)"),
-                ));
+            if !s.trim().is_empty() && !is_code(s) {
+                bad.push(i);
             }
         });
-        for (i, symbol, message) in bad {
-            self.add_at(path, element, i, symbol, message);
+        for i in bad {
+            let message = format!("is invalid (use only letters, digits and {CODE_CHARACTERS}, without ..)");
+            self.add_at(path, element, i, "invalid", message);
         }
     }
 
