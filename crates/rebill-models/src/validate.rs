@@ -311,3 +311,56 @@ pub fn reject_decode(err: &DecodeError) -> Rejection {
         }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use rebill_xml::{Features, version::LATEST_VERSION};
+
+    use super::*;
+
+    fn violations(check: impl FnOnce(&mut Validation<'_>)) -> Vec<(String, &'static str, String)> {
+        let ctx = WireContext::new(LATEST_VERSION, Features::none(), "https://x");
+        let mut v = Validation::new(&ctx, Operation::Create);
+        check(&mut v);
+        v.violations().iter().map(|x| (x.field.clone(), x.symbol, x.message.clone())).collect()
+    }
+
+    #[test]
+    fn codes_are_path_segments() {
+        for good in ["a1", "gold-plan", "user@example.com", "abc_123", "user+tag@example.com", "a.b", "-", "_"] {
+            assert!(is_code(good), "{good}");
+        }
+        for bad in ["", ".", "..", "a..b", "../x", "a/b", "a b", "a%20", "ü", "a\u{0}", "a?b", "a#b", "a\\b", "~"] {
+            assert!(!is_code(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn lengths_count_characters_and_name_list_items() {
+        let five = Some("ééééé".to_owned());
+        assert_eq!(violations(|v| v.max_length("a", "name", &five, 5)), vec![]);
+        assert_eq!(
+            violations(|v| v.max_length("a", "name", &five, 4)),
+            vec![("a.name".to_owned(), "too_long", "is too long (maximum is 4 characters)".to_owned())]
+        );
+        let list = Some(vec!["ok".to_owned(), "toolong".to_owned()]);
+        assert_eq!(
+            violations(|v| v.max_length("a", "codes", &list, 3)),
+            vec![("a.codes[1]".to_owned(), "too_long", "is too long (maximum is 3 characters)".to_owned())]
+        );
+        assert_eq!(violations(|v| v.max_length("a", "name", &None::<String>, 1)), vec![]);
+    }
+
+    #[test]
+    fn codes_leave_blank_values_to_the_presence_rules() {
+        let message = "is invalid (use only letters, digits and -_.+@, without ..)".to_owned();
+        assert_eq!(violations(|v| v.code("a", "code", &Some(String::new()))), vec![]);
+        assert_eq!(violations(|v| v.code("a", "code", &Some("  ".to_owned()))), vec![]);
+        assert_eq!(
+            violations(|v| v.code("a", "code", &Some("a/b".to_owned()))),
+            vec![("a.code".to_owned(), "invalid", message.clone())]
+        );
+        let list = Some(vec!["../".to_owned(), "fine".to_owned()]);
+        assert_eq!(violations(|v| v.code("a", "codes", &list)), vec![("a.codes[0]".to_owned(), "invalid", message)]);
+    }
+}
