@@ -144,7 +144,7 @@ fn resolve_references(raw: &str) -> Result<String, String> {
         out.push_str(&rest[..i]);
         let end = rest[i..].find(';').ok_or("unterminated reference")? + i;
         let name = &rest[i + 1..end];
-        out.push_str(&resolve_one(name)?.to_string());
+        out.push(resolve_one(name)?);
         rest = &rest[end + 1..];
     }
     out.push_str(rest);
