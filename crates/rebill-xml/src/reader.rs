@@ -1,7 +1,8 @@
 //! A scoped pull reader over quick-xml for the v2 dialect.
 //!
 //! The reader never expands entities: DOCTYPE declarations are refused, and only the five
-//! predefined entities and numeric character references are decoded. Each [`Tag`] handed out
+//! predefined entities and numeric character references are decoded. Characters XML 1.0 forbids
+//! (raw or as references) are refused wherever they occur. Each [`Tag`] handed out
 //! must be consumed by exactly one of [`XmlReader::text`], [`XmlReader::skip`] or a loop over
 //! [`XmlReader::next_child`] that runs until it returns `None`.
 
