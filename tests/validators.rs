@@ -271,7 +271,7 @@ fn stateful_refusals_have_their_documents() {
     let xml = rebill_xml::to_xml(&refusals::simultaneous_request(), &c, Mode::Response);
     assert_eq!(
         xml,
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<error>\n  <symbol>simultaneous_request</symbol>\n  <description lang=\"en-US\">A change to this subscription is already in progress; retry shortly.</description>\n  <details nil=\"nil\"></details>\n</error>\n"
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<error>\n  <symbol>simultaneous_request</symbol>\n  <description lang=\"en-US\">A change to this subscription is already in progress; retry shortly.</description>\n</error>\n"
     );
     assert_eq!(
         refusals::not_found("Couldn't find Account with account_code = abc").symbol.as_deref(),

@@ -34,10 +34,10 @@ fn field_error(field: &str, symbol: &str, message: &str) -> String {
     )
 }
 
-/// The exact single-error document (no details).
+/// The exact single-error document (no details: the element is left out).
 fn single_error(symbol: &str, description: &str) -> String {
     format!(
-        "{DECL}<error>\n  <symbol>{symbol}</symbol>\n  <description lang=\"en-US\">{description}</description>\n  <details nil=\"nil\"></details>\n</error>\n"
+        "{DECL}<error>\n  <symbol>{symbol}</symbol>\n  <description lang=\"en-US\">{description}</description>\n</error>\n"
     )
 }
 
