@@ -243,3 +243,47 @@ fn broken_bounds_and_fixed_attributes() {
         assert_eq!(e, format!("schema/widget.toml: field `size`: {message}"), "{body}");
     }
 }
+
+#[test]
+fn href_only_fields_live_in_the_root_href() {
+    // A field named only in the href: the code of an owning resource.
+    let owned = |fields: &str| {
+        widget(fields).replace("href = \"/v2/widgets/{code}\"", "href = \"/v2/owners/{owner}/widget/{code}\"")
+    };
+    let schema =
+        load(&owned("[[fields]]\nname = \"owner\"\ntype = \"string\"\ndirection = \"response\"\nhref_only = true\ndoc = \"Owner.\"\n"))
+            .expect("valid");
+    let owner = schema.resources[0].fields.iter().find(|f| f.name == "owner").expect("owner");
+    assert!(owner.href_only && owner.max_length.is_none());
+    let cases = [
+        ("type = \"string\"\nhref_only = true", "href_only applies to response-only string fields"),
+        (
+            "type = \"integer\"\ndirection = \"response\"\nhref_only = true",
+            "href_only applies to response-only string fields",
+        ),
+        (
+            "type = \"string\"\ndirection = \"response\"\nhref_only = true\nelement = \"o\"",
+            "an href_only field lives in the root href: no element, renames, attribute, omit_empty, required or fixed_attributes",
+        ),
+        (
+            "type = \"string\"\ndirection = \"response\"\nhref_only = true\nomit_empty = true",
+            "an href_only field lives in the root href: no element, renames, attribute, omit_empty, required or fixed_attributes",
+        ),
+    ];
+    for (body, message) in cases {
+        let e = load(&owned(&format!("[[fields]]\nname = \"owner\"\n{body}\ndoc = \"Owner.\"\n"))).expect_err(body);
+        assert_eq!(e, format!("schema/widget.toml: field `owner`: {message}"), "{body}");
+    }
+    // Not in the href.
+    let e = load(&widget(
+        "[[fields]]\nname = \"owner\"\ntype = \"string\"\ndirection = \"response\"\nhref_only = true\ndoc = \"Owner.\"\n",
+    ))
+    .expect_err("not in the href");
+    assert_eq!(e, "schema/widget.toml: field `owner`: an href_only field must be named in the resource's href");
+    // Parameters are whole path segments, so they can be read back from an href.
+    let e = load(&widget("").replace("{code}", "w-{code}")).expect_err("partial segment");
+    assert_eq!(
+        e,
+        "schema/widget.toml: resource: href `/v2/widgets/w-{code}`: each `{name}` must be a whole path segment"
+    );
+}

@@ -184,6 +184,9 @@ fn field_tokens(schema: &Schema, field: &Field) -> TokenStream {
     if field.omit_empty {
         attrs.push(quote!(omit_empty));
     }
+    if field.href_only {
+        attrs.push(quote!(href_only));
+    }
     for (name, value) in &field.fixed_attributes {
         attrs.push(quote!(fixed_attribute(name = #name, value = #value)));
     }
@@ -210,6 +213,9 @@ fn field_tokens(schema: &Schema, field: &Field) -> TokenStream {
 /// The field's doc text plus a line on where it appears.
 fn field_doc(field: &Field) -> String {
     let mut facts = vec![format!("`{}`", field.ty.kind()), field.direction.as_str().to_owned()];
+    if field.href_only {
+        facts.push("only in the root href".to_owned());
+    }
     if field.range != Range::default() {
         facts.push(field.range.to_string());
     }
@@ -352,7 +358,18 @@ fn validate_impl(resource: &Resource) -> TokenStream {
         let rule = ident(&resource.name);
         checks.push(quote!(crate::rules::#rule(self, v, path);));
     }
+    let bounds = resource.fields.iter().filter_map(|f| {
+        let field = &f.name;
+        f.max_length.map(|max| quote!((#field, #max),))
+    });
     quote! {
+        impl #name {
+            /// The most characters a request may send in each bounded string field, by field
+            /// name (the bounds the `Validate` impl checks; for other inputs carrying the same
+            /// values, such as the token endpoint's form fields).
+            pub const MAX_LENGTHS: &'static [(&'static str, usize)] = &[#(#bounds)*];
+        }
+
         impl crate::validate::Validate for #name {
             #[allow(unused_variables)]
             fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
@@ -711,6 +728,8 @@ fn api_doc(schema: &Schema) -> String {
         for f in &r.fields {
             let element = if let Some(a) = &f.attribute {
                 format!("`@{a}`")
+            } else if f.href_only {
+                format!("`{{{}}}` of the root `href`", f.name)
             } else {
                 match &f.ty {
                     FieldType::Anchor { name, method } => format!("`<a name=\"{name}\">` ({method})"),

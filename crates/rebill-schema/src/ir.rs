@@ -245,6 +245,10 @@ pub struct Field {
     pub typed: bool,
     /// In responses, a missing value is left out instead of being written `nil="nil"`.
     pub omit_empty: bool,
+    /// The value has no element of its own: it is a parameter of the resource's `href` pattern,
+    /// written into the root `href` of responses and parsed back from it (e.g. the account code
+    /// in `<account_balance href="…/v2/accounts/abc/balance">`).
+    pub href_only: bool,
     /// Request operations on which the field must be given.
     pub required_on: Vec<Operation>,
     /// Value format checked in requests.
@@ -272,10 +276,14 @@ impl Field {
 }
 
 impl Field {
-    /// The element (or `@attribute`, or `a[name=…]`) the field uses at `v`, if it exists there.
+    /// The element (or `@attribute`, or `a[name=…]`, or `@href{name}` for an `href_only` field)
+    /// the field uses at `v`, if it exists there.
     pub fn element_at(&self, v: Version) -> Option<String> {
         if !self.range.contains(v) {
             return None;
+        }
+        if self.href_only {
+            return Some(format!("@href{{{}}}", self.name));
         }
         if let Some(attr) = &self.attribute {
             return Some(format!("@{attr}"));

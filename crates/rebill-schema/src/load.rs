@@ -119,6 +119,8 @@ struct RawField {
     #[serde(default)]
     omit_empty: bool,
     #[serde(default)]
+    href_only: bool,
+    #[serde(default)]
     required_on: Vec<String>,
     format: Option<String>,
     validate_since: Option<String>,
@@ -547,10 +549,22 @@ impl Versions {
                 ));
             }
         }
+        let mut href_params = Vec::new();
         if let Some(href) = &r.href {
             let mut rest = href.as_str();
             if !href.starts_with("/v2/") {
                 return Err(err(file, "resource: ", format!("href `{href}` must start with /v2/")));
+            }
+            let whole_segments = href.split('/').all(|segment| {
+                let braces = segment.matches(['{', '}']).count();
+                braces == 0 || (braces == 2 && segment.starts_with('{') && segment.ends_with('}'))
+            });
+            if !whole_segments {
+                return Err(err(
+                    file,
+                    "resource: ",
+                    format!("href `{href}`: each `{{name}}` must be a whole path segment"),
+                ));
             }
             while let Some(open) = rest.find('{') {
                 let close = rest[open..]
@@ -568,8 +582,16 @@ impl Versions {
                         format!("href `{href}` names `{name}`, which is not a string or integer field"),
                     ));
                 }
+                href_params.push(name.to_owned());
                 rest = &rest[close + 1..];
             }
+        }
+        if let Some(f) = fields.iter().find(|f| f.href_only && !href_params.contains(&f.name)) {
+            return Err(err(
+                file,
+                format!("field `{}`: ", f.name),
+                "an href_only field must be named in the resource's href",
+            ));
         }
         // No two fields may claim one element (or attribute, or anchor) in one document.
         for &version in &self.versions {
@@ -799,6 +821,23 @@ impl Versions {
                 return Err(err(file, &place, format!("fixed attribute `{name}` has a control character")));
             }
         }
+        if f.href_only && (!matches!(ty, FieldType::Scalar(Scalar::String)) || direction != Direction::Response) {
+            return Err(err(file, &place, "href_only applies to response-only string fields"));
+        }
+        if f.href_only
+            && (f.element.is_some()
+                || !f.renames.is_empty()
+                || f.attribute.is_some()
+                || f.omit_empty
+                || f.required
+                || !f.fixed_attributes.is_empty())
+        {
+            return Err(err(
+                file,
+                &place,
+                "an href_only field lives in the root href: no element, renames, attribute, omit_empty, required or fixed_attributes",
+            ));
+        }
         let fixed_attributes = f.fixed_attributes.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         let element = f.element.clone().unwrap_or_else(|| f.name.clone());
         if !is_xml_name(&element) {
@@ -816,6 +855,7 @@ impl Versions {
             attribute: f.attribute.clone(),
             typed: f.typed,
             omit_empty: f.omit_empty,
+            href_only: f.href_only,
             required_on,
             format,
             validate_since,

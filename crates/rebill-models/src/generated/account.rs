@@ -203,6 +203,24 @@ pub struct Account {
     #[xml(kind = "resource", direction = "request", since = "2.11")]
     pub shipping_address: Option<Box<ShippingAddress>>,
 }
+impl Account {
+    /// The most characters a request may send in each bounded string field, by field
+    /// name (the bounds the `Validate` impl checks; for other inputs carrying the same
+    /// values, such as the token endpoint's form fields).
+    pub const MAX_LENGTHS: &'static [(&'static str, usize)] = &[
+        ("account_code", 50usize),
+        ("username", 255usize),
+        ("email", 255usize),
+        ("cc_emails", 255usize),
+        ("first_name", 255usize),
+        ("last_name", 255usize),
+        ("company_name", 255usize),
+        ("vat_number", 255usize),
+        ("entity_use_code", 255usize),
+        ("accept_language", 255usize),
+        ("preferred_locale", 255usize),
+    ];
+}
 impl crate::validate::Validate for Account {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {

@@ -43,6 +43,20 @@ pub struct Address {
     #[xml(kind = "string")]
     pub phone: Option<String>,
 }
+impl Address {
+    /// The most characters a request may send in each bounded string field, by field
+    /// name (the bounds the `Validate` impl checks; for other inputs carrying the same
+    /// values, such as the token endpoint's form fields).
+    pub const MAX_LENGTHS: &'static [(&'static str, usize)] = &[
+        ("address1", 255usize),
+        ("address2", 255usize),
+        ("city", 255usize),
+        ("state", 255usize),
+        ("zip", 255usize),
+        ("country", 255usize),
+        ("phone", 255usize),
+    ];
+}
 impl crate::validate::Validate for Address {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {

@@ -3,10 +3,15 @@
 #[allow(unused_imports)]
 use super::*;
 use rebill_xml_derive::{XmlEnum, XmlResource};
-/// Payment details of an account (card, PayPal, Amazon, bank account or Roku). Its URL is /v2/accounts/:account_code/billing_info, which needs the owning account's code, so no href pattern is declared here.
+/// Payment details of an account (card, PayPal, Amazon, bank account or Roku). Written <billing_info href="…/v2/accounts/abc/billing_info" type="credit_card">; the account code lives only in that href.
 #[derive(Debug, Clone, PartialEq, Default, XmlResource)]
-#[xml(root = "billing_info")]
+#[xml(root = "billing_info", href = "/v2/accounts/{account_code}/billing_info")]
 pub struct BillingInfo {
+    /// Code of the owning account, carried only in the root href (set it to get the href; read back from it).
+    ///
+    /// (`string`; response; only in the root href)
+    #[xml(kind = "string", direction = "response", href_only)]
+    pub account_code: Option<String>,
     /// Payment method kind, written as the root's type attribute.
     ///
     /// (`enum`; both)
@@ -172,6 +177,36 @@ pub struct BillingInfo {
     /// (`string`; request)
     #[xml(kind = "string", direction = "request")]
     pub currency: Option<String>,
+}
+impl BillingInfo {
+    /// The most characters a request may send in each bounded string field, by field
+    /// name (the bounds the `Validate` impl checks; for other inputs carrying the same
+    /// values, such as the token endpoint's form fields).
+    pub const MAX_LENGTHS: &'static [(&'static str, usize)] = &[
+        ("first_name", 255usize),
+        ("last_name", 255usize),
+        ("company", 255usize),
+        ("address1", 255usize),
+        ("address2", 255usize),
+        ("city", 255usize),
+        ("state", 255usize),
+        ("zip", 255usize),
+        ("country", 255usize),
+        ("phone", 255usize),
+        ("vat_number", 255usize),
+        ("ip_address", 255usize),
+        ("geo_code", 255usize),
+        ("paypal_billing_agreement_id", 255usize),
+        ("amazon_billing_agreement_id", 255usize),
+        ("name_on_account", 255usize),
+        ("routing_number", 255usize),
+        ("external_hpp_type", 255usize),
+        ("token_id", 255usize),
+        ("number", 255usize),
+        ("verification_value", 255usize),
+        ("account_number", 255usize),
+        ("currency", 255usize),
+    ];
 }
 impl crate::validate::Validate for BillingInfo {
     #[allow(unused_variables)]

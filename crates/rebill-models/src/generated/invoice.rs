@@ -336,6 +336,18 @@ pub struct Invoice {
     )]
     pub void_action: Option<rebill_xml::Href>,
 }
+impl Invoice {
+    /// The most characters a request may send in each bounded string field, by field
+    /// name (the bounds the `Validate` impl checks; for other inputs carrying the same
+    /// values, such as the token endpoint's form fields).
+    pub const MAX_LENGTHS: &'static [(&'static str, usize)] = &[
+        ("po_number", 255usize),
+        ("terms_and_conditions", 4000usize),
+        ("customer_notes", 4000usize),
+        ("vat_reverse_charge_notes", 4000usize),
+        ("credit_customer_notes", 4000usize),
+    ];
+}
 impl crate::validate::Validate for Invoice {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {

@@ -153,6 +153,24 @@ pub struct Plan {
     #[xml(kind = "money")]
     pub setup_fee_in_cents: Option<rebill_xml::Money>,
 }
+impl Plan {
+    /// The most characters a request may send in each bounded string field, by field
+    /// name (the bounds the `Validate` impl checks; for other inputs carrying the same
+    /// values, such as the token endpoint's form fields).
+    pub const MAX_LENGTHS: &'static [(&'static str, usize)] = &[
+        ("plan_code", 50usize),
+        ("name", 255usize),
+        ("description", 4000usize),
+        ("success_url", 2048usize),
+        ("cancel_url", 2048usize),
+        ("unit_name", 255usize),
+        ("payment_page_tos_link", 2048usize),
+        ("payment_page_css", 4000usize),
+        ("accounting_code", 255usize),
+        ("setup_fee_accounting_code", 255usize),
+        ("tax_code", 255usize),
+    ];
+}
 impl crate::validate::Validate for Plan {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {

@@ -88,6 +88,20 @@ pub struct Purchase {
     #[xml(kind = "values", item = "coupon_code", direction = "request")]
     pub coupon_codes: Option<Vec<String>>,
 }
+impl Purchase {
+    /// The most characters a request may send in each bounded string field, by field
+    /// name (the bounds the `Validate` impl checks; for other inputs carrying the same
+    /// values, such as the token endpoint's form fields).
+    pub const MAX_LENGTHS: &'static [(&'static str, usize)] = &[
+        ("currency", 255usize),
+        ("po_number", 255usize),
+        ("customer_notes", 4000usize),
+        ("terms_and_conditions", 4000usize),
+        ("vat_reverse_charge_notes", 4000usize),
+        ("credit_customer_notes", 4000usize),
+        ("coupon_codes", 50usize),
+    ];
+}
 impl crate::validate::Validate for Purchase {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {

@@ -63,6 +63,15 @@ pub struct PurchaseSubscription {
     #[xml(kind = "resource", direction = "request", since = "2.11")]
     pub shipping_address: Option<Box<ShippingAddress>>,
 }
+impl PurchaseSubscription {
+    /// The most characters a request may send in each bounded string field, by field
+    /// name (the bounds the `Validate` impl checks; for other inputs carrying the same
+    /// values, such as the token endpoint's form fields).
+    pub const MAX_LENGTHS: &'static [(&'static str, usize)] = &[
+        ("plan_code", 50usize),
+        ("coupon_codes", 50usize),
+    ];
+}
 impl crate::validate::Validate for PurchaseSubscription {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {

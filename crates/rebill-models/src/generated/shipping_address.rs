@@ -98,6 +98,26 @@ pub struct ShippingAddress {
     #[xml(kind = "datetime", direction = "response")]
     pub updated_at: Option<chrono::DateTime<chrono::Utc>>,
 }
+impl ShippingAddress {
+    /// The most characters a request may send in each bounded string field, by field
+    /// name (the bounds the `Validate` impl checks; for other inputs carrying the same
+    /// values, such as the token endpoint's form fields).
+    pub const MAX_LENGTHS: &'static [(&'static str, usize)] = &[
+        ("nickname", 255usize),
+        ("first_name", 255usize),
+        ("last_name", 255usize),
+        ("company", 255usize),
+        ("phone", 255usize),
+        ("email", 255usize),
+        ("address1", 255usize),
+        ("address2", 255usize),
+        ("city", 255usize),
+        ("state", 255usize),
+        ("zip", 255usize),
+        ("country", 255usize),
+        ("geo_code", 255usize),
+    ];
+}
 impl crate::validate::Validate for ShippingAddress {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {

@@ -349,6 +349,22 @@ pub struct Subscription {
     )]
     pub resume_action: Option<rebill_xml::Href>,
 }
+impl Subscription {
+    /// The most characters a request may send in each bounded string field, by field
+    /// name (the bounds the `Validate` impl checks; for other inputs carrying the same
+    /// values, such as the token endpoint's form fields).
+    pub const MAX_LENGTHS: &'static [(&'static str, usize)] = &[
+        ("currency", 255usize),
+        ("po_number", 255usize),
+        ("terms_and_conditions", 4000usize),
+        ("customer_notes", 4000usize),
+        ("vat_reverse_charge_notes", 4000usize),
+        ("plan_code", 50usize),
+        ("coupon_code", 50usize),
+        ("coupon_codes", 50usize),
+        ("credit_customer_notes", 4000usize),
+    ];
+}
 impl crate::validate::Validate for Subscription {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {

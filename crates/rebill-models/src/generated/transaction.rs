@@ -234,6 +234,19 @@ pub struct Transaction {
     #[xml(kind = "anchor", anchor = "refund", method = "delete", direction = "response")]
     pub refund_action: Option<rebill_xml::Href>,
 }
+impl Transaction {
+    /// The most characters a request may send in each bounded string field, by field
+    /// name (the bounds the `Validate` impl checks; for other inputs carrying the same
+    /// values, such as the token endpoint's form fields).
+    pub const MAX_LENGTHS: &'static [(&'static str, usize)] = &[
+        ("currency", 255usize),
+        ("payment_method", 255usize),
+        ("request_description", 4000usize),
+        ("accounting_code", 255usize),
+        ("tax_code", 255usize),
+        ("product_code", 255usize),
+    ];
+}
 impl crate::validate::Validate for Transaction {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
