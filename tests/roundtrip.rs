@@ -87,3 +87,41 @@ impl ResourceVisitor for NeverPanics {
 fn decoding_arbitrary_bytes_never_panics() {
     visit_resources(&mut NeverPanics);
 }
+
+/// A field that lives only in the root href (`href_only`) is written there, percent-encoded, and
+/// read back from it; requests carry neither.
+#[test]
+fn href_only_fields_travel_in_the_root_href() {
+    use rebill_models::{AccountBalance, BillingInfo, BillingInfoType};
+    let c = ctx(rebill_xml::version::LATEST_VERSION, &rebill_xml::Features::none());
+    let balance = AccountBalance { account_code: Some("a b+@/ü".into()), past_due: Some(false), ..Default::default() };
+    let xml = to_xml(&balance, &c, Mode::Response);
+    assert!(
+        xml.contains("<account_balance href=\"https://api.rebill.test/v2/accounts/a%20b%2B%40%2F%C3%BC/balance\">"),
+        "{xml}"
+    );
+    assert!(!xml.contains("<account_code"), "{xml}");
+    assert_eq!(from_xml::<AccountBalance>(xml.as_bytes(), &c, Mode::Response).expect("read"), balance);
+    // Without the code there is no href, and an href of another shape sets nothing.
+    let bare = AccountBalance { account_code: None, ..balance.clone() };
+    assert!(to_xml(&bare, &c, Mode::Response).contains("<account_balance>"));
+    let foreign = xml.replace("/balance\"", "/other\"");
+    assert_eq!(from_xml::<AccountBalance>(foreign.as_bytes(), &c, Mode::Response).expect("read"), bare);
+
+    let info = BillingInfo {
+        account_code: Some("abc".into()),
+        kind: Some(BillingInfoType::CreditCard),
+        first_name: Some("V".into()),
+        ..Default::default()
+    };
+    let xml = to_xml(&info, &c, Mode::Response);
+    assert!(
+        xml.contains(
+            "<billing_info href=\"https://api.rebill.test/v2/accounts/abc/billing_info\" type=\"credit_card\">"
+        ),
+        "{xml}"
+    );
+    assert_eq!(from_xml::<BillingInfo>(xml.as_bytes(), &c, Mode::Response).expect("read"), info);
+    let request = to_xml(&info, &c, Mode::Request);
+    assert!(request.contains("<billing_info type=\"credit_card\">") && !request.contains("abc"), "{request}");
+}

@@ -196,3 +196,94 @@ fn endpoints_are_checked() {
         "schema/endpoints.toml: endpoint `get_widget`: path segment `:code` is neither a name nor a `{param}`"
     );
 }
+
+#[test]
+fn request_strings_get_bounds() {
+    let schema = load(&widget(
+        "[[fields]]\nname = \"slug\"\ntype = \"string\"\nformat = \"code\"\ndoc = \"Slug.\"\n\
+         [[fields]]\nname = \"notes\"\ntype = \"string\"\nmax_length = 4000\ndoc = \"Notes.\"\n\
+         [[fields]]\nname = \"tags\"\ntype = \"values\"\nof = \"string\"\nitem = \"tag\"\nformat = \"code\"\ndoc = \"Tags.\"\n\
+         [[fields]]\nname = \"label\"\ntype = \"string\"\ndirection = \"response\"\ndoc = \"Label.\"\n\
+         [[fields]]\nname = \"size\"\ntype = \"integer\"\ndoc = \"Size.\"\n",
+    ))
+    .expect("valid");
+    let bounds: Vec<(&str, Option<usize>)> =
+        schema.resources[0].fields.iter().map(|f| (f.name.as_str(), f.max_length)).collect();
+    assert_eq!(
+        bounds,
+        vec![
+            ("code", Some(255)),
+            ("slug", Some(50)),
+            ("notes", Some(4000)),
+            ("tags", Some(50)),
+            ("label", None),
+            ("size", None)
+        ]
+    );
+}
+
+#[test]
+fn broken_bounds_and_fixed_attributes() {
+    let cases = [
+        ("type = \"integer\"\nmax_length = 5", "max_length applies to string, text and string values fields"),
+        (
+            "type = \"string\"\ndirection = \"response\"\nmax_length = 5",
+            "max_length applies to fields a request can carry",
+        ),
+        ("type = \"string\"\nmax_length = 0", "max_length must be at least 1"),
+        ("type = \"string\"\nformat = \"code\"\nmax_length = 51", "a code has at most 50 characters"),
+        ("type = \"integer\"\nformat = \"code\"", "formats apply to string fields (and `code` to string values)"),
+        ("type = \"string\"\nformat = \"slug\"", "unknown format `slug` (email, country or code)"),
+        ("type = \"integer\"\nfixed_attributes = { lang = \"en-US\" }", "fixed_attributes apply to string fields"),
+        ("type = \"string\"\nfixed_attributes = { nil = \"nil\" }", "`nil` cannot be a fixed attribute"),
+        ("type = \"string\"\nfixed_attributes = { \"a b\" = \"x\" }", "`a b` cannot be a fixed attribute"),
+    ];
+    for (body, message) in cases {
+        let e = load(&widget(&format!("[[fields]]\nname = \"size\"\n{body}\ndoc = \"Size.\"\n"))).expect_err(body);
+        assert_eq!(e, format!("schema/widget.toml: field `size`: {message}"), "{body}");
+    }
+}
+
+#[test]
+fn href_only_fields_live_in_the_root_href() {
+    // A field named only in the href: the code of an owning resource.
+    let owned = |fields: &str| {
+        widget(fields).replace("href = \"/v2/widgets/{code}\"", "href = \"/v2/owners/{owner}/widget/{code}\"")
+    };
+    let schema =
+        load(&owned("[[fields]]\nname = \"owner\"\ntype = \"string\"\ndirection = \"response\"\nhref_only = true\ndoc = \"Owner.\"\n"))
+            .expect("valid");
+    let owner = schema.resources[0].fields.iter().find(|f| f.name == "owner").expect("owner");
+    assert!(owner.href_only && owner.max_length.is_none());
+    let cases = [
+        ("type = \"string\"\nhref_only = true", "href_only applies to response-only string fields"),
+        (
+            "type = \"integer\"\ndirection = \"response\"\nhref_only = true",
+            "href_only applies to response-only string fields",
+        ),
+        (
+            "type = \"string\"\ndirection = \"response\"\nhref_only = true\nelement = \"o\"",
+            "an href_only field lives in the root href: no element, renames, attribute, omit_empty, required or fixed_attributes",
+        ),
+        (
+            "type = \"string\"\ndirection = \"response\"\nhref_only = true\nomit_empty = true",
+            "an href_only field lives in the root href: no element, renames, attribute, omit_empty, required or fixed_attributes",
+        ),
+    ];
+    for (body, message) in cases {
+        let e = load(&owned(&format!("[[fields]]\nname = \"owner\"\n{body}\ndoc = \"Owner.\"\n"))).expect_err(body);
+        assert_eq!(e, format!("schema/widget.toml: field `owner`: {message}"), "{body}");
+    }
+    // Not in the href.
+    let e = load(&widget(
+        "[[fields]]\nname = \"owner\"\ntype = \"string\"\ndirection = \"response\"\nhref_only = true\ndoc = \"Owner.\"\n",
+    ))
+    .expect_err("not in the href");
+    assert_eq!(e, "schema/widget.toml: field `owner`: an href_only field must be named in the resource's href");
+    // Parameters are whole path segments, so they can be read back from an href.
+    let e = load(&widget("").replace("{code}", "w-{code}")).expect_err("partial segment");
+    assert_eq!(
+        e,
+        "schema/widget.toml: resource: href `/v2/widgets/w-{code}`: each `{name}` must be a whole path segment"
+    );
+}

@@ -255,7 +255,7 @@ fn broken_xml_is_a_400() {
         refusal(r),
         (
             400,
-            "<error>\n  <symbol>invalid_xml</symbol>\n  <description>The provided XML was invalid.</description>\n  <details>Unacceptable tags &lt;colour&gt; at account.colour</details>\n</error>\n".to_owned()
+            "<error>\n  <symbol>invalid_xml</symbol>\n  <description lang=\"en-US\">The provided XML was invalid.</description>\n  <details>Unacceptable tags &lt;colour&gt; at account.colour</details>\n</error>\n".to_owned()
         )
     );
     let r = check::<Account>("<account><company_name>A & B</company_name></account>", "2.11", "", Operation::Create)
@@ -271,7 +271,7 @@ fn stateful_refusals_have_their_documents() {
     let xml = rebill_xml::to_xml(&refusals::simultaneous_request(), &c, Mode::Response);
     assert_eq!(
         xml,
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<error>\n  <symbol>simultaneous_request</symbol>\n  <description>A change to this subscription is already in progress; retry shortly.</description>\n  <details nil=\"nil\"></details>\n</error>\n"
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<error>\n  <symbol>simultaneous_request</symbol>\n  <description lang=\"en-US\">A change to this subscription is already in progress; retry shortly.</description>\n</error>\n"
     );
     assert_eq!(
         refusals::not_found("Couldn't find Account with account_code = abc").symbol.as_deref(),
@@ -303,4 +303,106 @@ fn purchase_shipping_addresses_from_2_11() {
     );
     let r = check::<Purchase>(&doc.replace(">FR<", ">France<"), "2.11", "", Operation::Create).expect_err("country");
     assert_eq!(refusal(r), errors(&[("purchase.adjustments[0].shipping_address.country", "invalid", BAD_COUNTRY)]));
+}
+
+const TOO_LONG_50: &str = "is too long (maximum is 50 characters)";
+const TOO_LONG_255: &str = "is too long (maximum is 255 characters)";
+const BAD_CODE: &str = "is invalid (use only letters, digits and -_.+@, without ..)";
+
+#[test]
+fn codes_are_bounded_path_segments() {
+    let account = |code: &str| format!("<account><account_code>{code}</account_code></account>");
+    for good in ["a1", "gold-plan", "user@example.com", "abc_123", "user+tag@example.com", "A.B", &"x".repeat(50)] {
+        check::<Account>(&account(good), "2.11", "", Operation::Create).unwrap_or_else(|e| panic!("{good}: {e:?}"));
+    }
+    let r = check::<Account>(&account(&"x".repeat(51)), "2.11", "", Operation::Create).expect_err("51");
+    assert_eq!(refusal(r), errors(&[("account.account_code", "too_long", TOO_LONG_50)]));
+    // Characters count, not bytes: 50 two-byte letters are too many for a code only because
+    // they are not ASCII.
+    let r = check::<Account>(&account(&"é".repeat(50)), "2.11", "", Operation::Create).expect_err("é");
+    assert_eq!(refusal(r), errors(&[("account.account_code", "invalid", BAD_CODE)]));
+    for bad in ["a/b", "..", ".", "a..b", "a b", "a%2Fb", "a?b", "a#b", "ü", "a\tb", "a;b", "a&amp;b"] {
+        let r = check::<Account>(&account(bad), "2.11", "", Operation::Create).expect_err(bad);
+        assert_eq!(refusal(r), errors(&[("account.account_code", "invalid", BAD_CODE)]), "{bad}");
+    }
+    // Blank codes are the presence rules' business (the service reports them as `blank`).
+    check::<Account>(&account(""), "2.11", "", Operation::Create).expect("empty");
+    check::<Account>(&account("  "), "2.11", "", Operation::Create).expect("spaces");
+    let r = check::<Account>(&account(" a"), "2.11", "", Operation::Create).expect_err("leading space");
+    assert_eq!(refusal(r), errors(&[("account.account_code", "invalid", BAD_CODE)]));
+    // Every code field, nested ones and lists of codes too.
+    let subscription = "<subscription><plan_code>a/b</plan_code><currency>USD</currency>\
+        <account><account_code>..</account_code></account>\
+        <subscription_add_ons><subscription_add_on><add_on_code>x y</add_on_code></subscription_add_on></subscription_add_ons>\
+        <coupon_codes><coupon_code>ok</coupon_code><coupon_code>no/pe</coupon_code></coupon_codes></subscription>";
+    let r = check::<Subscription>(subscription, "2.11", "", Operation::Create).expect_err("codes");
+    assert_eq!(
+        refusal(r),
+        errors(&[
+            ("subscription.plan_code", "invalid", BAD_CODE),
+            ("subscription.coupon_codes[1]", "invalid", BAD_CODE),
+            ("subscription.account.account_code", "invalid", BAD_CODE),
+            ("subscription.subscription_add_ons[0].add_on_code", "invalid", BAD_CODE),
+        ])
+    );
+}
+
+#[test]
+fn free_text_is_bounded() {
+    let account =
+        |name: &str| format!("<account><account_code>a</account_code><first_name>{name}</first_name></account>");
+    check::<Account>(&account(&"n".repeat(255)), "2.11", "", Operation::Create).expect("255");
+    check::<Account>(&account(&"ü".repeat(255)), "2.11", "", Operation::Create).expect("255 characters, 510 bytes");
+    let r = check::<Account>(&account(&"n".repeat(256)), "2.11", "", Operation::Create).expect_err("256");
+    assert_eq!(refusal(r), errors(&[("account.first_name", "too_long", TOO_LONG_255)]));
+    let r = check::<Account>(&account(&"n".repeat(900_000)), "2.11", "", Operation::Update).expect_err("huge");
+    assert_eq!(refusal(r), errors(&[("account.first_name", "too_long", TOO_LONG_255)]));
+    // Notes are longer.
+    let notes = |n: usize| format!("<subscription><customer_notes>{}</customer_notes></subscription>", "c".repeat(n));
+    check::<Subscription>(&notes(4000), "2.11", "", Operation::Update).expect("4000");
+    let r = check::<Subscription>(&notes(4001), "2.11", "", Operation::Update).expect_err("4001");
+    assert_eq!(
+        refusal(r),
+        errors(&[("subscription.customer_notes", "too_long", "is too long (maximum is 4000 characters)")])
+    );
+}
+
+#[test]
+fn code_characters_agree_with_the_schema() {
+    assert_eq!(rebill_models::validate::CODE_CHARACTERS, rebill_schema::CODE_CHARACTERS);
+}
+
+#[test]
+fn forbidden_characters_are_a_400_naming_the_element() {
+    for (body, details) in [
+        (
+            "<account><first_name>a\u{1}b</first_name></account>",
+            "character U+0001 is not allowed in XML at `account.first_name`",
+        ),
+        (
+            "<account><first_name>a&#1;b</first_name></account>",
+            "invalid character reference `&#1;` at `account.first_name`",
+        ),
+        (
+            "<account><address><city>&#x0;</city></address></account>",
+            "invalid character reference `&#x0;` at `account.address.city`",
+        ),
+        (
+            "<account><last_name>\u{FFFF}</last_name></account>",
+            "character U+FFFF is not allowed in XML at `account.last_name`",
+        ),
+    ] {
+        let r = check::<Account>(body, "2.11", "", Operation::Update).expect_err(body);
+        let details = details.replace('&', "&amp;");
+        assert_eq!(
+            refusal(r),
+            (
+                400,
+                format!(
+                    "<error>\n  <symbol>invalid_xml</symbol>\n  <description lang=\"en-US\">The provided XML was invalid.</description>\n  <details>{details}</details>\n</error>\n"
+                )
+            ),
+            "{body:?}"
+        );
+    }
 }

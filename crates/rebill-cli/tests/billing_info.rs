@@ -172,7 +172,7 @@ fn billing_info_is_set_with_a_token_read_and_deleted() {
         let reply = put(s, "2.11", "a1", &token_body(&t));
         assert_eq!(reply.status, 200, "{}", reply.body);
         let expected = [
-            "<billing_info type=\"credit_card\">",
+            "/v2/accounts/a1/billing_info\" type=\"credit_card\">",
             "<account href=\"http://",
             "/v2/accounts/a1\"/>",
             "<first_name>Grace</first_name>",
@@ -225,7 +225,7 @@ fn billing_info_is_set_with_a_token_read_and_deleted() {
         let reply = put(s, "2.11", "a1", &token_body(&b));
         assert_eq!(reply.status, 200, "{}", reply.body);
         for e in [
-            "<billing_info type=\"bank_account\">",
+            "/v2/accounts/a1/billing_info\" type=\"bank_account\">",
             "<name_on_account>Grace Hopper</name_on_account>",
             "<account_type>checking</account_type>",
             "<last_four>1111</last_four>",
@@ -275,7 +275,7 @@ fn billing_info_is_set_with_card_or_bank_fields() {
 
         let reply = put(s, "2.11", "a1", &bank("987654321"));
         assert_eq!(reply.status, 200, "{}", reply.body);
-        has(&reply, "<billing_info type=\"bank_account\">");
+        has(&reply, "/v2/accounts/a1/billing_info\" type=\"bank_account\">");
         has(&reply, "<account_type>savings</account_type>");
         has(&reply, "<last_four>4321</last_four>");
         has(&reply, "<month type=\"integer\" nil=\"nil\"></month>");
@@ -654,7 +654,7 @@ fn every_sandbox_card_and_bank_account_has_its_outcome() {
                 Ok(()) => {
                     assert_eq!(reply.status, 200, "{account_number}: {}", reply.body);
                     for e in [
-                        "<billing_info type=\"bank_account\">",
+                        format!("/v2/accounts/{code}/billing_info\" type=\"bank_account\">").as_str(),
                         "<name_on_account>Verena Example</name_on_account>",
                         "<account_type>savings</account_type>",
                         "<routing_number>123456780</routing_number>",

@@ -230,7 +230,7 @@ fn a_terminated_subscription_has_canceled_at_and_expires_at() {
 fn balance_document(s: &Server, code: &str, past_due: bool, balances: &[(&str, i64)]) -> String {
     let base = format!("http://{}", s.addr);
     let mut out = format!(
-        "{DECLARATION}<account_balance>\n  \
+        "{DECLARATION}<account_balance href=\"{base}/v2/accounts/{code}/balance\">\n  \
          <account href=\"{base}/v2/accounts/{code}\"/>\n  \
          <past_due type=\"boolean\">{past_due}</past_due>\n  <balance_in_cents>\n"
     );

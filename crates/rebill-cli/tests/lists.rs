@@ -114,13 +114,21 @@ fn parameters(s: &Server) {
     for (query, description) in cases {
         let r = list(s, &format!("/v2/accounts?{query}"));
         assert_error(&r, 400, "invalid_parameter");
-        assert!(r.body.contains(&format!("<description>{description}</description>")), "{query}: {}", r.body);
+        assert!(
+            r.body.contains(&format!("<description lang=\"en-US\">{description}</description>")),
+            "{query}: {}",
+            r.body
+        );
     }
     for query in ["begin_time=yesterday", "end_time=2024-13-01", "begin_time=2024-01-01T25:00:00Z"] {
         let r = list(s, &format!("/v2/accounts?{query}"));
         assert_error(&r, 400, "invalid_parameter");
         let name = query.split('=').next().unwrap_or_default();
-        assert!(r.body.contains(&format!("<description>{name} must be an ISO 8601 date or date-time")), "{}", r.body);
+        assert!(
+            r.body.contains(&format!("<description lang=\"en-US\">{name} must be an ISO 8601 date or date-time")),
+            "{}",
+            r.body
+        );
     }
     // Unknown parameters are ignored.
     let r = list(s, "/v2/accounts?limit=5&foo=bar");

@@ -1,6 +1,7 @@
 //! The token endpoint of the client-side library over HTTP against `rebill serve`, on SQLite and
 //! on PostgreSQL: card and bank-account tokens, every validation error shape, public keys, JSONP,
-//! CORS, limits, the 20-minute lifetime on the service's clock (valid at 19:59, refused and
+//! CORS, limits, form fields refused for characters XML forbids or beyond the billing-info bound,
+//! the 20-minute lifetime on the service's clock (valid at 19:59, refused and
 //! deleted at 20:00), single use, and the periodic purge of expired tokens.
 
 mod common;
@@ -449,5 +450,70 @@ fn tokens_of_one_site_do_not_work_on_another() {
         create_account(&s, "a1");
         assert_error(&use_token(&s, "a1", &token), 422, "token_invalid");
         assert_eq!(count(db, "SELECT COUNT(*) FROM tokens"), 1, "the other site's token is untouched");
+    });
+}
+
+#[test]
+fn form_fields_refuse_characters_xml_forbids_and_overlong_values() {
+    on_both_backends("tokens_field_bounds", |db| {
+        let s = serve(db, T0, &[]);
+        let card = || card(&s, "4111111111111111");
+        let not_allowed = "contains a character that is not allowed";
+        // NUL (which PostgreSQL cannot store), U+0001 and U+FFFF: refused before anything is stored.
+        for value in ["A\u{0}B", "A\u{1}B", "A\u{FFFF}"] {
+            assert_json_error(
+                &post(&s, &with(card(), "first_name", value)),
+                422,
+                validation(&[("first_name", not_allowed)]),
+            );
+        }
+        // Every refused field is named, address and bank fields alike.
+        assert_json_error(
+            &post(&s, &with(with(card(), "address1", "\u{1b}[2J"), "postal_code", "9\u{0}")),
+            422,
+            validation(&[("address1", not_allowed), ("postal_code", not_allowed)]),
+        );
+        assert_json_error(
+            &post(&s, &with(bank(&s), "name_on_account", "V\u{0}")),
+            422,
+            validation(&[("name_on_account", not_allowed)]),
+        );
+        // The billing_info bound: 255 characters (not bytes) pass, 256 do not.
+        let longest = "é".repeat(255);
+        let over = format!("{longest}x");
+        assert_json_error(
+            &post(&s, &with(card(), "city", &over)),
+            422,
+            validation(&[("city", "is too long (maximum is 255 characters)")]),
+        );
+        assert_json_error(
+            &post(&s, &with(bank(&s), "name_on_account", &over)),
+            422,
+            validation(&[("name_on_account", "is too long (maximum is 255 characters)")]),
+        );
+        // JSONP answers the same error through its callback.
+        let mut pairs = with(card(), "last_name", "E\u{0}");
+        pairs.extend([("_method", "post"), ("callback", "cb")]);
+        let reply = request(&s, "GET", &format!("/js/v1/token?{}", form(&pairs)), &[], "");
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        let inner = reply.body.strip_prefix("cb(").and_then(|b| b.strip_suffix(')')).expect("jsonp");
+        assert_eq!(serde_json::from_str::<Value>(inner).expect("json"), validation(&[("last_name", not_allowed)]));
+        // A public key holding such a character is no key (and is never looked up).
+        let refused = json!({ "error": { "code": "invalid-public-key", "message": "The public key is not valid." } });
+        let bad_key = format!("{}\u{0}", s.public_key);
+        assert_json_error(&post(&s, &with(card(), "key", &bad_key)), 400, refused.clone());
+        let path = format!("/js/v1/bank?{}", form(&[("key", &bad_key), ("routing_number", "123456780")]));
+        assert_json_error(&request(&s, "GET", &path, &[], ""), 400, refused);
+        assert_eq!(count(db, "SELECT COUNT(*) FROM tokens"), 0, "nothing refused was stored");
+
+        // At the bound, with a tab (which XML allows), the token is made and its values reach
+        // the billing info exactly.
+        let token =
+            assert_token(&post(&s, &with(with(card(), "first_name", &longest), "address2", "Suite\t5")), "credit_card");
+        create_account(&s, "bounded");
+        let reply = use_token(&s, "bounded", &token);
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        assert!(reply.body.contains(&format!("<first_name>{longest}</first_name>")), "{}", reply.body);
+        assert!(reply.body.contains("<address2>Suite\t5</address2>"), "{}", reply.body);
     });
 }

@@ -184,6 +184,12 @@ fn field_tokens(schema: &Schema, field: &Field) -> TokenStream {
     if field.omit_empty {
         attrs.push(quote!(omit_empty));
     }
+    if field.href_only {
+        attrs.push(quote!(href_only));
+    }
+    for (name, value) in &field.fixed_attributes {
+        attrs.push(quote!(fixed_attribute(name = #name, value = #value)));
+    }
     if field.renames.is_empty() {
         if field.element != field.name && field.attribute.is_none() {
             let e = &field.element;
@@ -207,6 +213,9 @@ fn field_tokens(schema: &Schema, field: &Field) -> TokenStream {
 /// The field's doc text plus a line on where it appears.
 fn field_doc(field: &Field) -> String {
     let mut facts = vec![format!("`{}`", field.ty.kind()), field.direction.as_str().to_owned()];
+    if field.href_only {
+        facts.push("only in the root href".to_owned());
+    }
     if field.range != Range::default() {
         facts.push(field.range.to_string());
     }
@@ -287,18 +296,24 @@ fn validate_impl(resource: &Resource) -> TokenStream {
     let mut checks = Vec::new();
     let mut given = Vec::new();
     for f in &resource.fields {
-        if f.direction == Direction::Response || f.attribute.is_some() {
+        if f.direction == Direction::Response {
             continue;
         }
         let field = ident(&f.name);
-        let element = element_at_version(f);
+        let element = match &f.attribute {
+            Some(attr) => {
+                let attr = format!("@{attr}");
+                quote!(#attr)
+            }
+            None => element_at_version(f),
+        };
         let since = version_tokens(f.range.since);
         let until = version_tokens(f.range.until);
         let feature = match &f.feature {
             Some(x) => quote!(Some(#x)),
             None => quote!(None),
         };
-        if !matches!(f.ty, FieldType::Text | FieldType::Anchor { .. }) {
+        if f.attribute.is_none() && !matches!(f.ty, FieldType::Text | FieldType::Anchor { .. }) {
             let latest = f.renames.last().map(|r| r.element.clone()).unwrap_or_else(|| f.element.clone());
             let latest = match &f.ty {
                 FieldType::List { item, inline: true, .. } => item.clone(),
@@ -320,7 +335,11 @@ fn validate_impl(resource: &Resource) -> TokenStream {
                 let vs = version_tokens(f.validate_since);
                 field_checks.push(quote!(v.country(path, #element, &self.#field, #vs);));
             }
+            Some(rebill_schema::Format::Code) => field_checks.push(quote!(v.code(path, #element, &self.#field);)),
             None => {}
+        }
+        if let Some(max) = f.max_length {
+            field_checks.push(quote!(v.max_length(path, #element, &self.#field, #max);));
         }
         match &f.ty {
             FieldType::Resource(_) => field_checks.push(quote!(v.nested(path, #element, &self.#field);)),
@@ -339,7 +358,18 @@ fn validate_impl(resource: &Resource) -> TokenStream {
         let rule = ident(&resource.name);
         checks.push(quote!(crate::rules::#rule(self, v, path);));
     }
+    let bounds = resource.fields.iter().filter_map(|f| {
+        let field = &f.name;
+        f.max_length.map(|max| quote!((#field, #max),))
+    });
     quote! {
+        impl #name {
+            /// The most characters a request may send in each bounded string field, by field
+            /// name (the bounds the `Validate` impl checks; for other inputs carrying the same
+            /// values, such as the token endpoint's form fields).
+            pub const MAX_LENGTHS: &'static [(&'static str, usize)] = &[#(#bounds)*];
+        }
+
         impl crate::validate::Validate for #name {
             #[allow(unused_variables)]
             fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
@@ -628,7 +658,14 @@ fn field_rules(f: &Field) -> String {
             let since = f.validate_since.map(|v| format!(" from {v}")).unwrap_or_default();
             text.push_str(&format!(" **Validated as an ISO 3166-1 alpha-2 code{since}.**"));
         }
+        Some(rebill_schema::Format::Code) => text.push_str(&format!(
+            " **A code (also a URL path segment): ASCII letters, digits and `{}` only, never `..`.**",
+            rebill_schema::CODE_CHARACTERS
+        )),
         None => {}
+    }
+    if let Some(max) = f.max_length {
+        text.push_str(&format!(" **At most {max} characters.**"));
     }
     if f.required {
         text.push_str(" Never nil in requests.");
@@ -691,6 +728,8 @@ fn api_doc(schema: &Schema) -> String {
         for f in &r.fields {
             let element = if let Some(a) = &f.attribute {
                 format!("`@{a}`")
+            } else if f.href_only {
+                format!("`{{{}}}` of the root `href`", f.name)
             } else {
                 match &f.ty {
                     FieldType::Anchor { name, method } => format!("`<a name=\"{name}\">` ({method})"),

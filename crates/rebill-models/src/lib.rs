@@ -25,6 +25,7 @@ pub use generated::*;
 use std::fmt::Debug;
 
 use rebill_xml::{Project, XmlResource};
+use validate::Validate;
 
 /// One generated resource type, by schema name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,18 +41,21 @@ pub struct ResourceInfo {
 
 /// What every generated resource type offers.
 #[cfg(not(feature = "arbitrary"))]
-pub trait Model: XmlResource + Project + Debug + Clone + PartialEq + 'static {}
+pub trait Model: XmlResource + Project + Validate + Debug + Clone + PartialEq + 'static {}
 #[cfg(not(feature = "arbitrary"))]
-impl<T: XmlResource + Project + Debug + Clone + PartialEq + 'static> Model for T {}
+impl<T: XmlResource + Project + Validate + Debug + Clone + PartialEq + 'static> Model for T {}
 
 /// What every generated resource type offers (with random generation for tests).
 #[cfg(feature = "arbitrary")]
 pub trait Model:
-    XmlResource + Project + Debug + Clone + PartialEq + rebill_xml::arbitrary::Arbitrary + 'static
+    XmlResource + Project + Validate + Debug + Clone + PartialEq + rebill_xml::arbitrary::Arbitrary + 'static
 {
 }
 #[cfg(feature = "arbitrary")]
-impl<T: XmlResource + Project + Debug + Clone + PartialEq + rebill_xml::arbitrary::Arbitrary + 'static> Model for T {}
+impl<T: XmlResource + Project + Validate + Debug + Clone + PartialEq + rebill_xml::arbitrary::Arbitrary + 'static> Model
+    for T
+{
+}
 
 /// Receives each generated resource type from [`visit_resources`].
 pub trait ResourceVisitor {

@@ -43,6 +43,40 @@ fn join(path: &str, element: &str) -> String {
     format!("{path}.{element}")
 }
 
+/// The text a request field holds: one string, or each string of a `values` list.
+pub trait Texts {
+    /// Calls `f` with each string (and its index in a list).
+    fn each_text(&self, f: &mut dyn FnMut(Option<usize>, &str));
+}
+
+impl Texts for Option<String> {
+    fn each_text(&self, f: &mut dyn FnMut(Option<usize>, &str)) {
+        if let Some(s) = self {
+            f(None, s);
+        }
+    }
+}
+
+impl Texts for Option<Vec<String>> {
+    fn each_text(&self, f: &mut dyn FnMut(Option<usize>, &str)) {
+        for (i, s) in self.iter().flatten().enumerate() {
+            f(Some(i), s);
+        }
+    }
+}
+
+/// The characters a code may hold besides ASCII letters and digits (`schema/README.md`).
+pub const CODE_CHARACTERS: &str = "-_.+@";
+
+/// Whether `code` is a usable identifier in a URL path: ASCII letters, digits and
+/// [`CODE_CHARACTERS`], not containing `..` (so never `.` or `..` as a path segment either).
+pub fn is_code(code: &str) -> bool {
+    !code.is_empty()
+        && code != "."
+        && !code.contains("..")
+        && code.bytes().all(|b| b.is_ascii_alphanumeric() || CODE_CHARACTERS.as_bytes().contains(&b))
+}
+
 impl<'c> Validation<'c> {
     pub fn new(ctx: &'c WireContext, op: Operation) -> Self {
         Self { ctx, op, violations: Vec::new() }
@@ -81,6 +115,44 @@ impl<'c> Validation<'c> {
             && !email_address::EmailAddress::is_valid(email)
         {
             self.add(path, element, "invalid_email", "is not a valid email address");
+        }
+    }
+
+    fn add_at(&mut self, path: &str, element: &str, index: Option<usize>, symbol: &'static str, message: String) {
+        let field = match index {
+            Some(i) => format!("{path}.{element}[{i}]"),
+            None => join(path, element),
+        };
+        self.violations.push(Violation { field, symbol, message });
+    }
+
+    /// Each string of `value` has at most `max` characters.
+    pub fn max_length(&mut self, path: &str, element: &str, value: &impl Texts, max: usize) {
+        let mut long = Vec::new();
+        value.each_text(&mut |i, s| {
+            // Counting stops just past the bound, so a huge value costs no more than a short one.
+            if s.len() > max && s.chars().take(max + 1).count() > max {
+                long.push(i);
+            }
+        });
+        for i in long {
+            self.add_at(path, element, i, "too_long", format!("is too long (maximum is {max} characters)"));
+        }
+    }
+
+    /// Each string of `value` is a code usable as a URL path segment ([`is_code`]). A blank
+    /// value (empty or only spaces) is left to the presence rules (`required_on` and the
+    /// service's `blank` checks), so that it is reported once, as `blank`.
+    pub fn code(&mut self, path: &str, element: &str, value: &impl Texts) {
+        let mut bad = Vec::new();
+        value.each_text(&mut |i, s| {
+            if !s.trim().is_empty() && !is_code(s) {
+                bad.push(i);
+            }
+        });
+        for i in bad {
+            let message = format!("is invalid (use only letters, digits and {CODE_CHARACTERS}, without ..)");
+            self.add_at(path, element, i, "invalid", message);
         }
     }
 
@@ -139,7 +211,7 @@ pub fn errors_document(violations: &[Violation]) -> Errors {
     }
 }
 
-/// `<error><symbol>…</symbol><description>…</description></error>`.
+/// `<error><symbol>…</symbol><description lang="en-US">…</description></error>`.
 pub fn single_error(symbol: &str, description: &str) -> ApiError {
     ApiError { symbol: Some(symbol.to_owned()), description: Some(description.to_owned()), details: None }
 }
@@ -237,5 +309,58 @@ pub fn reject_decode(err: &DecodeError) -> Rejection {
             description: Some("The provided XML was invalid.".to_owned()),
             details: Some(err.to_string()),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rebill_xml::{Features, version::LATEST_VERSION};
+
+    use super::*;
+
+    fn violations(check: impl FnOnce(&mut Validation<'_>)) -> Vec<(String, &'static str, String)> {
+        let ctx = WireContext::new(LATEST_VERSION, Features::none(), "https://x");
+        let mut v = Validation::new(&ctx, Operation::Create);
+        check(&mut v);
+        v.violations().iter().map(|x| (x.field.clone(), x.symbol, x.message.clone())).collect()
+    }
+
+    #[test]
+    fn codes_are_path_segments() {
+        for good in ["a1", "gold-plan", "user@example.com", "abc_123", "user+tag@example.com", "a.b", "-", "_"] {
+            assert!(is_code(good), "{good}");
+        }
+        for bad in ["", ".", "..", "a..b", "../x", "a/b", "a b", "a%20", "ü", "a\u{0}", "a?b", "a#b", "a\\b", "~"] {
+            assert!(!is_code(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn lengths_count_characters_and_name_list_items() {
+        let five = Some("ééééé".to_owned());
+        assert_eq!(violations(|v| v.max_length("a", "name", &five, 5)), vec![]);
+        assert_eq!(
+            violations(|v| v.max_length("a", "name", &five, 4)),
+            vec![("a.name".to_owned(), "too_long", "is too long (maximum is 4 characters)".to_owned())]
+        );
+        let list = Some(vec!["ok".to_owned(), "toolong".to_owned()]);
+        assert_eq!(
+            violations(|v| v.max_length("a", "codes", &list, 3)),
+            vec![("a.codes[1]".to_owned(), "too_long", "is too long (maximum is 3 characters)".to_owned())]
+        );
+        assert_eq!(violations(|v| v.max_length("a", "name", &None::<String>, 1)), vec![]);
+    }
+
+    #[test]
+    fn codes_leave_blank_values_to_the_presence_rules() {
+        let message = "is invalid (use only letters, digits and -_.+@, without ..)".to_owned();
+        assert_eq!(violations(|v| v.code("a", "code", &Some(String::new()))), vec![]);
+        assert_eq!(violations(|v| v.code("a", "code", &Some("  ".to_owned()))), vec![]);
+        assert_eq!(
+            violations(|v| v.code("a", "code", &Some("a/b".to_owned()))),
+            vec![("a.code".to_owned(), "invalid", message.clone())]
+        );
+        let list = Some(vec!["../".to_owned(), "fine".to_owned()]);
+        assert_eq!(violations(|v| v.code("a", "codes", &list)), vec![("a.codes[0]".to_owned(), "invalid", message)]);
     }
 }

@@ -86,7 +86,18 @@ pub enum Format {
     Email,
     /// ISO 3166-1 alpha-2 country code.
     Country,
+    /// An identifier that is also a URL path segment (`account_code`, `plan_code`, …): at most
+    /// [`CODE_MAX_LENGTH`] characters out of [`CODE_CHARACTERS`] and ASCII letters and digits,
+    /// never containing `..`.
+    Code,
 }
+
+/// The bound of a request string field that declares no `max_length`.
+pub const DEFAULT_MAX_LENGTH: usize = 255;
+/// The bound (and default) of a `format = "code"` field.
+pub const CODE_MAX_LENGTH: usize = 50;
+/// The characters besides ASCII letters and digits that a code may hold.
+pub const CODE_CHARACTERS: &str = "-_.+@";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resource {
@@ -234,20 +245,45 @@ pub struct Field {
     pub typed: bool,
     /// In responses, a missing value is left out instead of being written `nil="nil"`.
     pub omit_empty: bool,
+    /// The value has no element of its own: it is a parameter of the resource's `href` pattern,
+    /// written into the root `href` of responses and parsed back from it (e.g. the account code
+    /// in `<account_balance href="…/v2/accounts/abc/balance">`).
+    pub href_only: bool,
     /// Request operations on which the field must be given.
     pub required_on: Vec<Operation>,
     /// Value format checked in requests.
     pub format: Option<Format>,
     /// First version at which `format` is checked.
     pub validate_since: Option<Version>,
+    /// The most characters a request may send in this field (for each item of `values`):
+    /// `Some` for every string-valued field a request can carry (declared, or the default),
+    /// `None` for response-only and non-string fields.
+    pub max_length: Option<usize>,
+    /// Attributes with fixed values written on the field's element whenever it holds a value
+    /// (`lang = "en-US"` on an error's `description`), in name order.
+    pub fixed_attributes: Vec<(String, String)>,
     pub doc: String,
 }
 
 impl Field {
-    /// The element (or `@attribute`, or `a[name=…]`) the field uses at `v`, if it exists there.
+    /// Whether the field holds text (a string, the element's text, or a list of strings).
+    pub fn is_textual(&self) -> bool {
+        matches!(
+            self.ty,
+            FieldType::Scalar(Scalar::String) | FieldType::Text | FieldType::Values { of: Scalar::String, .. }
+        )
+    }
+}
+
+impl Field {
+    /// The element (or `@attribute`, or `a[name=…]`, or `@href{name}` for an `href_only` field)
+    /// the field uses at `v`, if it exists there.
     pub fn element_at(&self, v: Version) -> Option<String> {
         if !self.range.contains(v) {
             return None;
+        }
+        if self.href_only {
+            return Some(format!("@href{{{}}}", self.name));
         }
         if let Some(attr) = &self.attribute {
             return Some(format!("@{attr}"));

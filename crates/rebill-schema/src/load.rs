@@ -119,9 +119,14 @@ struct RawField {
     #[serde(default)]
     omit_empty: bool,
     #[serde(default)]
+    href_only: bool,
+    #[serde(default)]
     required_on: Vec<String>,
     format: Option<String>,
     validate_since: Option<String>,
+    max_length: Option<usize>,
+    #[serde(default)]
+    fixed_attributes: BTreeMap<String, String>,
     anchor: Option<String>,
     method: Option<String>,
     doc: String,
@@ -544,10 +549,22 @@ impl Versions {
                 ));
             }
         }
+        let mut href_params = Vec::new();
         if let Some(href) = &r.href {
             let mut rest = href.as_str();
             if !href.starts_with("/v2/") {
                 return Err(err(file, "resource: ", format!("href `{href}` must start with /v2/")));
+            }
+            let whole_segments = href.split('/').all(|segment| {
+                let braces = segment.matches(['{', '}']).count();
+                braces == 0 || (braces == 2 && segment.starts_with('{') && segment.ends_with('}'))
+            });
+            if !whole_segments {
+                return Err(err(
+                    file,
+                    "resource: ",
+                    format!("href `{href}`: each `{{name}}` must be a whole path segment"),
+                ));
             }
             while let Some(open) = rest.find('{') {
                 let close = rest[open..]
@@ -565,8 +582,16 @@ impl Versions {
                         format!("href `{href}` names `{name}`, which is not a string or integer field"),
                     ));
                 }
+                href_params.push(name.to_owned());
                 rest = &rest[close + 1..];
             }
+        }
+        if let Some(f) = fields.iter().find(|f| f.href_only && !href_params.contains(&f.name)) {
+            return Err(err(
+                file,
+                format!("field `{}`: ", f.name),
+                "an href_only field must be named in the resource's href",
+            ));
         }
         // No two fields may claim one element (or attribute, or anchor) in one document.
         for &version in &self.versions {
@@ -749,15 +774,71 @@ impl Versions {
             None => None,
             Some("email") => Some(Format::Email),
             Some("country") => Some(Format::Country),
-            Some(other) => return Err(err(file, &place, format!("unknown format `{other}` (email or country)"))),
+            Some("code") => Some(Format::Code),
+            Some(other) => {
+                return Err(err(file, &place, format!("unknown format `{other}` (email, country or code)")));
+            }
         };
-        if format.is_some() && !matches!(ty, FieldType::Scalar(Scalar::String)) {
-            return Err(err(file, &place, "formats apply to string fields"));
+        let string_values = matches!(ty, FieldType::Values { of: Scalar::String, .. });
+        if format.is_some()
+            && !matches!(ty, FieldType::Scalar(Scalar::String))
+            && !(format == Some(Format::Code) && string_values)
+        {
+            return Err(err(file, &place, "formats apply to string fields (and `code` to string values)"));
         }
+        let textual = matches!(ty, FieldType::Scalar(Scalar::String) | FieldType::Text) || string_values;
+        let max_length = match f.max_length {
+            Some(_) if !textual => {
+                return Err(err(file, &place, "max_length applies to string, text and string values fields"));
+            }
+            Some(_) if direction == Direction::Response => {
+                return Err(err(file, &place, "max_length applies to fields a request can carry"));
+            }
+            Some(0) => return Err(err(file, &place, "max_length must be at least 1")),
+            Some(n) if format == Some(Format::Code) && n > CODE_MAX_LENGTH => {
+                return Err(err(file, &place, format!("a code has at most {CODE_MAX_LENGTH} characters")));
+            }
+            Some(n) => Some(n),
+            None if !textual || direction == Direction::Response => None,
+            None if format == Some(Format::Code) => Some(CODE_MAX_LENGTH),
+            None => Some(DEFAULT_MAX_LENGTH),
+        };
         let validate_since = self.version(file, &place, &f.validate_since)?;
         if validate_since.is_some() && format.is_none() {
             return Err(err(file, &place, "validate_since needs a format"));
         }
+        if !f.fixed_attributes.is_empty() && !matches!(ty, FieldType::Scalar(Scalar::String)) {
+            return Err(err(file, &place, "fixed_attributes apply to string fields"));
+        }
+        if !f.fixed_attributes.is_empty() && f.attribute.is_some() {
+            return Err(err(file, &place, "an attribute field has no element to put fixed_attributes on"));
+        }
+        for (name, value) in &f.fixed_attributes {
+            if !is_xml_name(name) || matches!(name.as_str(), "type" | "nil") {
+                return Err(err(file, &place, format!("`{name}` cannot be a fixed attribute")));
+            }
+            if value.chars().any(|c| c.is_control()) {
+                return Err(err(file, &place, format!("fixed attribute `{name}` has a control character")));
+            }
+        }
+        if f.href_only && (!matches!(ty, FieldType::Scalar(Scalar::String)) || direction != Direction::Response) {
+            return Err(err(file, &place, "href_only applies to response-only string fields"));
+        }
+        if f.href_only
+            && (f.element.is_some()
+                || !f.renames.is_empty()
+                || f.attribute.is_some()
+                || f.omit_empty
+                || f.required
+                || !f.fixed_attributes.is_empty())
+        {
+            return Err(err(
+                file,
+                &place,
+                "an href_only field lives in the root href: no element, renames, attribute, omit_empty, required or fixed_attributes",
+            ));
+        }
+        let fixed_attributes = f.fixed_attributes.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         let element = f.element.clone().unwrap_or_else(|| f.name.clone());
         if !is_xml_name(&element) {
             return Err(err(file, &place, format!("`{element}` is not an XML element name")));
@@ -774,9 +855,12 @@ impl Versions {
             attribute: f.attribute.clone(),
             typed: f.typed,
             omit_empty: f.omit_empty,
+            href_only: f.href_only,
             required_on,
             format,
             validate_since,
+            max_length,
+            fixed_attributes,
             doc: f.doc.clone(),
         })
     }

@@ -332,6 +332,7 @@ pub(crate) async fn balance(state: &AppState, call: &Call) -> Response {
         .collect();
     let balance = account_balance(currencies.iter().map(String::as_str), &invoices);
     let view = AccountBalance {
+        account_code: Some(account.account_code.clone()),
         account: Some(Href::path(EndpointId::GetAccount.endpoint().render(&[&account.account_code]))),
         past_due: Some(balance.past_due),
         balance_in_cents: Some(Money(balance.balance_in_cents)),

@@ -89,6 +89,7 @@ fn view(code: &str, stored: &Stored) -> BillingInfo {
             PaymentKind::CreditCard => BillingInfoType::CreditCard,
             PaymentKind::BankAccount => BillingInfoType::BankAccount,
         }),
+        account_code: Some(code.to_owned()),
         account: Some(account_href(code)),
         first_name: f.first_name.clone(),
         last_name: f.last_name.clone(),

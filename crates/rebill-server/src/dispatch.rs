@@ -23,9 +23,21 @@ fn table_method(method: &axum::http::Method) -> Option<rebill_models::Method> {
     })
 }
 
-/// A path parameter as sent (percent-decoded; `None` when the escapes are not UTF-8).
+/// A path parameter as sent (percent-decoded). `None` when the escapes are not UTF-8 or decode
+/// to a character XML forbids (`%00`): no stored identifier can hold one, and none may reach a
+/// store (PostgreSQL refuses a NUL in text outright).
 fn decode_param(raw: &str) -> Option<String> {
-    percent_encoding::percent_decode_str(raw).decode_utf8().ok().map(|c| c.into_owned())
+    let decoded = percent_encoding::percent_decode_str(raw).decode_utf8().ok()?;
+    rebill_xml::reader::find_forbidden(&decoded).is_none().then(|| decoded.into_owned())
+}
+
+/// The first query parameter (decoded name) whose name or value holds a character XML forbids.
+fn forbidden_query_parameter(query: Option<&str>) -> Option<String> {
+    form_urlencoded::parse(query?.as_bytes()).find_map(|(name, value)| {
+        let bad =
+            rebill_xml::reader::find_forbidden(&name).is_some() || rebill_xml::reader::find_forbidden(&value).is_some();
+        bad.then(|| name.into_owned())
+    })
 }
 
 pub(crate) async fn dispatch(State(state): State<AppState>, request: Request<Body>) -> Response {
@@ -68,6 +80,14 @@ pub(crate) async fn dispatch(State(state): State<AppState>, request: Request<Bod
     let Some(params) = raw_params.iter().map(|p| decode_param(p)).collect::<Option<Vec<String>>>() else {
         return not_found();
     };
+    if let Some(name) = forbidden_query_parameter(request.uri().query()) {
+        // The name is shown as the writer shows any text: forbidden characters become U+FFFD.
+        return respond::error(
+            StatusCode::BAD_REQUEST,
+            "invalid_parameter",
+            &format!("The query parameter `{name}` holds a character that is not allowed (a control character)."),
+        );
+    }
     let Some(id) = EndpointId::of(endpoint) else {
         return respond::internal(&format!("endpoint {} is not in the table", endpoint.name));
     };
@@ -84,5 +104,29 @@ pub(crate) async fn dispatch(State(state): State<AppState>, request: Request<Bod
                 endpoint.path
             ),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_parameters_with_forbidden_characters_match_nothing() {
+        assert_eq!(decode_param("a%20b%2F%40").as_deref(), Some("a b/@"));
+        for raw in ["%00x", "a%01", "%1F", "%EF%BF%BF", "%EF%BF%BE", "%0B"] {
+            assert_eq!(decode_param(raw), None, "{raw}");
+        }
+        assert_eq!(decode_param("%FF"), None, "not UTF-8");
+        assert_eq!(decode_param("%09%0A%0D").as_deref(), Some("\t\n\r"));
+    }
+
+    #[test]
+    fn query_values_with_forbidden_characters_are_found() {
+        assert_eq!(forbidden_query_parameter(None), None);
+        assert_eq!(forbidden_query_parameter(Some("state=active&per_page=2")), None);
+        assert_eq!(forbidden_query_parameter(Some("state=%00")).as_deref(), Some("state"));
+        assert_eq!(forbidden_query_parameter(Some("a=1&cursor=x%EF%BF%BE")).as_deref(), Some("cursor"));
+        assert_eq!(forbidden_query_parameter(Some("x%01=1")).as_deref(), Some("x\u{1}"));
     }
 }

@@ -19,6 +19,11 @@
 //!   for a wrong method, an oversized body and a body that is not form-encoded.
 //! - A request is a bank account when it has no `number` but has a bank field.
 //! - Tokenizing contacts no gateway: declines surface when the token is used.
+//! - Every form field a token reads ([`TOKEN_FIELDS`]) is checked before anything else looks at
+//!   it: a character XML forbids (the values end up in XML documents) or more characters than the
+//!   matching `billing_info` field allows in the API (`BillingInfo::MAX_LENGTHS`, from the
+//!   schema) is a `validation` error on that field. A public key holding such a character is
+//!   `invalid-public-key` without a lookup.
 //! - The request's card expiry is checked on the site's clock; the token's lifetime runs on the
 //!   service's clock.
 
@@ -36,9 +41,11 @@ use rebill_billing::card::{
     BankInput, CardInput, Field, FieldError, Problem, is_valid_routing_number, validate_bank_account, validate_card,
 };
 use rebill_billing::vault::{Secret, Vault};
+use rebill_models::BillingInfo;
 use rebill_store::billing_info::{BillingFields, PaymentKind};
 use rebill_store::tokens::{NewToken, generate_token_id};
 use rebill_store::{Site, Store};
+use rebill_xml::reader::find_forbidden;
 use serde_json::{Value, json};
 
 use crate::{AppState, Clock};
@@ -251,7 +258,11 @@ async fn not_found(request: Request) -> Response {
 
 /// The site of the call's public key.
 async fn site_of(state: &AppState, params: &HashMap<String, String>) -> Result<Site, ApiError> {
-    let key = params.get("key").map(|k| k.trim()).filter(|k| !k.is_empty()).ok_or_else(invalid_public_key)?;
+    let key = params
+        .get("key")
+        .map(|k| k.trim())
+        .filter(|k| !k.is_empty() && find_forbidden(k).is_none())
+        .ok_or_else(invalid_public_key)?;
     match state.store.site_by_public_key(key).await {
         Ok(Some(site)) => Ok(site),
         Ok(None) => Err(invalid_public_key()),
@@ -367,9 +378,61 @@ fn address_fields(params: &HashMap<String, String>) -> BillingFields {
 const BANK_PARAMS: [&str; 5] =
     ["routing_number", "account_number", "account_number_confirmation", "account_type", "name_on_account"];
 
+/// The form fields a token reads, each with the `billing_info` field that holds the same value
+/// in the API: a field is bounded by that field's schema bound (`BillingInfo::MAX_LENGTHS`);
+/// one without a string bound there (month, year, account type) must parse as a number or a
+/// known word, so its length needs no bound of its own.
+const TOKEN_FIELDS: [(&str, &str); 21] = [
+    ("number", "number"),
+    ("month", "month"),
+    ("year", "year"),
+    ("cvv", "verification_value"),
+    ("first_name", "first_name"),
+    ("last_name", "last_name"),
+    ("company", "company"),
+    ("address1", "address1"),
+    ("address2", "address2"),
+    ("city", "city"),
+    ("state", "state"),
+    ("postal_code", "zip"),
+    ("zip", "zip"),
+    ("country", "country"),
+    ("phone", "phone"),
+    ("vat_number", "vat_number"),
+    ("routing_number", "routing_number"),
+    ("account_number", "account_number"),
+    ("account_number_confirmation", "account_number"),
+    ("account_type", "account_type"),
+    ("name_on_account", "name_on_account"),
+];
+
+/// The schema's bound of the `billing_info` field `field`, if it is a bounded string.
+fn billing_info_bound(field: &str) -> Option<usize> {
+    BillingInfo::MAX_LENGTHS.iter().find(|(name, _)| *name == field).map(|(_, max)| *max)
+}
+
+/// The `validation` error of form fields holding a character XML forbids or too many
+/// characters (counted after trimming, as stored), before any other check sees them.
+fn check_characters_and_bounds(params: &HashMap<String, String>) -> Result<(), ApiError> {
+    let mut error =
+        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "validation", "There was an error validating your request.");
+    for (name, field) in TOKEN_FIELDS {
+        let Some(value) = params.get(name) else { continue };
+        if find_forbidden(value).is_some() {
+            error = error.with_field(name, "contains a character that is not allowed");
+        } else if let Some(max) = billing_info_bound(field)
+            && value.trim().chars().count() > max
+        {
+            error = error.with_field(name, &format!("is too long (maximum is {max} characters)"));
+        }
+    }
+    if error.details.is_empty() { Ok(()) } else { Err(error) }
+}
+
 /// Checks the details, stores the token and answers its JSON.
 async fn create_token(state: &AppState, params: &HashMap<String, String>) -> Result<Value, ApiError> {
     let site = site_of(state, params).await?;
+    check_characters_and_bounds(params)?;
     let is_bank = params.get("number").is_none() && BANK_PARAMS.iter().any(|p| params.contains_key(*p));
     let mut fields = address_fields(params);
     let country_invalid = fields.country.as_deref().is_some_and(|c| !valid_country(c));
@@ -601,6 +664,39 @@ mod tests {
         std::fs::write(&path, "not a key").expect("write");
         assert_eq!(vault_from_key_file(&path).err().map(|e| e.kind()), Some(std::io::ErrorKind::InvalidData));
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn token_fields_take_their_bounds_from_the_billing_info_schema() {
+        for (name, field) in TOKEN_FIELDS {
+            let unbounded = matches!(field, "month" | "year" | "account_type");
+            assert_eq!(billing_info_bound(field).is_none(), unbounded, "{name} → billing_info.{field}");
+        }
+        let params = |pairs: &[(&str, String)]| -> HashMap<String, String> {
+            pairs.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect()
+        };
+        let max = billing_info_bound("first_name").expect("bounded");
+        assert!(check_characters_and_bounds(&params(&[("first_name", "é".repeat(max))])).is_ok());
+        assert!(check_characters_and_bounds(&params(&[("ignored", "\u{0}".to_owned())])).is_ok());
+        let refused = check_characters_and_bounds(&params(&[
+            ("first_name", "A\u{0}B".to_owned()),
+            ("city", "x".repeat(max + 1)),
+            ("cvv", "1\u{FFFF}".to_owned()),
+        ]))
+        .expect_err("refused");
+        assert_eq!(
+            refused.body(),
+            json!({ "error": {
+                "code": "validation",
+                "message": "There was an error validating your request.",
+                "fields": ["cvv", "first_name", "city"],
+                "details": [
+                    { "field": "cvv", "messages": ["contains a character that is not allowed"] },
+                    { "field": "first_name", "messages": ["contains a character that is not allowed"] },
+                    { "field": "city", "messages": [format!("is too long (maximum is {max} characters)")] },
+                ],
+            }})
+        );
     }
 
     #[test]

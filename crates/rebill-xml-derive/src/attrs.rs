@@ -151,6 +151,11 @@ pub struct FieldAttrs {
     pub typed: bool,
     pub inline: bool,
     pub omit_empty: bool,
+    /// `href_only`: the value has no element; it is a parameter of the resource's root `href`,
+    /// written there and parsed back from it (responses).
+    pub href_only: bool,
+    /// `fixed_attribute(name = "lang", value = "en-US")`: written on the element of a value.
+    pub fixed_attributes: Vec<(String, String)>,
     pub item: Option<String>,
     pub anchor: Option<String>,
     pub method: Option<String>,
@@ -169,6 +174,8 @@ pub fn field_attrs(attrs: &[Attribute], span: Span) -> syn::Result<FieldAttrs> {
         typed: false,
         inline: false,
         omit_empty: false,
+        href_only: false,
+        fixed_attributes: Vec::new(),
         item: None,
         anchor: None,
         method: None,
@@ -207,6 +214,25 @@ pub fn field_attrs(attrs: &[Attribute], span: Span) -> syn::Result<FieldAttrs> {
                 out.inline = true;
             } else if meta.path.is_ident("omit_empty") {
                 out.omit_empty = true;
+            } else if meta.path.is_ident("href_only") {
+                out.href_only = true;
+            } else if meta.path.is_ident("fixed_attribute") {
+                let (mut name, mut value) = (None, None);
+                meta.parse_nested_meta(|inner| {
+                    let lit = inner.value()?.parse::<LitStr>()?.value();
+                    if inner.path.is_ident("name") {
+                        name = Some(lit);
+                    } else if inner.path.is_ident("value") {
+                        value = Some(lit);
+                    } else {
+                        return Err(inner.error("expected `name` or `value`"));
+                    }
+                    Ok(())
+                })?;
+                match (name, value) {
+                    (Some(n), Some(v)) => out.fixed_attributes.push((n, v)),
+                    _ => return Err(meta.error("`fixed_attribute` needs `name` and `value`")),
+                }
             } else if meta.path.is_ident("attribute") {
                 out.attribute = Some(string(&meta)?.value());
             } else if meta.path.is_ident("item") {

@@ -7,7 +7,9 @@
 //! Struct: `#[xml(root = "invoice", plural = "invoices", href = "/v2/invoices/{invoice_number}")]`.
 //! Field: `#[xml(kind = "cents", direction = "response", since = "2.5", feature = "credit_memos",
 //! rename(element = "subtotal_in_cents", until = "2.10"), required, attribute = "type", typed,
-//! item = "adjustment", anchor = "cancel", method = "put")]`.
+//! item = "adjustment", anchor = "cancel", method = "put", omit_empty,
+//! fixed_attribute(name = "lang", value = "en-US"), href_only)]`; an `href_only` field has no
+//! element: it is a parameter of the struct's `href`, written there and read back from it.
 //! Enum value: `#[xml(value = "failed")]`, `#[xml(rename(value = "open", until = "2.10"))]`,
 //! `#[xml(since = "2.11", fallback = "Active")]`, `#[xml(unknown)] Unknown(String)`.
 

@@ -122,7 +122,21 @@ pub fn derive(input: DeriveInput) -> syn::Result<TokenStream> {
         if attrs.attribute.is_some() && !matches!(attrs.kind, Kind::Scalar | Kind::Enum) {
             return Err(syn::Error::new(f.span(), "only scalar and enum fields can be attributes"));
         }
+        if attrs.href_only
+            && (attrs.kind != Kind::Scalar || attrs.attribute.is_some() || attrs.direction != Direction::Response)
+        {
+            return Err(syn::Error::new(
+                f.span(),
+                "an `href_only` field is a response-only scalar without an attribute",
+            ));
+        }
         fields.push(Field { ident, inner, attrs });
+    }
+    if let Some(f) = fields.iter().find(|f| f.attrs.href_only) {
+        let named = top.href.as_ref().is_some_and(|h| h.value().contains(&format!("{{{}}}", f.ident)));
+        if !named {
+            return Err(syn::Error::new(f.ident.span(), "an `href_only` field must be named in the resource's `href`"));
+        }
     }
 
     let root = top.root.clone().unwrap_or_else(|| name.to_string());
@@ -134,7 +148,7 @@ pub fn derive(input: DeriveInput) -> syn::Result<TokenStream> {
     let elements = elements_table(&fields);
     let write_attributes = write_attributes(&fields);
     let write_children = write_children(&fields);
-    let read_attribute = read_attribute(&fields);
+    let read_attribute = read_attribute(&top, &fields);
     let read_child = read_child(&fields);
     let project = project(&fields);
     let text = text_fns(&fields);
@@ -259,7 +273,7 @@ fn text_fns(fields: &[Field]) -> TokenStream {
 
 fn elements_table(fields: &[Field]) -> TokenStream {
     let mut entries = Vec::new();
-    for f in fields.iter().filter(|f| f.attrs.attribute.is_none() && f.attrs.kind != Kind::Text) {
+    for f in fields.iter().filter(|f| f.attrs.attribute.is_none() && f.attrs.kind != Kind::Text && !f.attrs.href_only) {
         let dir = direction_tokens(f.attrs.direction);
         let feature = match &f.attrs.range.feature {
             Some(x) => quote!(::core::option::Option::Some(#x)),
@@ -308,7 +322,9 @@ fn write_children(fields: &[Field]) -> TokenStream {
     let mut out = Vec::new();
     let ordered = fields
         .iter()
-        .filter(|f| f.attrs.attribute.is_none() && !matches!(f.attrs.kind, Kind::Anchor | Kind::Text))
+        .filter(|f| {
+            f.attrs.attribute.is_none() && !f.attrs.href_only && !matches!(f.attrs.kind, Kind::Anchor | Kind::Text)
+        })
         .chain(fields.iter().filter(|f| f.attrs.kind == Kind::Anchor));
     for f in ordered {
         let ident = &f.ident;
@@ -316,6 +332,10 @@ fn write_children(fields: &[Field]) -> TokenStream {
         let present = f.presence();
         let element = f.element_expr();
         let write = match f.attrs.kind {
+            Kind::Scalar if !f.attrs.fixed_attributes.is_empty() => {
+                let pairs = f.attrs.fixed_attributes.iter().map(|(n, v)| quote!((#n, #v)));
+                quote!(::rebill_xml::codec::write_scalar_with::<#inner>(w, #element, &self.#ident, mode, &[#(#pairs),*]))
+            }
             Kind::Scalar => {
                 quote!(::rebill_xml::codec::write_scalar::<#inner>(w, #element, &self.#ident, mode))
             }
@@ -358,8 +378,31 @@ fn write_children(fields: &[Field]) -> TokenStream {
     quote!(#(#out)*)
 }
 
-fn read_attribute(fields: &[Field]) -> TokenStream {
+fn read_attribute(top: &attrs::ResourceAttrs, fields: &[Field]) -> TokenStream {
     let mut arms = Vec::new();
+    let href_params: Vec<TokenStream> = fields
+        .iter()
+        .filter(|f| f.attrs.href_only)
+        .map(|f| {
+            let ident = &f.ident;
+            let name = ident.to_string();
+            let present = f.presence();
+            quote!(#name if #present => { self.#ident = ::core::option::Option::Some(value); })
+        })
+        .collect();
+    if let (Some(pattern), false) = (&top.href, href_params.is_empty()) {
+        // The root href of a response carries these fields; another URL shape leaves them unset.
+        arms.push(quote! {
+            "href" if mode == ::rebill_xml::Mode::Response => {
+                for (name, value) in ::rebill_xml::value::href_params(#pattern, value, ctx).unwrap_or_default() {
+                    match name {
+                        #(#href_params)*
+                        _ => {}
+                    }
+                }
+            }
+        });
+    }
     for f in fields {
         let Some(attr) = &f.attrs.attribute else {
             continue;
@@ -395,8 +438,10 @@ fn read_child(fields: &[Field]) -> TokenStream {
     let mut select = Vec::new();
     let mut anchor_select = Vec::new();
     let mut actions = Vec::new();
-    for (index, f) in
-        fields.iter().enumerate().filter(|(_, f)| f.attrs.attribute.is_none() && f.attrs.kind != Kind::Text)
+    for (index, f) in fields
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f.attrs.attribute.is_none() && f.attrs.kind != Kind::Text && !f.attrs.href_only)
     {
         let index = index as u32;
         let ident = &f.ident;
@@ -488,6 +533,16 @@ fn project(fields: &[Field]) -> TokenStream {
             }
             _ => quote!(),
         };
+        if f.attrs.href_only {
+            // Written only inside the root href, which needs every parameter of the pattern.
+            return quote! {
+                #ident: if #present && <Self as ::rebill_xml::XmlResource>::href_path(self).is_some() {
+                    ::rebill_xml::Project::project(&self.#ident, ctx, mode)
+                } else {
+                    ::core::option::Option::None
+                },
+            };
+        }
         quote! {
             #ident: if #present { ::rebill_xml::Project::project(&self.#ident, ctx, mode)#keep } else { ::core::option::Option::None },
         }

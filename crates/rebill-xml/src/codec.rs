@@ -150,6 +150,22 @@ pub fn write_scalar<S: XmlScalar>(w: &mut XmlWriter, name: &str, value: &Option<
     }
 }
 
+/// Like [`write_scalar`], with fixed attributes on the element of a value
+/// (`<description lang="en-US">…</description>`).
+pub fn write_scalar_with<S: XmlScalar>(
+    w: &mut XmlWriter,
+    name: &str,
+    value: &Option<S>,
+    mode: Mode,
+    attributes: &[(&str, &str)],
+) {
+    match value {
+        Some(v) => w.value_with(name, S::TYPE_ATTR, attributes, |out| v.write_text(out)),
+        None if mode == Mode::Response => w.nil(name, S::TYPE_ATTR),
+        None => {}
+    }
+}
+
 pub fn write_enum<E: XmlEnum>(w: &mut XmlWriter, name: &str, value: &Option<E>, ctx: &WireContext, mode: Mode) {
     match value {
         Some(v) => w.text(name, v.wire_value(ctx)),

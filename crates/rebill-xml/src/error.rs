@@ -20,6 +20,9 @@ pub enum DecodeErrorKind {
     UnknownEntity(String),
     #[error("invalid character reference `&{0};`")]
     InvalidCharRef(String),
+    /// A character XML 1.0 forbids (a C0 control other than tab and line breaks, U+FFFE, U+FFFF).
+    #[error("character U+{0:04X} is not allowed in XML")]
+    ForbiddenChar(u32),
     #[error("the document has no root element")]
     NoRoot,
     #[error("unexpected content after the root element")]
@@ -127,6 +130,7 @@ impl DecodeError {
                 | DecodeErrorKind::Doctype
                 | DecodeErrorKind::UnknownEntity(_)
                 | DecodeErrorKind::InvalidCharRef(_)
+                | DecodeErrorKind::ForbiddenChar(_)
                 | DecodeErrorKind::NoRoot
                 | DecodeErrorKind::TrailingContent
                 | DecodeErrorKind::TooDeep(_)

@@ -1,7 +1,8 @@
 //! A scoped pull reader over quick-xml for the v2 dialect.
 //!
 //! The reader never expands entities: DOCTYPE declarations are refused, and only the five
-//! predefined entities and numeric character references are decoded. Each [`Tag`] handed out
+//! predefined entities and numeric character references are decoded. Characters XML 1.0 forbids
+//! (raw or as references) are refused wherever they occur. Each [`Tag`] handed out
 //! must be consumed by exactly one of [`XmlReader::text`], [`XmlReader::skip`] or a loop over
 //! [`XmlReader::next_child`] that runs until it returns `None`.
 
@@ -16,6 +17,40 @@ use crate::error::{DecodeError, DecodeErrorKind};
 /// Deepest element nesting the decoders accept (the schema's real depth is far smaller).
 pub const MAX_DEPTH: usize = 32;
 
+/// Whether XML 1.0 allows `c` in a document (production \[2\] `Char`): tab, line feed, carriage
+/// return and everything from U+0020 except the surrogates, U+FFFE and U+FFFF.
+pub fn is_xml_char(c: char) -> bool {
+    matches!(c, '\t' | '\n' | '\r' | '\u{20}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..)
+}
+
+/// The byte offset and value of the first character in `text` that XML 1.0 forbids (C0 controls
+/// other than tab, line feed and carriage return; U+FFFE; U+FFFF). Surrogates cannot occur in a
+/// `str`.
+pub fn find_forbidden(text: &str) -> Option<(usize, char)> {
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            x if x < 0x20 && !matches!(x, b'\t' | b'\n' | b'\r') => return Some((i, char::from(x))),
+            // U+FFFE and U+FFFF are EF BF BE and EF BF BF in UTF-8.
+            0xEF if b.get(i + 1) == Some(&0xBF) && matches!(b.get(i + 2), Some(0xBE | 0xBF)) => {
+                return Some((i, if b[i + 2] == 0xBE { '\u{FFFE}' } else { '\u{FFFF}' }));
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// Refuses `text` when it holds a character XML forbids.
+fn check_chars(text: &str) -> Result<(), DecodeError> {
+    match find_forbidden(text) {
+        Some((_, c)) => Err(DecodeErrorKind::ForbiddenChar(u32::from(c)).into()),
+        None => Ok(()),
+    }
+}
+
 /// A start tag (or a self-closing tag) read from the document.
 #[derive(Debug)]
 pub struct Tag<'a> {
@@ -24,6 +59,8 @@ pub struct Tag<'a> {
     /// Check attributes for duplicates (requests). Responses skip the check, which costs an
     /// allocation per tag on large list pages.
     strict: bool,
+    /// The document holds a character XML forbids somewhere: check each attribute value.
+    suspect: bool,
 }
 
 impl<'a> Tag<'a> {
@@ -99,7 +136,7 @@ impl<'a> Tag<'a> {
                 return Ok(true);
             }
             if let Some(f) = f.take() {
-                found = Some(f(&unescape_attr(raw)?));
+                found = Some(f(&self.attr_value(raw)?));
             }
             Ok(false)
         })?;
@@ -117,11 +154,19 @@ impl<'a> Tag<'a> {
             if is_nil_key(key) {
                 nil = true;
             } else {
-                visit(key, &unescape_attr(raw)?)?;
+                visit(key, &self.attr_value(raw)?)?;
             }
             Ok(true)
         })?;
         Ok(nil)
+    }
+
+    /// An attribute value unescaped, refused when it holds a character XML forbids.
+    fn attr_value<'r>(&self, raw: &'r str) -> Result<Cow<'r, str>, DecodeError> {
+        if self.suspect {
+            check_chars(raw)?;
+        }
+        unescape_attr(raw)
     }
 }
 
@@ -214,6 +259,10 @@ pub struct XmlReader<'a> {
     inner: Reader<&'a [u8]>,
     mode: Mode,
     depth: usize,
+    /// Where the first character XML forbids is, if the document has one. Text and attribute
+    /// values are then checked one by one (so the error names the element); whatever is left
+    /// (in a comment, a name, whitespace) is refused by [`finish`](Self::finish).
+    forbidden: Option<(usize, char)>,
 }
 
 impl<'a> XmlReader<'a> {
@@ -227,7 +276,7 @@ impl<'a> XmlReader<'a> {
         config.check_end_names = true;
         config.expand_empty_elements = false;
         config.allow_dangling_amp = false;
-        Ok(Self { inner, mode, depth: 0 })
+        Ok(Self { inner, mode, depth: 0, forbidden: find_forbidden(text) })
     }
 
     pub fn mode(&self) -> Mode {
@@ -247,7 +296,7 @@ impl<'a> XmlReader<'a> {
     }
 
     fn tag(&self, start: BytesStart<'a>, empty: bool) -> Tag<'a> {
-        Tag { start, empty, strict: self.mode == Mode::Request }
+        Tag { start, empty, strict: self.mode == Mode::Request, suspect: self.forbidden.is_some() }
     }
 
     fn unclosed(&self) -> DecodeError {
@@ -285,8 +334,12 @@ impl<'a> XmlReader<'a> {
         }
     }
 
-    /// Checks that nothing but comments and whitespace follows the root element.
+    /// Checks that nothing but comments and whitespace follows the root element, and that the
+    /// document holds no character XML forbids.
     pub fn finish(&mut self) -> Result<(), DecodeError> {
+        if let Some((position, c)) = self.forbidden {
+            return Err(malformed(position as u64, &format!("character U+{:04X} is not allowed in XML", u32::from(c))));
+        }
         loop {
             match self.read()? {
                 Event::Eof => return Ok(()),
@@ -332,8 +385,17 @@ impl<'a> XmlReader<'a> {
         }
     }
 
-    /// The text content of a value element, with entities and character references decoded.
+    /// The text content of a value element, with entities and character references decoded;
+    /// refused when it holds a character XML forbids (raw or as a reference).
     pub fn text(&mut self, tag: &Tag<'a>) -> Result<Cow<'a, str>, DecodeError> {
+        let text = self.text_unchecked(tag)?;
+        if self.forbidden.is_some() {
+            check_chars(&text)?;
+        }
+        Ok(text)
+    }
+
+    fn text_unchecked(&mut self, tag: &Tag<'a>) -> Result<Cow<'a, str>, DecodeError> {
         if tag.empty {
             return Ok(Cow::Borrowed(""));
         }
@@ -436,8 +498,9 @@ fn resolve_name(name: &str) -> Result<char, DecodeError> {
             None => number.parse::<u32>().ok(),
         };
         return code
-            .filter(|c| *c != 0 && !number.starts_with(['+', '-']) && !number.starts_with("x+"))
+            .filter(|_| !number.starts_with(['+', '-']) && !number.starts_with("x+"))
             .and_then(char::from_u32)
+            .filter(|c| is_xml_char(*c))
             .ok_or_else(|| DecodeErrorKind::InvalidCharRef(name.to_owned()).into());
     }
     match name {
@@ -482,6 +545,57 @@ mod tests {
         assert!(matches!(root_text("<a>x").expect_err("unclosed").kind(), DecodeErrorKind::Malformed { .. }));
         assert_eq!(root_text("<a>x</a><b/>").expect_err("trailing").kind(), &DecodeErrorKind::TrailingContent);
         assert_eq!(root_text("  ").expect_err("empty").kind(), &DecodeErrorKind::NoRoot);
+    }
+
+    #[test]
+    fn refuses_characters_xml_forbids() {
+        let forbidden: Vec<char> = (0u32..0x20)
+            .filter(|c| ![9, 10, 13].contains(c))
+            .chain([0xFFFE, 0xFFFF])
+            .filter_map(char::from_u32)
+            .collect();
+        for c in forbidden {
+            let code = u32::from(c);
+            let raw = root_text(&format!("<a>x{c}y</a>")).expect_err("raw character");
+            assert_eq!(raw.kind(), &DecodeErrorKind::ForbiddenChar(code), "U+{code:04X}");
+            assert!(raw.is_syntax());
+            for reference in [format!("&#{code};"), format!("&#x{code:x};"), format!("&#x{code:X};")] {
+                let err = root_text(&format!("<a>x{reference}y</a>")).expect_err("reference");
+                assert_eq!(err.kind(), &DecodeErrorKind::InvalidCharRef(reference[1..reference.len() - 1].to_owned()));
+                assert!(err.is_syntax());
+            }
+            for mode in [Mode::Request, Mode::Response] {
+                for attr in [format!("{c}"), format!("&#{code};")] {
+                    let doc = format!("<a k=\"1{attr}\"/>");
+                    let mut r = XmlReader::new(doc.as_bytes(), mode).expect("utf-8");
+                    let tag = r.root().expect("root");
+                    assert!(tag.attribute("k").expect_err("attribute").is_syntax(), "{mode:?} {doc:?}");
+                }
+                // Anywhere else (a comment, whitespace between elements): refused at the end.
+                let doc = format!("<a><!-- {c} --></a>");
+                let mut r = XmlReader::new(doc.as_bytes(), mode).expect("utf-8");
+                let root = r.root().expect("root");
+                assert!(r.next_child(&root).expect("no child").is_none());
+                assert!(r.finish().expect_err("comment").is_syntax());
+            }
+        }
+        // The allowed neighbours pass.
+        assert_eq!(
+            root_text("<a>\t&#9;&#10;&#13;&#xD7FF;&#xE000;&#xFFFD;&#x10000;&#x10FFFF;\u{FFFD}</a>").as_deref(),
+            Ok("\t\t\n\r\u{D7FF}\u{E000}\u{FFFD}\u{10000}\u{10FFFF}\u{FFFD}")
+        );
+        for bad in ["&#xD800;", "&#x110000;", "&#0;", "&#x0;", "&#65536000000;"] {
+            assert!(root_text(&format!("<a>{bad}</a>")).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn finds_forbidden_characters() {
+        assert_eq!(find_forbidden("abc\u{FFFD}é\t\r\n"), None);
+        assert_eq!(find_forbidden("ab\u{0}"), Some((2, '\u{0}')));
+        assert_eq!(find_forbidden("é\u{FFFF}"), Some((2, '\u{FFFF}')));
+        assert_eq!(find_forbidden("\u{FFFE}"), Some((0, '\u{FFFE}')));
+        assert!(!is_xml_char('\u{B}') && !is_xml_char('\u{FFFE}') && is_xml_char('\u{10FFFF}'));
     }
 
     #[test]

@@ -245,6 +245,51 @@ pub fn push_path_segment(out: &mut String, segment: &str) {
     }
 }
 
+/// The parameters of an href `pattern` (`/v2/accounts/{account_code}/balance`, each `{name}` a
+/// whole path segment) in an href read from a document, percent-decoded, in pattern order; `None`
+/// when the href's path does not have the pattern's shape (another service's URL, a segment
+/// that is not UTF-8 once decoded). The href may be absolute on any base URL or a bare path.
+pub fn href_params(pattern: &'static str, href: &str, ctx: &WireContext) -> Option<Vec<(&'static str, String)>> {
+    let href = Href::from_wire(href, ctx);
+    let url = href.as_str();
+    let path = if url.starts_with('/') {
+        url
+    } else {
+        let after_scheme = &url[url.find("://")? + 3..];
+        &after_scheme[after_scheme.find('/')?..]
+    };
+    let path = path.split(['?', '#']).next().unwrap_or_default();
+    let mut params = Vec::new();
+    let mut segments = path.split('/');
+    for expected in pattern.split('/') {
+        let segment = segments.next()?;
+        match expected.strip_prefix('{').and_then(|e| e.strip_suffix('}')) {
+            Some(name) => params.push((name, percent_decode(segment)?)),
+            None if segment == expected => {}
+            None => return None,
+        }
+    }
+    segments.next().is_none().then_some(params)
+}
+
+/// Undoes [`push_path_segment`]; `None` for a broken escape or bytes that are not UTF-8.
+fn percent_decode(segment: &str) -> Option<String> {
+    let bytes = segment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = segment.get(i + 1..i + 3).filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit()))?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -306,5 +351,34 @@ mod tests {
         let mut s = String::new();
         push_path_segment(&mut s, "a b/ü");
         assert_eq!(s, "a%20b%2F%C3%BC");
+    }
+
+    #[test]
+    fn href_parameters_are_read_back() {
+        let ctx = WireContext::new(ApiVersion::default(), Features::none(), "https://api.rebill.test");
+        let pattern = "/v2/accounts/{account_code}/balance";
+        let mut path = String::from("/v2/accounts/");
+        push_path_segment(&mut path, "a b/ü+@");
+        path.push_str("/balance");
+        let absolute = format!("https://api.rebill.test{path}");
+        let expected = Some(vec![("account_code", "a b/ü+@".to_owned())]);
+        assert_eq!(href_params(pattern, &absolute, &ctx), expected);
+        assert_eq!(href_params(pattern, &path, &ctx), expected);
+        assert_eq!(href_params(pattern, &format!("http://other:8080{path}?x=1"), &ctx), expected);
+        assert_eq!(
+            href_params(pattern, "https://api.rebill.test/v2/accounts//balance", &ctx),
+            Some(vec![("account_code", String::new())])
+        );
+        for wrong in [
+            "https://api.rebill.test/v2/accounts/abc",
+            "https://api.rebill.test/v2/accounts/abc/balance/x",
+            "https://api.rebill.test/v2/plans/abc/balance",
+            "https://api.rebill.test/v2/accounts/%ZZ/balance",
+            "https://api.rebill.test/v2/accounts/%FF/balance",
+            "https://api.rebill.test/v2/accounts/%+1/balance",
+            "no-url",
+        ] {
+            assert_eq!(href_params(pattern, wrong, &ctx), None, "{wrong}");
+        }
     }
 }

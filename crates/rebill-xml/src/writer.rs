@@ -10,33 +10,43 @@ pub fn escape_attr(out: &mut String, text: &str) {
     escape(out, text, true);
 }
 
+/// What the writer puts in place of a character XML 1.0 forbids (U+FFFD REPLACEMENT CHARACTER).
+pub const REPLACEMENT: char = '\u{FFFD}';
+
+/// Escapes `text` into `out`. Characters XML forbids (C0 controls other than tab and line
+/// breaks, U+FFFE, U+FFFF) are written as [`REPLACEMENT`], so no document the writer produces is
+/// ill-formed, whatever a value holds.
 #[inline]
 fn escape(out: &mut String, text: &str, attr: bool) {
     let bytes = text.as_bytes();
     let mut last = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let replacement: &str = match b {
-            b'&' => "&amp;",
-            b'<' => "&lt;",
-            b'>' => "&gt;",
-            b'"' if attr => "&quot;",
-            b'\n' if attr => "&#10;",
-            b'\t' if attr => "&#9;",
-            b'\r' => "&#13;",
-            b'\n' | b'\t' => continue,
-            0..=0x1f => {
-                out.push_str(&text[last..i]);
-                out.push_str("&#");
-                out.push_str(itoa::Buffer::new().format(b));
-                out.push(';');
-                last = i + 1;
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        let (replacement, len): (&str, usize) = match b {
+            b'&' => ("&amp;", 1),
+            b'<' => ("&lt;", 1),
+            b'>' => ("&gt;", 1),
+            b'"' if attr => ("&quot;", 1),
+            b'\n' if attr => ("&#10;", 1),
+            b'\t' if attr => ("&#9;", 1),
+            b'\r' => ("&#13;", 1),
+            b'\n' | b'\t' => {
+                i += 1;
                 continue;
             }
-            _ => continue,
+            0..=0x1f => ("\u{FFFD}", 1),
+            // U+FFFE and U+FFFF (EF BF BE, EF BF BF).
+            0xEF if bytes.get(i + 1) == Some(&0xBF) && matches!(bytes.get(i + 2), Some(0xBE | 0xBF)) => ("\u{FFFD}", 3),
+            _ => {
+                i += 1;
+                continue;
+            }
         };
         out.push_str(&text[last..i]);
         out.push_str(replacement);
-        last = i + 1;
+        i += len;
+        last = i;
     }
     out.push_str(&text[last..]);
 }
@@ -162,6 +172,27 @@ impl XmlWriter {
         self.push_end(name);
     }
 
+    /// Writes a value element with further attributes after `type`.
+    #[inline]
+    pub fn value_with(
+        &mut self,
+        name: &str,
+        type_attr: Option<&str>,
+        attributes: &[(&str, &str)],
+        write_value: impl FnOnce(&mut String),
+    ) {
+        self.open(name);
+        if let Some(t) = type_attr {
+            self.attr("type", t);
+        }
+        for (key, value) in attributes {
+            self.attr(key, value);
+        }
+        self.out.push('>');
+        write_value(&mut self.out);
+        self.push_end(name);
+    }
+
     /// Writes a string value element.
     #[inline]
     pub fn text(&mut self, name: &str, text: &str) {
@@ -212,11 +243,36 @@ mod tests {
     #[test]
     fn escapes_text_and_attributes() {
         let mut s = String::new();
-        escape_text(&mut s, "a & <b> \"q\"\r\n\t\u{1}");
-        assert_eq!(s, "a &amp; &lt;b&gt; \"q\"&#13;\n\t&#1;");
+        escape_text(&mut s, "a & <b> \"q\"\r\n\t");
+        assert_eq!(s, "a &amp; &lt;b&gt; \"q\"&#13;\n\t");
         let mut s = String::new();
         escape_attr(&mut s, "x=\"1\"\n\t");
         assert_eq!(s, "x=&quot;1&quot;&#10;&#9;");
+    }
+
+    #[test]
+    fn never_writes_a_character_xml_forbids() {
+        let forbidden: Vec<char> = (0u32..0x20)
+            .filter(|c| ![9, 10, 13].contains(c))
+            .chain([0xFFFE, 0xFFFF])
+            .filter_map(char::from_u32)
+            .collect();
+        for c in forbidden {
+            for attr in [false, true] {
+                let mut s = String::new();
+                escape(&mut s, &format!("a{c}b{c}"), attr);
+                assert_eq!(s, "a\u{FFFD}b\u{FFFD}", "U+{:04X}", u32::from(c));
+            }
+        }
+        // Neighbours of the forbidden characters pass unchanged.
+        let mut s = String::new();
+        escape_text(&mut s, "\u{FFFD}\u{FFFC}\u{EFBF}\u{10000}é");
+        assert_eq!(s, "\u{FFFD}\u{FFFC}\u{EFBF}\u{10000}é");
+        let mut w = XmlWriter::new();
+        w.open("x");
+        w.attr("k", "\u{0}");
+        w.text_end("x", "\u{1b}[31m\u{FFFF}");
+        assert_eq!(w.finish(), "<x k=\"\u{FFFD}\">\u{FFFD}[31m\u{FFFD}</x>\n");
     }
 
     #[test]

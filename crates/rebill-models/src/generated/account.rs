@@ -203,6 +203,24 @@ pub struct Account {
     #[xml(kind = "resource", direction = "request", since = "2.11")]
     pub shipping_address: Option<Box<ShippingAddress>>,
 }
+impl Account {
+    /// The most characters a request may send in each bounded string field, by field
+    /// name (the bounds the `Validate` impl checks; for other inputs carrying the same
+    /// values, such as the token endpoint's form fields).
+    pub const MAX_LENGTHS: &'static [(&'static str, usize)] = &[
+        ("account_code", 50usize),
+        ("username", 255usize),
+        ("email", 255usize),
+        ("cc_emails", 255usize),
+        ("first_name", 255usize),
+        ("last_name", 255usize),
+        ("company_name", 255usize),
+        ("vat_number", 255usize),
+        ("entity_use_code", 255usize),
+        ("accept_language", 255usize),
+        ("preferred_locale", 255usize),
+    ];
+}
 impl crate::validate::Validate for Account {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
@@ -213,12 +231,42 @@ impl crate::validate::Validate for Account {
                 &self.account_code,
                 &[crate::validate::Operation::Create],
             );
+            v.code(path, "account_code", &self.account_code);
+            v.max_length(path, "account_code", &self.account_code, 50usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "username", &self.username, 255usize);
         }
         if v.ctx().has(None, None, None) {
             v.email(path, "email", &self.email);
+            v.max_length(path, "email", &self.email, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "cc_emails", &self.cc_emails, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "first_name", &self.first_name, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "last_name", &self.last_name, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "company_name", &self.company_name, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "vat_number", &self.vat_number, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "entity_use_code", &self.entity_use_code, 255usize);
         }
         if v.ctx().has(None, None, None) {
             v.nested(path, "address", &self.address);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "accept_language", &self.accept_language, 255usize);
+        }
+        if v.ctx().has(Some(rebill_xml::ApiVersion::new(2u8, 11u8)), None, None) {
+            v.max_length(path, "preferred_locale", &self.preferred_locale, 255usize);
         }
         if v.ctx().has(None, None, None) {
             v.nested(path, "billing_info", &self.billing_info);

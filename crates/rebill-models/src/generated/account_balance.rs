@@ -3,10 +3,15 @@
 #[allow(unused_imports)]
 use super::*;
 use rebill_xml_derive::XmlResource;
-/// Balance of an account (GET /v2/accounts/:account_code/balance): amount owed per currency and whether any of it is past due. Its URL needs the account code, which is not a field here, so no href pattern is declared (the original writes <account_balance href="…/v2/accounts/1/balance">; a root href from a value that is not an element needs the generator to read it back from the href).
+/// Balance of an account (GET /v2/accounts/:account_code/balance): amount owed per currency and whether any of it is past due. Written <account_balance href="…/v2/accounts/abc/balance">; the account code lives only in that href.
 #[derive(Debug, Clone, PartialEq, Default, XmlResource)]
-#[xml(root = "account_balance")]
+#[xml(root = "account_balance", href = "/v2/accounts/{account_code}/balance")]
 pub struct AccountBalance {
+    /// Code of the account, carried only in the root href (set it to get the href; read back from it).
+    ///
+    /// (`string`; response; only in the root href)
+    #[xml(kind = "string", direction = "response", href_only)]
+    pub account_code: Option<String>,
     /// Link to the account.
     ///
     /// (`link`; response)
@@ -22,6 +27,12 @@ pub struct AccountBalance {
     /// (`money`; response)
     #[xml(kind = "money", direction = "response")]
     pub balance_in_cents: Option<rebill_xml::Money>,
+}
+impl AccountBalance {
+    /// The most characters a request may send in each bounded string field, by field
+    /// name (the bounds the `Validate` impl checks; for other inputs carrying the same
+    /// values, such as the token endpoint's form fields).
+    pub const MAX_LENGTHS: &'static [(&'static str, usize)] = &[];
 }
 impl crate::validate::Validate for AccountBalance {
     #[allow(unused_variables)]

@@ -93,6 +93,17 @@ pub struct AddOn {
     #[xml(kind = "datetime", direction = "response")]
     pub updated_at: Option<chrono::DateTime<chrono::Utc>>,
 }
+impl AddOn {
+    /// The most characters a request may send in each bounded string field, by field
+    /// name (the bounds the `Validate` impl checks; for other inputs carrying the same
+    /// values, such as the token endpoint's form fields).
+    pub const MAX_LENGTHS: &'static [(&'static str, usize)] = &[
+        ("add_on_code", 50usize),
+        ("name", 255usize),
+        ("accounting_code", 255usize),
+        ("tax_code", 255usize),
+    ];
+}
 impl crate::validate::Validate for AddOn {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
@@ -103,6 +114,17 @@ impl crate::validate::Validate for AddOn {
                 &self.add_on_code,
                 &[crate::validate::Operation::Create],
             );
+            v.code(path, "add_on_code", &self.add_on_code);
+            v.max_length(path, "add_on_code", &self.add_on_code, 50usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "name", &self.name, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "accounting_code", &self.accounting_code, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "tax_code", &self.tax_code, 255usize);
         }
     }
     fn given(&self) -> Vec<&'static str> {

@@ -43,9 +43,38 @@ pub struct Address {
     #[xml(kind = "string")]
     pub phone: Option<String>,
 }
+impl Address {
+    /// The most characters a request may send in each bounded string field, by field
+    /// name (the bounds the `Validate` impl checks; for other inputs carrying the same
+    /// values, such as the token endpoint's form fields).
+    pub const MAX_LENGTHS: &'static [(&'static str, usize)] = &[
+        ("address1", 255usize),
+        ("address2", 255usize),
+        ("city", 255usize),
+        ("state", 255usize),
+        ("zip", 255usize),
+        ("country", 255usize),
+        ("phone", 255usize),
+    ];
+}
 impl crate::validate::Validate for Address {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "address1", &self.address1, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "address2", &self.address2, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "city", &self.city, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "state", &self.state, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "zip", &self.zip, 255usize);
+        }
         if v.ctx().has(None, None, None) {
             v.country(
                 path,
@@ -53,6 +82,10 @@ impl crate::validate::Validate for Address {
                 &self.country,
                 Some(rebill_xml::ApiVersion::new(2u8, 8u8)),
             );
+            v.max_length(path, "country", &self.country, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "phone", &self.phone, 255usize);
         }
     }
     fn given(&self) -> Vec<&'static str> {

@@ -193,9 +193,40 @@ pub struct Adjustment {
     #[xml(kind = "resource", since = "2.11")]
     pub shipping_address: Option<Box<ShippingAddress>>,
 }
+impl Adjustment {
+    /// The most characters a request may send in each bounded string field, by field
+    /// name (the bounds the `Validate` impl checks; for other inputs carrying the same
+    /// values, such as the token endpoint's form fields).
+    pub const MAX_LENGTHS: &'static [(&'static str, usize)] = &[
+        ("description", 4000usize),
+        ("accounting_code", 255usize),
+        ("product_code", 255usize),
+        ("currency", 255usize),
+        ("tax_code", 255usize),
+        ("credit_reason_code", 255usize),
+    ];
+}
 impl crate::validate::Validate for Adjustment {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "description", &self.description, 4000usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "accounting_code", &self.accounting_code, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "product_code", &self.product_code, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "currency", &self.currency, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "tax_code", &self.tax_code, 255usize);
+        }
+        if v.ctx().has(Some(rebill_xml::ApiVersion::new(2u8, 10u8)), None, None) {
+            v.max_length(path, "credit_reason_code", &self.credit_reason_code, 255usize);
+        }
         if v.ctx().has(Some(rebill_xml::ApiVersion::new(2u8, 11u8)), None, None) {
             v.nested(path, "shipping_address", &self.shipping_address);
         }

@@ -18,6 +18,12 @@ pub struct AvsResult {
     #[xml(kind = "text", direction = "response")]
     pub message: Option<String>,
 }
+impl AvsResult {
+    /// The most characters a request may send in each bounded string field, by field
+    /// name (the bounds the `Validate` impl checks; for other inputs carrying the same
+    /// values, such as the token endpoint's form fields).
+    pub const MAX_LENGTHS: &'static [(&'static str, usize)] = &[];
+}
 impl crate::validate::Validate for AvsResult {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {}

@@ -3,10 +3,15 @@
 #[allow(unused_imports)]
 use super::*;
 use rebill_xml_derive::{XmlEnum, XmlResource};
-/// Payment details of an account (card, PayPal, Amazon, bank account or Roku). Its URL is /v2/accounts/:account_code/billing_info, which needs the owning account's code, so no href pattern is declared here.
+/// Payment details of an account (card, PayPal, Amazon, bank account or Roku). Written <billing_info href="…/v2/accounts/abc/billing_info" type="credit_card">; the account code lives only in that href.
 #[derive(Debug, Clone, PartialEq, Default, XmlResource)]
-#[xml(root = "billing_info")]
+#[xml(root = "billing_info", href = "/v2/accounts/{account_code}/billing_info")]
 pub struct BillingInfo {
+    /// Code of the owning account, carried only in the root href (set it to get the href; read back from it).
+    ///
+    /// (`string`; response; only in the root href)
+    #[xml(kind = "string", direction = "response", href_only)]
+    pub account_code: Option<String>,
     /// Payment method kind, written as the root's type attribute.
     ///
     /// (`enum`; both)
@@ -173,9 +178,63 @@ pub struct BillingInfo {
     #[xml(kind = "string", direction = "request")]
     pub currency: Option<String>,
 }
+impl BillingInfo {
+    /// The most characters a request may send in each bounded string field, by field
+    /// name (the bounds the `Validate` impl checks; for other inputs carrying the same
+    /// values, such as the token endpoint's form fields).
+    pub const MAX_LENGTHS: &'static [(&'static str, usize)] = &[
+        ("first_name", 255usize),
+        ("last_name", 255usize),
+        ("company", 255usize),
+        ("address1", 255usize),
+        ("address2", 255usize),
+        ("city", 255usize),
+        ("state", 255usize),
+        ("zip", 255usize),
+        ("country", 255usize),
+        ("phone", 255usize),
+        ("vat_number", 255usize),
+        ("ip_address", 255usize),
+        ("geo_code", 255usize),
+        ("paypal_billing_agreement_id", 255usize),
+        ("amazon_billing_agreement_id", 255usize),
+        ("name_on_account", 255usize),
+        ("routing_number", 255usize),
+        ("external_hpp_type", 255usize),
+        ("token_id", 255usize),
+        ("number", 255usize),
+        ("verification_value", 255usize),
+        ("account_number", 255usize),
+        ("currency", 255usize),
+    ];
+}
 impl crate::validate::Validate for BillingInfo {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "first_name", &self.first_name, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "last_name", &self.last_name, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "company", &self.company, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "address1", &self.address1, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "address2", &self.address2, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "city", &self.city, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "state", &self.state, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "zip", &self.zip, 255usize);
+        }
         if v.ctx().has(None, None, None) {
             v.country(
                 path,
@@ -183,6 +242,59 @@ impl crate::validate::Validate for BillingInfo {
                 &self.country,
                 Some(rebill_xml::ApiVersion::new(2u8, 8u8)),
             );
+            v.max_length(path, "country", &self.country, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "phone", &self.phone, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "vat_number", &self.vat_number, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "ip_address", &self.ip_address, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "geo_code", &self.geo_code, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(
+                path,
+                "paypal_billing_agreement_id",
+                &self.paypal_billing_agreement_id,
+                255usize,
+            );
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(
+                path,
+                "amazon_billing_agreement_id",
+                &self.amazon_billing_agreement_id,
+                255usize,
+            );
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "name_on_account", &self.name_on_account, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "routing_number", &self.routing_number, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "external_hpp_type", &self.external_hpp_type, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "token_id", &self.token_id, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "number", &self.number, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "verification_value", &self.verification_value, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "account_number", &self.account_number, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "currency", &self.currency, 255usize);
         }
         crate::rules::billing_info(self, v, path);
     }

@@ -23,9 +23,19 @@ pub struct Clock {
     #[xml(kind = "integer", direction = "response")]
     pub jobs_run: Option<i64>,
 }
+impl Clock {
+    /// The most characters a request may send in each bounded string field, by field
+    /// name (the bounds the `Validate` impl checks; for other inputs carrying the same
+    /// values, such as the token endpoint's form fields).
+    pub const MAX_LENGTHS: &'static [(&'static str, usize)] = &[("advance", 255usize)];
+}
 impl crate::validate::Validate for Clock {
     #[allow(unused_variables)]
-    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {}
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "advance", &self.advance, 255usize);
+        }
+    }
     fn given(&self) -> Vec<&'static str> {
         #[allow(unused_mut)]
         let mut out = Vec::new();

@@ -178,6 +178,20 @@ pub struct Coupon {
     #[xml(kind = "anchor", anchor = "restore", method = "put", direction = "response")]
     pub restore_action: Option<rebill_xml::Href>,
 }
+impl Coupon {
+    /// The most characters a request may send in each bounded string field, by field
+    /// name (the bounds the `Validate` impl checks; for other inputs carrying the same
+    /// values, such as the token endpoint's form fields).
+    pub const MAX_LENGTHS: &'static [(&'static str, usize)] = &[
+        ("coupon_code", 50usize),
+        ("name", 255usize),
+        ("description", 4000usize),
+        ("invoice_description", 4000usize),
+        ("hosted_description", 4000usize),
+        ("unique_code_template", 255usize),
+        ("plan_codes", 50usize),
+    ];
+}
 impl crate::validate::Validate for Coupon {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
@@ -188,6 +202,42 @@ impl crate::validate::Validate for Coupon {
                 &self.coupon_code,
                 &[crate::validate::Operation::Create],
             );
+            v.code(path, "coupon_code", &self.coupon_code);
+            v.max_length(path, "coupon_code", &self.coupon_code, 50usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "name", &self.name, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "description", &self.description, 4000usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(
+                path,
+                "invoice_description",
+                &self.invoice_description,
+                4000usize,
+            );
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(
+                path,
+                "hosted_description",
+                &self.hosted_description,
+                4000usize,
+            );
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(
+                path,
+                "unique_code_template",
+                &self.unique_code_template,
+                255usize,
+            );
+        }
+        if v.ctx().has(None, None, None) {
+            v.code(path, "plan_codes", &self.plan_codes);
+            v.max_length(path, "plan_codes", &self.plan_codes, 50usize);
         }
     }
     fn given(&self) -> Vec<&'static str> {

@@ -77,6 +77,12 @@ pub struct CreditPayment {
     #[xml(kind = "datetime", direction = "response")]
     pub voided_at: Option<chrono::DateTime<chrono::Utc>>,
 }
+impl CreditPayment {
+    /// The most characters a request may send in each bounded string field, by field
+    /// name (the bounds the `Validate` impl checks; for other inputs carrying the same
+    /// values, such as the token endpoint's form fields).
+    pub const MAX_LENGTHS: &'static [(&'static str, usize)] = &[];
+}
 impl crate::validate::Validate for CreditPayment {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {}

@@ -12,16 +12,26 @@ pub struct ApiError {
     /// (`string`; response)
     #[xml(kind = "string", direction = "response")]
     pub symbol: Option<String>,
-    /// Human-readable message (real responses may carry lang="en-US" on it, which is not modelled).
+    /// Human-readable message, written <description lang="en-US">…</description> as real responses are (some clients read the message only from that form).
     ///
     /// (`string`; response)
-    #[xml(kind = "string", direction = "response")]
+    #[xml(
+        kind = "string",
+        direction = "response",
+        fixed_attribute(name = "lang", value = "en-US")
+    )]
     pub description: Option<String>,
-    /// Optional further detail, e.g. the unacceptable tags of an invalid_xml error.
+    /// Optional further detail, e.g. the unacceptable tags of an invalid_xml error; left out when there is none (wire-format §4.1, §4.4).
     ///
     /// (`string`; response)
-    #[xml(kind = "string", direction = "response")]
+    #[xml(kind = "string", direction = "response", omit_empty)]
     pub details: Option<String>,
+}
+impl ApiError {
+    /// The most characters a request may send in each bounded string field, by field
+    /// name (the bounds the `Validate` impl checks; for other inputs carrying the same
+    /// values, such as the token endpoint's form fields).
+    pub const MAX_LENGTHS: &'static [(&'static str, usize)] = &[];
 }
 impl crate::validate::Validate for ApiError {
     #[allow(unused_variables)]

@@ -23,6 +23,12 @@ pub struct FraudInfo {
     #[xml(kind = "string", direction = "response", since = "2.10")]
     pub reference: Option<String>,
 }
+impl FraudInfo {
+    /// The most characters a request may send in each bounded string field, by field
+    /// name (the bounds the `Validate` impl checks; for other inputs carrying the same
+    /// values, such as the token endpoint's form fields).
+    pub const MAX_LENGTHS: &'static [(&'static str, usize)] = &[];
+}
 impl crate::validate::Validate for FraudInfo {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {}

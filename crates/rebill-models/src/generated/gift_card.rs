@@ -93,9 +93,24 @@ pub struct GiftCard {
     #[xml(kind = "anchor", anchor = "redeem", method = "post", direction = "response")]
     pub redeem_action: Option<rebill_xml::Href>,
 }
+impl GiftCard {
+    /// The most characters a request may send in each bounded string field, by field
+    /// name (the bounds the `Validate` impl checks; for other inputs carrying the same
+    /// values, such as the token endpoint's form fields).
+    pub const MAX_LENGTHS: &'static [(&'static str, usize)] = &[
+        ("product_code", 255usize),
+        ("currency", 255usize),
+    ];
+}
 impl crate::validate::Validate for GiftCard {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "product_code", &self.product_code, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "currency", &self.currency, 255usize);
+        }
         if v.ctx().has(None, None, None) {
             v.nested(path, "delivery", &self.delivery);
         }

@@ -48,11 +48,38 @@ pub struct GiftCardDelivery {
     #[xml(kind = "string")]
     pub personal_message: Option<String>,
 }
+impl GiftCardDelivery {
+    /// The most characters a request may send in each bounded string field, by field
+    /// name (the bounds the `Validate` impl checks; for other inputs carrying the same
+    /// values, such as the token endpoint's form fields).
+    pub const MAX_LENGTHS: &'static [(&'static str, usize)] = &[
+        ("email_address", 255usize),
+        ("first_name", 255usize),
+        ("last_name", 255usize),
+        ("gifter_name", 255usize),
+        ("personal_message", 4000usize),
+    ];
+}
 impl crate::validate::Validate for GiftCardDelivery {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
         if v.ctx().has(None, None, None) {
+            v.max_length(path, "email_address", &self.email_address, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "first_name", &self.first_name, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "last_name", &self.last_name, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
             v.nested(path, "address", &self.address);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "gifter_name", &self.gifter_name, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "personal_message", &self.personal_message, 4000usize);
         }
     }
     fn given(&self) -> Vec<&'static str> {

@@ -13,9 +13,22 @@ pub struct GiftCardRedemption {
     #[xml(kind = "string", direction = "request", required)]
     pub redemption_code: Option<String>,
 }
+impl GiftCardRedemption {
+    /// The most characters a request may send in each bounded string field, by field
+    /// name (the bounds the `Validate` impl checks; for other inputs carrying the same
+    /// values, such as the token endpoint's form fields).
+    pub const MAX_LENGTHS: &'static [(&'static str, usize)] = &[
+        ("redemption_code", 50usize),
+    ];
+}
 impl crate::validate::Validate for GiftCardRedemption {
     #[allow(unused_variables)]
-    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {}
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
+        if v.ctx().has(None, None, None) {
+            v.code(path, "redemption_code", &self.redemption_code);
+            v.max_length(path, "redemption_code", &self.redemption_code, 50usize);
+        }
+    }
     fn given(&self) -> Vec<&'static str> {
         #[allow(unused_mut)]
         let mut out = Vec::new();

@@ -336,9 +336,59 @@ pub struct Invoice {
     )]
     pub void_action: Option<rebill_xml::Href>,
 }
+impl Invoice {
+    /// The most characters a request may send in each bounded string field, by field
+    /// name (the bounds the `Validate` impl checks; for other inputs carrying the same
+    /// values, such as the token endpoint's form fields).
+    pub const MAX_LENGTHS: &'static [(&'static str, usize)] = &[
+        ("po_number", 255usize),
+        ("terms_and_conditions", 4000usize),
+        ("customer_notes", 4000usize),
+        ("vat_reverse_charge_notes", 4000usize),
+        ("credit_customer_notes", 4000usize),
+    ];
+}
 impl crate::validate::Validate for Invoice {
     #[allow(unused_variables)]
-    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {}
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "po_number", &self.po_number, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(
+                path,
+                "terms_and_conditions",
+                &self.terms_and_conditions,
+                4000usize,
+            );
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "customer_notes", &self.customer_notes, 4000usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(
+                path,
+                "vat_reverse_charge_notes",
+                &self.vat_reverse_charge_notes,
+                4000usize,
+            );
+        }
+        if v
+            .ctx()
+            .has(
+                Some(rebill_xml::ApiVersion::new(2u8, 10u8)),
+                None,
+                Some("credit_memos"),
+            )
+        {
+            v.max_length(
+                path,
+                "credit_customer_notes",
+                &self.credit_customer_notes,
+                4000usize,
+            );
+        }
+    }
     fn given(&self) -> Vec<&'static str> {
         #[allow(unused_mut)]
         let mut out = Vec::new();

@@ -88,6 +88,20 @@ pub struct Purchase {
     #[xml(kind = "values", item = "coupon_code", direction = "request")]
     pub coupon_codes: Option<Vec<String>>,
 }
+impl Purchase {
+    /// The most characters a request may send in each bounded string field, by field
+    /// name (the bounds the `Validate` impl checks; for other inputs carrying the same
+    /// values, such as the token endpoint's form fields).
+    pub const MAX_LENGTHS: &'static [(&'static str, usize)] = &[
+        ("currency", 255usize),
+        ("po_number", 255usize),
+        ("customer_notes", 4000usize),
+        ("terms_and_conditions", 4000usize),
+        ("vat_reverse_charge_notes", 4000usize),
+        ("credit_customer_notes", 4000usize),
+        ("coupon_codes", 50usize),
+    ];
+}
 impl crate::validate::Validate for Purchase {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
@@ -97,6 +111,44 @@ impl crate::validate::Validate for Purchase {
                 "currency",
                 &self.currency,
                 &[crate::validate::Operation::Create],
+            );
+            v.max_length(path, "currency", &self.currency, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "po_number", &self.po_number, 255usize);
+        }
+        if v.ctx().has(Some(rebill_xml::ApiVersion::new(2u8, 8u8)), None, None) {
+            v.max_length(path, "customer_notes", &self.customer_notes, 4000usize);
+        }
+        if v.ctx().has(Some(rebill_xml::ApiVersion::new(2u8, 8u8)), None, None) {
+            v.max_length(
+                path,
+                "terms_and_conditions",
+                &self.terms_and_conditions,
+                4000usize,
+            );
+        }
+        if v.ctx().has(Some(rebill_xml::ApiVersion::new(2u8, 8u8)), None, None) {
+            v.max_length(
+                path,
+                "vat_reverse_charge_notes",
+                &self.vat_reverse_charge_notes,
+                4000usize,
+            );
+        }
+        if v
+            .ctx()
+            .has(
+                Some(rebill_xml::ApiVersion::new(2u8, 10u8)),
+                None,
+                Some("credit_memos"),
+            )
+        {
+            v.max_length(
+                path,
+                "credit_customer_notes",
+                &self.credit_customer_notes,
+                4000usize,
             );
         }
         if v.ctx().has(None, None, None) {
@@ -113,6 +165,10 @@ impl crate::validate::Validate for Purchase {
         }
         if v.ctx().has(None, None, None) {
             v.list(path, "adjustments", &self.adjustments);
+        }
+        if v.ctx().has(None, None, None) {
+            v.code(path, "coupon_codes", &self.coupon_codes);
+            v.max_length(path, "coupon_codes", &self.coupon_codes, 50usize);
         }
         crate::rules::purchase(self, v, path);
     }

@@ -63,6 +63,15 @@ pub struct PurchaseSubscription {
     #[xml(kind = "resource", direction = "request", since = "2.11")]
     pub shipping_address: Option<Box<ShippingAddress>>,
 }
+impl PurchaseSubscription {
+    /// The most characters a request may send in each bounded string field, by field
+    /// name (the bounds the `Validate` impl checks; for other inputs carrying the same
+    /// values, such as the token endpoint's form fields).
+    pub const MAX_LENGTHS: &'static [(&'static str, usize)] = &[
+        ("plan_code", 50usize),
+        ("coupon_codes", 50usize),
+    ];
+}
 impl crate::validate::Validate for PurchaseSubscription {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
@@ -73,9 +82,15 @@ impl crate::validate::Validate for PurchaseSubscription {
                 &self.plan_code,
                 &[crate::validate::Operation::Create],
             );
+            v.code(path, "plan_code", &self.plan_code);
+            v.max_length(path, "plan_code", &self.plan_code, 50usize);
         }
         if v.ctx().has(None, None, None) {
             v.list(path, "subscription_add_ons", &self.subscription_add_ons);
+        }
+        if v.ctx().has(None, None, None) {
+            v.code(path, "coupon_codes", &self.coupon_codes);
+            v.max_length(path, "coupon_codes", &self.coupon_codes, 50usize);
         }
         if v.ctx().has(Some(rebill_xml::ApiVersion::new(2u8, 11u8)), None, None) {
             v.nested(path, "shipping_address", &self.shipping_address);

@@ -78,9 +78,31 @@ pub struct Redemption {
     #[xml(kind = "string", direction = "request", required)]
     pub account_code: Option<String>,
 }
+impl Redemption {
+    /// The most characters a request may send in each bounded string field, by field
+    /// name (the bounds the `Validate` impl checks; for other inputs carrying the same
+    /// values, such as the token endpoint's form fields).
+    pub const MAX_LENGTHS: &'static [(&'static str, usize)] = &[
+        ("currency", 255usize),
+        ("subscription_uuid", 50usize),
+        ("account_code", 50usize),
+    ];
+}
 impl crate::validate::Validate for Redemption {
     #[allow(unused_variables)]
-    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {}
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "currency", &self.currency, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.code(path, "subscription_uuid", &self.subscription_uuid);
+            v.max_length(path, "subscription_uuid", &self.subscription_uuid, 50usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.code(path, "account_code", &self.account_code);
+            v.max_length(path, "account_code", &self.account_code, 50usize);
+        }
+    }
     fn given(&self) -> Vec<&'static str> {
         #[allow(unused_mut)]
         let mut out = Vec::new();

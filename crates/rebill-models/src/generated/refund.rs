@@ -83,11 +83,56 @@ pub struct InvoiceRefund {
     )]
     pub refunded_at: Option<chrono::DateTime<chrono::Utc>>,
 }
+impl InvoiceRefund {
+    /// The most characters a request may send in each bounded string field, by field
+    /// name (the bounds the `Validate` impl checks; for other inputs carrying the same
+    /// values, such as the token endpoint's form fields).
+    pub const MAX_LENGTHS: &'static [(&'static str, usize)] = &[
+        ("credit_customer_notes", 4000usize),
+        ("payment_method", 255usize),
+        ("description", 4000usize),
+    ];
+}
 impl crate::validate::Validate for InvoiceRefund {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
         if v.ctx().has(None, None, None) {
             v.list(path, "line_items", &self.line_items);
+        }
+        if v
+            .ctx()
+            .has(
+                Some(rebill_xml::ApiVersion::new(2u8, 10u8)),
+                None,
+                Some("credit_memos"),
+            )
+        {
+            v.max_length(
+                path,
+                "credit_customer_notes",
+                &self.credit_customer_notes,
+                4000usize,
+            );
+        }
+        if v
+            .ctx()
+            .has(
+                Some(rebill_xml::ApiVersion::new(2u8, 10u8)),
+                None,
+                Some("credit_memos"),
+            )
+        {
+            v.max_length(path, "payment_method", &self.payment_method, 255usize);
+        }
+        if v
+            .ctx()
+            .has(
+                Some(rebill_xml::ApiVersion::new(2u8, 10u8)),
+                None,
+                Some("credit_memos"),
+            )
+        {
+            v.max_length(path, "description", &self.description, 4000usize);
         }
         crate::rules::refund(self, v, path);
     }

@@ -23,9 +23,20 @@ pub struct RefundLineItem {
     #[xml(kind = "boolean", direction = "request")]
     pub prorate: Option<bool>,
 }
+impl RefundLineItem {
+    /// The most characters a request may send in each bounded string field, by field
+    /// name (the bounds the `Validate` impl checks; for other inputs carrying the same
+    /// values, such as the token endpoint's form fields).
+    pub const MAX_LENGTHS: &'static [(&'static str, usize)] = &[("uuid", 50usize)];
+}
 impl crate::validate::Validate for RefundLineItem {
     #[allow(unused_variables)]
-    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {}
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
+        if v.ctx().has(None, None, None) {
+            v.code(path, "uuid", &self.uuid);
+            v.max_length(path, "uuid", &self.uuid, 50usize);
+        }
+    }
     fn given(&self) -> Vec<&'static str> {
         #[allow(unused_mut)]
         let mut out = Vec::new();

@@ -98,11 +98,62 @@ pub struct ShippingAddress {
     #[xml(kind = "datetime", direction = "response")]
     pub updated_at: Option<chrono::DateTime<chrono::Utc>>,
 }
+impl ShippingAddress {
+    /// The most characters a request may send in each bounded string field, by field
+    /// name (the bounds the `Validate` impl checks; for other inputs carrying the same
+    /// values, such as the token endpoint's form fields).
+    pub const MAX_LENGTHS: &'static [(&'static str, usize)] = &[
+        ("nickname", 255usize),
+        ("first_name", 255usize),
+        ("last_name", 255usize),
+        ("company", 255usize),
+        ("phone", 255usize),
+        ("email", 255usize),
+        ("address1", 255usize),
+        ("address2", 255usize),
+        ("city", 255usize),
+        ("state", 255usize),
+        ("zip", 255usize),
+        ("country", 255usize),
+        ("geo_code", 255usize),
+    ];
+}
 impl crate::validate::Validate for ShippingAddress {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
         if v.ctx().has(None, None, None) {
+            v.max_length(path, "nickname", &self.nickname, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "first_name", &self.first_name, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "last_name", &self.last_name, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "company", &self.company, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "phone", &self.phone, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
             v.email(path, "email", &self.email);
+            v.max_length(path, "email", &self.email, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "address1", &self.address1, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "address2", &self.address2, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "city", &self.city, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "state", &self.state, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "zip", &self.zip, 255usize);
         }
         if v.ctx().has(None, None, None) {
             v.country(
@@ -111,6 +162,10 @@ impl crate::validate::Validate for ShippingAddress {
                 &self.country,
                 Some(rebill_xml::ApiVersion::new(2u8, 8u8)),
             );
+            v.max_length(path, "country", &self.country, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "geo_code", &self.geo_code, 255usize);
         }
     }
     fn given(&self) -> Vec<&'static str> {

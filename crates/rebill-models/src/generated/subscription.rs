@@ -349,6 +349,22 @@ pub struct Subscription {
     )]
     pub resume_action: Option<rebill_xml::Href>,
 }
+impl Subscription {
+    /// The most characters a request may send in each bounded string field, by field
+    /// name (the bounds the `Validate` impl checks; for other inputs carrying the same
+    /// values, such as the token endpoint's form fields).
+    pub const MAX_LENGTHS: &'static [(&'static str, usize)] = &[
+        ("currency", 255usize),
+        ("po_number", 255usize),
+        ("terms_and_conditions", 4000usize),
+        ("customer_notes", 4000usize),
+        ("vat_reverse_charge_notes", 4000usize),
+        ("plan_code", 50usize),
+        ("coupon_code", 50usize),
+        ("coupon_codes", 50usize),
+        ("credit_customer_notes", 4000usize),
+    ];
+}
 impl crate::validate::Validate for Subscription {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
@@ -359,6 +375,29 @@ impl crate::validate::Validate for Subscription {
                 &self.currency,
                 &[crate::validate::Operation::Create],
             );
+            v.max_length(path, "currency", &self.currency, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "po_number", &self.po_number, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(
+                path,
+                "terms_and_conditions",
+                &self.terms_and_conditions,
+                4000usize,
+            );
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "customer_notes", &self.customer_notes, 4000usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(
+                path,
+                "vat_reverse_charge_notes",
+                &self.vat_reverse_charge_notes,
+                4000usize,
+            );
         }
         if v.ctx().has(None, None, None) {
             v.required(
@@ -366,6 +405,31 @@ impl crate::validate::Validate for Subscription {
                 "plan_code",
                 &self.plan_code,
                 &[crate::validate::Operation::Create],
+            );
+            v.code(path, "plan_code", &self.plan_code);
+            v.max_length(path, "plan_code", &self.plan_code, 50usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.code(path, "coupon_code", &self.coupon_code);
+            v.max_length(path, "coupon_code", &self.coupon_code, 50usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.code(path, "coupon_codes", &self.coupon_codes);
+            v.max_length(path, "coupon_codes", &self.coupon_codes, 50usize);
+        }
+        if v
+            .ctx()
+            .has(
+                Some(rebill_xml::ApiVersion::new(2u8, 10u8)),
+                None,
+                Some("credit_memos"),
+            )
+        {
+            v.max_length(
+                path,
+                "credit_customer_notes",
+                &self.credit_customer_notes,
+                4000usize,
             );
         }
         if v.ctx().has(None, None, None) {

@@ -53,9 +53,22 @@ pub struct SubscriptionAddOn {
     #[xml(kind = "float")]
     pub usage_percentage: Option<f64>,
 }
+impl SubscriptionAddOn {
+    /// The most characters a request may send in each bounded string field, by field
+    /// name (the bounds the `Validate` impl checks; for other inputs carrying the same
+    /// values, such as the token endpoint's form fields).
+    pub const MAX_LENGTHS: &'static [(&'static str, usize)] = &[
+        ("add_on_code", 50usize),
+    ];
+}
 impl crate::validate::Validate for SubscriptionAddOn {
     #[allow(unused_variables)]
-    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {}
+    fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
+        if v.ctx().has(None, None, None) {
+            v.code(path, "add_on_code", &self.add_on_code);
+            v.max_length(path, "add_on_code", &self.add_on_code, 50usize);
+        }
+    }
     fn given(&self) -> Vec<&'static str> {
         #[allow(unused_mut)]
         let mut out = Vec::new();

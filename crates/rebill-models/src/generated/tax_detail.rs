@@ -28,6 +28,12 @@ pub struct TaxDetail {
     #[xml(kind = "cents", direction = "response")]
     pub tax_in_cents: Option<i64>,
 }
+impl TaxDetail {
+    /// The most characters a request may send in each bounded string field, by field
+    /// name (the bounds the `Validate` impl checks; for other inputs carrying the same
+    /// values, such as the token endpoint's form fields).
+    pub const MAX_LENGTHS: &'static [(&'static str, usize)] = &[];
+}
 impl crate::validate::Validate for TaxDetail {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {}

@@ -182,17 +182,18 @@ pub struct Transaction {
     /// (`resource`; response)
     #[xml(kind = "resource", direction = "response")]
     pub details: Option<Box<TransactionDetails>>,
-    /// Why the transaction was declined; nil on success.
+    /// Why the transaction was declined; left out when there is no error (clients read the mere presence of the element as a decline).
     ///
     /// (`resource`; response)
-    #[xml(kind = "resource", direction = "response")]
+    #[xml(kind = "resource", direction = "response", omit_empty)]
     pub transaction_error: Option<Box<TransactionError>>,
-    /// Fraud-screening result: element fraud before 2.10 (as older clients read it), fraud_info from 2.10 where the spec adds fraud_info.reference.
+    /// Fraud-screening result: element fraud before 2.10 (as older clients read it), fraud_info from 2.10 where the spec adds fraud_info.reference; left out when no screening ran.
     ///
     /// (`resource`; response; `<fraud>` before 2.10; `<fraud_info>` 2.10 and later)
     #[xml(
         kind = "resource",
         direction = "response",
+        omit_empty,
         rename(element = "fraud", until = "2.10"),
         rename(element = "fraud_info", since = "2.10")
     )]
@@ -233,6 +234,19 @@ pub struct Transaction {
     #[xml(kind = "anchor", anchor = "refund", method = "delete", direction = "response")]
     pub refund_action: Option<rebill_xml::Href>,
 }
+impl Transaction {
+    /// The most characters a request may send in each bounded string field, by field
+    /// name (the bounds the `Validate` impl checks; for other inputs carrying the same
+    /// values, such as the token endpoint's form fields).
+    pub const MAX_LENGTHS: &'static [(&'static str, usize)] = &[
+        ("currency", 255usize),
+        ("payment_method", 255usize),
+        ("request_description", 4000usize),
+        ("accounting_code", 255usize),
+        ("tax_code", 255usize),
+        ("product_code", 255usize),
+    ];
+}
 impl crate::validate::Validate for Transaction {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
@@ -251,6 +265,22 @@ impl crate::validate::Validate for Transaction {
                 &self.currency,
                 &[crate::validate::Operation::Create],
             );
+            v.max_length(path, "currency", &self.currency, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "payment_method", &self.payment_method, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "description", &self.request_description, 4000usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "accounting_code", &self.accounting_code, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "tax_code", &self.tax_code, 255usize);
+        }
+        if v.ctx().has(None, None, None) {
+            v.max_length(path, "product_code", &self.product_code, 255usize);
         }
         if v.ctx().has(None, None, None) {
             v.nested(path, "account", &self.account);
