@@ -768,8 +768,8 @@ fn yearly_plan_on_both_backends() {
 /// service clock moving under them: every renewal is invoiced and charged exactly once.
 #[test]
 fn two_processes_never_bill_a_renewal_twice() {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-    let db = runtime.block_on(rebill_store::testing::fresh_postgres_url("subs_two"));
+    let database = postgres_database("subs_two");
+    let db = database.url().to_owned();
     let a = serve(&db, T0);
     let b = start_with(
         &db,

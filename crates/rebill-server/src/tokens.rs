@@ -48,6 +48,7 @@ use rebill_store::{Site, Store};
 use rebill_xml::reader::find_forbidden;
 use serde_json::{Value, json};
 
+use crate::layers::LogFields;
 use crate::{AppState, Clock};
 
 /// Largest token request (form body or JSONP query), below the API's body limit.
@@ -256,15 +257,24 @@ async fn not_found(request: Request) -> Response {
     Answer::Json.error(&error)
 }
 
-/// The site of the call's public key.
-async fn site_of(state: &AppState, params: &HashMap<String, String>) -> Result<Site, ApiError> {
+/// The site of the call's public key (also named in the request's log line).
+async fn site_of(
+    state: &AppState,
+    params: &HashMap<String, String>,
+    log: Option<&LogFields>,
+) -> Result<Site, ApiError> {
     let key = params
         .get("key")
         .map(|k| k.trim())
         .filter(|k| !k.is_empty() && find_forbidden(k).is_none())
         .ok_or_else(invalid_public_key)?;
     match state.store.site_by_public_key(key).await {
-        Ok(Some(site)) => Ok(site),
+        Ok(Some(site)) => {
+            if let Some(log) = log {
+                log.site(site.id);
+            }
+            Ok(site)
+        }
         Ok(None) => Err(invalid_public_key()),
         Err(e) => {
             tracing::error!(cause = %e, "public key lookup failed");
@@ -285,6 +295,7 @@ async fn token(State(state): State<AppState>, request: Request) -> Response {
         _ => return method_not_allowed("GET, POST, OPTIONS"),
     }
     let is_get = request.method() == Method::GET;
+    let log = request.extensions().get::<LogFields>().cloned();
     let (params, answer) = match read_call(&state, request).await {
         Ok(call) => call,
         Err(response) => return response,
@@ -297,7 +308,7 @@ async fn token(State(state): State<AppState>, request: Request) -> Response {
         );
         return answer.error(&error);
     }
-    match create_token(&state, &params).await {
+    match create_token(&state, &params, log.as_ref()).await {
         Ok(body) => answer.send(StatusCode::OK, &body),
         Err(error) => answer.error(&error),
     }
@@ -310,11 +321,12 @@ async fn bank(State(state): State<AppState>, request: Request) -> Response {
         Method::GET => {}
         _ => return method_not_allowed("GET, OPTIONS"),
     }
+    let log = request.extensions().get::<LogFields>().cloned();
     let (params, answer) = match read_call(&state, request).await {
         Ok(call) => call,
         Err(response) => return response,
     };
-    if let Err(error) = site_of(&state, &params).await {
+    if let Err(error) = site_of(&state, &params, log.as_ref()).await {
         return answer.error(&error);
     }
     let routing = params.get("routing_number").map(|r| r.trim()).unwrap_or_default();
@@ -430,8 +442,12 @@ fn check_characters_and_bounds(params: &HashMap<String, String>) -> Result<(), A
 }
 
 /// Checks the details, stores the token and answers its JSON.
-async fn create_token(state: &AppState, params: &HashMap<String, String>) -> Result<Value, ApiError> {
-    let site = site_of(state, params).await?;
+async fn create_token(
+    state: &AppState,
+    params: &HashMap<String, String>,
+    log: Option<&LogFields>,
+) -> Result<Value, ApiError> {
+    let site = site_of(state, params, log).await?;
     check_characters_and_bounds(params)?;
     let is_bank = params.get("number").is_none() && BANK_PARAMS.iter().any(|p| params.contains_key(*p));
     let mut fields = address_fields(params);

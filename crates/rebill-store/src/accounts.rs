@@ -413,17 +413,10 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::{fresh_postgres_url, fresh_sqlite_url};
+    use crate::testing::both_backends;
     use crate::{Mode, NewSite, Order, Plan};
 
     const NOW: i64 = 1_800_000_000;
-
-    async fn both(tag: &str) -> Vec<Store> {
-        vec![
-            Store::connect(&fresh_sqlite_url(tag)).await.expect("sqlite"),
-            Store::connect(&fresh_postgres_url(tag).await).await.expect("postgres"),
-        ]
-    }
 
     async fn site(store: &Store, name: &str) -> i64 {
         let new =
@@ -437,7 +430,7 @@ mod tests {
 
     #[tokio::test]
     async fn accounts_are_created_updated_closed_and_reopened() {
-        for store in both("accounts").await {
+        for store in both_backends("accounts").await {
             let s = site(&store, "a").await;
             let other = site(&store, "b").await;
             let fields = AccountFields {
@@ -495,7 +488,7 @@ mod tests {
 
     #[tokio::test]
     async fn concurrent_creates_of_one_code_make_one_account() {
-        for store in both("account_race").await {
+        for store in both_backends("account_race").await {
             let s = site(&store, "a").await;
             let tasks: Vec<_> = (0..6)
                 .map(|_| {
@@ -515,7 +508,7 @@ mod tests {
 
     #[tokio::test]
     async fn pages_follow_the_sort_attribute_and_id() {
-        for store in both("account_pages").await {
+        for store in both_backends("account_pages").await {
             let s = site(&store, "a").await;
             // Five accounts, two sharing a second.
             for (i, t) in [0, 10, 10, 20, 30].iter().enumerate() {

@@ -273,17 +273,10 @@ impl Store {
 mod tests {
     use super::*;
     use crate::accounts::AccountFields;
-    use crate::testing::{fresh_postgres_url, fresh_sqlite_url};
+    use crate::testing::both_backends;
     use crate::{Mode, NewSite, Plan};
 
     const NOW: i64 = 1_800_000_000;
-
-    async fn both(tag: &str) -> Vec<Store> {
-        vec![
-            Store::connect(&fresh_sqlite_url(tag)).await.expect("sqlite"),
-            Store::connect(&fresh_postgres_url(tag).await).await.expect("postgres"),
-        ]
-    }
 
     fn card_fields() -> BillingFields {
         BillingFields {
@@ -304,7 +297,7 @@ mod tests {
 
     #[tokio::test]
     async fn billing_info_is_set_replaced_and_deleted() {
-        for store in both("billing_info").await {
+        for store in both_backends("billing_info").await {
             let new =
                 NewSite { name: "a".into(), mode: Mode::Sandbox, plan: Plan::Core, credit_memos: false, contact: None };
             let site = store.create_site(&new, NOW).await.expect("site").0;

@@ -1466,17 +1466,10 @@ fn bind_result<'q>(
 mod tests {
     use super::*;
     use crate::accounts::AccountFields;
-    use crate::testing::{fresh_postgres_url, fresh_sqlite_url};
+    use crate::testing::both_backends;
     use crate::{Mode, NewSite, Order, Plan};
 
     const NOW: i64 = 1_800_000_000;
-
-    async fn both(tag: &str) -> Vec<Store> {
-        vec![
-            Store::connect(&fresh_sqlite_url(tag)).await.expect("sqlite"),
-            Store::connect(&fresh_postgres_url(tag).await).await.expect("postgres"),
-        ]
-    }
 
     async fn site(store: &Store, name: &str) -> i64 {
         let new =
@@ -1530,7 +1523,7 @@ mod tests {
 
     #[tokio::test]
     async fn invoices_are_numbered_per_site_and_take_pending_adjustments() {
-        for store in both("invoicing").await {
+        for store in both_backends("invoicing").await {
             let s = site(&store, "a").await;
             let other = site(&store, "b").await;
             let account = store.create_account(s, "c1", &AccountFields::default(), NOW).await.expect("account").id;
@@ -1652,7 +1645,7 @@ mod tests {
 
     #[tokio::test]
     async fn invoice_balances_sum_the_open_invoices_per_currency() {
-        for store in both("invoice_balances").await {
+        for store in both_backends("invoice_balances").await {
             let s = site(&store, "a").await;
             let account = store.create_account(s, "c1", &AccountFields::default(), NOW).await.expect("account").id;
             let other = store.create_account(s, "c2", &AccountFields::default(), NOW).await.expect("account").id;
@@ -1692,7 +1685,7 @@ mod tests {
 
     #[tokio::test]
     async fn concurrent_invoices_get_distinct_sequential_numbers() {
-        for store in both("invoice_numbers").await {
+        for store in both_backends("invoice_numbers").await {
             let s = site(&store, "a").await;
             let account = store.create_account(s, "c1", &AccountFields::default(), NOW).await.expect("account").id;
             let tasks: Vec<_> = (0..8)
@@ -1712,7 +1705,7 @@ mod tests {
 
     #[tokio::test]
     async fn transactions_are_recorded_before_and_completed_after_the_gateway() {
-        for store in both("transactions").await {
+        for store in both_backends("transactions").await {
             let s = site(&store, "a").await;
             let account = store.create_account(s, "c1", &AccountFields::default(), NOW).await.expect("account").id;
             let new = NewTransaction {
@@ -1777,7 +1770,7 @@ mod tests {
     }
     #[tokio::test]
     async fn work_creates_collects_and_pays_many_invoices_at_once() {
-        for store in both("invoicing_work").await {
+        for store in both_backends("invoicing_work").await {
             let s = site(&store, "a").await;
             let paying = store.create_account(s, "c1", &AccountFields::default(), NOW).await.expect("account");
             let other = store.create_account(s, "c2", &AccountFields::default(), NOW).await.expect("account");

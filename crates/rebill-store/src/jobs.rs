@@ -220,17 +220,10 @@ impl Work {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::{fresh_postgres_url, fresh_sqlite_url};
+    use crate::testing::{both_backends, fresh_postgres_database};
     use crate::{Mode, NewSite, Plan};
 
     const NOW: i64 = 1_800_000_000;
-
-    async fn both() -> Vec<Store> {
-        vec![
-            Store::connect(&fresh_sqlite_url("jobs")).await.expect("sqlite"),
-            Store::connect(&fresh_postgres_url("jobs").await).await.expect("postgres"),
-        ]
-    }
 
     async fn site(store: &Store, name: &str) -> Site {
         let new =
@@ -240,7 +233,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread")]
     async fn jobs_are_claimed_once_when_due_on_the_site_clock() {
-        for store in both().await {
+        for store in both_backends("jobs").await {
             let a = site(&store, "a").await;
             let b = site(&store, "b").await;
             store.schedule_job(a.id, "renewal", "sub-1", NOW + 100).await.expect("schedule");
@@ -275,7 +268,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread")]
     async fn failed_jobs_retry_later_and_cancelled_jobs_vanish() {
-        for store in both().await {
+        for store in both_backends("jobs").await {
             let a = site(&store, "a").await;
             store.schedule_job(a.id, "dunning", "inv-1", NOW).await.expect("schedule");
             store.schedule_job(a.id, "renewal", "sub-9", NOW + 10).await.expect("schedule");
@@ -292,7 +285,8 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread")]
     async fn concurrent_claimers_never_share_a_job() {
-        let url = fresh_postgres_url("jobs_race").await;
+        let database = fresh_postgres_database("jobs_race").await;
+        let url = database.url().to_owned();
         let store = Store::connect(&url).await.expect("postgres");
         let a = site(&store, "a").await;
         for i in 0..60 {
@@ -323,7 +317,7 @@ mod tests {
     }
     #[tokio::test(flavor = "multi_thread")]
     async fn work_completes_claimed_jobs() {
-        for store in both().await {
+        for store in both_backends("jobs").await {
             let a = site(&store, "a").await;
             for subject in ["s1", "s2", "s3"] {
                 store.schedule_job(a.id, "renewal", subject, NOW).await.expect("schedule");

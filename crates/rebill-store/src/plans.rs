@@ -938,17 +938,10 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::{fresh_postgres_url, fresh_sqlite_url};
+    use crate::testing::both_backends;
     use crate::{Mode, NewSite, Plan as SitePlan};
 
     const NOW: i64 = 1_800_000_000;
-
-    async fn both(tag: &str) -> Vec<Store> {
-        vec![
-            Store::connect(&fresh_sqlite_url(tag)).await.expect("sqlite"),
-            Store::connect(&fresh_postgres_url(tag).await).await.expect("postgres"),
-        ]
-    }
 
     async fn site(store: &Store, name: &str) -> i64 {
         let new = NewSite {
@@ -975,7 +968,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_site_currencies_are_those_its_live_plans_are_priced_in() {
-        for store in both("site_currencies").await {
+        for store in both_backends("site_currencies").await {
             let s = site(&store, "a").await;
             let other = site(&store, "b").await;
             assert!(store.site_currencies(s).await.expect("none").is_empty());
@@ -1005,7 +998,7 @@ mod tests {
 
     #[tokio::test]
     async fn plans_are_created_read_updated_and_deleted() {
-        for store in both("plans").await {
+        for store in both_backends("plans").await {
             let s = site(&store, "a").await;
             let other = site(&store, "b").await;
 
@@ -1122,7 +1115,7 @@ mod tests {
 
     #[tokio::test]
     async fn concurrent_creates_of_one_code_make_one_plan() {
-        for store in both("plan_race").await {
+        for store in both_backends("plan_race").await {
             let s = site(&store, "a").await;
             let tasks: Vec<_> = (0..6)
                 .map(|_| {
@@ -1144,7 +1137,7 @@ mod tests {
 
     #[tokio::test]
     async fn plan_pages_leave_deleted_plans_out() {
-        for store in both("plan_pages").await {
+        for store in both_backends("plan_pages").await {
             let s = site(&store, "a").await;
             let other = site(&store, "b").await;
             for (i, t) in [0, 10, 10, 20, 30].iter().enumerate() {
@@ -1203,7 +1196,7 @@ mod tests {
 
     #[tokio::test]
     async fn add_ons_belong_to_one_plan() {
-        for store in both("add_ons").await {
+        for store in both_backends("add_ons").await {
             let s = site(&store, "a").await;
             let gold = store.create_plan(s, "gold", &named("Gold"), NOW).await.expect("plan");
             let silver = store.create_plan(s, "silver", &named("Silver"), NOW).await.expect("plan");

@@ -882,17 +882,10 @@ mod tests {
     use super::*;
     use crate::accounts::AccountFields;
     use crate::plans::PlanFields;
-    use crate::testing::{fresh_postgres_url, fresh_sqlite_url};
+    use crate::testing::both_backends;
     use crate::{Mode, NewSite, Plan};
 
     const NOW: i64 = 1_800_000_000;
-
-    async fn both(tag: &str) -> Vec<Store> {
-        vec![
-            Store::connect(&fresh_sqlite_url(tag)).await.expect("sqlite"),
-            Store::connect(&fresh_postgres_url(tag).await).await.expect("postgres"),
-        ]
-    }
 
     async fn setup(store: &Store) -> (i64, i64, i64) {
         let new =
@@ -923,7 +916,7 @@ mod tests {
 
     #[tokio::test]
     async fn claims_serialise_changes_and_charges_are_billed_once() {
-        for store in both("subscriptions").await {
+        for store in both_backends("subscriptions").await {
             let (site, account, plan) = setup(&store).await;
             let charge = NewCharge { origin: "purchase".into(), at: NOW, lines: "[]".into() };
             let (claim, created) = store
@@ -981,7 +974,7 @@ mod tests {
     }
     #[tokio::test]
     async fn work_claims_saves_bills_and_reschedules_many_subscriptions_at_once() {
-        for store in both("subscriptions_work").await {
+        for store in both_backends("subscriptions_work").await {
             let (site, account, plan) = setup(&store).await;
             let mut ids = Vec::new();
             for uuid in ["w1", "w2", "w3"] {

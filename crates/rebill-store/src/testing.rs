@@ -4,10 +4,12 @@
 //! Clean-up of PostgreSQL test databases (`rebill_test_<tag>_<host>_<pid>_<nanos>`):
 //! - [`fresh_postgres_database`] returns a [`TestDatabase`] that drops its database when it goes
 //!   out of scope, also when the test panics: suites that hold it leave nothing behind.
+//!   [`both_backends`] gives a suite its SQLite and PostgreSQL stores on such a database.
 //! - The first new database of each process sweeps the server first: databases whose creating
 //!   process has ended (Linux: same host marker, no `/proc/<pid>`) and, as the fallback, any
-//!   older than an hour are dropped. So databases of a suite that used the bare
-//!   [`fresh_postgres_url`] go as soon as the next suite starts.
+//!   older than an hour are dropped. So databases made with the bare [`fresh_postgres_url`]
+//!   (the renewal benchmark's, which drops its own unless kept) or left by a killed run go as
+//!   soon as the next test process starts.
 
 use sqlx::Connection;
 
@@ -169,4 +171,33 @@ pub async fn drop_postgres_database(url: &str) {
         .execute(&mut conn)
         .await
         .expect("drop the test database");
+}
+
+/// A store on a fresh SQLite database and one on a fresh PostgreSQL database, in that order, for
+/// suites that run every case on both backends (`for store in both_backends("tag").await`). The
+/// PostgreSQL database is dropped when the iteration ends (or the test panics).
+pub struct BothBackends {
+    stores: std::vec::IntoIter<crate::Store>,
+    _postgres: TestDatabase,
+}
+
+impl Iterator for BothBackends {
+    type Item = crate::Store;
+
+    fn next(&mut self) -> Option<crate::Store> {
+        self.stores.next()
+    }
+}
+
+/// See [`BothBackends`].
+///
+/// # Panics
+/// When either database cannot be made or opened.
+pub async fn both_backends(tag: &str) -> BothBackends {
+    let postgres = fresh_postgres_database(tag).await;
+    let sqlite = crate::Store::connect(&fresh_sqlite_url(tag)).await.expect("a fresh SQLite store");
+    assert_eq!(sqlite.backend(), crate::Backend::Sqlite);
+    let pg = crate::Store::connect(postgres.url()).await.expect("a fresh PostgreSQL store");
+    assert_eq!(pg.backend(), crate::Backend::Postgres);
+    BothBackends { stores: vec![sqlite, pg].into_iter(), _postgres: postgres }
 }

@@ -134,17 +134,10 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::{fresh_postgres_url, fresh_sqlite_url};
+    use crate::testing::both_backends;
     use crate::{Mode, NewSite, Plan};
 
     const NOW: i64 = 1_800_000_000;
-
-    async fn both(tag: &str) -> Vec<Store> {
-        vec![
-            Store::connect(&fresh_sqlite_url(tag)).await.expect("sqlite"),
-            Store::connect(&fresh_postgres_url(tag).await).await.expect("postgres"),
-        ]
-    }
 
     async fn site(store: &Store, name: &str) -> Site {
         let new =
@@ -187,7 +180,7 @@ mod tests {
 
     #[tokio::test]
     async fn tokens_are_used_once_within_their_lifetime() {
-        for store in both("tokens").await {
+        for store in both_backends("tokens").await {
             let s = site(&store, "a").await;
             let other = site(&store, "b").await;
             assert_eq!(store.site_by_public_key(&s.public_key).await.expect("lookup"), Some(s.clone()));
@@ -221,7 +214,7 @@ mod tests {
 
     #[tokio::test]
     async fn racing_uses_of_one_token_hand_it_out_once() {
-        for store in both("token_race").await {
+        for store in both_backends("token_race").await {
             let s = site(&store, "a").await;
             let id = generate_token_id();
             store.create_token(&token(&id, &s), NOW).await.expect("create");
@@ -243,7 +236,7 @@ mod tests {
 
     #[tokio::test]
     async fn expired_tokens_are_purged() {
-        for store in both("token_purge").await {
+        for store in both_backends("token_purge").await {
             let s = site(&store, "a").await;
             for created in [NOW - TOKEN_LIFETIME_SECONDS, NOW - 1, NOW] {
                 store.create_token(&token(&generate_token_id(), &s), created).await.expect("create");

@@ -1,18 +1,10 @@
 //! Sites, keys and alerts on SQLite and on PostgreSQL (a fresh database per test run). A missing
 //! PostgreSQL fails these tests: it is never skipped.
 
-use rebill_store::testing::{fresh_postgres_url, fresh_sqlite_url};
+use rebill_store::testing::both_backends;
 use rebill_store::{Backend, KEY_GRACE_SECONDS, Mode, NewSite, OldKey, Plan, SiteUpdate, Store, StoreError};
 
 const NOW: i64 = 1_800_000_000;
-
-async fn both(tag: &str) -> Vec<Store> {
-    let sqlite = Store::connect(&fresh_sqlite_url(tag)).await.expect("sqlite");
-    assert_eq!(sqlite.backend(), Backend::Sqlite);
-    let pg = Store::connect(&fresh_postgres_url(tag).await).await.expect("postgres");
-    assert_eq!(pg.backend(), Backend::Postgres);
-    vec![sqlite, pg]
-}
 
 fn sandbox(name: &str) -> NewSite {
     NewSite {
@@ -26,7 +18,7 @@ fn sandbox(name: &str) -> NewSite {
 
 #[tokio::test]
 async fn sites_are_created_listed_and_updated() {
-    for store in both("sites").await {
+    for store in both_backends("sites").await {
         let (site, key) = store.create_site(&sandbox("acme"), NOW).await.expect("create");
         assert_eq!(
             (site.name.as_str(), site.mode, site.plan, site.good_standing),
@@ -59,7 +51,7 @@ async fn sites_are_created_listed_and_updated() {
 
 #[tokio::test]
 async fn keys_are_hashed_limited_and_read_only_when_asked() {
-    for store in both("keys").await {
+    for store in both_backends("keys").await {
         let (site, first) = store.create_site(&sandbox("acme"), NOW).await.expect("create");
         let (ro, ro_key) = store.create_key(&site, true, NOW).await.expect("read-only key");
         assert!(ro.read_only);
@@ -92,7 +84,7 @@ async fn keys_are_hashed_limited_and_read_only_when_asked() {
 
 #[tokio::test]
 async fn regeneration_blocks_or_keeps_the_old_key_for_12_hours() {
-    for store in both("regen").await {
+    for store in both_backends("regen").await {
         let (site, old) = store.create_site(&sandbox("acme"), NOW).await.expect("create");
         let old_id = store.keys(&site).await.expect("keys")[0].id;
         let (_, kept_new) = store.regenerate_key(&site, old_id, OldKey::Keep12h, NOW).await.expect("keep");

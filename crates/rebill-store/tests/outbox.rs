@@ -5,19 +5,11 @@
 use std::collections::HashSet;
 
 use rebill_store::outbox::{RETRY_BASE_SECONDS, retry_delay};
-use rebill_store::testing::{fresh_postgres_url, fresh_sqlite_url};
+use rebill_store::testing::{both_backends, fresh_postgres_database, fresh_sqlite_url};
 use rebill_store::{Backend, Mode, NewSite, Plan, Site, Store};
 
 const NOW: i64 = 1_800_000_000;
 const LEASE: i64 = 300;
-
-async fn both(tag: &str) -> Vec<Store> {
-    let sqlite = Store::connect(&fresh_sqlite_url(tag)).await.expect("sqlite");
-    assert_eq!(sqlite.backend(), Backend::Sqlite);
-    let pg = Store::connect(&fresh_postgres_url(tag).await).await.expect("postgres");
-    assert_eq!(pg.backend(), Backend::Postgres);
-    vec![sqlite, pg]
-}
 
 async fn site(store: &Store, name: &str, contact: Option<&str>) -> Site {
     let new = NewSite {
@@ -41,7 +33,7 @@ async fn queue(store: &Store, site: &Site, n: usize) -> Vec<i64> {
 
 #[tokio::test]
 async fn due_alerts_with_a_recipient_are_claimed_oldest_first_under_a_lease() {
-    for store in both("claim").await {
+    for store in both_backends("claim").await {
         let acme = site(&store, "acme", Some("tech@acme.example")).await;
         let silent = site(&store, "silent", None).await;
         let blank = site(&store, "blank", Some("")).await;
@@ -80,7 +72,7 @@ async fn due_alerts_with_a_recipient_are_claimed_oldest_first_under_a_lease() {
 
 #[tokio::test]
 async fn sent_alerts_are_marked_and_never_claimed_again() {
-    for store in both("sent").await {
+    for store in both_backends("sent").await {
         let acme = site(&store, "acme", Some("tech@acme.example")).await;
         let ids = queue(&store, &acme, 2).await;
         let claimed = store.claim_alerts(NOW, LEASE, 10).await.expect("claim");
@@ -103,7 +95,7 @@ async fn sent_alerts_are_marked_and_never_claimed_again() {
 
 #[tokio::test]
 async fn failures_are_recorded_and_retried_with_backoff() {
-    for store in both("failure").await {
+    for store in both_backends("failure").await {
         let acme = site(&store, "acme", Some("tech@acme.example")).await;
         let id = queue(&store, &acme, 1).await[0];
 
@@ -143,7 +135,7 @@ async fn failures_are_recorded_and_retried_with_backoff() {
 
 #[tokio::test]
 async fn released_alerts_are_due_at_once_and_not_counted_as_attempts() {
-    for store in both("release").await {
+    for store in both_backends("release").await {
         let acme = site(&store, "acme", Some("tech@acme.example")).await;
         let id = queue(&store, &acme, 1).await[0];
         let claimed = store.claim_alerts(NOW, LEASE, 10).await.expect("claim").remove(0);
@@ -157,7 +149,7 @@ async fn released_alerts_are_due_at_once_and_not_counted_as_attempts() {
 
 #[tokio::test]
 async fn each_alert_is_announced_once() {
-    for store in both("announce").await {
+    for store in both_backends("announce").await {
         let acme = site(&store, "acme", Some("tech@acme.example")).await;
         let silent = site(&store, "silent", None).await;
         let ids = [queue(&store, &acme, 2).await, queue(&store, &silent, 1).await].concat();
@@ -178,9 +170,9 @@ async fn each_alert_is_announced_once() {
 /// at the same time never get the same alert.
 #[tokio::test]
 async fn concurrent_claimers_never_share_an_alert() {
-    let pg = fresh_postgres_url("concurrent").await;
+    let pg = fresh_postgres_database("concurrent").await;
     let sqlite = fresh_sqlite_url("concurrent");
-    for url in [pg, sqlite] {
+    for url in [pg.url().to_owned(), sqlite] {
         let stores = [
             Store::connect(&url).await.expect("first process"),
             Store::connect(&url).await.expect("second process"),
