@@ -2,7 +2,7 @@
 //! PostgreSQL fails these tests: it is never skipped.
 
 use rebill_store::testing::both_backends;
-use rebill_store::{Backend, KEY_GRACE_SECONDS, Mode, NewSite, OldKey, Plan, SiteUpdate, Store, StoreError};
+use rebill_store::{KEY_GRACE_SECONDS, Mode, NewSite, OldKey, Plan, SiteUpdate, Store, StoreError};
 
 const NOW: i64 = 1_800_000_000;
 

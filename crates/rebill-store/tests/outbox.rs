@@ -6,7 +6,7 @@ use std::collections::HashSet;
 
 use rebill_store::outbox::{RETRY_BASE_SECONDS, retry_delay};
 use rebill_store::testing::{both_backends, fresh_postgres_database, fresh_sqlite_url};
-use rebill_store::{Backend, Mode, NewSite, Plan, Site, Store};
+use rebill_store::{Mode, NewSite, Plan, Site, Store};
 
 const NOW: i64 = 1_800_000_000;
 const LEASE: i64 = 300;
