@@ -14,6 +14,7 @@ mod billing_info;
 mod dispatch;
 mod handlers;
 mod invoices;
+pub mod js_library;
 pub mod layers;
 mod lists;
 mod plans;
@@ -281,6 +282,7 @@ pub struct RequestContext {
 pub fn router(state: AppState) -> Router {
     Router::new()
         .nest(tokens::PREFIX, tokens::routes().layer(from_fn_with_state(state.clone(), layers::token_body_deadline)))
+        .nest(js_library::PREFIX, js_library::v4_routes())
         .route("/sandbox/clock", axum::routing::post(sandbox::clock))
         .fallback_service(api_router(state.clone()))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(layers::panic_response))

@@ -61,21 +61,24 @@ pub const PREFIX: &str = "/js/v1";
 pub(crate) fn routes() -> Router<AppState> {
     Router::new()
         .route("/token", axum::routing::any(token))
+        .route("/tokens", axum::routing::any(token))
         .route("/bank", axum::routing::any(bank))
+        .merge(crate::js_library::v1_routes())
         .fallback(not_found)
         .layer(axum::middleware::map_response(cors))
 }
 
-/// Every answer may be read by any origin (no credentials are involved).
+/// Every answer may be read by any origin (no credentials are involved); answers that say
+/// nothing about caching are not stored.
 async fn cors(mut response: Response) -> Response {
     let headers = response.headers_mut();
     headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.entry(header::CACHE_CONTROL).or_insert(HeaderValue::from_static("no-store"));
     response
 }
 
 /// 204 answer to a CORS preflight.
-fn preflight(request: &Request, methods: &'static str) -> Response {
+pub(crate) fn preflight(request: &Request, methods: &'static str) -> Response {
     let mut response = StatusCode::NO_CONTENT.into_response();
     let headers = response.headers_mut();
     headers.insert(header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static(methods));
@@ -160,7 +163,7 @@ impl Answer {
 
 /// Whether `name` is safe to write as a JavaScript callback: dotted identifiers, at most 128
 /// characters.
-fn valid_callback(name: &str) -> bool {
+pub(crate) fn valid_callback(name: &str) -> bool {
     let ident = |part: &str| {
         let mut chars = part.chars();
         chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == '$')

@@ -1,0 +1,414 @@
+// The hosted field: runs inside `{api}/field.html#config=<JSON>`, framed by a merchant page.
+// It renders one card input (or, for the combined `card` field, number, expiry and cvv), reports
+// its state to the page, and — for the broker field (`card`, or `number`) — reads its sibling
+// fields (same origin as this one) and asks the token endpoint for a token. Card data never
+// leaves the rebill origin: the page receives states (brand, length, validity, first six and last
+// four once valid), and the token id.
+//
+// Origins are pinned: messages are accepted only from the window that framed this page
+// (`window.parent`) and, once its origin is known (from `location.ancestorOrigins` where the
+// browser has it, else from the first message of the field's bus group), only from that origin;
+// messages go to the page with that origin as target. The `hostedField:ready` announcement is the
+// one message that may leave before the origin is known (it carries only the field's type).
+
+const config = readConfig();
+const groupId = config.busGroupId || '';
+const type = core.CARD_TYPES.includes(config.type) ? config.type : 'number';
+const serviceConfig = config.service || config.recurly || {};
+let pageOrigin = location.ancestorOrigins && location.ancestorOrigins.length ? location.ancestorOrigins[0] : null;
+const queued = [];
+const inputs = {};
+let focused = false;
+let lastState = null;
+
+function readConfig() {
+  const match = location.hash.match(/config=([^&]*)/);
+  if (!match) return {};
+  try {
+    return JSON.parse(decodeURIComponent(match[1]));
+  } catch (_) {
+    return {};
+  }
+}
+
+function post(event, body) {
+  const message = { event, body, groupId };
+  if (pageOrigin) window.parent.postMessage(message, pageOrigin);
+  else if (event === 'hostedField:ready') window.parent.postMessage(message, '*');
+  else queued.push(message);
+}
+
+window.addEventListener('message', (event) => {
+  if (event.source !== window.parent || !event.data || typeof event.data !== 'object') return;
+  if (event.data.groupId !== groupId) return;
+  if (!pageOrigin) {
+    pageOrigin = event.origin;
+    while (queued.length) window.parent.postMessage(queued.shift(), pageOrigin);
+  } else if (event.origin !== pageOrigin) {
+    return;
+  }
+  receive(event.data.event, event.data.body || {});
+});
+
+function receive(name, body) {
+  if (name === `hostedField:${type}:focus!`) {
+    firstInput().focus();
+  } else if (name === 'hostedField:configure') {
+    const next = body.config || body;
+    if (!body.type || body.type === type) applyStyle(next.style || config.style || {});
+  } else if (name === 'hostedFields:state:change' && type === 'cvv') {
+    const brand = body.fields && body.fields.number && body.fields.number.brand;
+    inputs.cvv.maxLength = brand === 'american_express' ? 4 : 3;
+  } else if (name === 'token:init' && isBroker()) {
+    tokenize(body).then((result) => post(`token:done:${body.id}`, result));
+  } else if (name === 'destroy') {
+    for (const input of Object.values(inputs)) input.value = '';
+  }
+}
+
+function isBroker() {
+  return type === 'card' || type === 'number';
+}
+
+function firstInput() {
+  return inputs.number || inputs.expiry || inputs.month || inputs.year || inputs.cvv;
+}
+
+// ---- rendering -------------------------------------------------------------------------------
+
+const LABELS = { number: 'Card number', month: 'Expiration month', year: 'Expiration year', cvv: 'Security code (CVV)', expiry: 'Expiration date (MM / YY)' };
+const AUTOCOMPLETE = { number: 'cc-number', month: 'cc-exp-month', year: 'cc-exp-year', cvv: 'cc-csc', expiry: 'cc-exp' };
+
+function textInput(name) {
+  const input = document.createElement('input');
+  input.type = 'text';
+  input.id = `service-${name}`;
+  input.name = name;
+  input.className = 'field';
+  input.inputMode = 'numeric';
+  input.autocomplete = AUTOCOMPLETE[name];
+  input.spellcheck = false;
+  input.setAttribute('aria-label', LABELS[name]);
+  input.setAttribute('aria-invalid', 'false');
+  if (name === 'cvv') input.maxLength = 4;
+  if (name === 'month' || name === 'year') input.maxLength = name === 'month' ? 2 : 4;
+  return input;
+}
+
+function selectInput(name) {
+  const select = document.createElement('select');
+  select.id = `service-${name}`;
+  select.name = name;
+  select.className = 'field';
+  select.autocomplete = AUTOCOMPLETE[name];
+  select.setAttribute('aria-label', LABELS[name]);
+  const blank = document.createElement('option');
+  blank.value = '';
+  blank.textContent = name === 'month' ? 'MM' : 'YYYY';
+  select.append(blank);
+  const now = new Date().getFullYear();
+  const values = name === 'month' ? Array.from({ length: 12 }, (_, i) => String(i + 1).padStart(2, '0')) : Array.from({ length: 12 }, (_, i) => String(now + i));
+  for (const v of values) {
+    const option = document.createElement('option');
+    option.value = v;
+    option.textContent = v;
+    select.append(option);
+  }
+  return select;
+}
+
+function useSelect() {
+  const inputType = config.inputType || 'text';
+  if (inputType === 'select') return true;
+  return inputType === 'mobileSelect' && /Mobi|Android|iPhone|iPad/.test(navigator.userAgent);
+}
+
+function render() {
+  const root = document.getElementById('field');
+  root.className = `service-field service-field-${type}`;
+  const placeholder = (config.style && config.style.placeholder) || {};
+  const content = placeholder.content;
+  if (type === 'card') {
+    inputs.number = textInput('number');
+    if (useSelect()) {
+      const box = document.createElement('div');
+      box.className = 'service-hosted-field-container-expiry';
+      inputs.month = selectInput('month');
+      inputs.year = selectInput('year');
+      box.append(inputs.month, inputs.year);
+      root.append(inputs.number, box);
+    } else {
+      inputs.expiry = textInput('expiry');
+      root.append(inputs.number, inputs.expiry);
+    }
+    inputs.cvv = textInput('cvv');
+    inputs.cvv.maxLength = 3;
+    root.append(inputs.cvv);
+    const icon = document.createElement('span');
+    icon.className = 'brand';
+    icon.setAttribute('aria-hidden', 'true');
+    icon.hidden = config.displayIcon === false;
+    root.prepend(icon);
+    const texts = typeof content === 'object' && content ? content : {};
+    inputs.number.placeholder = texts.number || 'Card number';
+    if (inputs.expiry) inputs.expiry.placeholder = texts.expiry || 'MM / YY';
+    inputs.cvv.placeholder = texts.cvv || 'CVV';
+  } else {
+    const input = (type === 'month' || type === 'year') && useSelect() ? selectInput(type) : textInput(type);
+    if (input.tagName === 'INPUT') input.placeholder = typeof content === 'string' ? content : '';
+    inputs[type] = input;
+    root.append(input);
+  }
+  applyStyle(config.style || {});
+  for (const [name, input] of Object.entries(inputs)) wire(name, input);
+}
+
+let styleElement = null;
+let fontLink = null;
+
+function applyStyle(style) {
+  if (!styleElement) {
+    styleElement = document.createElement('style');
+    document.head.append(styleElement);
+  }
+  styleElement.textContent = core.stylesheet(style, '.field');
+  const url = core.fontUrl(style.fontFamily);
+  if (url && (!fontLink || fontLink.href !== url)) {
+    if (!fontLink) {
+      fontLink = document.createElement('link');
+      fontLink.rel = 'stylesheet';
+      document.head.append(fontLink);
+    }
+    fontLink.href = url;
+  }
+}
+
+// ---- behaviour -------------------------------------------------------------------------------
+
+function format(name, input) {
+  if (config.format === false || input.tagName !== 'INPUT') return;
+  const before = input.value;
+  let after = before;
+  if (name === 'number') after = core.formatNumber(before);
+  else if (name === 'expiry') after = core.formatExpiry(before);
+  else after = before.replace(/\D/g, '');
+  if (after !== before) {
+    const atEnd = input.selectionStart === before.length;
+    input.value = after;
+    if (atEnd) input.setSelectionRange(after.length, after.length);
+  }
+}
+
+function complete(name) {
+  const value = inputs[name].value;
+  if (name === 'number') return core.validate.cardNumber(value);
+  if (name === 'expiry') return core.formatExpiry(value).length === 7;
+  if (name === 'cvv') return value.length === inputs.cvv.maxLength;
+  return false;
+}
+
+function wire(name, input) {
+  input.addEventListener('input', () => {
+    format(name, input);
+    if (type === 'card' && name === 'number') {
+      const brand = core.cardType(input.value, true);
+      inputs.cvv.maxLength = brand === 'american_express' ? 4 : 3;
+    }
+    // Auto-advance inside the combined field: number → expiry → cvv.
+    if (type === 'card' && complete(name)) {
+      const next = name === 'number' ? inputs.expiry || inputs.month : name === 'expiry' ? inputs.cvv : null;
+      if (next) next.focus();
+    }
+    report();
+  });
+  input.addEventListener('change', report);
+  input.addEventListener('focus', () => {
+    focused = true;
+    post('hostedField:focus', { type });
+    report();
+  });
+  input.addEventListener('blur', () => {
+    focused = Object.values(inputs).some((i) => i === document.activeElement && i !== input);
+    post('hostedField:blur', { type });
+    report();
+  });
+  input.addEventListener('keydown', (e) => {
+    if (e.key === 'Enter') {
+      e.preventDefault();
+      post('hostedField:submit', { type });
+    }
+  });
+}
+
+/** The card values this field holds (read by the broker; never posted to the page). */
+function values() {
+  const out = {};
+  if (inputs.number) out.number = core.cleanNumber(inputs.number.value);
+  if (inputs.expiry) Object.assign(out, core.parseExpiry(inputs.expiry.value));
+  if (inputs.month) out.month = inputs.month.value.trim();
+  if (inputs.year) out.year = inputs.year.value.trim();
+  if (inputs.cvv) out.cvv = inputs.cvv.value.trim();
+  return out;
+}
+
+function partState(name) {
+  const v = values();
+  const now = new Date();
+  switch (name) {
+    case 'number': {
+      const s = core.numberState(v.number);
+      return s;
+    }
+    case 'expiry':
+    case 'month':
+    case 'year': {
+      const value = name === 'expiry' ? inputs.expiry.value : inputs[name].value;
+      const empty = value.trim() === '';
+      let valid;
+      if (name === 'month') valid = /^\d{1,2}$/.test(v.month) && Number(v.month) >= 1 && Number(v.month) <= 12;
+      else if (name === 'year') valid = /^(\d{2}|\d{4})$/.test(v.year) && (Number(v.year) < 100 ? Number(v.year) + 2000 : Number(v.year)) >= now.getFullYear();
+      else valid = core.validate.expiry(v.month, v.year, now);
+      return { valid, empty, reason: empty ? 'empty' : valid ? '' : 'invalid' };
+    }
+    case 'cvv': {
+      const empty = v.cvv === '';
+      const valid = core.validate.cvv(v.cvv);
+      return { valid, empty, reason: empty ? 'empty' : valid ? '' : 'incomplete' };
+    }
+  }
+  return { valid: false, empty: true };
+}
+
+function state() {
+  if (type !== 'card') {
+    const s = partState(type);
+    return Object.assign({ type, focus: focused }, s);
+  }
+  const number = core.numberState(values().number);
+  const expiry = inputs.expiry ? partState('expiry') : combineSelects();
+  const cvv = partState('cvv');
+  const part = (s, input) => ({ valid: s.valid, empty: s.empty, focus: Array.isArray(input) ? input.includes(document.activeElement) : document.activeElement === input });
+  return {
+    type,
+    valid: number.valid && expiry.valid && cvv.valid,
+    empty: number.empty && expiry.empty && cvv.empty,
+    focus: focused,
+    brand: number.brand,
+    firstSix: number.firstSix,
+    lastFour: number.lastFour,
+    length: number.length,
+    reason: number.reason || (expiry.valid ? '' : 'expiry') || (cvv.valid ? '' : 'cvv'),
+    number: part(number, inputs.number),
+    expiry: part(expiry, inputs.expiry || [inputs.month, inputs.year]),
+    cvv: part(cvv, inputs.cvv),
+  };
+}
+
+function combineSelects() {
+  const v = values();
+  const empty = v.month === '' && v.year === '';
+  return { valid: core.validate.expiry(v.month, v.year), empty };
+}
+
+function report() {
+  const s = state();
+  // Mark invalid inputs (not while focused or empty) for the invalid style and assistive tech.
+  for (const [name, input] of Object.entries(inputs)) {
+    const part = name === 'number' ? core.numberState(values().number) : name === 'month' || name === 'year' ? (type === 'card' ? combineSelects() : partState(name)) : partState(name);
+    const invalid = !part.valid && !part.empty && document.activeElement !== input;
+    input.classList.toggle('invalid', invalid);
+    input.setAttribute('aria-invalid', invalid ? 'true' : 'false');
+  }
+  const icon = document.querySelector('.brand');
+  if (icon) {
+    icon.dataset.brand = s.brand || 'unknown';
+    icon.textContent = BRAND_LABELS[s.brand] || '';
+  }
+  const key = JSON.stringify(s);
+  if (key === lastState) return;
+  lastState = key;
+  post('hostedField:state:change', s);
+}
+
+const BRAND_LABELS = { visa: 'VISA', master: 'MC', american_express: 'AMEX', discover: 'DISC', jcb: 'JCB', diners_club: 'DC' };
+
+// ---- tokens (broker only) --------------------------------------------------------------------
+
+/** The values of every field of this bus group: this one and its same-origin siblings. */
+function groupValues() {
+  const out = values();
+  const frames = window.parent.frames;
+  for (let i = 0; i < frames.length; i++) {
+    let sibling;
+    try {
+      sibling = frames[i].serviceField;
+    } catch (_) {
+      continue; // another origin's frame
+    }
+    if (sibling && sibling.groupId === groupId && frames[i] !== window) Object.assign(out, sibling.values());
+  }
+  return out;
+}
+
+function randomId() {
+  const bytes = crypto.getRandomValues(new Uint8Array(12));
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
+}
+
+function storedId(storage, name) {
+  try {
+    let id = storage.getItem(name);
+    if (!id) {
+      id = randomId();
+      storage.setItem(name, id);
+    }
+    return id;
+  } catch (_) {
+    return randomId();
+  }
+}
+
+async function tokenize(body) {
+  const given = body.inputs && typeof body.inputs === 'object' ? body.inputs : {};
+  const card = groupValues();
+  const inputsAll = Object.assign({}, given, card);
+  delete inputsAll.token;
+  const invalid = core.validateCard(inputsAll, serviceConfig.required);
+  if (invalid) return { err: invalid };
+  const params = Object.assign({}, inputsAll, {
+    key: serviceConfig.publicKey,
+    version: core.VERSION,
+    parentVersion: serviceConfig.parentVersion || '',
+    deviceId: config.deviceId || storedId(window.localStorage, 'service.deviceId'),
+    sessionId: config.sessionId || storedId(window.sessionStorage, 'service.sessionId'),
+    instanceId: groupId,
+  });
+  const timeout = Number(serviceConfig.timeout) > 0 ? Number(serviceConfig.timeout) : 60000;
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(), timeout);
+  try {
+    const response = await fetch(new URL('token', location.href), {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+      body: core.encodeParams(params),
+      signal: abort.signal,
+      credentials: 'omit',
+    });
+    const answer = core.parseAnswer(await response.text());
+    if (answer.token) return { err: null, token: { id: answer.token.id, type: answer.token.type } };
+    return { err: answer.err };
+  } catch (e) {
+    return { err: core.errorObject(abort.signal.aborted ? 'api-timeout' : 'api-error') };
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+// ---- start -----------------------------------------------------------------------------------
+
+Object.defineProperty(window, 'serviceField', { value: Object.freeze({ groupId, type, values }), enumerable: false });
+render();
+const initial = state();
+post('hostedField:ready', { type });
+lastState = JSON.stringify(initial);
+post('hostedField:state:change', initial);
