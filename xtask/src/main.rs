@@ -106,6 +106,13 @@ fn test() -> anyhow::Result<()> {
             anyhow::bail!("`cargo {}` failed", step.join(" "));
         }
     }
+    // The client-side library's browser tests (a Rust test that drives headless Chromium) need
+    // Chromium and playwright-core: installed here when missing, and a failure fails the run.
+    let js = workspace_root().join("crates/rebill-server/js");
+    println!("==> bash crates/rebill-server/js/test/setup.sh");
+    if !std::process::Command::new("bash").arg(js.join("test/setup.sh")).status()?.success() {
+        anyhow::bail!("installing the browser test prerequisites failed (crates/rebill-server/js/test/setup.sh)");
+    }
     let mut child = run(&["test", "--workspace", "--all-features"])?.stdout(std::process::Stdio::piped()).spawn()?;
     let stdout = child.stdout.take().ok_or_else(|| anyhow::anyhow!("no stdout from cargo test"))?;
     let (mut passed, mut failed) = (0u64, 0u64);
@@ -118,14 +125,40 @@ fn test() -> anyhow::Result<()> {
         }
     }
     let ok = child.wait()?.success();
+    // The library's pure parts under Node's own test runner.
+    let (js_passed, js_failed, js_ok) = node_unit_tests(&js)?;
+    passed += js_passed;
+    failed += js_failed;
     println!("{passed} passed, {failed} failed");
     if !ok || failed > 0 {
         anyhow::bail!("`cargo test` failed");
+    }
+    if !js_ok || js_passed == 0 {
+        anyhow::bail!("`node --test` of the client-side library failed or ran no test");
     }
     if passed == 0 {
         anyhow::bail!("`cargo test` ran no test");
     }
     Ok(())
+}
+
+/// Runs `node --test` over the library's unit tests (`js/test/unit/*.test.js`), echoing its
+/// report; answers (passed, failed, whether node succeeded).
+fn node_unit_tests(js: &std::path::Path) -> anyhow::Result<(u64, u64, bool)> {
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(js.join("test/unit"))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| p.to_string_lossy().ends_with(".test.js"))
+        .collect();
+    files.sort();
+    println!("==> node --test crates/rebill-server/js/test/unit");
+    let out = std::process::Command::new("node").arg("--test").args(&files).output()?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    print!("{stdout}");
+    eprint!("{}", String::from_utf8_lossy(&out.stderr));
+    let total = |label: &str| {
+        stdout.lines().find_map(|l| l.strip_prefix(label)).and_then(|n| n.trim().parse::<u64>().ok()).unwrap_or(0)
+    };
+    Ok((total("# pass "), total("# fail "), out.status.success()))
 }
 
 /// The number before `label` in a `test result:` line (`ok. 12 passed; 0 failed; …`).
