@@ -14,6 +14,24 @@
 //!   `POST /js/v1/events` → 200 `{}` (the body is read and dropped). Each also answers JSONP
 //!   (`callback=NAME`, always status 200) and CORS preflights, like the token endpoint.
 //!
+//! The field page speaks the bus protocol of the token-library reference (§2, §9): messages
+//! `{event, body, groupId}`, `hostedField:ready` / `state:change` / `focus` / `blur` / `submit`
+//! from the fields, `hostedField:configure`, `hostedFields:ready`, `hostedFields:state:change`,
+//! `hostedField:<type>:focus!`, `token:init {id, inputs}` and `destroy` from the page, and
+//! `token:done:<id> {err, token}` from the broker field (`card`, else `number`), with the field
+//! config in the URL fragment (`service` or, for pages running the original library, `recurly`).
+//! Where rebill differs:
+//! - a field posts to the page with the page's origin as target; only `hostedField:ready` (the
+//!   field's type, nothing else) goes to `*`, and only in browsers without
+//!   `location.ancestorOrigins`, before the page's first message pins its origin;
+//! - the broker requests the token without a `risk/preflights` round trip of its own;
+//! - Tab and Shift-Tab cross the frames natively (no `hostedField:tab:*` messages); auto-advance
+//!   (number → expiry → cvv) happens inside the combined `card` field only;
+//! - the legacy JSON-string messages and the Elements messages (`element:<id>:…`) are not
+//!   spoken;
+//! - fields not ready within `timeout` make the page emit `error` with the code
+//!   `hosted-fields-timeout`.
+//!
 //! The sources live in `crates/rebill-server/js/`: `core.js` (pure parts shared by the page and
 //! the field: card brands, Luhn, formatting, validation, option merging) is wrapped together with
 //! `service.js` or `field.js` into one function scope per served script, so the page gains only

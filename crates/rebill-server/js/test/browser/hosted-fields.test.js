@@ -343,3 +343,34 @@ test('bank accounts tokenize from the page over CORS and JSONP', async () => {
     assert.deepEqual(page.problems.filter((p) => !p.includes('422')), [], `cors: ${cors}`);
   }
 });
+
+test('tokens from the fields create subscriptions; a decline card is declined at subscription time', async () => {
+  const plan = `js-plan-${Date.now().toString(36)}`;
+  const created = await api('POST', '/v2/plans', `<plan><plan_code>${plan}</plan_code><name>Gold</name><unit_amount_in_cents><USD>1500</USD></unit_amount_in_cents></plan>`);
+  assert.equal(created.status, 201, created.body);
+  const subscribe = async (number) => {
+    const page = await open('individual');
+    await configure(page, { publicKey: PUBLIC_KEY, fields: { month: { inputType: 'select' }, year: { inputType: 'select' } } });
+    const month = await fieldFrame(page, 'month');
+    assert.equal(await month.evaluate(() => document.querySelector('.field').tagName), 'SELECT', "inputType: 'select'");
+    await typeIn(page, 'number', number);
+    await month.locator('.field').selectOption('12');
+    await (await fieldFrame(page, 'year')).locator('.field').selectOption('2031');
+    await typeIn(page, 'cvv', '123');
+    const { err, token: result } = await token(page);
+    assert.equal(err, null);
+    const code = `js-sub-${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`;
+    return api(
+      'POST',
+      '/v2/subscriptions',
+      `<subscription><plan_code>${plan}</plan_code><currency>USD</currency><account><account_code>${code}</account_code>` +
+        `<email>${code}@example.com</email><billing_info><token_id>${result.id}</token_id></billing_info></account></subscription>`,
+    );
+  };
+  const approved = await subscribe(CARD);
+  assert.equal(approved.status, 201, approved.body);
+  assert.equal(tag(approved.body, 'state'), 'active');
+  const declined = await subscribe('4000000000000002');
+  assert.equal(declined.status, 422, declined.body);
+  assert.match(declined.body, /<error_code>declined<\/error_code>/);
+});
