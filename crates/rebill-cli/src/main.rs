@@ -60,6 +60,10 @@ enum Command {
         #[arg(long, value_name = "N", default_value_t = rebill_server::MAX_CONNECTIONS as u64,
               value_parser = clap::value_parser!(u64).range(1..))]
         max_connections: u64,
+        /// Serve a demo checkout page at `/demo` for the first sandbox site (its plans, the
+        /// hosted card fields, a subscription made inside rebill). Off by default.
+        #[arg(long)]
+        demo: bool,
         /// Seconds between two deletions of expired tokens.
         #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..), hide = true)]
         token_purge_interval: u64,
@@ -351,6 +355,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             public_url,
             body_timeout,
             max_connections,
+            demo,
             token_purge_interval,
         } => {
             let mail = smtp_url
@@ -389,12 +394,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 Some(url) => println!("links use the public URL {url}"),
                 None => println!("links use the request's Host header (set --public-url in production)"),
             }
+            if demo {
+                println!("demo checkout page at http://{}/demo", listener.local_addr()?);
+            }
             println!("listening on http://{}", listener.local_addr()?);
             let config = rebill_server::Config {
                 deprecations,
                 public_url,
                 body_timeout: std::time::Duration::from_secs(body_timeout),
                 max_connections: usize::try_from(max_connections).unwrap_or(usize::MAX),
+                demo,
                 ..rebill_server::Config::default()
             };
             let mail_clock = clock.clone();

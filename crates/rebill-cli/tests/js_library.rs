@@ -165,11 +165,11 @@ fn setup_browser() {
 
 /// Runs Node's test runner over the browser tests against `s`; panics with its output when a
 /// test fails or none ran.
-fn run_browser_tests(s: &Server, tag: &str) {
+fn run_browser_tests(s: &Server, suite: &str, tag: &str) {
     let dir = js_dir();
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("js-screenshots").join(tag);
     std::fs::create_dir_all(&shots).expect("screenshot directory");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join("test/browser"))
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join("test").join(suite))
         .expect("browser tests")
         .filter_map(|entry| entry.ok().map(|e| e.path()))
         .filter(|p| p.to_string_lossy().ends_with(".test.js"))
@@ -206,6 +206,39 @@ fn hosted_fields_work_in_headless_chromium() {
     on_both_backends("js_browser", |db| {
         let s = serve_at(db, 1_800_000_000, &[]);
         let tag = if db.starts_with("postgres") { "postgres" } else { "sqlite" };
-        run_browser_tests(&s, tag);
+        run_browser_tests(&s, "browser", tag);
+    });
+}
+
+#[test]
+fn the_demo_page_is_served_only_with_demo() {
+    on_both_backends("js_demo_http", |db| {
+        let plain = start(db);
+        // Without --demo the path is the API's, which knows no such route.
+        let refused = authed(&plain, "GET", "/demo", &[], "");
+        assert_error(&refused, 404, "not_found");
+        drop(plain);
+        let s = start_with(db, Options { existing_database: true, args: &["--demo"], ..Options::default() });
+        assert!(s.banner.iter().any(|l| l.starts_with("demo checkout page at http://")), "{:?}", s.banner);
+        let page = ok(get(&s, "/demo", &[]), 200);
+        let csp = page.header("content-security-policy").expect("a policy");
+        assert!(csp.contains("script-src 'self';") && csp.contains("frame-src 'self'"), "{csp}");
+        let key = sql(db, "SELECT public_key FROM sites ORDER BY id").remove(0);
+        assert!(page.body.contains(&format!("content=\"{key}\"")), "the page names the public key");
+        assert!(!page.body.contains("<script>"), "no inline script");
+        ok(get(&s, "/demo/demo.js", &[]), 200);
+        ok(get(&s, "/demo/demo.css", &[]), 200);
+        let plans = ok(get(&s, "/demo/plans", &[]), 200);
+        assert!(plans.body.contains("<plans"), "{}", plans.body);
+    });
+}
+
+#[test]
+fn the_demo_page_subscribes_in_headless_chromium() {
+    setup_browser();
+    on_both_backends("js_demo", |db| {
+        let s = serve_at(db, 1_800_000_000, &["--demo"]);
+        let tag = if db.starts_with("postgres") { "postgres" } else { "sqlite" };
+        run_browser_tests(&s, "demo", tag);
     });
 }

@@ -11,6 +11,7 @@
 mod accounts;
 mod billing;
 mod billing_info;
+mod demo;
 mod dispatch;
 mod handlers;
 mod invoices;
@@ -145,6 +146,8 @@ pub struct Config {
     /// The service's public base URL: every href and `Location` uses it whatever the request's
     /// `Host` says. `None`: built from `Host` (local development).
     pub public_url: Option<PublicUrl>,
+    /// Serve the demo checkout page (`/demo`, sandbox sites only).
+    pub demo: bool,
 }
 
 impl Default for Config {
@@ -155,6 +158,7 @@ impl Default for Config {
             body_timeout: BODY_TIMEOUT,
             max_connections: MAX_CONNECTIONS,
             public_url: None,
+            demo: false,
         }
     }
 }
@@ -284,6 +288,7 @@ pub fn router(state: AppState) -> Router {
         .nest(tokens::PREFIX, tokens::routes().layer(from_fn_with_state(state.clone(), layers::token_body_deadline)))
         .nest(js_library::PREFIX, js_library::v4_routes())
         .route("/sandbox/clock", axum::routing::post(sandbox::clock))
+        .merge(if state.config.demo { demo::routes() } else { Router::new() })
         .fallback_service(api_router(state.clone()))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(layers::panic_response))
         .layer(from_fn(layers::request_log))
