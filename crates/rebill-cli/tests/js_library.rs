@@ -179,6 +179,7 @@ fn run_browser_tests(s: &Server, suite: &str, tag: &str) {
     let out = Command::new("node")
         .arg("--test")
         .arg("--test-concurrency=1")
+        .arg("--test-timeout=180000")
         .args(&files)
         .env("REBILL_URL", format!("http://{}", s.addr))
         .env("REBILL_PUBLIC_KEY", &s.public_key)
