@@ -60,3 +60,26 @@ test('a decline card shows the decline and no subscription', async () => {
   assert.equal(await page.isHidden('#result'), true);
   if (SCREENSHOTS) await page.screenshot({ path: path.join(SCREENSHOTS, 'demo-declined.png') });
 });
+
+test('a person subscribes with a bank account on the demo page', async () => {
+  const page = await browser.newPage({ viewport: { width: 1100, height: 900 } });
+  await page.goto(`${REBILL}/demo`);
+  await page.waitForSelector('.plan');
+  await page.locator('.plan', { hasText: 'A year of beans' }).click();
+  await page.fill('[name=first_name]', 'Grace');
+  await page.fill('[name=last_name]', 'Hopper');
+  await page.fill('[name=email]', 'grace@example.com');
+  await page.click('.tab[data-method=bank]');
+  assert.equal(await page.isHidden('#method-card'), true);
+  await page.fill('[data-service=account_number]', '111111111');
+  await page.fill('[data-service=account_number_confirmation]', '111111112');
+  await page.click('#subscribe');
+  await page.waitForSelector('#errors:not([hidden])');
+  assert.match(await page.textContent('#errors'), /account number confirmation does not match/);
+  await page.fill('[data-service=account_number_confirmation]', '111111111');
+  await page.click('#subscribe');
+  await page.waitForSelector('#result:not([hidden])');
+  assert.equal(await page.textContent('#subscription-state'), 'active');
+  assert.match(await page.textContent('#result'), /\$180\.00/);
+  assert.match(await page.textContent('#result'), /bank account/);
+});
