@@ -157,10 +157,13 @@ fn js_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../rebill-server/js")
 }
 
-/// Installs the browser and `playwright-core` when missing (fails the test when it cannot).
+/// Installs the browser and `playwright-core` when missing (fails the test when it cannot). Runs
+/// once per test process, so two tests never run apt-get or npm at the same time.
 fn setup_browser() {
-    let status = Command::new("bash").arg(js_dir().join("test/setup.sh")).status().expect("run setup.sh");
-    assert!(status.success(), "crates/rebill-server/js/test/setup.sh failed: the browser tests cannot run");
+    static DONE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let installed = *DONE
+        .get_or_init(|| Command::new("bash").arg(js_dir().join("test/setup.sh")).status().is_ok_and(|s| s.success()));
+    assert!(installed, "crates/rebill-server/js/test/setup.sh failed: the browser tests cannot run");
 }
 
 /// Runs Node's test runner over the browser tests against `s`; panics with its output when a

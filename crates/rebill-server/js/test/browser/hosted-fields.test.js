@@ -94,6 +94,7 @@ test('individual fields render as iframes styled inside the frame; typing format
   await configure(page, { publicKey: PUBLIC_KEY, fields: { all: { style: { fontSize: '20px' } }, number: { style: { fontColor: 'rgb(200, 0, 0)', placeholder: { content: 'Card number', color: 'rgb(0, 0, 200)' } } } } });
   const src = await page.getAttribute('[data-service=number] iframe', 'src');
   assert.ok(src.startsWith(`${REBILL}/js/v1/field.html#config=`), src);
+  assert.equal(await page.getAttribute('[data-service=number] iframe', 'title'), 'Secure card number input');
   for (const type of ['number', 'month', 'year', 'cvv']) {
     const classes = await page.getAttribute(`[data-service=${type}] > div`, 'class');
     assert.ok(classes.split(' ').includes('service-hosted-field') && classes.includes(`service-hosted-field-${type}`), classes);
@@ -102,9 +103,9 @@ test('individual fields render as iframes styled inside the frame; typing format
   const style = await frame.evaluate(() => {
     const input = document.querySelector('.field');
     const s = getComputedStyle(input);
-    return { color: s.color, fontSize: s.fontSize, fontFamily: s.fontFamily, placeholder: input.placeholder, placeholderColor: getComputedStyle(input, '::placeholder').color, autocomplete: input.autocomplete };
+    return { color: s.color, fontSize: s.fontSize, fontFamily: s.fontFamily, placeholder: input.placeholder, placeholderColor: getComputedStyle(input, '::placeholder').color, autocomplete: input.autocomplete, label: input.getAttribute('aria-label') };
   });
-  assert.deepEqual(style, { color: 'rgb(200, 0, 0)', fontSize: '20px', fontFamily: 'Helvetica, sans-serif', placeholder: 'Card number', placeholderColor: 'rgb(0, 0, 200)', autocomplete: 'cc-number' });
+  assert.deepEqual(style, { color: 'rgb(200, 0, 0)', fontSize: '20px', fontFamily: 'Helvetica, sans-serif', placeholder: 'Card number', placeholderColor: 'rgb(0, 0, 200)', autocomplete: 'cc-number', label: 'Card number' });
   const monthSize = await (await fieldFrame(page, 'month')).evaluate(() => getComputedStyle(document.querySelector('.field')).fontSize);
   assert.equal(monthSize, '20px', 'fields.all reaches every individual field');
 
