@@ -20,15 +20,12 @@
 //! integer type to both backends). Lists use the keyset paging of [`crate::list`].
 
 use sqlx::Row;
-use sqlx::any::{AnyArguments, AnyRow};
-use sqlx::query::Query;
 
 use crate::billing_info::{BillingFields, FIELD_COLUMNS, PaymentKind, bind_fields, fields_from_row, kind_from_row};
+use crate::db::{Db, DbQuery, DbRow, Pool};
 use crate::list::{Arg, Conditions, Page, PageRequest, Position, Sort, into_page, order_and_limit};
 use crate::subscriptions::{Work, placeholders};
 use crate::{Store, StoreError, flag, get_flag};
-
-type AnyQuery<'q> = Query<'q, sqlx::Any, AnyArguments<'q>>;
 
 /// The number of a site's first invoice.
 pub const FIRST_INVOICE_NUMBER: i64 = 1001;
@@ -86,7 +83,7 @@ named_enum! {
     TransactionStatus { Processing = "processing", Success = "success", Declined = "declined", Void = "void" }
 }
 
-fn parse<T>(row: &AnyRow, column: &str, f: impl Fn(&str) -> Option<T>) -> Result<T, StoreError> {
+fn parse<T>(row: &DbRow, column: &str, f: impl Fn(&str) -> Option<T>) -> Result<T, StoreError> {
     let text: String = row.try_get(column)?;
     f(&text).ok_or_else(|| StoreError::Invalid(format!("stored {column} `{text}`")))
 }
@@ -427,7 +424,7 @@ const INVOICE_COLUMNS: &str = "id, uuid, site_id, account_id, \
      net_terms, due_on, collection_method, po_number, customer_notes, terms_and_conditions, \
      vat_reverse_charge_notes, collection_attempts, attempt_next_collection_at, closed_at, created_at, updated_at";
 
-fn invoice_from_row(row: &AnyRow) -> Result<Invoice, StoreError> {
+fn invoice_from_row(row: &DbRow) -> Result<Invoice, StoreError> {
     Ok(Invoice {
         id: row.try_get("id")?,
         uuid: row.try_get("uuid")?,
@@ -477,7 +474,7 @@ const ADJUSTMENT_INSERT: &str = "uuid, site_id, account_id, invoice_id, subscrip
      tax_code, credit_reason_code, start_date, end_date, item_kind, item_code, period_start, period_end, \
      line_period_end, proration_part, proration_whole, created_at, updated_at";
 
-fn adjustment_from_row(row: &AnyRow) -> Result<Adjustment, StoreError> {
+fn adjustment_from_row(row: &DbRow) -> Result<Adjustment, StoreError> {
     let item_kind: Option<String> = row.try_get("item_kind")?;
     let engine = match item_kind {
         Some(item_kind) => {
@@ -531,13 +528,13 @@ fn adjustment_from_row(row: &AnyRow) -> Result<Adjustment, StoreError> {
 
 /// Binds an adjustment's [`ADJUSTMENT_INSERT`] values.
 fn bind_adjustment<'q>(
-    query: AnyQuery<'q>,
+    query: DbQuery<'q>,
     uuid: String,
     site_id: i64,
     invoice_id: Option<i64>,
     line: &NewAdjustment,
     now: i64,
-) -> AnyQuery<'q> {
+) -> DbQuery<'q> {
     let state = if invoice_id.is_some() { AdjustmentState::Invoiced } else { AdjustmentState::Pending };
     let e = line.engine.as_ref();
     query
@@ -585,7 +582,7 @@ async fn insert_adjustment<'c, E>(
     now: i64,
 ) -> Result<i64, StoreError>
 where
-    E: sqlx::Executor<'c, Database = sqlx::Any>,
+    E: sqlx::Executor<'c, Database = Db>,
 {
     let sql = format!(
         "INSERT INTO adjustments ({ADJUSTMENT_INSERT}) VALUES ({}) RETURNING id",
@@ -607,13 +604,13 @@ const INVOICE_VALUES: usize = 25;
 
 /// Binds an invoice's [`INVOICE_INSERT`] values.
 fn bind_invoice<'q>(
-    query: AnyQuery<'q>,
+    query: DbQuery<'q>,
     uuid: String,
     site_id: i64,
     number: i64,
     new: &NewInvoice,
     now: i64,
-) -> AnyQuery<'q> {
+) -> DbQuery<'q> {
     let a = &new.amounts;
     let t = &new.terms;
     query
@@ -680,13 +677,7 @@ fn transaction_insert() -> Vec<&'static str> {
 }
 
 /// Binds a new (`processing`) transaction's values in [`transaction_insert`] order.
-fn bind_transaction<'q>(
-    query: AnyQuery<'q>,
-    uuid: String,
-    site_id: i64,
-    new: &NewTransaction,
-    now: i64,
-) -> AnyQuery<'q> {
+fn bind_transaction<'q>(query: DbQuery<'q>, uuid: String, site_id: i64, new: &NewTransaction, now: i64) -> DbQuery<'q> {
     let a = &new.account;
     let query = query
         .bind(uuid)
@@ -730,7 +721,7 @@ fn transaction_columns() -> String {
     format!("{TRANSACTION_BASE_COLUMNS}, {}", FIELD_COLUMNS.join(", "))
 }
 
-fn transaction_from_row(row: &AnyRow) -> Result<Transaction, StoreError> {
+fn transaction_from_row(row: &DbRow) -> Result<Transaction, StoreError> {
     let error_code: Option<String> = row.try_get("error_code")?;
     let failure = match error_code {
         Some(error_code) => Some(TransactionFailure {
@@ -867,12 +858,7 @@ impl Store {
         Ok((invoice, lines))
     }
 
-    async fn invoice_where(
-        &self,
-        pool: &sqlx::AnyPool,
-        condition: &str,
-        args: &[Arg],
-    ) -> Result<Option<Invoice>, StoreError> {
+    async fn invoice_where(&self, pool: &Pool, condition: &str, args: &[Arg]) -> Result<Option<Invoice>, StoreError> {
         let sql = format!("SELECT {INVOICE_COLUMNS} FROM invoices WHERE {condition}");
         let mut query = sqlx::query(&sql);
         for a in args {
@@ -1234,8 +1220,8 @@ impl Work {
              b.kind, {}, b.gateway_reference FROM accounts a LEFT JOIN billing_infos b ON b.account_id = a.id \
              WHERE a.site_id = {} AND a.account_code IN ({})",
             fields.join(", "),
-            self.params(1, 1),
-            self.params(account_codes.len(), 2)
+            self.backend.params(1, 1),
+            self.backend.params(account_codes.len(), 2)
         );
         let mut query = sqlx::query(&sql).bind(site_id);
         for code in account_codes {
@@ -1278,7 +1264,7 @@ impl Work {
         }
         let sql = format!(
             "SELECT {ADJUSTMENT_COLUMNS} FROM adjustments WHERE subscription_uuid IN ({}) ORDER BY created_at, id",
-            self.params(subscription_uuids.len(), 1)
+            self.backend.params(subscription_uuids.len(), 1)
         );
         let mut query = sqlx::query(&sql);
         for uuid in subscription_uuids {
@@ -1312,7 +1298,7 @@ impl Work {
         let uuids: Vec<String> = drafts.iter().map(|_| new_uuid()).collect();
         let sql = format!(
             "INSERT INTO invoices ({INVOICE_INSERT}) VALUES {} RETURNING {INVOICE_COLUMNS}",
-            self.rows(drafts.len(), INVOICE_VALUES, 1)
+            self.backend.rows(drafts.len(), INVOICE_VALUES, 1)
         );
         let mut query = sqlx::query(&sql);
         for ((number, draft), uuid) in (last - count + 1..).zip(drafts).zip(&uuids) {
@@ -1333,7 +1319,7 @@ impl Work {
         if !lines.is_empty() {
             let sql = format!(
                 "INSERT INTO adjustments ({ADJUSTMENT_INSERT}) VALUES {} RETURNING {ADJUSTMENT_COLUMNS}",
-                self.rows(lines.len(), ADJUSTMENT_VALUES, 1)
+                self.backend.rows(lines.len(), ADJUSTMENT_VALUES, 1)
             );
             let mut query = sqlx::query(&sql);
             for (invoice_id, line, now, uuid) in &lines {
@@ -1366,7 +1352,7 @@ impl Work {
         let sql = format!(
             "INSERT INTO transactions ({}) VALUES {} RETURNING {}",
             columns.join(", "),
-            self.rows(new.len(), columns.len(), 1),
+            self.backend.rows(new.len(), columns.len(), 1),
             transaction_columns()
         );
         let mut query = sqlx::query(&sql);
@@ -1401,7 +1387,7 @@ impl Work {
              cvv_code = v.column12, cvv_message = v.column13, avs_code = v.column14, avs_message = v.column15, \
              collected_at = v.column16, updated_at = v.column17 FROM (VALUES {}) AS v \
              WHERE transactions.id = v.column1 AND transactions.status = '{}'",
-            self.rows(results.len(), 17, 1),
+            self.backend.rows(results.len(), 17, 1),
             TransactionStatus::Processing.as_str()
         );
         let mut query = sqlx::query(&sql);
@@ -1426,7 +1412,7 @@ impl Work {
              closed_at = v.column2, updated_at = v.column2 FROM (VALUES {}) AS v \
              WHERE invoices.id = v.column1 AND invoices.state IN ({open}) RETURNING invoices.id",
             InvoiceState::Paid.as_str(),
-            self.rows(paid.len(), 2, 1)
+            self.backend.rows(paid.len(), 2, 1)
         );
         let mut query = sqlx::query(&sql);
         for (id, at) in paid {
@@ -1439,10 +1425,7 @@ impl Work {
 /// Binds a transaction result's columns: status, reference, approval_code, message,
 /// fraud_review, the failure's error_code, error_category, merchant_message, customer_message
 /// and gateway_error_code, cvv_code, cvv_message, avs_code, avs_message, collected_at.
-fn bind_result<'q>(
-    query: Query<'q, sqlx::Any, AnyArguments<'q>>,
-    r: &TransactionResult,
-) -> Query<'q, sqlx::Any, AnyArguments<'q>> {
+fn bind_result<'q>(query: DbQuery<'q>, r: &TransactionResult) -> DbQuery<'q> {
     let f = r.failure.as_ref();
     query
         .bind(r.status.as_str())

@@ -10,8 +10,10 @@
 
 use sqlx::Row;
 
+use crate::db::DbRow;
+use crate::dialect::Locking;
 use crate::subscriptions::Work;
-use crate::{Backend, Site, Store, StoreError, keys};
+use crate::{Site, Store, StoreError, keys};
 
 /// One scheduled piece of work.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,7 +34,7 @@ pub struct Job {
 
 const JOB_COLUMNS: &str = "id, site_id, kind, subject, due_at, attempts, last_error, claim_token";
 
-fn job_from_row(row: &sqlx::any::AnyRow) -> Result<Job, StoreError> {
+fn job_from_row(row: &DbRow) -> Result<Job, StoreError> {
     Ok(Job {
         id: row.try_get("id")?,
         site_id: row.try_get("site_id")?,
@@ -94,7 +96,7 @@ impl Store {
         limit: i64,
     ) -> Result<Vec<Job>, StoreError> {
         let token = keys::generate_private_key();
-        let lock = if self.backend == Backend::Postgres { " FOR UPDATE OF j SKIP LOCKED" } else { "" };
+        let lock = self.backend.lock_clause(Locking::SkipLocked, Some("j"));
         let site_filter = if site.is_some() { " AND j.site_id = $5" } else { "" };
         let sql = format!(
             "UPDATE jobs SET claim_token = $1, claimed_until = $2, attempts = attempts + 1 \
@@ -203,9 +205,9 @@ impl Work {
             let sql = format!(
                 "UPDATE jobs SET done_at = {}, claimed_until = NULL, last_error = NULL \
                  WHERE claim_token = {} AND id IN ({})",
-                self.params(1, 1),
-                self.params(1, 2),
-                self.params(ids.len(), 3)
+                self.backend.params(1, 1),
+                self.backend.params(1, 2),
+                self.backend.params(ids.len(), 3)
             );
             let mut query = sqlx::query(&sql).bind(service_now).bind(token.map(str::to_owned));
             for id in ids {

@@ -4,7 +4,8 @@
 //! is saved) and a claim that serialises changes across every process on the database.
 //!
 //! The store does not know the engine's types: the service hands it JSON documents (`value`,
-//! `creation`, `details`, history actions, charge lines) and the few facts it filters on.
+//! `creation`, `details`, history actions, charge lines) and the few facts it filters on. The
+//! documents are stored with their layout version and read back as given ([`crate::document`]).
 //!
 //! A change goes: [`Store::claim_subscription`] (refused while another unexpired claim holds the
 //! row: the service answers `simultaneous_request`), read, compute, [`Store::save_subscription`]
@@ -18,8 +19,10 @@
 //! billing marks, the next jobs), instead of a few statements per subscription.
 
 use sqlx::Row;
-use sqlx::any::AnyRow;
 
+use crate::db::{DbRow, Tx};
+use crate::dialect::Locking;
+use crate::document;
 use crate::list::{Arg, Conditions, Page, PageRequest, Position, Sort, into_page, order_and_limit};
 use crate::{Backend, Store, StoreError, flag, get_flag, keys};
 
@@ -162,7 +165,7 @@ const COLUMNS: &str = "id, site_id, account_id, plan_id, uuid, state, past_due, 
                        value, creation, details, last_invoice, version, created_at, updated_at";
 const CHARGE_COLUMNS: &str = "id, subscription_id, origin, at, lines, invoice_ref, billed_at";
 
-fn record_from_row(row: &AnyRow) -> Result<SubscriptionRecord, StoreError> {
+fn record_from_row(row: &DbRow) -> Result<SubscriptionRecord, StoreError> {
     Ok(SubscriptionRecord {
         id: row.try_get("id")?,
         site_id: row.try_get("site_id")?,
@@ -173,9 +176,9 @@ fn record_from_row(row: &AnyRow) -> Result<SubscriptionRecord, StoreError> {
         past_due: get_flag(row, "past_due")?,
         trial_started_at: row.try_get("trial_started_at")?,
         trial_ends_at: row.try_get("trial_ends_at")?,
-        value: row.try_get("value")?,
-        creation: row.try_get("creation")?,
-        details: row.try_get("details")?,
+        value: document::read(row.try_get("value")?)?,
+        creation: document::read(row.try_get("creation")?)?,
+        details: document::read(row.try_get("details")?)?,
         last_invoice: row.try_get("last_invoice")?,
         version: row.try_get("version")?,
         created_at: row.try_get("created_at")?,
@@ -183,45 +186,37 @@ fn record_from_row(row: &AnyRow) -> Result<SubscriptionRecord, StoreError> {
     })
 }
 
-fn charge_from_row(row: &AnyRow) -> Result<Charge, StoreError> {
+fn charge_from_row(row: &DbRow) -> Result<Charge, StoreError> {
     Ok(Charge {
         id: row.try_get("id")?,
         subscription_id: row.try_get("subscription_id")?,
         origin: row.try_get("origin")?,
         at: row.try_get("at")?,
-        lines: row.try_get("lines")?,
+        lines: document::read(row.try_get("lines")?)?,
         invoice_ref: row.try_get("invoice_ref")?,
         billed_at: row.try_get("billed_at")?,
     })
 }
 
-async fn insert_charges(
-    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
-    subscription_id: i64,
-    charges: &[NewCharge],
-) -> Result<(), StoreError> {
+async fn insert_charges(tx: &mut Tx, subscription_id: i64, charges: &[NewCharge]) -> Result<(), StoreError> {
     for charge in charges {
         sqlx::query("INSERT INTO subscription_charges (subscription_id, origin, at, lines) VALUES ($1, $2, $3, $4)")
             .bind(subscription_id)
             .bind(&charge.origin)
             .bind(charge.at)
-            .bind(&charge.lines)
+            .bind(document::seal(&charge.lines))
             .execute(&mut **tx)
             .await?;
     }
     Ok(())
 }
 
-async fn insert_history(
-    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
-    subscription_id: i64,
-    history: &[(i64, String)],
-) -> Result<(), StoreError> {
+async fn insert_history(tx: &mut Tx, subscription_id: i64, history: &[(i64, String)]) -> Result<(), StoreError> {
     for (at, action) in history {
         sqlx::query("INSERT INTO subscription_history (subscription_id, at, action) VALUES ($1, $2, $3)")
             .bind(subscription_id)
             .bind(*at)
-            .bind(action)
+            .bind(document::seal(action))
             .execute(&mut **tx)
             .await?;
     }
@@ -241,30 +236,11 @@ pub(crate) fn placeholders(n: usize, first: usize) -> String {
 /// While a `Work` is open, the [`Store`] itself must not be used by the same task: on SQLite the
 /// one writer connection belongs to the work until it ends.
 pub struct Work {
-    pub(crate) tx: sqlx::Transaction<'static, sqlx::Any>,
+    pub(crate) tx: Tx,
     pub(crate) backend: Backend,
 }
 
 impl Work {
-    /// Placeholders of `n` values numbered from `first`: `$first, …` on PostgreSQL and `?, …` on
-    /// SQLite. sqlx matches a numbered SQLite parameter by its name, scanning the statement's
-    /// parameter list for each one, which is quadratic in a statement of thousands of values;
-    /// anonymous ones are taken in order. Every statement of a `Work` therefore numbers its
-    /// values in the order they appear in its text.
-    pub(crate) fn params(&self, n: usize, first: usize) -> String {
-        match self.backend {
-            Backend::Postgres => placeholders(n, first),
-            Backend::Sqlite => vec!["?"; n].join(", "),
-        }
-    }
-
-    /// `(…), (…), …`: `rows` tuples of [`Work::params`] of `columns` values each, numbered from
-    /// `first`, for multi-row `VALUES` lists. A `VALUES` list in `FROM` names its columns
-    /// `column1`, `column2`, … on both backends.
-    pub(crate) fn rows(&self, rows: usize, columns: usize, first: usize) -> String {
-        (0..rows).map(|r| format!("({})", self.params(columns, first + r * columns))).collect::<Vec<_>>().join(", ")
-    }
-
     /// Makes every change of the work durable and visible at once.
     pub async fn commit(self) -> Result<(), StoreError> {
         self.tx.commit().await?;
@@ -318,9 +294,9 @@ impl Store {
         .bind(flag(new.indexed.past_due))
         .bind(new.indexed.trial_started_at)
         .bind(new.indexed.trial_ends_at)
-        .bind(&new.value)
-        .bind(&new.creation)
-        .bind(&new.details)
+        .bind(document::seal(&new.value))
+        .bind(document::seal(&new.creation))
+        .bind(document::seal(&new.details))
         .bind(&token)
         .bind(locked_until)
         .bind(now)
@@ -456,8 +432,8 @@ impl Store {
         .bind(flag(change.indexed.past_due))
         .bind(change.indexed.trial_started_at)
         .bind(change.indexed.trial_ends_at)
-        .bind(&change.value)
-        .bind(&change.details)
+        .bind(document::seal(&change.value))
+        .bind(document::seal(&change.details))
         .bind(now)
         .bind(claim.subscription_id)
         .bind(&claim.token)
@@ -641,18 +617,19 @@ impl Work {
             return Ok(Vec::new());
         }
         let token = keys::generate_private_key();
-        let lock = if self.backend == Backend::Postgres { " ORDER BY id FOR UPDATE SKIP LOCKED" } else { "" };
-        // `+site_id`: SQLite would otherwise walk the site's index, every subscription of the
-        // site, instead of looking the uuids up.
+        let lock = self.backend.locked_in_order(Locking::SkipLocked, "id");
+        // SQLite would otherwise walk the site's index, every subscription of the site, instead
+        // of looking the uuids up.
+        let site = self.backend.unindexed("site_id");
         let sql = format!(
             "UPDATE subscriptions SET lock_token = {}, locked_until = {} WHERE id IN (SELECT id FROM subscriptions \
-             WHERE +site_id = {} AND (locked_until IS NULL OR locked_until <= {}) AND uuid IN ({}){lock}) \
+             WHERE {site} = {} AND (locked_until IS NULL OR locked_until <= {}) AND uuid IN ({}){lock}) \
              RETURNING {COLUMNS}",
-            self.params(1, 1),
-            self.params(1, 2),
-            self.params(1, 3),
-            self.params(1, 4),
-            self.params(uuids.len(), 5)
+            self.backend.params(1, 1),
+            self.backend.params(1, 2),
+            self.backend.params(1, 3),
+            self.backend.params(1, 4),
+            self.backend.params(uuids.len(), 5)
         );
         let mut query = sqlx::query(&sql).bind(&token).bind(locked_until).bind(site_id).bind(service_now);
         for uuid in uuids {
@@ -676,8 +653,8 @@ impl Work {
             let ids: Vec<i64> = claims.iter().filter(|c| c.token == token).map(|c| c.subscription_id).collect();
             let sql = format!(
                 "UPDATE subscriptions SET lock_token = NULL, locked_until = NULL WHERE lock_token = {} AND id IN ({})",
-                self.params(1, 1),
-                self.params(ids.len(), 2)
+                self.backend.params(1, 1),
+                self.backend.params(ids.len(), 2)
             );
             let mut query = sqlx::query(&sql).bind(token);
             for id in ids {
@@ -696,7 +673,7 @@ impl Work {
         let sql = format!(
             "SELECT {CHARGE_COLUMNS} FROM subscription_charges WHERE subscription_id IN ({}) \
              ORDER BY subscription_id, id",
-            self.params(subscription_ids.len(), 1)
+            self.backend.params(subscription_ids.len(), 1)
         );
         let mut query = sqlx::query(&sql);
         for id in subscription_ids {
@@ -718,7 +695,7 @@ impl Work {
              details = v.column9, version = subscriptions.version + 1, updated_at = v.column10 \
              FROM (VALUES {}) AS v WHERE subscriptions.id = v.column1 AND subscriptions.lock_token = v.column2 \
              RETURNING subscriptions.id",
-            self.rows(saves.len(), 10, 1)
+            self.backend.rows(saves.len(), 10, 1)
         );
         let mut query = sqlx::query(&sql);
         for s in saves {
@@ -731,8 +708,8 @@ impl Work {
                 .bind(flag(c.indexed.past_due))
                 .bind(c.indexed.trial_started_at)
                 .bind(c.indexed.trial_ends_at)
-                .bind(&c.value)
-                .bind(&c.details)
+                .bind(document::seal(&c.value))
+                .bind(document::seal(&c.details))
                 .bind(s.now);
         }
         let saved = query.fetch_all(&mut *self.tx).await?.len();
@@ -748,11 +725,11 @@ impl Work {
         if !history.is_empty() {
             let sql = format!(
                 "INSERT INTO subscription_history (subscription_id, at, action) VALUES {}",
-                self.rows(history.len(), 3, 1)
+                self.backend.rows(history.len(), 3, 1)
             );
             let mut query = sqlx::query(&sql);
             for (id, (at, action)) in history {
-                query = query.bind(id).bind(*at).bind(action);
+                query = query.bind(id).bind(*at).bind(document::seal(action));
             }
             query.execute(&mut *self.tx).await?;
         }
@@ -763,11 +740,11 @@ impl Work {
         }
         let sql = format!(
             "INSERT INTO subscription_charges (subscription_id, origin, at, lines) VALUES {} RETURNING {CHARGE_COLUMNS}",
-            self.rows(charges.len(), 4, 1)
+            self.backend.rows(charges.len(), 4, 1)
         );
         let mut query = sqlx::query(&sql);
         for (id, c) in charges {
-            query = query.bind(id).bind(&c.origin).bind(c.at).bind(&c.lines);
+            query = query.bind(id).bind(&c.origin).bind(c.at).bind(document::seal(&c.lines));
         }
         let mut inserted =
             query.fetch_all(&mut *self.tx).await?.iter().map(charge_from_row).collect::<Result<Vec<_>, _>>()?;
@@ -783,7 +760,7 @@ impl Work {
         let sql = format!(
             "UPDATE subscription_charges SET invoice_ref = v.column2, billed_at = v.column3 FROM (VALUES {}) AS v \
              WHERE subscription_charges.id = v.column1 AND subscription_charges.billed_at IS NULL",
-            self.rows(billed.len(), 3, 1)
+            self.backend.rows(billed.len(), 3, 1)
         );
         let mut query = sqlx::query(&sql);
         for (charge, invoice, now) in billed {
@@ -803,7 +780,7 @@ impl Work {
         }
         let sql = format!(
             "UPDATE subscriptions SET last_invoice = v.column2 FROM (VALUES {}) AS v WHERE subscriptions.id = v.column1",
-            self.rows(last.len(), 2, 1)
+            self.backend.rows(last.len(), 2, 1)
         );
         let mut query = sqlx::query(&sql);
         for (id, invoice) in last {
@@ -824,8 +801,8 @@ impl Work {
             "DELETE FROM jobs WHERE subject IN ({}) AND done_at IS NULL AND kind <> 'dunning' AND EXISTS \
              (SELECT 1 FROM (VALUES {}) AS v WHERE v.column1 = jobs.subject AND v.column2 <> jobs.id \
              AND NOT (v.column3 = jobs.kind AND v.column4 = jobs.due_at))",
-            self.params(jobs.len(), 1),
-            self.rows(jobs.len(), 4, jobs.len() + 1)
+            self.backend.params(jobs.len(), 1),
+            self.backend.rows(jobs.len(), 4, jobs.len() + 1)
         );
         let mut query = sqlx::query(&sql);
         for j in jobs {
@@ -846,7 +823,7 @@ impl Work {
         }
         let sql = format!(
             "INSERT INTO jobs (site_id, kind, subject, due_at) VALUES {} ON CONFLICT (kind, subject, due_at) DO NOTHING",
-            self.rows(next.len(), 4, 1)
+            self.backend.rows(next.len(), 4, 1)
         );
         let mut query = sqlx::query(&sql);
         for (uuid, kind, due_at) in next {
@@ -903,6 +880,98 @@ mod tests {
             value: "{}".into(),
             creation: "{}".into(),
             details: "{}".into(),
+        }
+    }
+
+    /// Every JSON column of subscriptions is stored with its layout version and read back as
+    /// written; rows written before versions existed read as they are.
+    #[tokio::test]
+    async fn documents_are_stored_versioned_and_legacy_rows_still_read() {
+        for store in both_backends("subscription_documents").await {
+            let (site, account, plan) = setup(&store).await;
+            let new = NewSubscriptionRecord {
+                value: r#"{"uuid":"d1","state":"active"}"#.into(),
+                creation: r#"{"plan_code":"gold"}"#.into(),
+                details: "{}".into(),
+                ..record(site, account, plan, "d1", "active")
+            };
+            let lines = r#"[{"kind":"plan","total_in_cents":1000}]"#;
+            let charge = NewCharge { origin: "purchase".into(), at: NOW, lines: lines.into() };
+            let (claim, created) =
+                store.create_subscription(&new, std::slice::from_ref(&charge), NOW, NOW + 60).await.expect("create");
+            let change = SubscriptionChange {
+                indexed: Indexed { state: "active".into(), ..Indexed::default() },
+                value: new.value.clone(),
+                details: new.details.clone(),
+                history: vec![(NOW, r#"{"action":"cancel"}"#.into())],
+                ..SubscriptionChange::default()
+            };
+            store.save_subscription(&claim, &change, NOW).await.expect("save").expect("held");
+            let raw = |sql: &'static str| {
+                let store = store.clone();
+                async move {
+                    sqlx::query(sql)
+                        .bind(created.id)
+                        .fetch_one(&store.pool)
+                        .await
+                        .expect("row")
+                        .try_get::<String, _>(0)
+                        .expect("text")
+                }
+            };
+            // Versioned on write: objects end with the version, the line array is wrapped.
+            assert_eq!(
+                raw("SELECT value FROM subscriptions WHERE id = $1").await,
+                r#"{"uuid":"d1","state":"active","document_version":1}"#
+            );
+            assert_eq!(
+                raw("SELECT creation FROM subscriptions WHERE id = $1").await,
+                r#"{"plan_code":"gold","document_version":1}"#
+            );
+            assert_eq!(raw("SELECT details FROM subscriptions WHERE id = $1").await, r#"{"document_version":1}"#);
+            assert_eq!(
+                raw("SELECT lines FROM subscription_charges WHERE subscription_id = $1").await,
+                format!(r#"{{"document_version":1,"document":{lines}}}"#)
+            );
+            assert_eq!(
+                raw("SELECT action FROM subscription_history WHERE subscription_id = $1").await,
+                r#"{"action":"cancel","document_version":1}"#
+            );
+            // Read back as written.
+            let read = store.subscription_by_id(created.id).await.expect("read").expect("exists");
+            assert_eq!((&read.value, &read.creation, &read.details), (&new.value, &new.creation, &new.details));
+            assert_eq!(store.subscription_charges(created.id).await.expect("charges")[0].lines, lines);
+
+            // Legacy rows (no version) read as they are.
+            sqlx::query(
+                "UPDATE subscriptions SET value = '{\"legacy\":true}', creation = '{\"plan_code\":\"old\"}', \
+                 details = '{\"notes\":\"n\"}' WHERE id = $1",
+            )
+            .bind(created.id)
+            .execute(&store.pool)
+            .await
+            .expect("legacy subscription");
+            sqlx::query("UPDATE subscription_charges SET lines = '[{\"kind\":\"credit\"}]' WHERE subscription_id = $1")
+                .bind(created.id)
+                .execute(&store.pool)
+                .await
+                .expect("legacy charge");
+            let legacy = store.subscription_by_id(created.id).await.expect("read").expect("exists");
+            assert_eq!(
+                (legacy.value.as_str(), legacy.creation.as_str(), legacy.details.as_str()),
+                (r#"{"legacy":true}"#, r#"{"plan_code":"old"}"#, r#"{"notes":"n"}"#)
+            );
+            assert_eq!(
+                store.subscription_charges(created.id).await.expect("charges")[0].lines,
+                r#"[{"kind":"credit"}]"#
+            );
+            // A layout newer than this build is refused, not misread.
+            sqlx::query("UPDATE subscriptions SET details = '{\"document_version\":2}' WHERE id = $1")
+                .bind(created.id)
+                .execute(&store.pool)
+                .await
+                .expect("newer");
+            assert!(matches!(store.subscription_by_id(created.id).await, Err(StoreError::Invalid(_))));
         }
     }
 
