@@ -29,6 +29,9 @@ pub(crate) const MIGRATION_TOKENS: &[(&str, &str)] =
 /// How a claim treats rows another transaction is changing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Locking {
+    /// Wait for the other transaction and check the row again once it ends (a request claiming
+    /// one record).
+    Wait,
     /// Leave them out (a batch or a worker claiming whatever is free).
     SkipLocked,
 }
@@ -307,6 +310,8 @@ mod tests {
         assert_eq!(Backend::Sqlite.lock_clause(Locking::SkipLocked, Some("j")), "");
         assert_eq!(Backend::Postgres.locked_in_order(Locking::SkipLocked, "id"), " ORDER BY id FOR UPDATE SKIP LOCKED");
         assert_eq!(Backend::Sqlite.locked_in_order(Locking::SkipLocked, "id"), "");
+        assert_eq!(Backend::Postgres.locked_in_order(Locking::Wait, "id"), "");
+        assert_eq!(Backend::Postgres.lock_clause(Locking::Wait, None), "");
         assert_eq!(Backend::Sqlite.unindexed("site_id"), "+site_id");
         assert_eq!(Backend::Postgres.unindexed("site_id"), "site_id");
     }

@@ -406,6 +406,15 @@ pub struct Payer {
     pub payment: Option<StoredPayment>,
 }
 
+/// What recording a transaction whose idempotency key is already recorded does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Duplicate {
+    /// Fails the statement (a database error): a batch never repeats a key.
+    Fail,
+    /// Answers the recorded transaction, whatever its status, and writes nothing.
+    Answer,
+}
+
 /// One invoice for [`Work::create_invoices`].
 #[derive(Debug, Clone, Copy)]
 pub struct InvoiceDraft<'a> {
@@ -785,10 +794,6 @@ fn transaction_from_row(row: &DbRow) -> Result<Transaction, StoreError> {
     })
 }
 
-fn is_unique_violation(e: &sqlx::Error) -> bool {
-    matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
-}
-
 /// `column IN ($…)` over text values.
 fn any_of(conditions: &mut Conditions, column: &str, values: impl IntoIterator<Item = String>) {
     let placeholders: Vec<String> = values.into_iter().map(|v| conditions.arg(Arg::Text(v))).collect();
@@ -812,49 +817,13 @@ impl Store {
         attach: &[i64],
         now: i64,
     ) -> Result<(Invoice, Vec<Adjustment>), StoreError> {
-        let mut tx = self.pool.begin().await?;
-        let number: i64 = sqlx::query(
-            "INSERT INTO invoice_counters (site_id, last_number) VALUES ($1, $2) \
-             ON CONFLICT (site_id) DO UPDATE SET last_number = invoice_counters.last_number + 1 \
-             RETURNING last_number",
-        )
-        .bind(site_id)
-        .bind(FIRST_INVOICE_NUMBER)
-        .fetch_one(&mut *tx)
-        .await?
-        .try_get("last_number")?;
-        let sql = format!(
-            "INSERT INTO invoices ({INVOICE_INSERT}) VALUES ({}) RETURNING id",
-            placeholders(INVOICE_VALUES, 1)
-        );
-        let id: i64 = bind_invoice(sqlx::query(&sql), new_uuid(), site_id, number, new, now)
-            .fetch_one(&mut *tx)
-            .await?
-            .try_get("id")?;
-        for adjustment in attach {
-            let done = sqlx::query(
-                "UPDATE adjustments SET invoice_id = $1, state = $2, updated_at = $3 \
-                 WHERE id = $4 AND account_id = $5 AND state = $6",
-            )
-            .bind(id)
-            .bind(AdjustmentState::Invoiced.as_str())
-            .bind(now)
-            .bind(*adjustment)
-            .bind(new.account_id)
-            .bind(AdjustmentState::Pending.as_str())
-            .execute(&mut *tx)
-            .await?;
-            if done.rows_affected() != 1 {
-                return Err(StoreError::Conflict(format!("adjustment {adjustment} is no longer pending")));
-            }
-        }
-        for line in lines {
-            insert_adjustment(&mut *tx, site_id, Some(id), line, now).await?;
-        }
-        tx.commit().await?;
-        let invoice =
-            self.invoice_by_id(id).await?.ok_or_else(|| StoreError::Invalid(format!("invoice {id} vanished")))?;
-        let lines = self.invoice_lines(id).await?;
+        let mut work = self.begin_work().await?;
+        let draft = InvoiceDraft { invoice: new, lines, now };
+        let mut made = work.make_invoices(site_id, &[(draft, attach)]).await?;
+        work.commit().await?;
+        let (invoice, _) = made.pop().ok_or_else(|| StoreError::Invalid("the invoice was not made".into()))?;
+        // The attached adjustments are lines too.
+        let lines = self.invoice_lines(invoice.id).await?;
         Ok((invoice, lines))
     }
 
@@ -1078,13 +1047,10 @@ impl Store {
     /// Every adjustment of a subscription (pending or invoiced), oldest first: what was billed
     /// for it, to feed the invoice diff.
     pub async fn subscription_adjustments(&self, subscription_uuid: &str) -> Result<Vec<Adjustment>, StoreError> {
-        let rows = sqlx::query(&format!(
-            "SELECT {ADJUSTMENT_COLUMNS} FROM adjustments WHERE subscription_uuid = $1 ORDER BY created_at, id"
-        ))
-        .bind(subscription_uuid)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(adjustment_from_row).collect()
+        let mut work = self.begin_work().await?;
+        let adjustments = work.subscriptions_adjustments(&[subscription_uuid]).await?;
+        work.commit().await?;
+        Ok(adjustments)
     }
 
     /// A page of the site's adjustments.
@@ -1126,20 +1092,12 @@ impl Store {
         new: &NewTransaction,
         now: i64,
     ) -> Result<Transaction, StoreError> {
-        let columns = transaction_insert();
-        let sql =
-            format!("INSERT INTO transactions ({}) VALUES ({})", columns.join(", "), placeholders(columns.len(), 1));
-        match bind_transaction(sqlx::query(&sql), new_uuid(), site_id, new, now).execute(&self.pool).await {
-            Ok(_) => {}
-            Err(e) if is_unique_violation(&e) => {}
-            Err(e) => return Err(e.into()),
-        }
-        let row =
-            sqlx::query(&format!("SELECT {} FROM transactions WHERE idempotency_key = $1", transaction_columns()))
-                .bind(new.idempotency_key.clone())
-                .fetch_one(&self.pool)
-                .await?;
-        transaction_from_row(&row)
+        let mut work = self.begin_work().await?;
+        let mut recorded = work.record_transactions(site_id, &[(new, now)], Duplicate::Answer).await?;
+        work.commit().await?;
+        recorded
+            .pop()
+            .ok_or_else(|| StoreError::Invalid(format!("transaction {} was not recorded", new.idempotency_key)))
     }
 
     /// Records what the gateway answered for a `processing` transaction. A transaction that is
@@ -1150,21 +1108,12 @@ impl Store {
         result: &TransactionResult,
         now: i64,
     ) -> Result<Transaction, StoreError> {
-        bind_result(sqlx::query(
-            "UPDATE transactions SET status = $1, reference = $2, approval_code = $3, message = $4, fraud_review = $5, \
-             error_code = $6, error_category = $7, merchant_message = $8, customer_message = $9, \
-             gateway_error_code = $10, cvv_code = $11, cvv_message = $12, avs_code = $13, avs_message = $14, \
-             collected_at = $15, updated_at = $16 WHERE id = $17 AND status = $18",
-        ), result)
-        .bind(now)
-        .bind(id)
-        .bind(TransactionStatus::Processing.as_str())
-        .execute(&self.pool)
-        .await?;
-        let row = sqlx::query(&format!("SELECT {} FROM transactions WHERE id = $1", transaction_columns()))
-            .bind(id)
-            .fetch_one(&self.pool)
-            .await?;
+        let mut work = self.begin_work().await?;
+        work.complete_transactions(&[(id, result, now)]).await?;
+        let sql =
+            format!("SELECT {} FROM transactions WHERE id = {}", transaction_columns(), work.backend.params(1, 1));
+        let row = sqlx::query(&sql).bind(id).fetch_one(&mut *work.tx).await?;
+        work.commit().await?;
         transaction_from_row(&row)
     }
 
@@ -1280,6 +1229,19 @@ impl Work {
         site_id: i64,
         drafts: &[InvoiceDraft<'_>],
     ) -> Result<Vec<(Invoice, Vec<Adjustment>)>, StoreError> {
+        let drafts: Vec<(InvoiceDraft<'_>, &[i64])> = drafts.iter().map(|d| (*d, &[][..])).collect();
+        self.make_invoices(site_id, &drafts).await
+    }
+
+    /// The one invoice-making statement set ([`Work::create_invoices`], [`Store::create_invoice`]):
+    /// numbers, invoices, then each invoice's pending adjustments to take (by id; one no longer
+    /// pending is a [`StoreError::Conflict`] and the work must not be committed) and its new
+    /// lines. Answers each invoice with its new lines.
+    async fn make_invoices(
+        &mut self,
+        site_id: i64,
+        drafts: &[(InvoiceDraft<'_>, &[i64])],
+    ) -> Result<Vec<(Invoice, Vec<Adjustment>)>, StoreError> {
         if drafts.is_empty() {
             return Ok(Vec::new());
         }
@@ -1301,7 +1263,7 @@ impl Work {
             self.backend.rows(drafts.len(), INVOICE_VALUES, 1)
         );
         let mut query = sqlx::query(&sql);
-        for ((number, draft), uuid) in (last - count + 1..).zip(drafts).zip(&uuids) {
+        for ((number, (draft, _)), uuid) in (last - count + 1..).zip(drafts).zip(&uuids) {
             query = bind_invoice(query, uuid.clone(), site_id, number, draft.invoice, draft.now);
         }
         let mut invoices =
@@ -1310,10 +1272,36 @@ impl Work {
         if invoices.iter().map(|i| &i.uuid).ne(uuids.iter()) {
             return Err(StoreError::Invalid("the invoices inserted are not the invoices drafted".into()));
         }
+        for (invoice, (draft, attach)) in invoices.iter().zip(drafts) {
+            for adjustment in *attach {
+                let sql = format!(
+                    "UPDATE adjustments SET invoice_id = {}, state = {}, updated_at = {} \
+                     WHERE id = {} AND account_id = {} AND state = {}",
+                    self.backend.params(1, 1),
+                    self.backend.params(1, 2),
+                    self.backend.params(1, 3),
+                    self.backend.params(1, 4),
+                    self.backend.params(1, 5),
+                    self.backend.params(1, 6)
+                );
+                let done = sqlx::query(&sql)
+                    .bind(invoice.id)
+                    .bind(AdjustmentState::Invoiced.as_str())
+                    .bind(draft.now)
+                    .bind(*adjustment)
+                    .bind(draft.invoice.account_id)
+                    .bind(AdjustmentState::Pending.as_str())
+                    .execute(&mut *self.tx)
+                    .await?;
+                if done.rows_affected() != 1 {
+                    return Err(StoreError::Conflict(format!("adjustment {adjustment} is no longer pending")));
+                }
+            }
+        }
         let lines: Vec<(i64, &NewAdjustment, i64, String)> = invoices
             .iter()
             .zip(drafts)
-            .flat_map(|(invoice, draft)| draft.lines.iter().map(move |l| (invoice.id, l, draft.now, new_uuid())))
+            .flat_map(|(invoice, (draft, _))| draft.lines.iter().map(move |l| (invoice.id, l, draft.now, new_uuid())))
             .collect();
         let mut made: Vec<Adjustment> = Vec::new();
         if !lines.is_empty() {
@@ -1345,12 +1333,27 @@ impl Work {
         site_id: i64,
         new: &[(&NewTransaction, i64)],
     ) -> Result<Vec<Transaction>, StoreError> {
+        self.record_transactions(site_id, new, Duplicate::Fail).await
+    }
+
+    /// The one statement recording new transactions ([`Work::begin_transactions`],
+    /// [`Store::begin_transaction`]); answers them in the order given.
+    async fn record_transactions(
+        &mut self,
+        site_id: i64,
+        new: &[(&NewTransaction, i64)],
+        duplicate: Duplicate,
+    ) -> Result<Vec<Transaction>, StoreError> {
         if new.is_empty() {
             return Ok(Vec::new());
         }
         let columns = transaction_insert();
+        let on_conflict = match duplicate {
+            Duplicate::Fail => "",
+            Duplicate::Answer => " ON CONFLICT (idempotency_key) DO NOTHING",
+        };
         let sql = format!(
-            "INSERT INTO transactions ({}) VALUES {} RETURNING {}",
+            "INSERT INTO transactions ({}) VALUES {}{on_conflict} RETURNING {}",
             columns.join(", "),
             self.backend.rows(new.len(), columns.len(), 1),
             transaction_columns()
@@ -1361,13 +1364,27 @@ impl Work {
         }
         let mut made =
             query.fetch_all(&mut *self.tx).await?.iter().map(transaction_from_row).collect::<Result<Vec<_>, _>>()?;
-        new.iter()
-            .map(|(t, _)| {
-                let at = made.iter().position(|m| m.new.idempotency_key == t.idempotency_key);
-                at.map(|i| made.swap_remove(i))
-                    .ok_or_else(|| StoreError::Invalid(format!("transaction {} was not recorded", t.idempotency_key)))
-            })
-            .collect()
+        let mut answered = Vec::with_capacity(new.len());
+        for (t, _) in new {
+            let at = made.iter().position(|m| m.new.idempotency_key == t.idempotency_key);
+            let transaction = match (at, duplicate) {
+                (Some(i), _) => made.swap_remove(i),
+                (None, Duplicate::Answer) => {
+                    let sql = format!(
+                        "SELECT {} FROM transactions WHERE idempotency_key = {}",
+                        transaction_columns(),
+                        self.backend.params(1, 1)
+                    );
+                    let row = sqlx::query(&sql).bind(t.idempotency_key.clone()).fetch_one(&mut *self.tx).await?;
+                    transaction_from_row(&row)?
+                }
+                (None, Duplicate::Fail) => {
+                    return Err(StoreError::Invalid(format!("transaction {} was not recorded", t.idempotency_key)));
+                }
+            };
+            answered.push(transaction);
+        }
+        Ok(answered)
     }
 
     /// Records what the gateway answered for `processing` transactions, as

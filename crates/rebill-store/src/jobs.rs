@@ -118,16 +118,10 @@ impl Store {
 
     /// Marks a claimed job done (only while the claim is still the job's latest).
     pub async fn complete_job(&self, job: &Job, service_now: i64) -> Result<bool, StoreError> {
-        Ok(sqlx::query(
-            "UPDATE jobs SET done_at = $1, claimed_until = NULL, last_error = NULL WHERE id = $2 AND claim_token = $3",
-        )
-        .bind(service_now)
-        .bind(job.id)
-        .bind(job.claim_token.clone())
-        .execute(&self.pool)
-        .await?
-        .rows_affected()
-            == 1)
+        let mut work = self.begin_work().await?;
+        let done = work.complete_jobs(&[job], service_now).await?;
+        work.commit().await?;
+        Ok(done == 1)
     }
 
     /// Records a failed attempt; the job becomes claimable again at `retry_at` (service clock).

@@ -198,31 +198,6 @@ fn charge_from_row(row: &DbRow) -> Result<Charge, StoreError> {
     })
 }
 
-async fn insert_charges(tx: &mut Tx, subscription_id: i64, charges: &[NewCharge]) -> Result<(), StoreError> {
-    for charge in charges {
-        sqlx::query("INSERT INTO subscription_charges (subscription_id, origin, at, lines) VALUES ($1, $2, $3, $4)")
-            .bind(subscription_id)
-            .bind(&charge.origin)
-            .bind(charge.at)
-            .bind(document::seal(&charge.lines))
-            .execute(&mut **tx)
-            .await?;
-    }
-    Ok(())
-}
-
-async fn insert_history(tx: &mut Tx, subscription_id: i64, history: &[(i64, String)]) -> Result<(), StoreError> {
-    for (at, action) in history {
-        sqlx::query("INSERT INTO subscription_history (subscription_id, at, action) VALUES ($1, $2, $3)")
-            .bind(subscription_id)
-            .bind(*at)
-            .bind(document::seal(action))
-            .execute(&mut **tx)
-            .await?;
-    }
-    Ok(())
-}
-
 /// `$first, $first+1, …`: `n` numbered placeholders.
 pub(crate) fn placeholders(n: usize, first: usize) -> String {
     (first..first + n).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ")
@@ -257,6 +232,14 @@ pub struct SubscriptionSave<'a> {
     pub now: i64,
 }
 
+/// What [`Work::save`] did.
+enum Saved {
+    /// Every change was saved; the charges inserted, oldest first.
+    All(Vec<Charge>),
+    /// Only `saved` of the claims still held their subscriptions; nothing else was written.
+    Lost { saved: usize },
+}
+
 /// One subscription's scheduled job in [`Work::reschedule_subscriptions`] (see
 /// [`Store::reschedule_subscription`]).
 #[derive(Debug, Clone, Copy)]
@@ -280,7 +263,7 @@ impl Store {
         locked_until: i64,
     ) -> Result<(SubscriptionClaim, SubscriptionRecord), StoreError> {
         let token = keys::generate_private_key();
-        let mut tx = self.pool.begin().await?;
+        let mut work = self.begin_work().await?;
         let row = sqlx::query(
             "INSERT INTO subscriptions (site_id, account_id, plan_id, uuid, state, past_due, trial_started_at, \
              trial_ends_at, value, creation, details, lock_token, locked_until, created_at, updated_at) \
@@ -301,11 +284,12 @@ impl Store {
         .bind(locked_until)
         .bind(now)
         .bind(now)
-        .fetch_one(&mut *tx)
+        .fetch_one(&mut *work.tx)
         .await?;
         let id: i64 = row.try_get("id")?;
-        insert_charges(&mut tx, id, charges).await?;
-        tx.commit().await?;
+        let charges: Vec<(i64, &NewCharge)> = charges.iter().map(|c| (id, c)).collect();
+        work.insert_charges(&charges).await?;
+        work.commit().await?;
         let record =
             self.subscription_by_id(id).await?.ok_or_else(|| StoreError::Invalid("lost subscription".into()))?;
         Ok((SubscriptionClaim { subscription_id: id, token }, record))
@@ -367,26 +351,16 @@ impl Store {
         service_now: i64,
         locked_until: i64,
     ) -> Result<Claimed, StoreError> {
-        let token = keys::generate_private_key();
-        let claimed = sqlx::query(&format!(
-            "UPDATE subscriptions SET lock_token = $1, locked_until = $2 \
-             WHERE site_id = $3 AND uuid = $4 AND (locked_until IS NULL OR locked_until <= $5) RETURNING {COLUMNS}"
-        ))
-        .bind(&token)
-        .bind(locked_until)
-        .bind(site_id)
-        .bind(uuid)
-        .bind(service_now)
-        .fetch_optional(&self.pool)
-        .await?;
-        let Some(row) = claimed else {
+        let mut work = self.begin_work().await?;
+        let mut claimed = work.claim(Locking::Wait, site_id, &[uuid], service_now, locked_until).await?;
+        work.commit().await?;
+        let Some((claim, record)) = claimed.pop() else {
             return Ok(match self.subscription(site_id, uuid).await? {
                 Some(_) => Claimed::Busy,
                 None => Claimed::NotFound,
             });
         };
-        let record = record_from_row(&row)?;
-        Ok(Claimed::Held(SubscriptionClaim { subscription_id: record.id, token }, Box::new(record)))
+        Ok(Claimed::Held(claim, Box::new(record)))
     }
 
     /// Whether `claim` still holds its subscription (checked before each step that has effects
@@ -402,14 +376,9 @@ impl Store {
 
     /// Ends a claim (a no-op when it is no longer the subscription's claim).
     pub async fn release_subscription(&self, claim: &SubscriptionClaim) -> Result<(), StoreError> {
-        sqlx::query(
-            "UPDATE subscriptions SET lock_token = NULL, locked_until = NULL WHERE id = $1 AND lock_token = $2",
-        )
-        .bind(claim.subscription_id)
-        .bind(&claim.token)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+        let mut work = self.begin_work().await?;
+        work.release_subscriptions(std::slice::from_ref(claim)).await?;
+        work.commit().await
     }
 
     /// Saves a change while `claim` holds the subscription: the value and its indexed facts,
@@ -421,33 +390,15 @@ impl Store {
         change: &SubscriptionChange,
         now: i64,
     ) -> Result<Option<SubscriptionRecord>, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        let updated = sqlx::query(&format!(
-            "UPDATE subscriptions SET plan_id = COALESCE($1, plan_id), state = $2, past_due = $3, \
-             trial_started_at = $4, trial_ends_at = $5, value = $6, details = $7, version = version + 1, \
-             updated_at = $8 WHERE id = $9 AND lock_token = $10 RETURNING {COLUMNS}"
-        ))
-        .bind(change.plan_id)
-        .bind(&change.indexed.state)
-        .bind(flag(change.indexed.past_due))
-        .bind(change.indexed.trial_started_at)
-        .bind(change.indexed.trial_ends_at)
-        .bind(document::seal(&change.value))
-        .bind(document::seal(&change.details))
-        .bind(now)
-        .bind(claim.subscription_id)
-        .bind(&claim.token)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some(row) = updated else {
-            tx.rollback().await?;
+        let mut work = self.begin_work().await?;
+        let save = SubscriptionSave { claim, change, now };
+        if let Saved::Lost { .. } = work.save(&[save]).await? {
+            // Dropping the work rolls it back: nothing was written.
             return Ok(None);
-        };
-        let record = record_from_row(&row)?;
-        insert_history(&mut tx, claim.subscription_id, &change.history).await?;
-        insert_charges(&mut tx, claim.subscription_id, &change.charges).await?;
-        tx.commit().await?;
-        Ok(Some(record))
+        }
+        let record = work.subscription_by_id(claim.subscription_id).await?;
+        work.commit().await?;
+        Ok(record)
     }
 
     /// Charges of a subscription not invoiced yet, oldest first.
@@ -464,13 +415,10 @@ impl Store {
 
     /// Every charge of a subscription, oldest first.
     pub async fn subscription_charges(&self, subscription_id: i64) -> Result<Vec<Charge>, StoreError> {
-        let rows = sqlx::query(&format!(
-            "SELECT {CHARGE_COLUMNS} FROM subscription_charges WHERE subscription_id = $1 ORDER BY id"
-        ))
-        .bind(subscription_id)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(charge_from_row).collect()
+        let mut work = self.begin_work().await?;
+        let charges = work.subscriptions_charges(&[subscription_id]).await?;
+        work.commit().await?;
+        Ok(charges)
     }
 
     /// Records the invoice of a charge (`None` when its lines needed no invoice) and makes it
@@ -481,24 +429,9 @@ impl Store {
         invoice_ref: Option<&str>,
         now: i64,
     ) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
-        sqlx::query(
-            "UPDATE subscription_charges SET invoice_ref = $1, billed_at = $2 WHERE id = $3 AND billed_at IS NULL",
-        )
-        .bind(invoice_ref)
-        .bind(now)
-        .bind(charge.id)
-        .execute(&mut *tx)
-        .await?;
-        if let Some(invoice) = invoice_ref {
-            sqlx::query("UPDATE subscriptions SET last_invoice = $1 WHERE id = $2")
-                .bind(invoice)
-                .bind(charge.subscription_id)
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.commit().await?;
-        Ok(())
+        let mut work = self.begin_work().await?;
+        work.mark_charges_billed(&[(charge, invoice_ref, now)]).await?;
+        work.commit().await
     }
 
     /// Makes `(kind, due_at)` the one pending scheduled job of the subscription `uuid`: other
@@ -511,31 +444,9 @@ impl Store {
         next: Option<(&str, i64)>,
         running: Option<i64>,
     ) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
-        sqlx::query(
-            "DELETE FROM jobs WHERE subject = $1 AND done_at IS NULL AND kind <> 'dunning' AND id <> $2 \
-             AND NOT (kind = $3 AND due_at = $4)",
-        )
-        .bind(uuid)
-        .bind(running.unwrap_or(-1))
-        .bind(next.map(|(k, _)| k).unwrap_or(""))
-        .bind(next.map(|(_, t)| t).unwrap_or(i64::MIN))
-        .execute(&mut *tx)
-        .await?;
-        if let Some((kind, due_at)) = next {
-            sqlx::query(
-                "INSERT INTO jobs (site_id, kind, subject, due_at) VALUES ($1, $2, $3, $4) \
-                 ON CONFLICT (kind, subject, due_at) DO NOTHING",
-            )
-            .bind(site_id)
-            .bind(kind)
-            .bind(uuid)
-            .bind(due_at)
-            .execute(&mut *tx)
-            .await?;
-        }
-        tx.commit().await?;
-        Ok(())
+        let mut work = self.begin_work().await?;
+        work.reschedule_subscriptions(site_id, &[Reschedule { uuid, next, running }]).await?;
+        work.commit().await
     }
 
     /// A page of the site's subscriptions matching `filter`, with the number matching it and
@@ -613,23 +524,41 @@ impl Work {
         service_now: i64,
         locked_until: i64,
     ) -> Result<Vec<(SubscriptionClaim, SubscriptionRecord)>, StoreError> {
+        self.claim(Locking::SkipLocked, site_id, uuids, service_now, locked_until).await
+    }
+
+    /// The one claim statement ([`Work::claim_subscriptions`], [`Store::claim_subscription`]):
+    /// with [`Locking::Wait`] a row another transaction is changing is waited for and checked
+    /// again once that transaction ends, so two claims never both hold a subscription.
+    async fn claim(
+        &mut self,
+        locking: Locking,
+        site_id: i64,
+        uuids: &[&str],
+        service_now: i64,
+        locked_until: i64,
+    ) -> Result<Vec<(SubscriptionClaim, SubscriptionRecord)>, StoreError> {
         if uuids.is_empty() {
             return Ok(Vec::new());
         }
         let token = keys::generate_private_key();
-        let lock = self.backend.locked_in_order(Locking::SkipLocked, "id");
+        let b = self.backend;
         // SQLite would otherwise walk the site's index, every subscription of the site, instead
         // of looking the uuids up.
-        let site = self.backend.unindexed("site_id");
+        let free = format!(
+            "{} = {} AND (locked_until IS NULL OR locked_until <= {}) AND uuid IN ({})",
+            b.unindexed("site_id"),
+            b.params(1, 3),
+            b.params(1, 4),
+            b.params(uuids.len(), 5)
+        );
+        let lock = b.locked_in_order(locking, "id");
+        let rows =
+            if lock.is_empty() { free } else { format!("id IN (SELECT id FROM subscriptions WHERE {free}{lock})") };
         let sql = format!(
-            "UPDATE subscriptions SET lock_token = {}, locked_until = {} WHERE id IN (SELECT id FROM subscriptions \
-             WHERE {site} = {} AND (locked_until IS NULL OR locked_until <= {}) AND uuid IN ({}){lock}) \
-             RETURNING {COLUMNS}",
-            self.backend.params(1, 1),
-            self.backend.params(1, 2),
-            self.backend.params(1, 3),
-            self.backend.params(1, 4),
-            self.backend.params(uuids.len(), 5)
+            "UPDATE subscriptions SET lock_token = {}, locked_until = {} WHERE {rows} RETURNING {COLUMNS}",
+            b.params(1, 1),
+            b.params(1, 2)
         );
         let mut query = sqlx::query(&sql).bind(&token).bind(locked_until).bind(site_id).bind(service_now);
         for uuid in uuids {
@@ -642,6 +571,13 @@ impl Work {
                 Ok((SubscriptionClaim { subscription_id: record.id, token: token.clone() }, record))
             })
             .collect()
+    }
+
+    /// The subscription with this row id, as the work sees it.
+    async fn subscription_by_id(&mut self, id: i64) -> Result<Option<SubscriptionRecord>, StoreError> {
+        let sql = format!("SELECT {COLUMNS} FROM subscriptions WHERE id = {}", self.backend.params(1, 1));
+        let row = sqlx::query(&sql).bind(id).fetch_optional(&mut *self.tx).await?;
+        row.as_ref().map(record_from_row).transpose()
     }
 
     /// Ends claims (those still held).
@@ -686,8 +622,22 @@ impl Work {
     /// holds its subscription, nothing of the work may be committed
     /// ([`StoreError::Conflict`]). Answers the charges inserted, oldest first.
     pub async fn save_subscriptions(&mut self, saves: &[SubscriptionSave<'_>]) -> Result<Vec<Charge>, StoreError> {
+        match self.save(saves).await? {
+            Saved::All(charges) => Ok(charges),
+            Saved::Lost { saved } => Err(StoreError::Conflict(format!(
+                "{} of {} subscriptions are no longer held by their claims",
+                saves.len() - saved,
+                saves.len()
+            ))),
+        }
+    }
+
+    /// The one save statement set ([`Work::save_subscriptions`], [`Store::save_subscription`]):
+    /// the values, then (only when every claim still held its subscription) the history entries
+    /// and the charges. After [`Saved::Lost`] the work must not be committed.
+    async fn save(&mut self, saves: &[SubscriptionSave<'_>]) -> Result<Saved, StoreError> {
         if saves.is_empty() {
-            return Ok(Vec::new());
+            return Ok(Saved::All(Vec::new()));
         }
         let sql = format!(
             "UPDATE subscriptions SET plan_id = COALESCE(v.column3, subscriptions.plan_id), state = v.column4, \
@@ -714,11 +664,7 @@ impl Work {
         }
         let saved = query.fetch_all(&mut *self.tx).await?.len();
         if saved != saves.len() {
-            return Err(StoreError::Conflict(format!(
-                "{} of {} subscriptions are no longer held by their claims",
-                saves.len() - saved,
-                saves.len()
-            )));
+            return Ok(Saved::Lost { saved });
         }
         let history: Vec<(i64, &(i64, String))> =
             saves.iter().flat_map(|s| s.change.history.iter().map(|h| (s.claim.subscription_id, h))).collect();
@@ -735,6 +681,11 @@ impl Work {
         }
         let charges: Vec<(i64, &NewCharge)> =
             saves.iter().flat_map(|s| s.change.charges.iter().map(|c| (s.claim.subscription_id, c))).collect();
+        Ok(Saved::All(self.insert_charges(&charges).await?))
+    }
+
+    /// Inserts charges (subscription id, charge); answers them oldest first.
+    async fn insert_charges(&mut self, charges: &[(i64, &NewCharge)]) -> Result<Vec<Charge>, StoreError> {
         if charges.is_empty() {
             return Ok(Vec::new());
         }
@@ -744,7 +695,7 @@ impl Work {
         );
         let mut query = sqlx::query(&sql);
         for (id, c) in charges {
-            query = query.bind(id).bind(&c.origin).bind(c.at).bind(document::seal(&c.lines));
+            query = query.bind(*id).bind(&c.origin).bind(c.at).bind(document::seal(&c.lines));
         }
         let mut inserted =
             query.fetch_all(&mut *self.tx).await?.iter().map(charge_from_row).collect::<Result<Vec<_>, _>>()?;
