@@ -1,12 +1,11 @@
 //! What should be billed for a subscription, the difference to what was billed, and invoice
 //! totals.
 //!
-//! Billing is *recompute and diff*: the line items a subscription should have produced up to an
-//! instant are recomputed from its dated history ([`expected`], which replays the history through
-//! [`crate::lifecycle`]), compared with the items already billed, and only the difference is
-//! returned ([`diff`], or both at once with [`bill`]). Billing the result and running again adds
-//! nothing; editing the history (a backdated plan change, a termination with refund) yields the
-//! prorated repair charges and credits.
+//! Billing is *recompute and diff*: the line items a subscription should have produced (from the
+//! transitions of [`crate::lifecycle`]) are compared with the items already billed, and only the
+//! difference is billed ([`diff`]). Billing the result and running again adds nothing; a changed
+//! expectation (a backdated plan change, a termination with refund) yields the prorated repair
+//! charges and credits.
 //!
 //! # Line items and coverage
 //!
@@ -36,25 +35,26 @@
 //! ```
 //! use chrono::{TimeZone, Utc};
 //! use rebill_billing::invoice::{self, InvoiceTotals};
-//! use rebill_billing::lifecycle::{Action, HistoryEntry, NewSubscription, SubscriptionHistory, SubscriptionTerms, Timeframe};
+//! use rebill_billing::lifecycle::{self, NewSubscription, SubscriptionTerms, Timeframe};
 //! use rebill_billing::period::Interval;
 //!
 //! let jan1 = Utc.with_ymd_and_hms(2025, 1, 1, 0, 0, 0).unwrap();
 //! let terms = SubscriptionTerms::new("basic", "USD", Interval::months(1), 3000);
-//! let mut history = SubscriptionHistory::new(jan1, NewSubscription::new("sub-1", terms.clone()));
+//! let created = lifecycle::create(NewSubscription::new("sub-1", terms), jan1).unwrap();
 //!
 //! // January is billed when the subscription starts.
-//! let billed = invoice::bill(&history, jan1, &[]).unwrap();
+//! let billed = invoice::diff(&created.lines, &[]).unwrap();
 //! assert_eq!(billed.iter().map(|l| l.total_in_cents).sum::<i64>(), 3000);
-//! // Running again bills nothing.
-//! assert!(invoice::bill(&history, jan1, &billed).unwrap().is_empty());
+//! // Billing the same lines again bills nothing.
+//! assert!(invoice::diff(&created.lines, &billed).unwrap().is_empty());
 //!
-//! // A change to a $60 plan on Jan 16 is recorded in the history: the repair is a credit for
-//! // the unused 16/31 of the old price and a charge for 16/31 of the new one.
+//! // A change to a $60 plan on Jan 16: a credit for the unused 16/31 of the old price and a
+//! // charge for 16/31 of the new one.
 //! let jan16 = Utc.with_ymd_and_hms(2025, 1, 16, 0, 0, 0).unwrap();
 //! let pro = SubscriptionTerms::new("pro", "USD", Interval::months(1), 6000);
-//! history.entries.push(HistoryEntry { at: jan16, action: Action::Change { terms: pro, timeframe: Timeframe::Now } });
-//! let repair = invoice::bill(&history, jan16, &billed).unwrap();
+//! let changed = lifecycle::change(&created.subscription, pro, Timeframe::Now, jan16).unwrap();
+//! let expected: Vec<_> = created.lines.iter().chain(&changed.lines).cloned().collect();
+//! let repair = invoice::diff(&expected, &billed).unwrap();
 //! let amounts: Vec<i64> = repair.iter().map(|l| l.total_in_cents).collect();
 //! assert_eq!(amounts, vec![-1548, 3097]);
 //!
@@ -67,7 +67,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::lifecycle::{self, ReplayError, SubscriptionHistory, SubscriptionTerms};
+use crate::lifecycle::SubscriptionTerms;
 use crate::period::Period;
 use crate::proration::{self, Proration, ProrationError};
 
@@ -77,9 +77,6 @@ pub enum InvoiceError {
     /// An amount or span could not be prorated (a span outside its period, an amount overflow).
     #[error(transparent)]
     Proration(#[from] ProrationError),
-    /// The history could not be replayed (an action that is not valid at its point in time).
-    #[error(transparent)]
-    History(#[from] ReplayError),
     /// A tax rate is not a non-negative decimal with at most six decimal places.
     #[error("invalid tax rate {0:?}")]
     InvalidTaxRate(String),
@@ -390,22 +387,6 @@ fn describe(item: &ItemRef, credit: bool) -> String {
 
 fn signed(amount: i64, credit: bool) -> Result<i64, ProrationError> {
     if credit { amount.checked_neg().ok_or(ProrationError::Overflow) } else { Ok(amount) }
-}
-
-/// The line items that should have been billed for `history` up to `up_to` (periods starting at
-/// or before `up_to` are billed in full, in advance), in the order they arise.
-pub fn expected(history: &SubscriptionHistory, up_to: DateTime<Utc>) -> Result<Vec<LineItem>, InvoiceError> {
-    Ok(lifecycle::replay(history, up_to)?.lines)
-}
-
-/// What to bill now for `history` up to `up_to`, given the items already `billed` for it:
-/// `diff(expected(history, up_to), billed)`.
-pub fn bill(
-    history: &SubscriptionHistory,
-    up_to: DateTime<Utc>,
-    billed: &[LineItem],
-) -> Result<Vec<LineItem>, InvoiceError> {
-    diff(&expected(history, up_to)?, billed)
 }
 
 /// Items that, added to `billed`, give the same coverage as `expected`: charges for what is

@@ -17,7 +17,7 @@
 //! ```
 //! use chrono::{TimeZone, Utc};
 //! use rebill_billing::period::Period;
-//! use rebill_billing::proration::{change_now, share, span_amount, split};
+//! use rebill_billing::proration::{share, span_amount, split};
 //!
 //! // January has 31 days; a change on the 16th leaves 16 of them.
 //! let jan = Period::new(
@@ -26,10 +26,8 @@
 //! ).unwrap();
 //! let at = Utc.with_ymd_and_hms(2025, 1, 16, 0, 0, 0).unwrap();
 //!
-//! // $30.00 → $60.00 a month: credit the old price for the rest, charge the new one.
-//! let change = change_now(3000, 6000, jan, at).unwrap();
-//! assert_eq!(change.credit_in_cents, -1548); // 3000 × 16/31 = 1548.39
-//! assert_eq!(change.charge_in_cents, 3097); //  6000 × 16/31 = 3096.77
+//! // The rest of January at $30.00 a month: 3000 × 16/31 = 1548.39.
+//! assert_eq!(span_amount(3000, jan, Period::new(at, jan.end).unwrap()).unwrap(), 1548);
 //!
 //! // Splitting a period is exact.
 //! let (before, after) = split(1001, jan, at).unwrap();
@@ -129,40 +127,6 @@ pub fn split(amount: i64, period: Period, at: DateTime<Utc>) -> Result<(i64, i64
     Ok((before, amount.checked_sub(before).ok_or(ProrationError::Overflow)?))
 }
 
-/// The money of a plan change taking effect at `at` inside a paid `period`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PlanChange {
-    /// Credit for the unused rest of the period at the old price (≤ 0 for a non-negative price).
-    pub credit_in_cents: i64,
-    /// Charge for the rest of the period at the new price.
-    pub charge_in_cents: i64,
-}
-
-impl PlanChange {
-    /// What the customer owes for the change (negative: they get money back).
-    pub fn net_in_cents(&self) -> i64 {
-        self.credit_in_cents.saturating_add(self.charge_in_cents)
-    }
-}
-
-/// Credit the old full-period price and charge the new one for `[at, period.end)`.
-pub fn change_now(
-    old_amount: i64,
-    new_amount: i64,
-    period: Period,
-    at: DateTime<Utc>,
-) -> Result<PlanChange, ProrationError> {
-    if !period.contains(at) {
-        return Err(ProrationError::OutsidePeriod);
-    }
-    let rest = Period { start: at, end: period.end };
-    let credit = span_amount(old_amount, period, rest)?;
-    Ok(PlanChange {
-        credit_in_cents: credit.checked_neg().ok_or(ProrationError::Overflow)?,
-        charge_in_cents: span_amount(new_amount, period, rest)?,
-    })
-}
-
 /// `n / d` rounded half away from zero, `d > 0`; the quotient of a share always fits in i64
 /// because `|n / d| ≤ |amount|`.
 fn round_div(n: i128, d: i128) -> i64 {
@@ -198,12 +162,14 @@ mod tests {
     }
 
     #[test]
-    fn exact_change_now_cents() {
+    fn exact_span_cents() {
         let feb = Period { start: t(2025, 2, 1), end: t(2025, 3, 1) }; // 28 days
-        let change = change_now(1000, 2000, feb, t(2025, 2, 8)).expect("inside");
-        assert_eq!(change, PlanChange { credit_in_cents: -750, charge_in_cents: 1500 });
-        assert_eq!(change.net_in_cents(), 750);
-        assert_eq!(change_now(1000, 2000, feb, t(2025, 3, 1)), Err(ProrationError::OutsidePeriod));
+        let rest = Period { start: t(2025, 2, 8), end: feb.end };
+        assert_eq!(span_amount(1000, feb, rest), Ok(750));
+        assert_eq!(
+            span_amount(1000, feb, Period { start: t(2025, 3, 1), end: t(2025, 3, 2) }),
+            Err(ProrationError::OutsidePeriod)
+        );
         // Share of a period vs the exact span amount: both halves of 1001 round up with share.
         let mid = feb.start + TimeDelta::days(14);
         let first = Period { start: feb.start, end: mid };
@@ -273,10 +239,6 @@ mod tests {
                 sum += v;
             }
             prop_assert_eq!(sum, amount);
-            if period.contains(a) {
-                let c = change_now(amount, amount, period, a).expect("inside");
-                prop_assert_eq!(c.net_in_cents(), 0);
-            }
         }
     }
 }

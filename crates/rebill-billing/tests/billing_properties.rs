@@ -1,13 +1,17 @@
 //! Properties of recompute-and-diff billing over random subscription histories.
 
+mod common;
+
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
 use proptest::prelude::*;
 use rebill_billing::invoice::{self, LineItem, LineKind};
 use rebill_billing::lifecycle::{
-    self, Action, AddOnTerms, HistoryEntry, NewSubscription, Refund, SubscriptionHistory, SubscriptionState,
-    SubscriptionTerms, Timeframe, Trial,
+    self, Action, AddOnTerms, NewSubscription, Refund, SubscriptionState, SubscriptionTerms, Timeframe, Trial,
 };
-use rebill_billing::period::Interval;
+use rebill_billing::period::{Interval, Period};
+use rebill_billing::proration;
+
+use common::{HistoryEntry, SubscriptionHistory};
 
 fn base() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2024, 1, 31, 0, 0, 0).single().expect("valid date")
@@ -126,7 +130,7 @@ fn keep_valid(new: NewSubscription, entries: Vec<HistoryEntry>) -> SubscriptionH
     for entry in entries {
         let at = entry.at;
         history.entries.push(entry);
-        if lifecycle::replay(&history, at).is_err() {
+        if common::replay(&history, at).is_err() {
             history.entries.pop();
         }
     }
@@ -149,7 +153,7 @@ proptest! {
     fn billing_the_expected_lines_is_idempotent((new, _start, steps, tail) in arb_story()) {
         let (history, last) = build(new, steps);
         let up_to = last + TimeDelta::hours(tail);
-        let replay = lifecycle::replay(&history, up_to).expect("built valid");
+        let replay = common::replay(&history, up_to).expect("built valid");
         let expected = replay.lines;
         prop_assert!(invoice::diff(&expected, &expected).expect("valid").is_empty());
         let first = invoice::diff(&expected, &[]).expect("valid");
@@ -188,14 +192,14 @@ proptest! {
         let mut at = base();
         for gap in checkpoints {
             at += TimeDelta::hours(gap);
-            let new_lines = invoice::bill(&history, at.min(end), &billed).expect("valid");
+            let new_lines = common::bill(&history, at.min(end), &billed).expect("valid");
             billed.extend(new_lines);
         }
-        let new_lines = invoice::bill(&history, end, &billed).expect("valid");
+        let new_lines = common::bill(&history, end, &billed).expect("valid");
         billed.extend(new_lines);
-        prop_assert!(invoice::bill(&history, end, &billed).expect("valid").is_empty());
+        prop_assert!(common::bill(&history, end, &billed).expect("valid").is_empty());
         if !has_postpone(&history) {
-            prop_assert_eq!(total(&billed), total(&invoice::expected(&history, end).expect("valid")));
+            prop_assert_eq!(total(&billed), total(&common::expected(&history, end)));
         }
     }
 
@@ -205,7 +209,7 @@ proptest! {
     fn history_edits_are_repaired((new, _start, steps, tail) in arb_story(), edit in (0usize..14, arb_step())) {
         let (history, last) = build(new, steps);
         let end = last + TimeDelta::hours(tail);
-        let billed = invoice::expected(&history, end).expect("valid");
+        let billed = common::expected(&history, end);
         let (index, step) = edit;
         let index = index.min(history.entries.len());
         let at = if index == 0 { base() } else { history.entries[index - 1].at };
@@ -213,12 +217,12 @@ proptest! {
         entries.insert(index, HistoryEntry { at, action: action(step, at) });
         // Later entries the edit made invalid are dropped, as a correction would.
         let edited = keep_valid(history.creation.clone(), entries);
-        let repair = invoice::bill(&edited, end, &billed).expect("valid");
+        let repair = common::bill(&edited, end, &billed).expect("valid");
         let mut all = billed.clone();
         all.extend(repair);
-        prop_assert!(invoice::bill(&edited, end, &all).expect("valid").is_empty());
+        prop_assert!(common::bill(&edited, end, &all).expect("valid").is_empty());
         if !has_postpone(&edited) {
-            prop_assert_eq!(total(&all), total(&invoice::expected(&edited, end).expect("valid")));
+            prop_assert_eq!(total(&all), total(&common::expected(&edited, end)));
         }
     }
 }
@@ -249,5 +253,38 @@ proptest! {
         prop_assert_eq!(skipped, cycles);
         let n = u32::try_from(cycles).expect("small") + 1;
         prop_assert_eq!(sub.current_period_started_at, Some(interval.boundary(base(), n).expect("in range")));
+    }
+}
+
+proptest! {
+    /// A plan change with `timeframe=now` at any time of a billed period (what the service runs
+    /// for `PUT /subscriptions/{uuid}` with `timeframe=now`) credits the old price and charges
+    /// the new one for the rest of the period, each the exact span amount of the period; a change
+    /// to the same price nets to zero.
+    #[test]
+    fn an_immediate_change_credits_and_charges_the_rest_exactly(
+        interval in arb_interval(),
+        old in 0i64..10_000_000,
+        new in 0i64..10_000_000,
+        offset in 0.0f64..1.0,
+    ) {
+        let sub = lifecycle::create(NewSubscription::new("p", SubscriptionTerms::new("basic", "USD", interval, old)), base())
+            .expect("valid")
+            .subscription;
+        let period = sub.current_period().expect("billed");
+        let at = period.start + TimeDelta::seconds((period.seconds() as f64 * offset) as i64);
+        let rest = Period { start: at, end: period.end };
+        let sums = |price: i64| {
+            let terms = SubscriptionTerms::new("pro", "USD", interval, price);
+            let changed = lifecycle::change(&sub, terms, Timeframe::Now, at).expect("inside the period");
+            let credit: i64 = changed.lines.iter().filter(|l| l.is_credit()).map(|l| l.total_in_cents).sum();
+            let charge: i64 = changed.lines.iter().filter(|l| !l.is_credit()).map(|l| l.total_in_cents).sum();
+            (credit, charge)
+        };
+        let (credit, charge) = sums(new);
+        prop_assert_eq!(credit, -proration::span_amount(old, period, rest).expect("inside"));
+        prop_assert_eq!(charge, proration::span_amount(new, period, rest).expect("inside"));
+        let (credit, charge) = sums(old);
+        prop_assert_eq!(credit + charge, 0);
     }
 }

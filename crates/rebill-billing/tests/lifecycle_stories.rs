@@ -1,12 +1,16 @@
 //! Subscription stories through the public API, with exact dates and cents.
 
+mod common;
+
 use chrono::{DateTime, TimeZone, Utc};
-use rebill_billing::invoice::{self, InvoiceOrigin, ItemRef, LineItem, LineKind};
+use rebill_billing::invoice::{InvoiceOrigin, ItemRef, LineItem, LineKind};
 use rebill_billing::lifecycle::{
-    self, Action, AddOnTerms, DueKind, HistoryEntry, LifecycleError, NewSubscription, Refund, StateFilter,
-    Subscription, SubscriptionHistory, SubscriptionState, SubscriptionTerms, Timeframe, Transition, Trial,
+    self, Action, AddOnTerms, DueKind, LifecycleError, NewSubscription, Refund, StateFilter, Subscription,
+    SubscriptionState, SubscriptionTerms, Timeframe, Transition, Trial,
 };
 use rebill_billing::period::Interval;
+
+use common::{HistoryEntry, SubscriptionHistory};
 
 fn at(y: i32, m: u32, d: u32, h: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(y, m, d, h, 0, 0).single().expect("valid date")
@@ -70,8 +74,8 @@ fn twelve_month_term_renews_eleven_times_then_expires() {
 
     // The history gives the same twelve charges, and billing again adds nothing.
     let history = SubscriptionHistory::new(start, new);
-    assert_eq!(invoice::expected(&history, at(2027, 1, 1, 0)).expect("replays"), billed);
-    assert!(invoice::bill(&history, at(2027, 1, 1, 0), &billed).expect("replays").is_empty());
+    assert_eq!(common::expected(&history, at(2027, 1, 1, 0)), billed);
+    assert!(common::bill(&history, at(2027, 1, 1, 0), &billed).expect("replays").is_empty());
 }
 
 #[test]
@@ -539,7 +543,7 @@ fn backdated_change_yields_prorated_repairs() {
     // Billed on schedule through March.
     let mut billed = Vec::new();
     for up_to in [day(2025, 1, 1), day(2025, 2, 1), day(2025, 3, 1)] {
-        let new = invoice::bill(&history, up_to, &billed).expect("replays");
+        let new = common::bill(&history, up_to, &billed).expect("replays");
         assert_eq!(total(&new), 3100);
         billed.extend(new);
     }
@@ -548,7 +552,7 @@ fn backdated_change_yields_prorated_repairs() {
         at: day(2025, 2, 15),
         action: Action::Change { terms: monthly("pro", 5600), timeframe: Timeframe::Now },
     });
-    let repair = invoice::bill(&history, day(2025, 3, 10), &billed).expect("replays");
+    let repair = common::bill(&history, day(2025, 3, 10), &billed).expect("replays");
     // February (28 days): 14 days unused of basic, 14 days of pro; March: basic out, pro in.
     assert_eq!(
         spans(&repair),
@@ -560,7 +564,7 @@ fn backdated_change_yields_prorated_repairs() {
         ]
     );
     billed.extend(repair);
-    assert!(invoice::bill(&history, day(2025, 3, 10), &billed).expect("replays").is_empty());
+    assert!(common::bill(&history, day(2025, 3, 10), &billed).expect("replays").is_empty());
 }
 
 #[test]
@@ -586,14 +590,14 @@ fn history_with_every_kind_of_action_bills_once() {
     for (when, action) in entries {
         history.entries.push(HistoryEntry { at: when, action });
     }
-    let replay = lifecycle::replay(&history, day(2025, 12, 31)).expect("valid history");
+    let replay = common::replay(&history, day(2025, 12, 31)).expect("valid history");
     let sub = replay.subscription.expect("created");
     assert_eq!(sub.state, SubscriptionState::Expired);
     let mut billed = Vec::new();
     for month in 1..=12 {
-        billed.extend(invoice::bill(&history, day(2025, month, 28), &billed).expect("replays"));
+        billed.extend(common::bill(&history, day(2025, month, 28), &billed).expect("replays"));
     }
-    assert!(invoice::bill(&history, day(2026, 1, 1), &billed).expect("replays").is_empty());
+    assert!(common::bill(&history, day(2026, 1, 1), &billed).expect("replays").is_empty());
     assert_eq!(total(&billed), total(&replay.lines));
     // Setup fee; trial Jan 1–11 free; Jan 11–Feb 11 at 1000 then 2000 from Jan 20; pause of
     // Feb 11–Mar 11 and (paused renewal) Mar 11–Apr 11 cut short by the resume on Mar 20;
@@ -613,7 +617,7 @@ fn history_with_every_kind_of_action_bills_once() {
     );
     // An invalid history is reported with its position.
     history.entries.push(HistoryEntry { at: day(2025, 6, 1), action: Action::Resume });
-    let err = lifecycle::replay(&history, day(2025, 12, 31)).expect_err("resume on an expired subscription");
+    let err = common::replay(&history, day(2025, 12, 31)).expect_err("resume on an expired subscription");
     assert_eq!((err.position, err.source), (9, LifecycleError::NotPaused));
 }
 
@@ -634,7 +638,7 @@ fn values_round_trip_through_serde() {
     let text = toml::to_string(&history).expect("serializes");
     assert_eq!(toml::from_str::<SubscriptionHistory>(&text).expect("parses"), history);
 
-    let replay = lifecycle::replay(&history, day(2025, 1, 20)).expect("valid");
+    let replay = common::replay(&history, day(2025, 1, 20)).expect("valid");
     let sub = replay.subscription.expect("created");
     let text = toml::to_string(&sub).expect("serializes");
     assert_eq!(toml::from_str::<Subscription>(&text).expect("parses"), sub);

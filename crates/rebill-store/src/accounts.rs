@@ -7,9 +7,8 @@
 //! Lists of accounts are read with the keyset paging of [`crate::list`].
 
 use sqlx::Row;
-use sqlx::any::{AnyArguments, AnyRow};
-use sqlx::query::Query;
 
+use crate::db::{DbQuery, DbRow};
 use crate::list::{Arg, Conditions, Page, PageRequest, Position, Sort, into_page, order_and_limit};
 use crate::{Store, StoreError, flag};
 
@@ -116,7 +115,7 @@ const ACCOUNT_COLUMNS: &str = "id, site_id, account_code, state, username, email
      address_zip, address_country, address_phone, accept_language, preferred_locale, hosted_login_token, \
      created_at, updated_at, closed_at";
 
-fn account_from_row(row: &AnyRow) -> Result<Account, StoreError> {
+fn account_from_row(row: &DbRow) -> Result<Account, StoreError> {
     let state: String = row.try_get("state")?;
     let tax_exempt: Option<i64> = row.try_get("tax_exempt")?;
     Ok(Account {
@@ -186,10 +185,7 @@ fn settable(f: &AccountFields) -> [(&'static str, Settable); 18] {
     ]
 }
 
-fn bind_settable<'q>(
-    mut query: Query<'q, sqlx::Any, AnyArguments<'q>>,
-    values: [(&'static str, Settable); 18],
-) -> Query<'q, sqlx::Any, AnyArguments<'q>> {
+fn bind_settable<'q>(mut query: DbQuery<'q>, values: [(&'static str, Settable); 18]) -> DbQuery<'q> {
     for (_, value) in values {
         query = match value {
             Settable::Text(v) => query.bind(v),

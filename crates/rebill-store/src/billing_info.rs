@@ -7,9 +7,8 @@
 //! the stored payment method ([`BillingInfo::gateway_reference`]), which holds no number either.
 
 use sqlx::Row;
-use sqlx::any::{AnyArguments, AnyRow};
-use sqlx::query::Query;
 
+use crate::db::{DbQuery, DbRow};
 use crate::{Store, StoreError};
 
 /// What kind of payment method a billing info or token holds.
@@ -109,10 +108,7 @@ pub(crate) const FIELD_COLUMNS: [&str; 22] = [
 ];
 
 /// Binds the fields in [`FIELD_COLUMNS`] order.
-pub(crate) fn bind_fields<'q>(
-    query: Query<'q, sqlx::Any, AnyArguments<'q>>,
-    f: &BillingFields,
-) -> Query<'q, sqlx::Any, AnyArguments<'q>> {
+pub(crate) fn bind_fields<'q>(query: DbQuery<'q>, f: &BillingFields) -> DbQuery<'q> {
     query
         .bind(f.first_name.clone())
         .bind(f.last_name.clone())
@@ -139,7 +135,7 @@ pub(crate) fn bind_fields<'q>(
 }
 
 /// Reads the [`FIELD_COLUMNS`] of a row.
-pub(crate) fn fields_from_row(row: &AnyRow) -> Result<BillingFields, StoreError> {
+pub(crate) fn fields_from_row(row: &DbRow) -> Result<BillingFields, StoreError> {
     Ok(BillingFields {
         first_name: row.try_get("first_name")?,
         last_name: row.try_get("last_name")?,
@@ -166,12 +162,12 @@ pub(crate) fn fields_from_row(row: &AnyRow) -> Result<BillingFields, StoreError>
     })
 }
 
-pub(crate) fn kind_from_row(row: &AnyRow) -> Result<PaymentKind, StoreError> {
+pub(crate) fn kind_from_row(row: &DbRow) -> Result<PaymentKind, StoreError> {
     let kind: String = row.try_get("kind")?;
     PaymentKind::parse(&kind).ok_or_else(|| StoreError::Invalid(format!("stored payment kind `{kind}`")))
 }
 
-fn billing_info_from_row(row: &AnyRow) -> Result<BillingInfo, StoreError> {
+fn billing_info_from_row(row: &DbRow) -> Result<BillingInfo, StoreError> {
     Ok(BillingInfo {
         account_id: row.try_get("account_id")?,
         site_id: row.try_get("site_id")?,

@@ -20,15 +20,12 @@
 //! integer type to both backends). Lists use the keyset paging of [`crate::list`].
 
 use sqlx::Row;
-use sqlx::any::{AnyArguments, AnyRow};
-use sqlx::query::Query;
 
 use crate::billing_info::{BillingFields, FIELD_COLUMNS, PaymentKind, bind_fields, fields_from_row, kind_from_row};
+use crate::db::{Db, DbQuery, DbRow, Pool};
 use crate::list::{Arg, Conditions, Page, PageRequest, Position, Sort, into_page, order_and_limit};
 use crate::subscriptions::{Work, placeholders};
 use crate::{Store, StoreError, flag, get_flag};
-
-type AnyQuery<'q> = Query<'q, sqlx::Any, AnyArguments<'q>>;
 
 /// The number of a site's first invoice.
 pub const FIRST_INVOICE_NUMBER: i64 = 1001;
@@ -86,7 +83,7 @@ named_enum! {
     TransactionStatus { Processing = "processing", Success = "success", Declined = "declined", Void = "void" }
 }
 
-fn parse<T>(row: &AnyRow, column: &str, f: impl Fn(&str) -> Option<T>) -> Result<T, StoreError> {
+fn parse<T>(row: &DbRow, column: &str, f: impl Fn(&str) -> Option<T>) -> Result<T, StoreError> {
     let text: String = row.try_get(column)?;
     f(&text).ok_or_else(|| StoreError::Invalid(format!("stored {column} `{text}`")))
 }
@@ -409,6 +406,15 @@ pub struct Payer {
     pub payment: Option<StoredPayment>,
 }
 
+/// What recording a transaction whose idempotency key is already recorded does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Duplicate {
+    /// Fails the statement (a database error): a batch never repeats a key.
+    Fail,
+    /// Answers the recorded transaction, whatever its status, and writes nothing.
+    Answer,
+}
+
 /// One invoice for [`Work::create_invoices`].
 #[derive(Debug, Clone, Copy)]
 pub struct InvoiceDraft<'a> {
@@ -427,7 +433,7 @@ const INVOICE_COLUMNS: &str = "id, uuid, site_id, account_id, \
      net_terms, due_on, collection_method, po_number, customer_notes, terms_and_conditions, \
      vat_reverse_charge_notes, collection_attempts, attempt_next_collection_at, closed_at, created_at, updated_at";
 
-fn invoice_from_row(row: &AnyRow) -> Result<Invoice, StoreError> {
+fn invoice_from_row(row: &DbRow) -> Result<Invoice, StoreError> {
     Ok(Invoice {
         id: row.try_get("id")?,
         uuid: row.try_get("uuid")?,
@@ -477,7 +483,7 @@ const ADJUSTMENT_INSERT: &str = "uuid, site_id, account_id, invoice_id, subscrip
      tax_code, credit_reason_code, start_date, end_date, item_kind, item_code, period_start, period_end, \
      line_period_end, proration_part, proration_whole, created_at, updated_at";
 
-fn adjustment_from_row(row: &AnyRow) -> Result<Adjustment, StoreError> {
+fn adjustment_from_row(row: &DbRow) -> Result<Adjustment, StoreError> {
     let item_kind: Option<String> = row.try_get("item_kind")?;
     let engine = match item_kind {
         Some(item_kind) => {
@@ -531,13 +537,13 @@ fn adjustment_from_row(row: &AnyRow) -> Result<Adjustment, StoreError> {
 
 /// Binds an adjustment's [`ADJUSTMENT_INSERT`] values.
 fn bind_adjustment<'q>(
-    query: AnyQuery<'q>,
+    query: DbQuery<'q>,
     uuid: String,
     site_id: i64,
     invoice_id: Option<i64>,
     line: &NewAdjustment,
     now: i64,
-) -> AnyQuery<'q> {
+) -> DbQuery<'q> {
     let state = if invoice_id.is_some() { AdjustmentState::Invoiced } else { AdjustmentState::Pending };
     let e = line.engine.as_ref();
     query
@@ -585,7 +591,7 @@ async fn insert_adjustment<'c, E>(
     now: i64,
 ) -> Result<i64, StoreError>
 where
-    E: sqlx::Executor<'c, Database = sqlx::Any>,
+    E: sqlx::Executor<'c, Database = Db>,
 {
     let sql = format!(
         "INSERT INTO adjustments ({ADJUSTMENT_INSERT}) VALUES ({}) RETURNING id",
@@ -607,13 +613,13 @@ const INVOICE_VALUES: usize = 25;
 
 /// Binds an invoice's [`INVOICE_INSERT`] values.
 fn bind_invoice<'q>(
-    query: AnyQuery<'q>,
+    query: DbQuery<'q>,
     uuid: String,
     site_id: i64,
     number: i64,
     new: &NewInvoice,
     now: i64,
-) -> AnyQuery<'q> {
+) -> DbQuery<'q> {
     let a = &new.amounts;
     let t = &new.terms;
     query
@@ -680,13 +686,7 @@ fn transaction_insert() -> Vec<&'static str> {
 }
 
 /// Binds a new (`processing`) transaction's values in [`transaction_insert`] order.
-fn bind_transaction<'q>(
-    query: AnyQuery<'q>,
-    uuid: String,
-    site_id: i64,
-    new: &NewTransaction,
-    now: i64,
-) -> AnyQuery<'q> {
+fn bind_transaction<'q>(query: DbQuery<'q>, uuid: String, site_id: i64, new: &NewTransaction, now: i64) -> DbQuery<'q> {
     let a = &new.account;
     let query = query
         .bind(uuid)
@@ -730,7 +730,7 @@ fn transaction_columns() -> String {
     format!("{TRANSACTION_BASE_COLUMNS}, {}", FIELD_COLUMNS.join(", "))
 }
 
-fn transaction_from_row(row: &AnyRow) -> Result<Transaction, StoreError> {
+fn transaction_from_row(row: &DbRow) -> Result<Transaction, StoreError> {
     let error_code: Option<String> = row.try_get("error_code")?;
     let failure = match error_code {
         Some(error_code) => Some(TransactionFailure {
@@ -794,10 +794,6 @@ fn transaction_from_row(row: &AnyRow) -> Result<Transaction, StoreError> {
     })
 }
 
-fn is_unique_violation(e: &sqlx::Error) -> bool {
-    matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
-}
-
 /// `column IN ($…)` over text values.
 fn any_of(conditions: &mut Conditions, column: &str, values: impl IntoIterator<Item = String>) {
     let placeholders: Vec<String> = values.into_iter().map(|v| conditions.arg(Arg::Text(v))).collect();
@@ -821,58 +817,17 @@ impl Store {
         attach: &[i64],
         now: i64,
     ) -> Result<(Invoice, Vec<Adjustment>), StoreError> {
-        let mut tx = self.pool.begin().await?;
-        let number: i64 = sqlx::query(
-            "INSERT INTO invoice_counters (site_id, last_number) VALUES ($1, $2) \
-             ON CONFLICT (site_id) DO UPDATE SET last_number = invoice_counters.last_number + 1 \
-             RETURNING last_number",
-        )
-        .bind(site_id)
-        .bind(FIRST_INVOICE_NUMBER)
-        .fetch_one(&mut *tx)
-        .await?
-        .try_get("last_number")?;
-        let sql = format!(
-            "INSERT INTO invoices ({INVOICE_INSERT}) VALUES ({}) RETURNING id",
-            placeholders(INVOICE_VALUES, 1)
-        );
-        let id: i64 = bind_invoice(sqlx::query(&sql), new_uuid(), site_id, number, new, now)
-            .fetch_one(&mut *tx)
-            .await?
-            .try_get("id")?;
-        for adjustment in attach {
-            let done = sqlx::query(
-                "UPDATE adjustments SET invoice_id = $1, state = $2, updated_at = $3 \
-                 WHERE id = $4 AND account_id = $5 AND state = $6",
-            )
-            .bind(id)
-            .bind(AdjustmentState::Invoiced.as_str())
-            .bind(now)
-            .bind(*adjustment)
-            .bind(new.account_id)
-            .bind(AdjustmentState::Pending.as_str())
-            .execute(&mut *tx)
-            .await?;
-            if done.rows_affected() != 1 {
-                return Err(StoreError::Conflict(format!("adjustment {adjustment} is no longer pending")));
-            }
-        }
-        for line in lines {
-            insert_adjustment(&mut *tx, site_id, Some(id), line, now).await?;
-        }
-        tx.commit().await?;
-        let invoice =
-            self.invoice_by_id(id).await?.ok_or_else(|| StoreError::Invalid(format!("invoice {id} vanished")))?;
-        let lines = self.invoice_lines(id).await?;
+        let mut work = self.begin_work().await?;
+        let draft = InvoiceDraft { invoice: new, lines, now };
+        let mut made = work.make_invoices(site_id, &[(draft, attach)]).await?;
+        work.commit().await?;
+        let (invoice, _) = made.pop().ok_or_else(|| StoreError::Invalid("the invoice was not made".into()))?;
+        // The attached adjustments are lines too.
+        let lines = self.invoice_lines(invoice.id).await?;
         Ok((invoice, lines))
     }
 
-    async fn invoice_where(
-        &self,
-        pool: &sqlx::AnyPool,
-        condition: &str,
-        args: &[Arg],
-    ) -> Result<Option<Invoice>, StoreError> {
+    async fn invoice_where(&self, pool: &Pool, condition: &str, args: &[Arg]) -> Result<Option<Invoice>, StoreError> {
         let sql = format!("SELECT {INVOICE_COLUMNS} FROM invoices WHERE {condition}");
         let mut query = sqlx::query(&sql);
         for a in args {
@@ -1092,13 +1047,10 @@ impl Store {
     /// Every adjustment of a subscription (pending or invoiced), oldest first: what was billed
     /// for it, to feed the invoice diff.
     pub async fn subscription_adjustments(&self, subscription_uuid: &str) -> Result<Vec<Adjustment>, StoreError> {
-        let rows = sqlx::query(&format!(
-            "SELECT {ADJUSTMENT_COLUMNS} FROM adjustments WHERE subscription_uuid = $1 ORDER BY created_at, id"
-        ))
-        .bind(subscription_uuid)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(adjustment_from_row).collect()
+        let mut work = self.begin_work().await?;
+        let adjustments = work.subscriptions_adjustments(&[subscription_uuid]).await?;
+        work.commit().await?;
+        Ok(adjustments)
     }
 
     /// A page of the site's adjustments.
@@ -1140,20 +1092,12 @@ impl Store {
         new: &NewTransaction,
         now: i64,
     ) -> Result<Transaction, StoreError> {
-        let columns = transaction_insert();
-        let sql =
-            format!("INSERT INTO transactions ({}) VALUES ({})", columns.join(", "), placeholders(columns.len(), 1));
-        match bind_transaction(sqlx::query(&sql), new_uuid(), site_id, new, now).execute(&self.pool).await {
-            Ok(_) => {}
-            Err(e) if is_unique_violation(&e) => {}
-            Err(e) => return Err(e.into()),
-        }
-        let row =
-            sqlx::query(&format!("SELECT {} FROM transactions WHERE idempotency_key = $1", transaction_columns()))
-                .bind(new.idempotency_key.clone())
-                .fetch_one(&self.pool)
-                .await?;
-        transaction_from_row(&row)
+        let mut work = self.begin_work().await?;
+        let mut recorded = work.record_transactions(site_id, &[(new, now)], Duplicate::Answer).await?;
+        work.commit().await?;
+        recorded
+            .pop()
+            .ok_or_else(|| StoreError::Invalid(format!("transaction {} was not recorded", new.idempotency_key)))
     }
 
     /// Records what the gateway answered for a `processing` transaction. A transaction that is
@@ -1164,21 +1108,12 @@ impl Store {
         result: &TransactionResult,
         now: i64,
     ) -> Result<Transaction, StoreError> {
-        bind_result(sqlx::query(
-            "UPDATE transactions SET status = $1, reference = $2, approval_code = $3, message = $4, fraud_review = $5, \
-             error_code = $6, error_category = $7, merchant_message = $8, customer_message = $9, \
-             gateway_error_code = $10, cvv_code = $11, cvv_message = $12, avs_code = $13, avs_message = $14, \
-             collected_at = $15, updated_at = $16 WHERE id = $17 AND status = $18",
-        ), result)
-        .bind(now)
-        .bind(id)
-        .bind(TransactionStatus::Processing.as_str())
-        .execute(&self.pool)
-        .await?;
-        let row = sqlx::query(&format!("SELECT {} FROM transactions WHERE id = $1", transaction_columns()))
-            .bind(id)
-            .fetch_one(&self.pool)
-            .await?;
+        let mut work = self.begin_work().await?;
+        work.complete_transactions(&[(id, result, now)]).await?;
+        let sql =
+            format!("SELECT {} FROM transactions WHERE id = {}", transaction_columns(), work.backend.params(1, 1));
+        let row = sqlx::query(&sql).bind(id).fetch_one(&mut *work.tx).await?;
+        work.commit().await?;
         transaction_from_row(&row)
     }
 
@@ -1234,8 +1169,8 @@ impl Work {
              b.kind, {}, b.gateway_reference FROM accounts a LEFT JOIN billing_infos b ON b.account_id = a.id \
              WHERE a.site_id = {} AND a.account_code IN ({})",
             fields.join(", "),
-            self.params(1, 1),
-            self.params(account_codes.len(), 2)
+            self.backend.params(1, 1),
+            self.backend.params(account_codes.len(), 2)
         );
         let mut query = sqlx::query(&sql).bind(site_id);
         for code in account_codes {
@@ -1278,7 +1213,7 @@ impl Work {
         }
         let sql = format!(
             "SELECT {ADJUSTMENT_COLUMNS} FROM adjustments WHERE subscription_uuid IN ({}) ORDER BY created_at, id",
-            self.params(subscription_uuids.len(), 1)
+            self.backend.params(subscription_uuids.len(), 1)
         );
         let mut query = sqlx::query(&sql);
         for uuid in subscription_uuids {
@@ -1293,6 +1228,19 @@ impl Work {
         &mut self,
         site_id: i64,
         drafts: &[InvoiceDraft<'_>],
+    ) -> Result<Vec<(Invoice, Vec<Adjustment>)>, StoreError> {
+        let drafts: Vec<(InvoiceDraft<'_>, &[i64])> = drafts.iter().map(|d| (*d, &[][..])).collect();
+        self.make_invoices(site_id, &drafts).await
+    }
+
+    /// The one invoice-making statement set ([`Work::create_invoices`], [`Store::create_invoice`]):
+    /// numbers, invoices, then each invoice's pending adjustments to take (by id; one no longer
+    /// pending is a [`StoreError::Conflict`] and the work must not be committed) and its new
+    /// lines. Answers each invoice with its new lines.
+    async fn make_invoices(
+        &mut self,
+        site_id: i64,
+        drafts: &[(InvoiceDraft<'_>, &[i64])],
     ) -> Result<Vec<(Invoice, Vec<Adjustment>)>, StoreError> {
         if drafts.is_empty() {
             return Ok(Vec::new());
@@ -1312,10 +1260,10 @@ impl Work {
         let uuids: Vec<String> = drafts.iter().map(|_| new_uuid()).collect();
         let sql = format!(
             "INSERT INTO invoices ({INVOICE_INSERT}) VALUES {} RETURNING {INVOICE_COLUMNS}",
-            self.rows(drafts.len(), INVOICE_VALUES, 1)
+            self.backend.rows(drafts.len(), INVOICE_VALUES, 1)
         );
         let mut query = sqlx::query(&sql);
-        for ((number, draft), uuid) in (last - count + 1..).zip(drafts).zip(&uuids) {
+        for ((number, (draft, _)), uuid) in (last - count + 1..).zip(drafts).zip(&uuids) {
             query = bind_invoice(query, uuid.clone(), site_id, number, draft.invoice, draft.now);
         }
         let mut invoices =
@@ -1324,16 +1272,42 @@ impl Work {
         if invoices.iter().map(|i| &i.uuid).ne(uuids.iter()) {
             return Err(StoreError::Invalid("the invoices inserted are not the invoices drafted".into()));
         }
+        for (invoice, (draft, attach)) in invoices.iter().zip(drafts) {
+            for adjustment in *attach {
+                let sql = format!(
+                    "UPDATE adjustments SET invoice_id = {}, state = {}, updated_at = {} \
+                     WHERE id = {} AND account_id = {} AND state = {}",
+                    self.backend.params(1, 1),
+                    self.backend.params(1, 2),
+                    self.backend.params(1, 3),
+                    self.backend.params(1, 4),
+                    self.backend.params(1, 5),
+                    self.backend.params(1, 6)
+                );
+                let done = sqlx::query(&sql)
+                    .bind(invoice.id)
+                    .bind(AdjustmentState::Invoiced.as_str())
+                    .bind(draft.now)
+                    .bind(*adjustment)
+                    .bind(draft.invoice.account_id)
+                    .bind(AdjustmentState::Pending.as_str())
+                    .execute(&mut *self.tx)
+                    .await?;
+                if done.rows_affected() != 1 {
+                    return Err(StoreError::Conflict(format!("adjustment {adjustment} is no longer pending")));
+                }
+            }
+        }
         let lines: Vec<(i64, &NewAdjustment, i64, String)> = invoices
             .iter()
             .zip(drafts)
-            .flat_map(|(invoice, draft)| draft.lines.iter().map(move |l| (invoice.id, l, draft.now, new_uuid())))
+            .flat_map(|(invoice, (draft, _))| draft.lines.iter().map(move |l| (invoice.id, l, draft.now, new_uuid())))
             .collect();
         let mut made: Vec<Adjustment> = Vec::new();
         if !lines.is_empty() {
             let sql = format!(
                 "INSERT INTO adjustments ({ADJUSTMENT_INSERT}) VALUES {} RETURNING {ADJUSTMENT_COLUMNS}",
-                self.rows(lines.len(), ADJUSTMENT_VALUES, 1)
+                self.backend.rows(lines.len(), ADJUSTMENT_VALUES, 1)
             );
             let mut query = sqlx::query(&sql);
             for (invoice_id, line, now, uuid) in &lines {
@@ -1359,14 +1333,29 @@ impl Work {
         site_id: i64,
         new: &[(&NewTransaction, i64)],
     ) -> Result<Vec<Transaction>, StoreError> {
+        self.record_transactions(site_id, new, Duplicate::Fail).await
+    }
+
+    /// The one statement recording new transactions ([`Work::begin_transactions`],
+    /// [`Store::begin_transaction`]); answers them in the order given.
+    async fn record_transactions(
+        &mut self,
+        site_id: i64,
+        new: &[(&NewTransaction, i64)],
+        duplicate: Duplicate,
+    ) -> Result<Vec<Transaction>, StoreError> {
         if new.is_empty() {
             return Ok(Vec::new());
         }
         let columns = transaction_insert();
+        let on_conflict = match duplicate {
+            Duplicate::Fail => "",
+            Duplicate::Answer => " ON CONFLICT (idempotency_key) DO NOTHING",
+        };
         let sql = format!(
-            "INSERT INTO transactions ({}) VALUES {} RETURNING {}",
+            "INSERT INTO transactions ({}) VALUES {}{on_conflict} RETURNING {}",
             columns.join(", "),
-            self.rows(new.len(), columns.len(), 1),
+            self.backend.rows(new.len(), columns.len(), 1),
             transaction_columns()
         );
         let mut query = sqlx::query(&sql);
@@ -1375,13 +1364,27 @@ impl Work {
         }
         let mut made =
             query.fetch_all(&mut *self.tx).await?.iter().map(transaction_from_row).collect::<Result<Vec<_>, _>>()?;
-        new.iter()
-            .map(|(t, _)| {
-                let at = made.iter().position(|m| m.new.idempotency_key == t.idempotency_key);
-                at.map(|i| made.swap_remove(i))
-                    .ok_or_else(|| StoreError::Invalid(format!("transaction {} was not recorded", t.idempotency_key)))
-            })
-            .collect()
+        let mut answered = Vec::with_capacity(new.len());
+        for (t, _) in new {
+            let at = made.iter().position(|m| m.new.idempotency_key == t.idempotency_key);
+            let transaction = match (at, duplicate) {
+                (Some(i), _) => made.swap_remove(i),
+                (None, Duplicate::Answer) => {
+                    let sql = format!(
+                        "SELECT {} FROM transactions WHERE idempotency_key = {}",
+                        transaction_columns(),
+                        self.backend.params(1, 1)
+                    );
+                    let row = sqlx::query(&sql).bind(t.idempotency_key.clone()).fetch_one(&mut *self.tx).await?;
+                    transaction_from_row(&row)?
+                }
+                (None, Duplicate::Fail) => {
+                    return Err(StoreError::Invalid(format!("transaction {} was not recorded", t.idempotency_key)));
+                }
+            };
+            answered.push(transaction);
+        }
+        Ok(answered)
     }
 
     /// Records what the gateway answered for `processing` transactions, as
@@ -1401,7 +1404,7 @@ impl Work {
              cvv_code = v.column12, cvv_message = v.column13, avs_code = v.column14, avs_message = v.column15, \
              collected_at = v.column16, updated_at = v.column17 FROM (VALUES {}) AS v \
              WHERE transactions.id = v.column1 AND transactions.status = '{}'",
-            self.rows(results.len(), 17, 1),
+            self.backend.rows(results.len(), 17, 1),
             TransactionStatus::Processing.as_str()
         );
         let mut query = sqlx::query(&sql);
@@ -1426,7 +1429,7 @@ impl Work {
              closed_at = v.column2, updated_at = v.column2 FROM (VALUES {}) AS v \
              WHERE invoices.id = v.column1 AND invoices.state IN ({open}) RETURNING invoices.id",
             InvoiceState::Paid.as_str(),
-            self.rows(paid.len(), 2, 1)
+            self.backend.rows(paid.len(), 2, 1)
         );
         let mut query = sqlx::query(&sql);
         for (id, at) in paid {
@@ -1439,10 +1442,7 @@ impl Work {
 /// Binds a transaction result's columns: status, reference, approval_code, message,
 /// fraud_review, the failure's error_code, error_category, merchant_message, customer_message
 /// and gateway_error_code, cvv_code, cvv_message, avs_code, avs_message, collected_at.
-fn bind_result<'q>(
-    query: Query<'q, sqlx::Any, AnyArguments<'q>>,
-    r: &TransactionResult,
-) -> Query<'q, sqlx::Any, AnyArguments<'q>> {
+fn bind_result<'q>(query: DbQuery<'q>, r: &TransactionResult) -> DbQuery<'q> {
     let f = r.failure.as_ref();
     query
         .bind(r.status.as_str())

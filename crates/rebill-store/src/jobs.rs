@@ -10,8 +10,10 @@
 
 use sqlx::Row;
 
+use crate::db::DbRow;
+use crate::dialect::Locking;
 use crate::subscriptions::Work;
-use crate::{Backend, Site, Store, StoreError, keys};
+use crate::{Site, Store, StoreError, keys};
 
 /// One scheduled piece of work.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,7 +34,7 @@ pub struct Job {
 
 const JOB_COLUMNS: &str = "id, site_id, kind, subject, due_at, attempts, last_error, claim_token";
 
-fn job_from_row(row: &sqlx::any::AnyRow) -> Result<Job, StoreError> {
+fn job_from_row(row: &DbRow) -> Result<Job, StoreError> {
     Ok(Job {
         id: row.try_get("id")?,
         site_id: row.try_get("site_id")?,
@@ -94,7 +96,7 @@ impl Store {
         limit: i64,
     ) -> Result<Vec<Job>, StoreError> {
         let token = keys::generate_private_key();
-        let lock = if self.backend == Backend::Postgres { " FOR UPDATE OF j SKIP LOCKED" } else { "" };
+        let lock = self.backend.lock_clause(Locking::SkipLocked, Some("j"));
         let site_filter = if site.is_some() { " AND j.site_id = $5" } else { "" };
         let sql = format!(
             "UPDATE jobs SET claim_token = $1, claimed_until = $2, attempts = attempts + 1 \
@@ -116,16 +118,10 @@ impl Store {
 
     /// Marks a claimed job done (only while the claim is still the job's latest).
     pub async fn complete_job(&self, job: &Job, service_now: i64) -> Result<bool, StoreError> {
-        Ok(sqlx::query(
-            "UPDATE jobs SET done_at = $1, claimed_until = NULL, last_error = NULL WHERE id = $2 AND claim_token = $3",
-        )
-        .bind(service_now)
-        .bind(job.id)
-        .bind(job.claim_token.clone())
-        .execute(&self.pool)
-        .await?
-        .rows_affected()
-            == 1)
+        let mut work = self.begin_work().await?;
+        let done = work.complete_jobs(&[job], service_now).await?;
+        work.commit().await?;
+        Ok(done == 1)
     }
 
     /// Records a failed attempt; the job becomes claimable again at `retry_at` (service clock).
@@ -203,9 +199,9 @@ impl Work {
             let sql = format!(
                 "UPDATE jobs SET done_at = {}, claimed_until = NULL, last_error = NULL \
                  WHERE claim_token = {} AND id IN ({})",
-                self.params(1, 1),
-                self.params(1, 2),
-                self.params(ids.len(), 3)
+                self.backend.params(1, 1),
+                self.backend.params(1, 2),
+                self.backend.params(ids.len(), 3)
             );
             let mut query = sqlx::query(&sql).bind(service_now).bind(token.map(str::to_owned));
             for id in ids {

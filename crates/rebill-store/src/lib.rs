@@ -7,6 +7,9 @@
 
 pub mod accounts;
 pub mod billing_info;
+mod db;
+mod dialect;
+mod document;
 pub mod invoicing;
 pub mod jobs;
 mod keys;
@@ -19,8 +22,9 @@ pub mod subscriptions;
 pub mod testing;
 pub mod tokens;
 
-use sqlx::any::AnyPoolOptions;
-use sqlx::{AnyPool, Row};
+use sqlx::Row;
+
+use crate::db::{DbRow, Pool};
 
 pub use keys::{generate_private_key, generate_public_key, hash_key};
 pub use list::{Order, Page, PageRequest, Position, Sort};
@@ -221,10 +225,10 @@ pub struct Alert {
 #[derive(Debug, Clone)]
 pub struct Store {
     /// Every write, and reads that belong to a write (SQLite: the one writer connection).
-    pool: AnyPool,
+    pool: Pool,
     /// Reads that stand alone (SQLite: several read-only connections beside the writer, which
     /// WAL allows; PostgreSQL: the same pool).
-    reads: AnyPool,
+    reads: Pool,
     backend: Backend,
 }
 
@@ -239,11 +243,11 @@ fn flag(value: bool) -> i64 {
     i64::from(value)
 }
 
-fn get_flag(row: &sqlx::any::AnyRow, column: &str) -> Result<bool, StoreError> {
+fn get_flag(row: &DbRow, column: &str) -> Result<bool, StoreError> {
     Ok(row.try_get::<i64, _>(column)? != 0)
 }
 
-fn site_from_row(row: &sqlx::any::AnyRow) -> Result<Site, StoreError> {
+fn site_from_row(row: &DbRow) -> Result<Site, StoreError> {
     Ok(Site {
         id: row.try_get("id")?,
         name: row.try_get("name")?,
@@ -259,7 +263,7 @@ fn site_from_row(row: &sqlx::any::AnyRow) -> Result<Site, StoreError> {
     })
 }
 
-fn key_from_row(row: &sqlx::any::AnyRow) -> Result<ApiKey, StoreError> {
+fn key_from_row(row: &DbRow) -> Result<ApiKey, StoreError> {
     Ok(ApiKey {
         id: row.try_get("id")?,
         site_id: row.try_get("site_id")?,
@@ -271,7 +275,7 @@ fn key_from_row(row: &sqlx::any::AnyRow) -> Result<ApiKey, StoreError> {
     })
 }
 
-fn alert_from_row(row: &sqlx::any::AnyRow) -> Result<Alert, StoreError> {
+fn alert_from_row(row: &DbRow) -> Result<Alert, StoreError> {
     Ok(Alert {
         id: row.try_get("id")?,
         site_id: row.try_get("site_id")?,
@@ -308,55 +312,9 @@ fn hint(key: &str) -> String {
 impl Store {
     /// Opens (creating an SQLite file if needed) and migrates the database at `url`.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
-        sqlx::any::install_default_drivers();
-        let (backend, url) = if let Some(rest) = url.strip_prefix("sqlite:") {
-            let url = if rest.contains("mode=") || rest.contains(":memory:") {
-                url.to_owned()
-            } else if rest.contains('?') {
-                format!("{url}&mode=rwc")
-            } else {
-                format!("{url}?mode=rwc")
-            };
-            (Backend::Sqlite, url)
-        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            (Backend::Postgres, url.to_owned())
-        } else {
-            return Err(StoreError::UnsupportedUrl(url.to_owned()));
-        };
-        let max = if backend == Backend::Sqlite { 1 } else { 16 };
-        let mut options = AnyPoolOptions::new().max_connections(max);
-        if backend == Backend::Sqlite {
-            // WAL with synchronous=NORMAL: a commit survives a crash of the process (the WAL is
-            // written before the commit returns); only an operating-system crash or power loss
-            // can lose the last commits. The WAL is synced at checkpoints.
-            options = options.after_connect(|conn, _| {
-                Box::pin(async move {
-                    sqlx::Executor::execute(&mut *conn, "PRAGMA journal_mode = WAL").await?;
-                    sqlx::Executor::execute(&mut *conn, "PRAGMA synchronous = NORMAL").await?;
-                    Ok(())
-                })
-            });
-        }
-        let pool = options.connect(&url).await?;
-        let reads = match backend {
-            Backend::Sqlite => {
-                sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
-                AnyPoolOptions::new()
-                    .max_connections(4)
-                    .after_connect(|conn, _| {
-                        Box::pin(async move {
-                            sqlx::Executor::execute(&mut *conn, "PRAGMA query_only = ON").await?;
-                            Ok(())
-                        })
-                    })
-                    .connect(&url)
-                    .await?
-            }
-            Backend::Postgres => {
-                sqlx::migrate!("./migrations/postgres").run(&pool).await?;
-                pool.clone()
-            }
-        };
+        let (backend, url) = Backend::of_url(url)?;
+        let pool = backend.open_writer(&url).await?;
+        let reads = backend.open_readers(&url, &pool).await?;
         Ok(Self { pool, reads, backend })
     }
 

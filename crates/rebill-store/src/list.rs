@@ -7,8 +7,7 @@
 //! twice or skipped because of an insert, and an updated record moves to its new place. Every
 //! listed table names its times `created_at` and `updated_at` and has an integer `id`.
 
-use sqlx::any::AnyArguments;
-use sqlx::query::Query;
+use crate::db::DbQuery;
 
 /// Attribute a list is ordered by (and the time range applies to).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -138,10 +137,7 @@ impl Conditions {
         if self.parts.is_empty() { String::new() } else { format!(" WHERE {}", self.parts.join(" AND ")) }
     }
 
-    pub(crate) fn bind<'q>(
-        &self,
-        mut query: Query<'q, sqlx::Any, AnyArguments<'q>>,
-    ) -> Query<'q, sqlx::Any, AnyArguments<'q>> {
+    pub(crate) fn bind<'q>(&self, mut query: DbQuery<'q>) -> DbQuery<'q> {
         for a in &self.args {
             query = match a {
                 Arg::Int(v) => query.bind(*v),

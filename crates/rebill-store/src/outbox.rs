@@ -13,7 +13,8 @@
 
 use sqlx::Row;
 
-use crate::{Alert, Backend, Store, StoreError, alert_from_row};
+use crate::dialect::Locking;
+use crate::{Alert, Store, StoreError, alert_from_row};
 
 /// First wait after a failed delivery; each further failure doubles it.
 pub const RETRY_BASE_SECONDS: i64 = 30;
@@ -90,10 +91,7 @@ impl Store {
         if lease_seconds <= 0 || limit <= 0 {
             return Err(StoreError::Invalid(format!("claim of {limit} alerts for {lease_seconds} s")));
         }
-        let lock = match self.backend {
-            Backend::Postgres => " FOR UPDATE SKIP LOCKED",
-            Backend::Sqlite => "",
-        };
+        let lock = self.backend.lock_clause(Locking::SkipLocked, None);
         let token = claim_token()?;
         let lease_until = now.saturating_add(lease_seconds);
         let rows = sqlx::query(&format!(
@@ -177,10 +175,7 @@ impl Store {
         if limit <= 0 {
             return Err(StoreError::Invalid(format!("announcement of {limit} alerts")));
         }
-        let lock = match self.backend {
-            Backend::Postgres => " FOR UPDATE SKIP LOCKED",
-            Backend::Sqlite => "",
-        };
+        let lock = self.backend.lock_clause(Locking::SkipLocked, None);
         let rows = sqlx::query(&format!(
             "UPDATE alerts SET announced_at = $1 \
              WHERE id IN (SELECT id FROM alerts WHERE announced_at IS NULL ORDER BY id LIMIT $2{lock}) \

@@ -19,9 +19,8 @@
 use std::collections::BTreeMap;
 
 use sqlx::Row;
-use sqlx::any::{AnyArguments, AnyRow};
-use sqlx::query::Query;
 
+use crate::db::{Db, DbQuery, DbRow, Tx};
 use crate::list::{Arg, Conditions, Order, Page, PageRequest, Position, Sort, into_page, order_and_limit};
 use crate::{Store, StoreError, flag};
 
@@ -350,10 +349,7 @@ enum Settable {
     Flag(Option<bool>),
 }
 
-fn bind_settable<'q>(
-    mut query: Query<'q, sqlx::Any, AnyArguments<'q>>,
-    values: Vec<(&'static str, Settable)>,
-) -> Query<'q, sqlx::Any, AnyArguments<'q>> {
+fn bind_settable<'q>(mut query: DbQuery<'q>, values: Vec<(&'static str, Settable)>) -> DbQuery<'q> {
     for (_, value) in values {
         query = match value {
             Settable::Text(v) => query.bind(v),
@@ -456,11 +452,11 @@ fn stored<T>(column: &str, text: &str, parse: impl Fn(&str) -> Option<T>) -> Res
     parse(text).ok_or_else(|| StoreError::Invalid(format!("stored {column} `{text}`")))
 }
 
-fn get_bool(row: &AnyRow, column: &str) -> Result<bool, StoreError> {
+fn get_bool(row: &DbRow, column: &str) -> Result<bool, StoreError> {
     Ok(row.try_get::<i64, _>(column)? != 0)
 }
 
-fn plan_from_row(row: &AnyRow) -> Result<Plan, StoreError> {
+fn plan_from_row(row: &DbRow) -> Result<Plan, StoreError> {
     let unit = |column: &str| -> Result<IntervalUnit, StoreError> {
         stored(column, &row.try_get::<String, _>(column)?, IntervalUnit::parse)
     };
@@ -500,7 +496,7 @@ fn plan_from_row(row: &AnyRow) -> Result<Plan, StoreError> {
     })
 }
 
-fn add_on_from_row(row: &AnyRow) -> Result<AddOn, StoreError> {
+fn add_on_from_row(row: &DbRow) -> Result<AddOn, StoreError> {
     let usage_type: Option<String> = row.try_get("usage_type")?;
     Ok(AddOn {
         id: row.try_get("id")?,
@@ -530,7 +526,7 @@ fn add_on_from_row(row: &AnyRow) -> Result<AddOn, StoreError> {
 }
 
 /// The amount joined to a record row (`None` for a record without amounts).
-fn joined_amount(row: &AnyRow) -> Result<Option<(String, String, i64)>, StoreError> {
+fn joined_amount(row: &DbRow) -> Result<Option<(String, String, i64)>, StoreError> {
     let kind: Option<String> = row.try_get("amount_kind")?;
     let currency: Option<String> = row.try_get("amount_currency")?;
     let cents: Option<i64> = row.try_get("amount_cents")?;
@@ -542,8 +538,8 @@ fn joined_amount(row: &AnyRow) -> Result<Option<(String, String, i64)>, StoreErr
 
 /// Records of rows that hold one record per amount (consecutive rows of one record), in order.
 fn fold<T>(
-    rows: &[AnyRow],
-    from_row: impl Fn(&AnyRow) -> Result<T, StoreError>,
+    rows: &[DbRow],
+    from_row: impl Fn(&DbRow) -> Result<T, StoreError>,
     id: impl Fn(&T) -> i64,
     mut add: impl FnMut(&mut T, String, String, i64),
 ) -> Result<Vec<T>, StoreError> {
@@ -574,7 +570,7 @@ fn outer_order(page: &PageRequest) -> String {
 /// one statement.
 async fn fetch_plans<'e, E>(exec: E, conditions: &Conditions, tail: &str, order: &str) -> Result<Vec<Plan>, StoreError>
 where
-    E: sqlx::Executor<'e, Database = sqlx::Any>,
+    E: sqlx::Executor<'e, Database = Db>,
 {
     let sql = format!(
         "SELECT r.*, a.kind AS amount_kind, a.currency AS amount_currency, a.amount_in_cents AS amount_cents \
@@ -604,7 +600,7 @@ async fn fetch_add_ons<'e, E>(
     order: &str,
 ) -> Result<Vec<AddOn>, StoreError>
 where
-    E: sqlx::Executor<'e, Database = sqlx::Any>,
+    E: sqlx::Executor<'e, Database = Db>,
 {
     let sql = format!(
         "SELECT r.*, '{UNIT}' AS amount_kind, a.currency AS amount_currency, a.amount_in_cents AS amount_cents \
@@ -633,12 +629,7 @@ fn is_unique_violation(e: &sqlx::Error) -> bool {
 }
 
 /// Replaces the `kind` amounts of a plan.
-async fn write_plan_amounts(
-    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
-    plan_id: i64,
-    kind: &str,
-    amounts: &Amounts,
-) -> Result<(), StoreError> {
+async fn write_plan_amounts(tx: &mut Tx, plan_id: i64, kind: &str, amounts: &Amounts) -> Result<(), StoreError> {
     sqlx::query("DELETE FROM plan_amounts WHERE plan_id = $1 AND kind = $2")
         .bind(plan_id)
         .bind(kind)
@@ -657,11 +648,7 @@ async fn write_plan_amounts(
 }
 
 /// Replaces the amounts of an add-on.
-async fn write_add_on_amounts(
-    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
-    add_on_id: i64,
-    amounts: &Amounts,
-) -> Result<(), StoreError> {
+async fn write_add_on_amounts(tx: &mut Tx, add_on_id: i64, amounts: &Amounts) -> Result<(), StoreError> {
     sqlx::query("DELETE FROM add_on_amounts WHERE add_on_id = $1").bind(add_on_id).execute(&mut **tx).await?;
     for (currency, cents) in amounts {
         sqlx::query("INSERT INTO add_on_amounts (add_on_id, currency, amount_in_cents) VALUES ($1, $2, $3)")

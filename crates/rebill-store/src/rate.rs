@@ -6,6 +6,7 @@
 
 use sqlx::Row;
 
+use crate::db::Conn;
 use crate::{Mode, Site, Store, StoreError};
 
 /// Minutes in the sliding window.
@@ -52,10 +53,8 @@ impl Store {
             return Ok(RateDecision { allowed: true, limit, remaining: (limit - used).max(0), reset });
         }
         let mut tx = self.pool.begin().await?;
-        if self.backend == crate::Backend::Postgres {
-            // Counters need no durable commit: a lost last increment after a crash is harmless.
-            sqlx::query("SET LOCAL synchronous_commit TO OFF").execute(&mut *tx).await?;
-        }
+        // Counters need no durable commit: a lost last increment after a crash is harmless.
+        self.backend.relaxed_commit(&mut tx).await?;
         // One statement counts the request and reads the rest of the window (the subqueries see
         // the earlier minutes, which the statement does not change).
         let row = sqlx::query(
@@ -117,7 +116,7 @@ impl Store {
 }
 
 /// Requests of `site` in the window starting at minute `oldest`, and the latest minute with any.
-async fn window(conn: &mut sqlx::AnyConnection, site: &Site, oldest: i64) -> Result<(i64, Option<i64>), StoreError> {
+async fn window(conn: &mut Conn, site: &Site, oldest: i64) -> Result<(i64, Option<i64>), StoreError> {
     let row = sqlx::query(
         "SELECT CAST(COALESCE(SUM(count), 0) AS BIGINT) AS used, MAX(minute) AS last \
          FROM rate_buckets WHERE site_id = $1 AND minute >= $2 AND count > 0",

@@ -1,9 +1,11 @@
 //! Subscriptions: the billing engine's value as a document plus the columns lists filter on, an
-//! append-only history of actions, the charges each change produced (invoiced after the change
+//! append-only history of actions (written with every change and never read: domain events are
+//! to replace it), the charges each change produced (invoiced after the change
 //! is saved) and a claim that serialises changes across every process on the database.
 //!
 //! The store does not know the engine's types: the service hands it JSON documents (`value`,
-//! `creation`, `details`, history actions, charge lines) and the few facts it filters on.
+//! `creation`, `details`, history actions, charge lines) and the few facts it filters on. The
+//! documents are stored with their layout version and read back as given ([`crate::document`]).
 //!
 //! A change goes: [`Store::claim_subscription`] (refused while another unexpired claim holds the
 //! row: the service answers `simultaneous_request`), read, compute, [`Store::save_subscription`]
@@ -17,8 +19,10 @@
 //! billing marks, the next jobs), instead of a few statements per subscription.
 
 use sqlx::Row;
-use sqlx::any::AnyRow;
 
+use crate::db::{DbRow, Tx};
+use crate::dialect::Locking;
+use crate::document;
 use crate::list::{Arg, Conditions, Page, PageRequest, Position, Sort, into_page, order_and_limit};
 use crate::{Backend, Store, StoreError, flag, get_flag, keys};
 
@@ -161,7 +165,7 @@ const COLUMNS: &str = "id, site_id, account_id, plan_id, uuid, state, past_due, 
                        value, creation, details, last_invoice, version, created_at, updated_at";
 const CHARGE_COLUMNS: &str = "id, subscription_id, origin, at, lines, invoice_ref, billed_at";
 
-fn record_from_row(row: &AnyRow) -> Result<SubscriptionRecord, StoreError> {
+fn record_from_row(row: &DbRow) -> Result<SubscriptionRecord, StoreError> {
     Ok(SubscriptionRecord {
         id: row.try_get("id")?,
         site_id: row.try_get("site_id")?,
@@ -172,9 +176,9 @@ fn record_from_row(row: &AnyRow) -> Result<SubscriptionRecord, StoreError> {
         past_due: get_flag(row, "past_due")?,
         trial_started_at: row.try_get("trial_started_at")?,
         trial_ends_at: row.try_get("trial_ends_at")?,
-        value: row.try_get("value")?,
-        creation: row.try_get("creation")?,
-        details: row.try_get("details")?,
+        value: document::read(row.try_get("value")?)?,
+        creation: document::read(row.try_get("creation")?)?,
+        details: document::read(row.try_get("details")?)?,
         last_invoice: row.try_get("last_invoice")?,
         version: row.try_get("version")?,
         created_at: row.try_get("created_at")?,
@@ -182,49 +186,16 @@ fn record_from_row(row: &AnyRow) -> Result<SubscriptionRecord, StoreError> {
     })
 }
 
-fn charge_from_row(row: &AnyRow) -> Result<Charge, StoreError> {
+fn charge_from_row(row: &DbRow) -> Result<Charge, StoreError> {
     Ok(Charge {
         id: row.try_get("id")?,
         subscription_id: row.try_get("subscription_id")?,
         origin: row.try_get("origin")?,
         at: row.try_get("at")?,
-        lines: row.try_get("lines")?,
+        lines: document::read(row.try_get("lines")?)?,
         invoice_ref: row.try_get("invoice_ref")?,
         billed_at: row.try_get("billed_at")?,
     })
-}
-
-async fn insert_charges(
-    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
-    subscription_id: i64,
-    charges: &[NewCharge],
-) -> Result<(), StoreError> {
-    for charge in charges {
-        sqlx::query("INSERT INTO subscription_charges (subscription_id, origin, at, lines) VALUES ($1, $2, $3, $4)")
-            .bind(subscription_id)
-            .bind(&charge.origin)
-            .bind(charge.at)
-            .bind(&charge.lines)
-            .execute(&mut **tx)
-            .await?;
-    }
-    Ok(())
-}
-
-async fn insert_history(
-    tx: &mut sqlx::Transaction<'_, sqlx::Any>,
-    subscription_id: i64,
-    history: &[(i64, String)],
-) -> Result<(), StoreError> {
-    for (at, action) in history {
-        sqlx::query("INSERT INTO subscription_history (subscription_id, at, action) VALUES ($1, $2, $3)")
-            .bind(subscription_id)
-            .bind(*at)
-            .bind(action)
-            .execute(&mut **tx)
-            .await?;
-    }
-    Ok(())
 }
 
 /// `$first, $first+1, …`: `n` numbered placeholders.
@@ -240,30 +211,11 @@ pub(crate) fn placeholders(n: usize, first: usize) -> String {
 /// While a `Work` is open, the [`Store`] itself must not be used by the same task: on SQLite the
 /// one writer connection belongs to the work until it ends.
 pub struct Work {
-    pub(crate) tx: sqlx::Transaction<'static, sqlx::Any>,
+    pub(crate) tx: Tx,
     pub(crate) backend: Backend,
 }
 
 impl Work {
-    /// Placeholders of `n` values numbered from `first`: `$first, …` on PostgreSQL and `?, …` on
-    /// SQLite. sqlx matches a numbered SQLite parameter by its name, scanning the statement's
-    /// parameter list for each one, which is quadratic in a statement of thousands of values;
-    /// anonymous ones are taken in order. Every statement of a `Work` therefore numbers its
-    /// values in the order they appear in its text.
-    pub(crate) fn params(&self, n: usize, first: usize) -> String {
-        match self.backend {
-            Backend::Postgres => placeholders(n, first),
-            Backend::Sqlite => vec!["?"; n].join(", "),
-        }
-    }
-
-    /// `(…), (…), …`: `rows` tuples of [`Work::params`] of `columns` values each, numbered from
-    /// `first`, for multi-row `VALUES` lists. A `VALUES` list in `FROM` names its columns
-    /// `column1`, `column2`, … on both backends.
-    pub(crate) fn rows(&self, rows: usize, columns: usize, first: usize) -> String {
-        (0..rows).map(|r| format!("({})", self.params(columns, first + r * columns))).collect::<Vec<_>>().join(", ")
-    }
-
     /// Makes every change of the work durable and visible at once.
     pub async fn commit(self) -> Result<(), StoreError> {
         self.tx.commit().await?;
@@ -278,6 +230,14 @@ pub struct SubscriptionSave<'a> {
     pub change: &'a SubscriptionChange,
     /// Site time of the change (`updated_at`).
     pub now: i64,
+}
+
+/// What [`Work::save`] did.
+enum Saved {
+    /// Every change was saved; the charges inserted, oldest first.
+    All(Vec<Charge>),
+    /// Only `saved` of the claims still held their subscriptions; nothing else was written.
+    Lost { saved: usize },
 }
 
 /// One subscription's scheduled job in [`Work::reschedule_subscriptions`] (see
@@ -303,7 +263,7 @@ impl Store {
         locked_until: i64,
     ) -> Result<(SubscriptionClaim, SubscriptionRecord), StoreError> {
         let token = keys::generate_private_key();
-        let mut tx = self.pool.begin().await?;
+        let mut work = self.begin_work().await?;
         let row = sqlx::query(
             "INSERT INTO subscriptions (site_id, account_id, plan_id, uuid, state, past_due, trial_started_at, \
              trial_ends_at, value, creation, details, lock_token, locked_until, created_at, updated_at) \
@@ -317,18 +277,19 @@ impl Store {
         .bind(flag(new.indexed.past_due))
         .bind(new.indexed.trial_started_at)
         .bind(new.indexed.trial_ends_at)
-        .bind(&new.value)
-        .bind(&new.creation)
-        .bind(&new.details)
+        .bind(document::seal(&new.value))
+        .bind(document::seal(&new.creation))
+        .bind(document::seal(&new.details))
         .bind(&token)
         .bind(locked_until)
         .bind(now)
         .bind(now)
-        .fetch_one(&mut *tx)
+        .fetch_one(&mut *work.tx)
         .await?;
         let id: i64 = row.try_get("id")?;
-        insert_charges(&mut tx, id, charges).await?;
-        tx.commit().await?;
+        let charges: Vec<(i64, &NewCharge)> = charges.iter().map(|c| (id, c)).collect();
+        work.insert_charges(&charges).await?;
+        work.commit().await?;
         let record =
             self.subscription_by_id(id).await?.ok_or_else(|| StoreError::Invalid("lost subscription".into()))?;
         Ok((SubscriptionClaim { subscription_id: id, token }, record))
@@ -390,26 +351,16 @@ impl Store {
         service_now: i64,
         locked_until: i64,
     ) -> Result<Claimed, StoreError> {
-        let token = keys::generate_private_key();
-        let claimed = sqlx::query(&format!(
-            "UPDATE subscriptions SET lock_token = $1, locked_until = $2 \
-             WHERE site_id = $3 AND uuid = $4 AND (locked_until IS NULL OR locked_until <= $5) RETURNING {COLUMNS}"
-        ))
-        .bind(&token)
-        .bind(locked_until)
-        .bind(site_id)
-        .bind(uuid)
-        .bind(service_now)
-        .fetch_optional(&self.pool)
-        .await?;
-        let Some(row) = claimed else {
+        let mut work = self.begin_work().await?;
+        let mut claimed = work.claim(Locking::Wait, site_id, &[uuid], service_now, locked_until).await?;
+        work.commit().await?;
+        let Some((claim, record)) = claimed.pop() else {
             return Ok(match self.subscription(site_id, uuid).await? {
                 Some(_) => Claimed::Busy,
                 None => Claimed::NotFound,
             });
         };
-        let record = record_from_row(&row)?;
-        Ok(Claimed::Held(SubscriptionClaim { subscription_id: record.id, token }, Box::new(record)))
+        Ok(Claimed::Held(claim, Box::new(record)))
     }
 
     /// Whether `claim` still holds its subscription (checked before each step that has effects
@@ -425,14 +376,9 @@ impl Store {
 
     /// Ends a claim (a no-op when it is no longer the subscription's claim).
     pub async fn release_subscription(&self, claim: &SubscriptionClaim) -> Result<(), StoreError> {
-        sqlx::query(
-            "UPDATE subscriptions SET lock_token = NULL, locked_until = NULL WHERE id = $1 AND lock_token = $2",
-        )
-        .bind(claim.subscription_id)
-        .bind(&claim.token)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+        let mut work = self.begin_work().await?;
+        work.release_subscriptions(std::slice::from_ref(claim)).await?;
+        work.commit().await
     }
 
     /// Saves a change while `claim` holds the subscription: the value and its indexed facts,
@@ -444,54 +390,15 @@ impl Store {
         change: &SubscriptionChange,
         now: i64,
     ) -> Result<Option<SubscriptionRecord>, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        let updated = sqlx::query(&format!(
-            "UPDATE subscriptions SET plan_id = COALESCE($1, plan_id), state = $2, past_due = $3, \
-             trial_started_at = $4, trial_ends_at = $5, value = $6, details = $7, version = version + 1, \
-             updated_at = $8 WHERE id = $9 AND lock_token = $10 RETURNING {COLUMNS}"
-        ))
-        .bind(change.plan_id)
-        .bind(&change.indexed.state)
-        .bind(flag(change.indexed.past_due))
-        .bind(change.indexed.trial_started_at)
-        .bind(change.indexed.trial_ends_at)
-        .bind(&change.value)
-        .bind(&change.details)
-        .bind(now)
-        .bind(claim.subscription_id)
-        .bind(&claim.token)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some(row) = updated else {
-            tx.rollback().await?;
+        let mut work = self.begin_work().await?;
+        let save = SubscriptionSave { claim, change, now };
+        if let Saved::Lost { .. } = work.save(&[save]).await? {
+            // Dropping the work rolls it back: nothing was written.
             return Ok(None);
-        };
-        let record = record_from_row(&row)?;
-        insert_history(&mut tx, claim.subscription_id, &change.history).await?;
-        insert_charges(&mut tx, claim.subscription_id, &change.charges).await?;
-        tx.commit().await?;
-        Ok(Some(record))
-    }
-
-    /// Appends history entries of a subscription (e.g. its creation's own entries).
-    pub async fn append_subscription_history(
-        &self,
-        subscription_id: i64,
-        history: &[(i64, String)],
-    ) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
-        insert_history(&mut tx, subscription_id, history).await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
-    /// The history of a subscription, oldest first: (site time, action JSON).
-    pub async fn subscription_history(&self, subscription_id: i64) -> Result<Vec<(i64, String)>, StoreError> {
-        let rows = sqlx::query("SELECT at, action FROM subscription_history WHERE subscription_id = $1 ORDER BY id")
-            .bind(subscription_id)
-            .fetch_all(&self.pool)
-            .await?;
-        rows.iter().map(|r| Ok((r.try_get("at")?, r.try_get("action")?))).collect()
+        }
+        let record = work.subscription_by_id(claim.subscription_id).await?;
+        work.commit().await?;
+        Ok(record)
     }
 
     /// Charges of a subscription not invoiced yet, oldest first.
@@ -508,13 +415,10 @@ impl Store {
 
     /// Every charge of a subscription, oldest first.
     pub async fn subscription_charges(&self, subscription_id: i64) -> Result<Vec<Charge>, StoreError> {
-        let rows = sqlx::query(&format!(
-            "SELECT {CHARGE_COLUMNS} FROM subscription_charges WHERE subscription_id = $1 ORDER BY id"
-        ))
-        .bind(subscription_id)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter().map(charge_from_row).collect()
+        let mut work = self.begin_work().await?;
+        let charges = work.subscriptions_charges(&[subscription_id]).await?;
+        work.commit().await?;
+        Ok(charges)
     }
 
     /// Records the invoice of a charge (`None` when its lines needed no invoice) and makes it
@@ -525,24 +429,9 @@ impl Store {
         invoice_ref: Option<&str>,
         now: i64,
     ) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
-        sqlx::query(
-            "UPDATE subscription_charges SET invoice_ref = $1, billed_at = $2 WHERE id = $3 AND billed_at IS NULL",
-        )
-        .bind(invoice_ref)
-        .bind(now)
-        .bind(charge.id)
-        .execute(&mut *tx)
-        .await?;
-        if let Some(invoice) = invoice_ref {
-            sqlx::query("UPDATE subscriptions SET last_invoice = $1 WHERE id = $2")
-                .bind(invoice)
-                .bind(charge.subscription_id)
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.commit().await?;
-        Ok(())
+        let mut work = self.begin_work().await?;
+        work.mark_charges_billed(&[(charge, invoice_ref, now)]).await?;
+        work.commit().await
     }
 
     /// Makes `(kind, due_at)` the one pending scheduled job of the subscription `uuid`: other
@@ -555,31 +444,9 @@ impl Store {
         next: Option<(&str, i64)>,
         running: Option<i64>,
     ) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
-        sqlx::query(
-            "DELETE FROM jobs WHERE subject = $1 AND done_at IS NULL AND kind <> 'dunning' AND id <> $2 \
-             AND NOT (kind = $3 AND due_at = $4)",
-        )
-        .bind(uuid)
-        .bind(running.unwrap_or(-1))
-        .bind(next.map(|(k, _)| k).unwrap_or(""))
-        .bind(next.map(|(_, t)| t).unwrap_or(i64::MIN))
-        .execute(&mut *tx)
-        .await?;
-        if let Some((kind, due_at)) = next {
-            sqlx::query(
-                "INSERT INTO jobs (site_id, kind, subject, due_at) VALUES ($1, $2, $3, $4) \
-                 ON CONFLICT (kind, subject, due_at) DO NOTHING",
-            )
-            .bind(site_id)
-            .bind(kind)
-            .bind(uuid)
-            .bind(due_at)
-            .execute(&mut *tx)
-            .await?;
-        }
-        tx.commit().await?;
-        Ok(())
+        let mut work = self.begin_work().await?;
+        work.reschedule_subscriptions(site_id, &[Reschedule { uuid, next, running }]).await?;
+        work.commit().await
     }
 
     /// A page of the site's subscriptions matching `filter`, with the number matching it and
@@ -657,22 +524,41 @@ impl Work {
         service_now: i64,
         locked_until: i64,
     ) -> Result<Vec<(SubscriptionClaim, SubscriptionRecord)>, StoreError> {
+        self.claim(Locking::SkipLocked, site_id, uuids, service_now, locked_until).await
+    }
+
+    /// The one claim statement ([`Work::claim_subscriptions`], [`Store::claim_subscription`]):
+    /// with [`Locking::Wait`] a row another transaction is changing is waited for and checked
+    /// again once that transaction ends, so two claims never both hold a subscription.
+    async fn claim(
+        &mut self,
+        locking: Locking,
+        site_id: i64,
+        uuids: &[&str],
+        service_now: i64,
+        locked_until: i64,
+    ) -> Result<Vec<(SubscriptionClaim, SubscriptionRecord)>, StoreError> {
         if uuids.is_empty() {
             return Ok(Vec::new());
         }
         let token = keys::generate_private_key();
-        let lock = if self.backend == Backend::Postgres { " ORDER BY id FOR UPDATE SKIP LOCKED" } else { "" };
-        // `+site_id`: SQLite would otherwise walk the site's index, every subscription of the
-        // site, instead of looking the uuids up.
+        let b = self.backend;
+        // SQLite would otherwise walk the site's index, every subscription of the site, instead
+        // of looking the uuids up.
+        let free = format!(
+            "{} = {} AND (locked_until IS NULL OR locked_until <= {}) AND uuid IN ({})",
+            b.unindexed("site_id"),
+            b.params(1, 3),
+            b.params(1, 4),
+            b.params(uuids.len(), 5)
+        );
+        let lock = b.locked_in_order(locking, "id");
+        let rows =
+            if lock.is_empty() { free } else { format!("id IN (SELECT id FROM subscriptions WHERE {free}{lock})") };
         let sql = format!(
-            "UPDATE subscriptions SET lock_token = {}, locked_until = {} WHERE id IN (SELECT id FROM subscriptions \
-             WHERE +site_id = {} AND (locked_until IS NULL OR locked_until <= {}) AND uuid IN ({}){lock}) \
-             RETURNING {COLUMNS}",
-            self.params(1, 1),
-            self.params(1, 2),
-            self.params(1, 3),
-            self.params(1, 4),
-            self.params(uuids.len(), 5)
+            "UPDATE subscriptions SET lock_token = {}, locked_until = {} WHERE {rows} RETURNING {COLUMNS}",
+            b.params(1, 1),
+            b.params(1, 2)
         );
         let mut query = sqlx::query(&sql).bind(&token).bind(locked_until).bind(site_id).bind(service_now);
         for uuid in uuids {
@@ -687,6 +573,13 @@ impl Work {
             .collect()
     }
 
+    /// The subscription with this row id, as the work sees it.
+    async fn subscription_by_id(&mut self, id: i64) -> Result<Option<SubscriptionRecord>, StoreError> {
+        let sql = format!("SELECT {COLUMNS} FROM subscriptions WHERE id = {}", self.backend.params(1, 1));
+        let row = sqlx::query(&sql).bind(id).fetch_optional(&mut *self.tx).await?;
+        row.as_ref().map(record_from_row).transpose()
+    }
+
     /// Ends claims (those still held).
     pub async fn release_subscriptions(&mut self, claims: &[SubscriptionClaim]) -> Result<(), StoreError> {
         let mut tokens: Vec<&str> = claims.iter().map(|c| c.token.as_str()).collect();
@@ -696,8 +589,8 @@ impl Work {
             let ids: Vec<i64> = claims.iter().filter(|c| c.token == token).map(|c| c.subscription_id).collect();
             let sql = format!(
                 "UPDATE subscriptions SET lock_token = NULL, locked_until = NULL WHERE lock_token = {} AND id IN ({})",
-                self.params(1, 1),
-                self.params(ids.len(), 2)
+                self.backend.params(1, 1),
+                self.backend.params(ids.len(), 2)
             );
             let mut query = sqlx::query(&sql).bind(token);
             for id in ids {
@@ -716,7 +609,7 @@ impl Work {
         let sql = format!(
             "SELECT {CHARGE_COLUMNS} FROM subscription_charges WHERE subscription_id IN ({}) \
              ORDER BY subscription_id, id",
-            self.params(subscription_ids.len(), 1)
+            self.backend.params(subscription_ids.len(), 1)
         );
         let mut query = sqlx::query(&sql);
         for id in subscription_ids {
@@ -729,8 +622,22 @@ impl Work {
     /// holds its subscription, nothing of the work may be committed
     /// ([`StoreError::Conflict`]). Answers the charges inserted, oldest first.
     pub async fn save_subscriptions(&mut self, saves: &[SubscriptionSave<'_>]) -> Result<Vec<Charge>, StoreError> {
+        match self.save(saves).await? {
+            Saved::All(charges) => Ok(charges),
+            Saved::Lost { saved } => Err(StoreError::Conflict(format!(
+                "{} of {} subscriptions are no longer held by their claims",
+                saves.len() - saved,
+                saves.len()
+            ))),
+        }
+    }
+
+    /// The one save statement set ([`Work::save_subscriptions`], [`Store::save_subscription`]):
+    /// the values, then (only when every claim still held its subscription) the history entries
+    /// and the charges. After [`Saved::Lost`] the work must not be committed.
+    async fn save(&mut self, saves: &[SubscriptionSave<'_>]) -> Result<Saved, StoreError> {
         if saves.is_empty() {
-            return Ok(Vec::new());
+            return Ok(Saved::All(Vec::new()));
         }
         let sql = format!(
             "UPDATE subscriptions SET plan_id = COALESCE(v.column3, subscriptions.plan_id), state = v.column4, \
@@ -738,7 +645,7 @@ impl Work {
              details = v.column9, version = subscriptions.version + 1, updated_at = v.column10 \
              FROM (VALUES {}) AS v WHERE subscriptions.id = v.column1 AND subscriptions.lock_token = v.column2 \
              RETURNING subscriptions.id",
-            self.rows(saves.len(), 10, 1)
+            self.backend.rows(saves.len(), 10, 1)
         );
         let mut query = sqlx::query(&sql);
         for s in saves {
@@ -751,43 +658,44 @@ impl Work {
                 .bind(flag(c.indexed.past_due))
                 .bind(c.indexed.trial_started_at)
                 .bind(c.indexed.trial_ends_at)
-                .bind(&c.value)
-                .bind(&c.details)
+                .bind(document::seal(&c.value))
+                .bind(document::seal(&c.details))
                 .bind(s.now);
         }
         let saved = query.fetch_all(&mut *self.tx).await?.len();
         if saved != saves.len() {
-            return Err(StoreError::Conflict(format!(
-                "{} of {} subscriptions are no longer held by their claims",
-                saves.len() - saved,
-                saves.len()
-            )));
+            return Ok(Saved::Lost { saved });
         }
         let history: Vec<(i64, &(i64, String))> =
             saves.iter().flat_map(|s| s.change.history.iter().map(|h| (s.claim.subscription_id, h))).collect();
         if !history.is_empty() {
             let sql = format!(
                 "INSERT INTO subscription_history (subscription_id, at, action) VALUES {}",
-                self.rows(history.len(), 3, 1)
+                self.backend.rows(history.len(), 3, 1)
             );
             let mut query = sqlx::query(&sql);
             for (id, (at, action)) in history {
-                query = query.bind(id).bind(*at).bind(action);
+                query = query.bind(id).bind(*at).bind(document::seal(action));
             }
             query.execute(&mut *self.tx).await?;
         }
         let charges: Vec<(i64, &NewCharge)> =
             saves.iter().flat_map(|s| s.change.charges.iter().map(|c| (s.claim.subscription_id, c))).collect();
+        Ok(Saved::All(self.insert_charges(&charges).await?))
+    }
+
+    /// Inserts charges (subscription id, charge); answers them oldest first.
+    async fn insert_charges(&mut self, charges: &[(i64, &NewCharge)]) -> Result<Vec<Charge>, StoreError> {
         if charges.is_empty() {
             return Ok(Vec::new());
         }
         let sql = format!(
             "INSERT INTO subscription_charges (subscription_id, origin, at, lines) VALUES {} RETURNING {CHARGE_COLUMNS}",
-            self.rows(charges.len(), 4, 1)
+            self.backend.rows(charges.len(), 4, 1)
         );
         let mut query = sqlx::query(&sql);
         for (id, c) in charges {
-            query = query.bind(id).bind(&c.origin).bind(c.at).bind(&c.lines);
+            query = query.bind(*id).bind(&c.origin).bind(c.at).bind(document::seal(&c.lines));
         }
         let mut inserted =
             query.fetch_all(&mut *self.tx).await?.iter().map(charge_from_row).collect::<Result<Vec<_>, _>>()?;
@@ -803,7 +711,7 @@ impl Work {
         let sql = format!(
             "UPDATE subscription_charges SET invoice_ref = v.column2, billed_at = v.column3 FROM (VALUES {}) AS v \
              WHERE subscription_charges.id = v.column1 AND subscription_charges.billed_at IS NULL",
-            self.rows(billed.len(), 3, 1)
+            self.backend.rows(billed.len(), 3, 1)
         );
         let mut query = sqlx::query(&sql);
         for (charge, invoice, now) in billed {
@@ -823,7 +731,7 @@ impl Work {
         }
         let sql = format!(
             "UPDATE subscriptions SET last_invoice = v.column2 FROM (VALUES {}) AS v WHERE subscriptions.id = v.column1",
-            self.rows(last.len(), 2, 1)
+            self.backend.rows(last.len(), 2, 1)
         );
         let mut query = sqlx::query(&sql);
         for (id, invoice) in last {
@@ -844,8 +752,8 @@ impl Work {
             "DELETE FROM jobs WHERE subject IN ({}) AND done_at IS NULL AND kind <> 'dunning' AND EXISTS \
              (SELECT 1 FROM (VALUES {}) AS v WHERE v.column1 = jobs.subject AND v.column2 <> jobs.id \
              AND NOT (v.column3 = jobs.kind AND v.column4 = jobs.due_at))",
-            self.params(jobs.len(), 1),
-            self.rows(jobs.len(), 4, jobs.len() + 1)
+            self.backend.params(jobs.len(), 1),
+            self.backend.rows(jobs.len(), 4, jobs.len() + 1)
         );
         let mut query = sqlx::query(&sql);
         for j in jobs {
@@ -866,7 +774,7 @@ impl Work {
         }
         let sql = format!(
             "INSERT INTO jobs (site_id, kind, subject, due_at) VALUES {} ON CONFLICT (kind, subject, due_at) DO NOTHING",
-            self.rows(next.len(), 4, 1)
+            self.backend.rows(next.len(), 4, 1)
         );
         let mut query = sqlx::query(&sql);
         for (uuid, kind, due_at) in next {
@@ -901,6 +809,18 @@ mod tests {
         (site, account, plan)
     }
 
+    /// The history rows of a subscription (written with every change; nothing in the service
+    /// reads them yet).
+    async fn history_rows(store: &Store, subscription_id: i64) -> i64 {
+        sqlx::query("SELECT COUNT(*) AS n FROM subscription_history WHERE subscription_id = $1")
+            .bind(subscription_id)
+            .fetch_one(&store.pool)
+            .await
+            .expect("count")
+            .try_get("n")
+            .expect("n")
+    }
+
     fn record(site: i64, account: i64, plan: i64, uuid: &str, state: &str) -> NewSubscriptionRecord {
         NewSubscriptionRecord {
             site_id: site,
@@ -911,6 +831,98 @@ mod tests {
             value: "{}".into(),
             creation: "{}".into(),
             details: "{}".into(),
+        }
+    }
+
+    /// Every JSON column of subscriptions is stored with its layout version and read back as
+    /// written; rows written before versions existed read as they are.
+    #[tokio::test]
+    async fn documents_are_stored_versioned_and_legacy_rows_still_read() {
+        for store in both_backends("subscription_documents").await {
+            let (site, account, plan) = setup(&store).await;
+            let new = NewSubscriptionRecord {
+                value: r#"{"uuid":"d1","state":"active"}"#.into(),
+                creation: r#"{"plan_code":"gold"}"#.into(),
+                details: "{}".into(),
+                ..record(site, account, plan, "d1", "active")
+            };
+            let lines = r#"[{"kind":"plan","total_in_cents":1000}]"#;
+            let charge = NewCharge { origin: "purchase".into(), at: NOW, lines: lines.into() };
+            let (claim, created) =
+                store.create_subscription(&new, std::slice::from_ref(&charge), NOW, NOW + 60).await.expect("create");
+            let change = SubscriptionChange {
+                indexed: Indexed { state: "active".into(), ..Indexed::default() },
+                value: new.value.clone(),
+                details: new.details.clone(),
+                history: vec![(NOW, r#"{"action":"cancel"}"#.into())],
+                ..SubscriptionChange::default()
+            };
+            store.save_subscription(&claim, &change, NOW).await.expect("save").expect("held");
+            let raw = |sql: &'static str| {
+                let store = store.clone();
+                async move {
+                    sqlx::query(sql)
+                        .bind(created.id)
+                        .fetch_one(&store.pool)
+                        .await
+                        .expect("row")
+                        .try_get::<String, _>(0)
+                        .expect("text")
+                }
+            };
+            // Versioned on write: objects end with the version, the line array is wrapped.
+            assert_eq!(
+                raw("SELECT value FROM subscriptions WHERE id = $1").await,
+                r#"{"uuid":"d1","state":"active","document_version":1}"#
+            );
+            assert_eq!(
+                raw("SELECT creation FROM subscriptions WHERE id = $1").await,
+                r#"{"plan_code":"gold","document_version":1}"#
+            );
+            assert_eq!(raw("SELECT details FROM subscriptions WHERE id = $1").await, r#"{"document_version":1}"#);
+            assert_eq!(
+                raw("SELECT lines FROM subscription_charges WHERE subscription_id = $1").await,
+                format!(r#"{{"document_version":1,"document":{lines}}}"#)
+            );
+            assert_eq!(
+                raw("SELECT action FROM subscription_history WHERE subscription_id = $1").await,
+                r#"{"action":"cancel","document_version":1}"#
+            );
+            // Read back as written.
+            let read = store.subscription_by_id(created.id).await.expect("read").expect("exists");
+            assert_eq!((&read.value, &read.creation, &read.details), (&new.value, &new.creation, &new.details));
+            assert_eq!(store.subscription_charges(created.id).await.expect("charges")[0].lines, lines);
+
+            // Legacy rows (no version) read as they are.
+            sqlx::query(
+                "UPDATE subscriptions SET value = '{\"legacy\":true}', creation = '{\"plan_code\":\"old\"}', \
+                 details = '{\"notes\":\"n\"}' WHERE id = $1",
+            )
+            .bind(created.id)
+            .execute(&store.pool)
+            .await
+            .expect("legacy subscription");
+            sqlx::query("UPDATE subscription_charges SET lines = '[{\"kind\":\"credit\"}]' WHERE subscription_id = $1")
+                .bind(created.id)
+                .execute(&store.pool)
+                .await
+                .expect("legacy charge");
+            let legacy = store.subscription_by_id(created.id).await.expect("read").expect("exists");
+            assert_eq!(
+                (legacy.value.as_str(), legacy.creation.as_str(), legacy.details.as_str()),
+                (r#"{"legacy":true}"#, r#"{"plan_code":"old"}"#, r#"{"notes":"n"}"#)
+            );
+            assert_eq!(
+                store.subscription_charges(created.id).await.expect("charges")[0].lines,
+                r#"[{"kind":"credit"}]"#
+            );
+            // A layout newer than this build is refused, not misread.
+            sqlx::query("UPDATE subscriptions SET details = '{\"document_version\":2}' WHERE id = $1")
+                .bind(created.id)
+                .execute(&store.pool)
+                .await
+                .expect("newer");
+            assert!(matches!(store.subscription_by_id(created.id).await, Err(StoreError::Invalid(_))));
         }
     }
 
@@ -957,7 +969,7 @@ mod tests {
             };
             assert_eq!(store.save_subscription(&claim, &change, NOW + 62).await.expect("save"), None);
             store.release_subscription(&other).await.expect("release");
-            assert_eq!(store.subscription_history(saved.id).await.expect("history").len(), 1);
+            assert_eq!(history_rows(&store, saved.id).await, 1);
 
             let page = store
                 .list_subscriptions(
@@ -1033,7 +1045,7 @@ mod tests {
                 let after = store.subscription_by_id(claim.subscription_id).await.expect("read").expect("exists");
                 assert_eq!((after.version, &after.value, after.updated_at), (1, &change.value, NOW + 100));
                 assert!(after.last_invoice.is_some());
-                assert_eq!(store.subscription_history(after.id).await.expect("history").len(), 1);
+                assert_eq!(history_rows(&store, after.id).await, 1);
                 assert!(store.unbilled_charges(after.id).await.expect("charges").is_empty());
                 let pending = store.pending_jobs(&before.uuid).await.expect("jobs");
                 assert_eq!(pending.iter().map(|j| j.due_at).collect::<Vec<_>>(), [NOW + 200]);

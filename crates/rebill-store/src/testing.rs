@@ -13,6 +13,8 @@
 
 use sqlx::Connection;
 
+use crate::db::Conn;
+
 fn unique(tag: &str) -> String {
     let nanos =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default();
@@ -50,8 +52,8 @@ pub async fn fresh_postgres_url(tag: &str) -> String {
     let tag: String =
         tag.chars().take(12).map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' }).collect();
     let name = format!("rebill_test_{}", unique(&format!("{tag}_{}", host_marker())));
-    sqlx::any::install_default_drivers();
-    let mut conn = sqlx::AnyConnection::connect(&admin).await.unwrap_or_else(|e| panic!("PostgreSQL at {admin}: {e}"));
+    crate::db::install_drivers();
+    let mut conn = Conn::connect(&admin).await.unwrap_or_else(|e| panic!("PostgreSQL at {admin}: {e}"));
     // One sweep per process is enough: what it looks for are databases of ended processes.
     if !SWEPT.swap(true, std::sync::atomic::Ordering::SeqCst) {
         drop_stale_databases(&mut conn).await;
@@ -102,8 +104,8 @@ async fn forget_database(url: &str) {
     if !name.starts_with("rebill_test_") || !safe_name(name) {
         return;
     }
-    sqlx::any::install_default_drivers();
-    if let Ok(mut conn) = sqlx::AnyConnection::connect(&postgres_admin_url()).await {
+    crate::db::install_drivers();
+    if let Ok(mut conn) = Conn::connect(&postgres_admin_url()).await {
         let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&mut conn).await;
         let _ = conn.close().await;
     }
@@ -134,7 +136,7 @@ fn creator_ended(name: &str) -> bool {
 /// Drops `rebill_test_*` databases whose creating process on this host has ended, or that were
 /// made over an hour ago (their names end in their creator's pid and creation time), so that
 /// suites that do not drop their own databases do not fill the server up.
-async fn drop_stale_databases(conn: &mut sqlx::AnyConnection) {
+async fn drop_stale_databases(conn: &mut Conn) {
     use sqlx::Row;
     let now =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default();
@@ -165,8 +167,8 @@ pub async fn drop_postgres_database(url: &str) {
     let name = url.rsplit('/').next().unwrap_or_default();
     assert!(name.starts_with("rebill_test_"), "only test databases are dropped");
     let admin = postgres_admin_url();
-    sqlx::any::install_default_drivers();
-    let mut conn = sqlx::AnyConnection::connect(&admin).await.unwrap_or_else(|e| panic!("PostgreSQL at {admin}: {e}"));
+    crate::db::install_drivers();
+    let mut conn = Conn::connect(&admin).await.unwrap_or_else(|e| panic!("PostgreSQL at {admin}: {e}"));
     sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
         .execute(&mut conn)
         .await

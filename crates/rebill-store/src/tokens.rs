@@ -10,9 +10,9 @@
 //!   [`Store::purge_expired_tokens`] deletes every expired token.
 
 use sqlx::Row;
-use sqlx::any::AnyRow;
 
 use crate::billing_info::{BillingFields, FIELD_COLUMNS, PaymentKind, bind_fields, fields_from_row, kind_from_row};
+use crate::db::DbRow;
 use crate::{SITE_COLUMNS, Site, Store, StoreError, hash_key, site_from_row};
 
 /// How long a token lives.
@@ -66,7 +66,7 @@ fn columns() -> String {
     format!("site_id, kind, secret, {}, created_at, expires_at", FIELD_COLUMNS.join(", "))
 }
 
-fn token_from_row(row: &AnyRow) -> Result<Token, StoreError> {
+fn token_from_row(row: &DbRow) -> Result<Token, StoreError> {
     Ok(Token {
         site_id: row.try_get("site_id")?,
         kind: kind_from_row(row)?,

@@ -1,0 +1,52 @@
+//! The one module that names `sqlx::Any`: the pool, connection, transaction, row and query
+//! types every other module of the store goes through. SQL text that differs between the
+//! backends lives in [`crate::dialect`].
+
+use sqlx::any::AnyPoolOptions;
+
+/// The database driver behind every pool (chosen at run time by the URL).
+pub(crate) type Db = sqlx::Any;
+/// A pool of connections to either backend.
+pub(crate) type Pool = sqlx::AnyPool;
+/// A row read from either backend.
+pub(crate) type DbRow = sqlx::any::AnyRow;
+/// One connection taken from a [`Pool`].
+pub(crate) type Conn = sqlx::AnyConnection;
+/// An open database transaction.
+pub(crate) type Tx = sqlx::Transaction<'static, Db>;
+/// A statement with its bound values.
+pub(crate) type DbQuery<'q> = sqlx::query::Query<'q, Db, sqlx::any::AnyArguments<'q>>;
+
+/// Pool options for either backend (the drivers are installed on first use).
+pub(crate) fn pool_options() -> AnyPoolOptions {
+    sqlx::any::install_default_drivers();
+    AnyPoolOptions::new()
+}
+
+/// Installs the drivers `sqlx::Any` dispatches to (needed before connecting without a pool).
+pub(crate) fn install_drivers() {
+    sqlx::any::install_default_drivers();
+}
+
+#[cfg(test)]
+mod tests {
+    /// No other module of the store names the `Any` driver's types.
+    #[test]
+    fn only_this_module_names_sqlx_any() {
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut offenders = Vec::new();
+        for entry in std::fs::read_dir(&src).expect("src") {
+            let path = entry.expect("entry").path();
+            if path.file_name().is_some_and(|n| n == "db.rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("source");
+            for needle in ["sqlx::Any", "sqlx::any", "AnyPool", "AnyRow", "AnyConnection", "AnyArguments"] {
+                if text.contains(needle) {
+                    offenders.push(format!("{}: {needle}", path.display()));
+                }
+            }
+        }
+        assert!(offenders.is_empty(), "{offenders:?}");
+    }
+}
