@@ -723,8 +723,15 @@ fn start_logged(db: &str, dir: &Path) -> LoggedServer {
 
 /// Whether `needle` occurs in `haystack` other than inside a random value, where short digit
 /// strings turn up by chance: a run of at least 32 hexadecimal characters (hashes, keys) or a
-/// sealed secret (`v1.` and URL-safe base64).
+/// sealed secret (`v1.` and URL-safe base64). A short number (a CVV) counts only as a whole
+/// number: inside a longer run of digits (an epoch second, an id) it is a chance match.
 fn leaked(haystack: &[u8], needle: &[u8]) -> bool {
+    let short_number = needle.len() < 6 && needle.iter().all(u8::is_ascii_digit);
+    let whole = |at: usize| {
+        let before = at.checked_sub(1).map(|i| haystack[i]);
+        let after = haystack.get(at + needle.len()).copied();
+        !before.is_some_and(|b| b.is_ascii_digit()) && !after.is_some_and(|b| b.is_ascii_digit())
+    };
     let hex = |b: u8| b.is_ascii_digit() || (b'a'..=b'f').contains(&b);
     let b64 = |b: u8| b.is_ascii_alphanumeric() || b == b'-' || b == b'_';
     let run_start =
@@ -738,7 +745,10 @@ fn leaked(haystack: &[u8], needle: &[u8]) -> bool {
         let start = run_start(at, &b64);
         start >= 3 && &haystack[start - 3..start] == b"v1."
     };
-    haystack.windows(needle.len()).enumerate().any(|(at, window)| window == needle && hex_run(at) < 32 && !sealed(at))
+    haystack
+        .windows(needle.len())
+        .enumerate()
+        .any(|(at, window)| window == needle && hex_run(at) < 32 && !sealed(at) && (!short_number || whole(at)))
 }
 
 /// Every text value of every table of a PostgreSQL database.
@@ -866,4 +876,14 @@ fn no_card_number_cvv_or_account_number_in_the_database_or_the_log() {
             }
         }
     });
+}
+
+#[test]
+fn a_short_number_leaks_only_as_a_whole_number() {
+    assert!(leaked(b"{\"cvv\":\"5824\"}", b"5824"));
+    assert!(leaked(b"5824", b"5824"));
+    assert!(!leaked(b"created_at 1795485824", b"5824"), "inside an epoch second");
+    assert!(!leaked(b"id 58240", b"5824"));
+    assert!(leaked(b"x 4012888888881881 y", b"4012888888881881"));
+    assert!(leaked(b"378282246310005", b"8224631000"), "longer needles still match inside digits");
 }
