@@ -221,10 +221,7 @@ fn the_rules_name_real_crates() {
             ONLY_DEPENDED_ON_BY.iter().flat_map(|r| std::iter::once(r.krate).chain(r.dependents.iter().copied())),
         );
     for krate in named {
-        assert!(
-            crates.contains_key(krate),
-            "a layering rule names {krate}, which is not a workspace crate"
-        );
+        assert!(crates.contains_key(krate), "a layering rule names {krate}, which is not a workspace crate");
     }
 }
 

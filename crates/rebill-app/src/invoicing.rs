@@ -45,14 +45,14 @@ use rebill_billing::proration::Proration;
 use rebill_store::accounts::Account;
 use rebill_store::billing_info::{BillingFields, PaymentKind};
 use rebill_store::invoicing::{
-    AccountSnapshot, Adjustment, AdjustmentKind, Check, EngineKey, Invoice, InvoiceAmounts, InvoiceChange,
-    InvoiceState, InvoiceTerms, NewAdjustment, NewInvoice, NewTransaction, StoredPayment, Transaction,
+    AccountSnapshot, Adjustment, AdjustmentKind, Check, CollectionMethod, EngineKey, Invoice, InvoiceAmounts,
+    InvoiceChange, InvoiceState, InvoiceTerms, NewAdjustment, NewInvoice, NewTransaction, StoredPayment, Transaction,
     TransactionFailure, TransactionResult, TransactionStatus,
 };
 use rebill_store::{Site, StoreError};
 
 use crate::jobs::JobError;
-use crate::{Services, time};
+use crate::{Context, Services, time};
 
 /// Days after an invoice's creation at which a past-due invoice is retried (site clock).
 pub const DUNNING_RETRY_DAYS: [i64; 4] = [1, 3, 5, 7];
@@ -653,6 +653,42 @@ pub async fn collect_now(
     }
     let paid = mark_paid(state, invoice, at).await?.unwrap_or_else(|| invoice.clone());
     Ok(Some((paid, Some(t))))
+}
+
+/// The draft of an invoice of the account's pending adjustments: those in the currency of the
+/// oldest one (adjustments in other currencies stay pending for another invoice).
+async fn pending_draft(services: &Services, account: &Account, terms: InvoiceTerms) -> Result<Draft, StoreError> {
+    let mut pending = services.store.pending_adjustments(account.id).await?;
+    if let Some(currency) = pending.first().map(|a| a.line.currency.clone()) {
+        pending.retain(|a| a.line.currency == currency);
+    }
+    Ok(Draft { lines: Vec::new(), extra: Vec::new(), pending, origin: InvoiceOrigin::Purchase, terms })
+}
+
+/// Invoices the account's pending adjustments with `terms` and collects the invoice as its
+/// collection method says (automatic: charged now, a decline leaves it past due with dunning
+/// retries; manual: pending until its due date).
+pub async fn invoice_pending(
+    services: &Services,
+    ctx: &Context,
+    account: &Account,
+    terms: InvoiceTerms,
+) -> Result<Invoiced, BillingError> {
+    let collect =
+        if terms.collection_method == CollectionMethod::Manual { Collect::Manual } else { Collect::Automatic };
+    let draft = pending_draft(services, account, terms).await?;
+    invoice(services, &ctx.site, account, draft, ctx.now, collect, None).await
+}
+
+/// [`invoice_pending`] as a dry run: the invoice it would create now, nothing written.
+pub async fn preview_pending(
+    services: &Services,
+    ctx: &Context,
+    account: &Account,
+    terms: InvoiceTerms,
+) -> Result<Preview, BillingError> {
+    let draft = pending_draft(services, account, terms).await?;
+    preview(account, &draft, ctx.now)
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 //!
 //! | Module | Use cases |
 //! |---|---|
+//! | [`accounts`] | create (with billing info, all or nothing), update, close, reopen, balance |
 //! | [`payment_methods`] | read, verify and save an account's billing info; a payment method for one charge |
 //! | [`invoicing`] | invoicing and collection: invoices of engine lines, one-off lines and pending adjustments, charging the stored payment method, dunning retries, manual invoices falling due, mark paid or failed, collect now |
 //! | [`subscriptions`] | the stored subscription documents, catching up, invoicing a subscription's charges, scheduled subscription jobs, the outcomes of their invoices |
@@ -12,7 +13,9 @@
 //! | [`scheduler`] | running due jobs; catching a site up with its clock |
 //! | [`clock`] | moving a sandbox site's clock on |
 //! | [`jobs`] | job outcomes and their recording |
+//! | [`transactions`] | one-off charges of an account |
 
+pub mod accounts;
 pub mod clock;
 pub mod context;
 pub mod error;
@@ -22,6 +25,7 @@ pub mod payment_methods;
 pub mod renewals;
 pub mod scheduler;
 pub mod subscriptions;
+pub mod transactions;
 
 use std::sync::Arc;
 

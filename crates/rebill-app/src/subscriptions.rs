@@ -13,13 +13,15 @@
 use chrono::{DateTime, Utc};
 use rebill_billing::invoice::{InvoiceOrigin, LineItem};
 use rebill_billing::lifecycle::{
-    self, Action, LifecycleError, Refund, Subscription as Engine, SubscriptionState as EngineState, Transition,
+    self, Action, LifecycleError, NewSubscription, Refund, Subscription as Engine, SubscriptionState as EngineState,
+    Transition,
 };
-use rebill_store::accounts::Account;
+use rebill_store::accounts::{Account, AccountFields};
 use rebill_store::invoicing::{CollectionMethod as InvoiceCollection, InvoiceTerms, Transaction};
 use rebill_store::jobs::Job;
 use rebill_store::subscriptions::{
-    Charge, Claimed, Indexed, NewCharge, SubscriptionChange, SubscriptionClaim, SubscriptionRecord,
+    Charge, Claimed, Indexed, NewCharge, NewSubscriptionRecord, SubscriptionChange, SubscriptionClaim,
+    SubscriptionRecord,
 };
 use rebill_store::{Site, StoreError};
 use serde::{Deserialize, Serialize};
@@ -27,7 +29,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::SubscriptionError;
 use crate::invoicing::{self, Collect, Draft};
 use crate::jobs::JobError;
-use crate::{Services, time};
+use crate::payment_methods::{self, BillingRequest, PaymentMethodError, Refusal};
+use crate::{Context, Services, time};
 
 /// Seconds a change holds its claim on a subscription (service clock); a process that dies
 /// holding one blocks the subscription this long at most.
@@ -105,6 +108,7 @@ pub fn new_uuid() -> String {
 // Catching up and saving
 
 /// One charge to invoice: lines and origin.
+#[derive(Debug, Clone)]
 pub struct Pending {
     pub origin: InvoiceOrigin,
     pub at: DateTime<Utc>,
@@ -432,4 +436,260 @@ pub async fn on_invoice_failed(
         lifecycle::apply(sub, &action, now).ok().map(|t| (t.subscription, Some(action)))
     })
     .await
+}
+
+/// Why a change of a stored subscription changed nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum ChangeError {
+    #[error("no subscription with uuid {0}")]
+    NotFound(String),
+    /// Another change holds the subscription (in any process on the database).
+    #[error("a change for this subscription is already in progress")]
+    Busy,
+    /// The billing engine refused the change (or catching up).
+    #[error(transparent)]
+    Refused(#[from] LifecycleError),
+    #[error(transparent)]
+    Failed(#[from] SubscriptionError),
+}
+
+/// One change of a stored subscription: claims it, catches up to `ctx.now`, applies the actions
+/// `build` makes from the caught-up value (it may also change the details), saves the value, the
+/// history and the charges in one transaction, invoices the charges (a declined one leaves its
+/// invoice past due with retries and the subscription past due: the change stands),
+/// reschedules and releases the claim. Answers the subscription as saved.
+pub async fn change(
+    services: &Services,
+    ctx: &Context,
+    uuid: &str,
+    build: impl FnOnce(&Engine, &mut Details, DateTime<Utc>) -> Vec<Action>,
+) -> Result<Loaded, ChangeError> {
+    let now = time(ctx.now).ok_or(SubscriptionError::TimeOutOfRange)?;
+    let service_now = services.clock.now();
+    let (claim, record) =
+        match services.store.claim_subscription(ctx.site.id, uuid, service_now, service_now + CLAIM_SECONDS).await {
+            Ok(Claimed::Held(claim, record)) => (claim, *record),
+            Ok(Claimed::Busy) => return Err(ChangeError::Busy),
+            Ok(Claimed::NotFound) => return Err(ChangeError::NotFound(uuid.to_owned())),
+            Err(e) => return Err(SubscriptionError::from(e).into()),
+        };
+    let result = change_held(services, ctx, &claim, record, now, build).await;
+    if let Err(e) = services.store.release_subscription(&claim).await {
+        tracing::warn!(error = %e, "releasing a subscription claim");
+    }
+    result
+}
+
+async fn change_held(
+    services: &Services,
+    ctx: &Context,
+    claim: &SubscriptionClaim,
+    record: SubscriptionRecord,
+    now: DateTime<Utc>,
+    build: impl FnOnce(&Engine, &mut Details, DateTime<Utc>) -> Vec<Action>,
+) -> Result<Loaded, ChangeError> {
+    let mut loaded = Loaded::of(record)?;
+    let mut charges = Vec::new();
+    let caught_up = catch_up(&loaded.sub, now, &mut charges)?;
+    let mut details = loaded.details.clone();
+    let actions = build(&caught_up, &mut details, now);
+    let mut sub = caught_up;
+    let mut history = Vec::new();
+    for a in actions {
+        let transition = lifecycle::apply(&sub, &a, now)?;
+        sub = push(transition, now, &mut charges);
+        history.push((ctx.now, to_json(&a)?));
+    }
+    let plan_id = if sub.terms.plan_code != loaded.sub.terms.plan_code {
+        services.store.plan(ctx.site.id, &sub.terms.plan_code).await.map_err(SubscriptionError::from)?.map(|p| p.id)
+    } else {
+        None
+    };
+    let change = SubscriptionChange {
+        plan_id,
+        indexed: indexed(&sub),
+        value: to_json(&sub)?,
+        details: to_json(&details)?,
+        history,
+        charges: new_charges(&charges)?,
+    };
+    let saved = match services.store.save_subscription(claim, &change, ctx.now).await {
+        Ok(Some(record)) => record,
+        Ok(None) => return Err(ChangeError::Busy),
+        Err(e) => return Err(SubscriptionError::from(e).into()),
+    };
+    loaded = Loaded { record: saved, sub, details };
+    bill_pending(services, &ctx.site, claim, &mut loaded, ctx.now).await?;
+    reschedule(services, ctx.site.id, &loaded.sub, None).await.map_err(SubscriptionError::from)?;
+    Ok(loaded)
+}
+
+/// A change as [`change`] would make it now, nothing written: the subscription and details
+/// after it and the total of the charges the change itself makes (not those of catching up).
+#[derive(Debug, Clone)]
+pub struct Previewed {
+    pub sub: Engine,
+    pub details: Details,
+    pub cost_in_cents: i64,
+}
+
+/// [`change`] as a dry run over the subscription as loaded.
+pub fn preview_change(
+    current: &Loaded,
+    now: DateTime<Utc>,
+    build: impl FnOnce(&Engine, &mut Details, DateTime<Utc>) -> Vec<Action>,
+) -> Result<Previewed, LifecycleError> {
+    let mut charges = Vec::new();
+    let mut sub = catch_up(&current.sub, now, &mut charges)?;
+    let before = charges.len();
+    let mut details = current.details.clone();
+    for a in build(&sub, &mut details, now) {
+        sub = push(lifecycle::apply(&sub, &a, now)?, now, &mut charges);
+    }
+    let cost_in_cents = charges[before..].iter().flat_map(|c| &c.lines).map(|l| l.total_in_cents).sum();
+    Ok(Previewed { sub, details, cost_in_cents })
+}
+
+/// A new subscription as the engine made it, nothing written ([`draft`]).
+#[derive(Debug, Clone)]
+pub struct Drafted {
+    pub new: NewSubscription,
+    pub sub: Engine,
+    pub charges: Vec<Pending>,
+}
+
+impl Drafted {
+    /// The total of the charges the creation makes (for a preview's `cost_in_cents`).
+    pub fn cost_in_cents(&self) -> i64 {
+        self.charges.iter().flat_map(|c| &c.lines).map(|l| l.total_in_cents).sum()
+    }
+}
+
+/// What the engine makes of `new` at `now`: the creation, then anything already due for a
+/// backdated start. A preview of a creation is this dry run.
+pub fn draft(new: NewSubscription, now: DateTime<Utc>) -> Result<Drafted, LifecycleError> {
+    let mut charges = Vec::new();
+    let created = lifecycle::create(new.clone(), now)?;
+    let sub = push(created, now, &mut charges);
+    let sub = catch_up(&sub, now, &mut charges)?;
+    Ok(Drafted { new, sub, charges })
+}
+
+/// A subscription to create for an account.
+#[derive(Debug)]
+pub struct Subscribe {
+    /// The account as found before (`None`: created here with `account_fields`).
+    pub existing: Option<Account>,
+    pub account_code: String,
+    /// The fields of a nested account (an existing account is updated with them).
+    pub account_fields: Option<AccountFields>,
+    /// A nested billing info, checked before anything is written.
+    pub billing_info: Option<BillingRequest>,
+    pub plan_id: i64,
+    pub drafted: Drafted,
+    pub details: Details,
+}
+
+/// Why a subscription was not created (nothing of it is kept).
+#[derive(Debug, thiserror::Error)]
+pub enum CreateError {
+    /// The nested billing info was refused before anything was written.
+    #[error(transparent)]
+    PaymentMethod(#[from] PaymentMethodError),
+    /// The nested billing info was not saved (declined verification, …).
+    #[error("the billing info was not saved: {0:?}")]
+    BillingInfo(Refusal),
+    #[error("no account with code {0}")]
+    AccountNotFound(String),
+    /// Another request created the account meanwhile.
+    #[error("the account was created by another request meanwhile")]
+    Busy,
+    /// The first payment was declined (the transaction), or there was no payment method to
+    /// charge (none).
+    #[error("the first payment was declined")]
+    FirstPaymentDeclined(Option<Box<Transaction>>),
+    #[error(transparent)]
+    Failed(#[from] SubscriptionError),
+}
+
+impl From<StoreError> for CreateError {
+    fn from(e: StoreError) -> Self {
+        CreateError::Failed(e.into())
+    }
+}
+
+/// Creates a subscription: the account (created, or updated with the nested fields) and its
+/// billing info (an account created here goes again when its billing info is refused), the
+/// subscription with its first charges, their invoice (a declined first payment removes the
+/// subscription), and its scheduled job.
+pub async fn create(services: &Services, ctx: &Context, input: Subscribe) -> Result<Loaded, CreateError> {
+    let Subscribe { existing, account_code: code, account_fields, billing_info, plan_id, drafted, details } = input;
+    let prepared = match &billing_info {
+        Some(info) => Some(payment_methods::prepare(services, ctx, existing.as_ref(), info).await?),
+        None => None,
+    };
+    let created_here = existing.is_none();
+    let nested = account_fields.is_some();
+    let fields = account_fields.unwrap_or_default();
+    let account = match existing {
+        Some(_) if nested => services
+            .store
+            .update_account(ctx.site.id, &code, &fields, ctx.now)
+            .await?
+            .ok_or_else(|| CreateError::AccountNotFound(code.clone()))?,
+        Some(account) => account,
+        None => match services.store.create_account(ctx.site.id, &code, &fields, ctx.now).await {
+            Ok(a) => a,
+            Err(StoreError::DuplicateAccount(_)) => return Err(CreateError::Busy),
+            Err(e) => return Err(e.into()),
+        },
+    };
+    if let Some(prepared) = prepared
+        && let Err(refusal) = payment_methods::commit(services, ctx, &account, prepared).await
+    {
+        let keep = matches!(refusal, Refusal::Declined { saved: true, .. });
+        if created_here
+            && !keep
+            && let Err(e) = services.store.discard_new_account(ctx.site.id, account.id).await
+        {
+            tracing::error!(error = %e, "removing an account whose billing info was refused");
+        }
+        return Err(CreateError::BillingInfo(refusal));
+    }
+    let Drafted { new, sub, charges } = drafted;
+    let record = NewSubscriptionRecord {
+        site_id: ctx.site.id,
+        account_id: account.id,
+        plan_id,
+        uuid: new.uuid.clone(),
+        indexed: indexed(&sub),
+        value: to_json(&sub)?,
+        creation: to_json(&new)?,
+        details: to_json(&details)?,
+    };
+    let charges = new_charges(&charges)?;
+    let lease = services.clock.now() + CLAIM_SECONDS;
+    let (claim, record) = services.store.create_subscription(&record, &charges, ctx.now, lease).await?;
+    let mut loaded = Loaded { record, sub, details };
+    let result = finish_create(services, ctx, &claim, &mut loaded).await;
+    if let Err(e) = services.store.release_subscription(&claim).await {
+        tracing::warn!(error = %e, "releasing a subscription claim");
+    }
+    result.map(|()| loaded)
+}
+
+/// Invoices the new subscription's first charges and schedules it; a declined first payment
+/// removes the subscription.
+async fn finish_create(
+    services: &Services,
+    ctx: &Context,
+    claim: &SubscriptionClaim,
+    loaded: &mut Loaded,
+) -> Result<(), CreateError> {
+    if let Some(declined) = bill_pending(services, &ctx.site, claim, loaded, ctx.now).await? {
+        services.store.discard_subscription(claim).await?;
+        return Err(CreateError::FirstPaymentDeclined(declined.transaction));
+    }
+    reschedule(services, ctx.site.id, &loaded.sub, None).await?;
+    Ok(())
 }

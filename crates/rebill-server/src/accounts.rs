@@ -19,7 +19,6 @@
 use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use rebill_billing::balance::{CurrencyInvoices, account_balance};
 use rebill_models::api::EndpointId;
 use rebill_models::validate::Operation;
 use rebill_models::{Account, AccountBalance, AccountState, Address};
@@ -32,9 +31,9 @@ use rebill_xml::{Money, WireContext};
 use crate::lists::{ListQuery, invalid_choice};
 use crate::request::{Call, account_not_found, billing_request, decode, href, validated};
 use crate::respond::{field_error, time, with_location};
-use crate::views::{payment_method_error, refusal_response};
+use crate::views::refusal_response;
 use crate::{AppState, respond};
-use rebill_app::payment_methods::Refusal;
+use rebill_app::accounts::{self, AccountError};
 
 /// Values of the list's `state` filter.
 const STATE_FILTER: [&str; 2] = ["active", "closed"];
@@ -191,6 +190,16 @@ pub(crate) async fn list(state: &AppState, call: &Call, query: Option<&str>) -> 
     crate::lists::page_response(&call.ctx.wire, &path, &query, &items, page.next, page.total, call.head)
 }
 
+/// The answer to a refused account operation.
+fn account_error(ctx: &WireContext, error: &AccountError) -> Response {
+    match error {
+        AccountError::NotFound(code) => account_not_found(code),
+        AccountError::Taken => field_error(ctx, "account.account_code", "taken", "has already been taken"),
+        AccountError::BillingInfo(refusal) => refusal_response(ctx, refusal),
+        AccountError::Store(e) => respond::internal(e),
+    }
+}
+
 /// `POST /v2/accounts`: 201 with `Location`.
 pub(crate) async fn create(state: &AppState, call: &Call, request: Request) -> Response {
     let ctx = &call.ctx.wire;
@@ -202,40 +211,12 @@ pub(crate) async fn create(state: &AppState, call: &Call, request: Request) -> R
     if code.trim().is_empty() {
         return field_error(ctx, "account.account_code", "blank", "can't be blank");
     }
-    // The nested billing info is checked before the account is written.
-    let prepared = match account.billing_info.as_deref() {
-        Some(info) => {
-            match state.store.account(call.ctx.site.id, &code).await {
-                Ok(None) => {}
-                Ok(Some(_)) => return field_error(ctx, "account.account_code", "taken", "has already been taken"),
-                Err(e) => return respond::internal(&e),
-            }
-            match rebill_app::payment_methods::prepare(state, &call.context(), None, &billing_request(info)).await {
-                Ok(prepared) => Some(prepared),
-                Err(error) => return payment_method_error(ctx, &error),
-            }
-        }
-        None => None,
+    let billing_info = account.billing_info.as_deref().map(billing_request);
+    let created = match accounts::create(state, &call.context(), &code, &fields(&account), billing_info.as_ref()).await
+    {
+        Ok(created) => created,
+        Err(e) => return account_error(ctx, &e),
     };
-    let created = match state.store.create_account(call.ctx.site.id, &code, &fields(&account), call.ctx.now).await {
-        Ok(a) => a,
-        Err(StoreError::DuplicateAccount(_)) => {
-            return field_error(ctx, "account.account_code", "taken", "has already been taken");
-        }
-        Err(e) => return respond::internal(&e),
-    };
-    if let Some(prepared) = prepared {
-        match rebill_app::payment_methods::commit(state, &call.context(), &created, prepared).await {
-            Ok(_) => {}
-            Err(refusal @ Refusal::Declined { saved: true, .. }) => return refusal_response(ctx, &refusal),
-            Err(refusal) => {
-                if let Err(e) = state.store.discard_new_account(call.ctx.site.id, created.id).await {
-                    tracing::error!(error = %e, "removing an account whose billing info was refused");
-                }
-                return refusal_response(ctx, &refusal);
-            }
-        }
-    }
     let response = respond_account(state, &created, StatusCode::CREATED, ctx).await;
     if response.status() != StatusCode::CREATED {
         return response;
@@ -245,11 +226,9 @@ pub(crate) async fn create(state: &AppState, call: &Call, request: Request) -> R
 
 /// `GET /v2/accounts/{account_code}`.
 pub(crate) async fn get(state: &AppState, call: &Call) -> Response {
-    let code = &call.params[0];
-    match state.store.account(call.ctx.site.id, code).await {
-        Ok(Some(a)) => respond_account(state, &a, StatusCode::OK, &call.ctx.wire).await,
-        Ok(None) => account_not_found(code),
-        Err(e) => respond::internal(&e),
+    match accounts::find(state, &call.context(), &call.params[0]).await {
+        Ok(a) => respond_account(state, &a, StatusCode::OK, &call.ctx.wire).await,
+        Err(e) => account_error(&call.ctx.wire, &e),
     }
 }
 
@@ -264,46 +243,20 @@ pub(crate) async fn update(state: &AppState, call: &Call, request: Request) -> R
     if account.account_code.as_ref().is_some_and(|c| c != code) {
         return field_error(ctx, "account.account_code", "invalid", "can't be changed");
     }
-    if let Some(info) = account.billing_info.as_deref() {
-        let existing = match state.store.account(call.ctx.site.id, code).await {
-            Ok(Some(a)) => a,
-            Ok(None) => return account_not_found(code),
-            Err(e) => return respond::internal(&e),
-        };
-        if let Err(refusal) =
-            rebill_app::payment_methods::apply(state, &call.context(), &existing, &billing_request(info)).await
-        {
-            return refusal_response(ctx, &refusal);
-        }
-    }
-    match state.store.update_account(call.ctx.site.id, code, &fields(&account), call.ctx.now).await {
-        Ok(Some(a)) => respond_account(state, &a, StatusCode::OK, ctx).await,
-        Ok(None) => account_not_found(code),
-        Err(e) => respond::internal(&e),
+    let billing_info = account.billing_info.as_deref().map(billing_request);
+    match accounts::update(state, &call.context(), code, &fields(&account), billing_info.as_ref()).await {
+        Ok(a) => respond_account(state, &a, StatusCode::OK, ctx).await,
+        Err(e) => account_error(ctx, &e),
     }
 }
 
 /// `GET /v2/accounts/{account_code}/balance`: what the account's open invoices still owe in each
-/// of the site's currencies and whether one is past due (`rebill_billing::balance`). A closed
-/// account has a balance too.
+/// of the site's currencies and whether one is past due. A closed account has a balance too.
 pub(crate) async fn balance(state: &AppState, call: &Call) -> Response {
-    let code = &call.params[0];
-    let site_id = call.ctx.site.id;
-    let account = match state.store.account(site_id, code).await {
-        Ok(Some(a)) => a,
-        Ok(None) => return account_not_found(code),
-        Err(e) => return respond::internal(&e),
+    let (account, balance) = match accounts::balance(state, &call.context(), &call.params[0]).await {
+        Ok(found) => found,
+        Err(e) => return account_error(&call.ctx.wire, &e),
     };
-    let (currencies, invoices) =
-        match (state.store.site_currencies(site_id).await, state.store.account_invoice_balances(account.id).await) {
-            (Ok(c), Ok(i)) => (c, i),
-            (Err(e), _) | (_, Err(e)) => return respond::internal(&e),
-        };
-    let invoices: Vec<CurrencyInvoices> = invoices
-        .into_iter()
-        .map(|i| CurrencyInvoices { currency: i.currency, open_in_cents: i.open, past_due: i.past_due })
-        .collect();
-    let balance = account_balance(currencies.iter().map(String::as_str), &invoices);
     let view = AccountBalance {
         account_code: Some(account.account_code.clone()),
         account: Some(href(EndpointId::GetAccount, &[&account.account_code])),
@@ -315,21 +268,17 @@ pub(crate) async fn balance(state: &AppState, call: &Call) -> Response {
 
 /// `DELETE /v2/accounts/{account_code}`: 204.
 pub(crate) async fn close(state: &AppState, call: &Call) -> Response {
-    let code = &call.params[0];
-    match state.store.close_account(call.ctx.site.id, code, call.ctx.now).await {
-        Ok(Some(_)) => StatusCode::NO_CONTENT.into_response(),
-        Ok(None) => account_not_found(code),
-        Err(e) => respond::internal(&e),
+    match accounts::close(state, &call.context(), &call.params[0]).await {
+        Ok(_) => StatusCode::NO_CONTENT.into_response(),
+        Err(e) => account_error(&call.ctx.wire, &e),
     }
 }
 
 /// `PUT /v2/accounts/{account_code}/reopen`.
 pub(crate) async fn reopen(state: &AppState, call: &Call) -> Response {
-    let code = &call.params[0];
-    match state.store.reopen_account(call.ctx.site.id, code, call.ctx.now).await {
-        Ok(Some(a)) => respond_account(state, &a, StatusCode::OK, &call.ctx.wire).await,
-        Ok(None) => account_not_found(code),
-        Err(e) => respond::internal(&e),
+    match accounts::reopen(state, &call.context(), &call.params[0]).await {
+        Ok(a) => respond_account(state, &a, StatusCode::OK, &call.ctx.wire).await,
+        Err(e) => account_error(&call.ctx.wire, &e),
     }
 }
 

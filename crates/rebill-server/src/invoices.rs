@@ -40,7 +40,6 @@
 use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use rebill_billing::invoice::InvoiceOrigin;
 use rebill_models::api::EndpointId;
 use rebill_models::endpoint::Body;
 use rebill_models::validate::{Operation, Rejection, refusals, validate};
@@ -61,8 +60,9 @@ use crate::request::{Call, account_not_found, billing_request, decode_optional, 
 use crate::respond::{field_error, time, with_location};
 use crate::views::{self, DeclineFields};
 use crate::{AppState, respond};
-use rebill_app::invoicing::{self, BillingError, Collect, Draft, PaymentSource};
+use rebill_app::invoicing::{self, BillingError};
 use rebill_app::payment_methods::valid_currency;
+use rebill_app::transactions::{ChargeError, OneOffCharge, charge_once};
 
 /// Whether this module serves the endpoint.
 pub(crate) fn handles(id: EndpointId) -> bool {
@@ -397,17 +397,9 @@ async fn create_invoice(state: &AppState, call: &Call, request: Request, preview
         terms_and_conditions: body.terms_and_conditions.clone(),
         vat_reverse_charge_notes: body.vat_reverse_charge_notes.clone(),
     };
-    let mut pending = match state.store.pending_adjustments(account.id).await {
-        Ok(p) => p,
-        Err(e) => return respond::internal(&e),
-    };
-    if let Some(currency) = pending.first().map(|a| a.line.currency.clone()) {
-        pending.retain(|a| a.line.currency == currency);
-    }
-    let draft = Draft { lines: Vec::new(), extra: Vec::new(), pending, origin: InvoiceOrigin::Purchase, terms };
     let now = call.ctx.now;
     if preview {
-        return match invoicing::preview(&account, &draft, now) {
+        return match invoicing::preview_pending(state, &call.context(), &account, terms).await {
             Ok(p) => {
                 let i = &p.invoice;
                 let mut view =
@@ -421,8 +413,7 @@ async fn create_invoice(state: &AppState, call: &Call, request: Request, preview
             Err(e) => billing_error(&e),
         };
     }
-    let collect = if collection_method == CollectionMethod::Manual { Collect::Manual } else { Collect::Automatic };
-    match invoicing::invoice(state, &call.ctx.site, &account, draft, now, collect, None).await {
+    match invoicing::invoice_pending(state, &call.context(), &account, terms).await {
         Ok(invoiced) => {
             let view = invoice_view(&invoiced.invoice, &invoiced.lines, invoiced.transaction.as_slice());
             let location = EndpointId::GetInvoice.endpoint().render(&[&invoiced.invoice.invoice_number.to_string()]);
@@ -702,105 +693,39 @@ async fn create_transaction(state: &AppState, call: &Call, request: Request) -> 
     if code.trim().is_empty() {
         return field_error(ctx, "transaction.account.account_code", "blank", "can't be blank");
     }
-    let site = &call.ctx.site;
-    let now = call.ctx.now;
-    let account = match state.store.account(site.id, &code).await {
-        Ok(Some(a)) => a,
-        Ok(None) => {
-            let fields = AccountFields {
-                username: nested.username.clone(),
-                email: nested.email.clone(),
-                first_name: nested.first_name.clone(),
-                last_name: nested.last_name.clone(),
-                company_name: nested.company_name.clone(),
-                ..AccountFields::default()
-            };
-            match state.store.create_account(site.id, &code, &fields, now).await {
-                Ok(a) => a,
-                // Created by a concurrent request: use it.
-                Err(StoreError::DuplicateAccount(_)) => match state.store.account(site.id, &code).await {
-                    Ok(Some(a)) => a,
-                    Ok(None) => return respond::internal(&"an account vanished while it was created"),
-                    Err(e) => return respond::internal(&e),
-                },
-                Err(e) => return respond::internal(&e),
-            }
-        }
-        Err(e) => return respond::internal(&e),
-    };
-    let requested = match nested.billing_info.as_deref() {
-        Some(info) => {
-            match rebill_app::payment_methods::requested_method(
-                state,
-                &call.context(),
-                &account,
-                &billing_request(info),
-            )
-            .await
-            {
-                Ok(m) => m,
-                Err(error) => return views::payment_method_error(ctx, &error),
-            }
-        }
-        None => None,
-    };
-    let source = match &requested {
-        Some(m) => Some(PaymentSource { kind: m.kind, fields: m.fields.clone(), reference: m.reference.clone() }),
-        None => match PaymentSource::of_account(state, &account).await {
-            Ok(s) => s,
-            Err(e) => return respond::internal(&e),
+    let charge = OneOffCharge {
+        account_code: code,
+        account_fields: AccountFields {
+            username: nested.username.clone(),
+            email: nested.email.clone(),
+            first_name: nested.first_name.clone(),
+            last_name: nested.last_name.clone(),
+            company_name: nested.company_name.clone(),
+            ..AccountFields::default()
         },
-    };
-    let Some(source) = source else {
-        return respond::error(
-            StatusCode::BAD_REQUEST,
-            "billing_info_required",
-            "The account has no billing info; send one with the transaction (billing_info.token_id).",
-        );
-    };
-    let line = NewAdjustment {
-        account_id: account.id,
-        subscription_uuid: None,
-        kind: AdjustmentKind::Charge,
-        origin: "one_time".to_owned(),
-        description: Some(body.request_description.clone().unwrap_or_else(|| "One-time charge".to_owned())),
+        amount_in_cents: amount,
+        currency,
+        description: body.request_description.clone().unwrap_or_else(|| "One-time charge".to_owned()),
         accounting_code: body.accounting_code.clone(),
         product_code: body.product_code.clone(),
-        currency,
-        unit_amount: amount,
-        quantity: 1,
-        discount: 0,
-        tax: 0,
-        total: amount,
         tax_exempt: body.tax_exempt,
         tax_code: body.tax_code.clone(),
-        credit_reason_code: None,
-        start_date: Some(now),
-        end_date: None,
-        engine: None,
+        billing_info: nested.billing_info.as_deref().map(billing_request),
     };
-    let draft = Draft {
-        lines: Vec::new(),
-        extra: vec![line],
-        pending: Vec::new(),
-        origin: InvoiceOrigin::Purchase,
-        terms: InvoiceTerms::default(),
+    let transaction = match charge_once(state, &call.context(), &charge).await {
+        Ok(t) => t,
+        Err(ChargeError::BillingInfoRequired) => {
+            return respond::error(
+                StatusCode::BAD_REQUEST,
+                "billing_info_required",
+                "The account has no billing info; send one with the transaction (billing_info.token_id).",
+            );
+        }
+        Err(ChargeError::PaymentMethod(e)) => return views::payment_method_error(ctx, &e),
+        Err(ChargeError::Billing(e)) => return billing_error(&e),
+        Err(e) => return respond::internal(&e),
     };
-    let invoiced = match invoicing::invoice(state, site, &account, draft, now, Collect::Once, Some(source)).await {
-        Ok(i) => i,
-        Err(e) => return billing_error(&e),
-    };
-    let Some(transaction) = invoiced.transaction.clone() else {
-        return respond::internal(&"a one-off charge made no transaction");
-    };
-    let approved = transaction.status() == TransactionStatus::Success;
-    let keep = approved || transaction.result.failure.as_ref().is_some_and(|f| f.error_code == "declined_saveable");
-    if let Some(method) = requested.as_ref().filter(|_| keep)
-        && let Err(e) = rebill_app::payment_methods::save_requested(state, &call.context(), &account, method).await
-    {
-        return respond::internal(&e);
-    }
-    if !approved {
+    if transaction.status() != TransactionStatus::Success {
         return views::decline_response(ctx, &transaction, TRANSACTION_DECLINE);
     }
     let location = EndpointId::GetTransaction.endpoint().render(&[&transaction.uuid]);

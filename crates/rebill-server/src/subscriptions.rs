@@ -44,7 +44,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use chrono::{DateTime, Utc};
 use rebill_billing::lifecycle::{
-    self, Action, AddOnTerms, LifecycleError, NewSubscription, Refund, StateFilter, Subscription as Engine,
+    Action, AddOnTerms, LifecycleError, NewSubscription, Refund, StateFilter, Subscription as Engine,
     SubscriptionState as EngineState, SubscriptionTerms, Timeframe as EngineTimeframe, Trial,
 };
 use rebill_billing::period::{Interval, IntervalUnit};
@@ -57,10 +57,7 @@ use rebill_models::{
 use rebill_store::StoreError;
 use rebill_store::accounts::{Account, AccountFields, AddressFields};
 use rebill_store::plans::Plan;
-use rebill_store::subscriptions::{
-    Claimed, NewSubscriptionRecord, StateFilter as StoreFilter, SubscriptionChange, SubscriptionClaim,
-    SubscriptionFilter, SubscriptionRecord,
-};
+use rebill_store::subscriptions::{StateFilter as StoreFilter, SubscriptionFilter, SubscriptionRecord};
 use rebill_xml::WireContext;
 
 use crate::lists::{ListQuery, invalid_choice};
@@ -68,9 +65,7 @@ use crate::request::{Call, account_not_found, billing_request, decode, href, que
 use crate::respond::{time, with_location};
 use crate::views::{self, DeclineFields, payment_method_error, refusal_response};
 use crate::{AppState, respond};
-use rebill_app::subscriptions::{
-    CLAIM_SECONDS, Details, Loaded, bill_pending, catch_up, indexed, new_charges, new_uuid, push, reschedule, to_json,
-};
+use rebill_app::subscriptions::{self, ChangeError, CreateError, Details, Loaded, Subscribe, new_uuid};
 
 /// Whether this module serves the endpoint.
 pub(crate) fn handles(id: EndpointId) -> bool {
@@ -589,109 +584,62 @@ async fn create(state: &AppState, call: &Call, request: Request, preview: bool) 
         imported_trial: doc.imported_trial.unwrap_or(false),
     };
     // The engine decides (creation, then anything already due for a backdated start).
-    let mut charges = Vec::new();
-    let sub = match lifecycle::create(new.clone(), now).and_then(|created| {
-        let sub = push(created, now, &mut charges);
-        catch_up(&sub, now, &mut charges)
-    }) {
-        Ok(sub) => sub,
+    let drafted = match subscriptions::draft(new, now) {
+        Ok(drafted) => drafted,
         Err(e) => return lifecycle_error(ctx, &e),
     };
     let mut details = Details { account_code: code.clone(), ..Details::default() };
     apply_details(&mut details, &doc);
     if preview {
-        return match view(state, call.ctx.site.id, &sub, &details, None).await {
+        return match view(state, call.ctx.site.id, &drafted.sub, &details, None).await {
             Ok(mut view) => {
-                view.cost_in_cents = Some(charges.iter().flat_map(|c| &c.lines).map(|l| l.total_in_cents).sum());
+                view.cost_in_cents = Some(drafted.cost_in_cents());
                 respond::resource(StatusCode::OK, &view, ctx)
             }
             Err(e) => respond::internal(&e),
         };
     }
-    // The nested billing info is checked before anything is written.
-    let prepared = match nested.and_then(|a| a.billing_info.as_deref()) {
-        Some(info) => {
-            let mut info = billing_request(info);
-            if info.currency.is_none() {
-                info.currency = Some(currency.clone());
-            }
-            match rebill_app::payment_methods::prepare(state, &call.context(), existing.as_ref(), &info).await {
-                Ok(prepared) => Some(prepared),
-                Err(error) => return payment_method_error(ctx, &error),
-            }
+    let billing_info = nested.and_then(|a| a.billing_info.as_deref()).map(|info| {
+        let mut info = billing_request(info);
+        if info.currency.is_none() {
+            info.currency = Some(currency.clone());
         }
-        None => None,
-    };
-    let created_here = existing.is_none();
-    // The account, created or updated with what the request nests, and its billing info.
-    let fields = nested.map(account_fields).unwrap_or_default();
-    let account = match existing {
-        Some(_) if nested.is_some() => {
-            match state.store.update_account(call.ctx.site.id, &code, &fields, call.ctx.now).await {
-                Ok(Some(a)) => a,
-                Ok(None) => return account_not_found(&code),
-                Err(e) => return respond::internal(&e),
-            }
-        }
-        Some(account) => account,
-        None => match state.store.create_account(call.ctx.site.id, &code, &fields, call.ctx.now).await {
-            Ok(a) => a,
-            Err(StoreError::DuplicateAccount(_)) => return simultaneous_request(),
-            Err(e) => return respond::internal(&e),
-        },
-    };
-    if let Some(prepared) = prepared {
-        match rebill_app::payment_methods::commit(state, &call.context(), &account, prepared).await {
-            Ok(_) => {}
-            Err(refusal) => {
-                // An account this request created goes again with the refused billing info.
-                let keep = matches!(refusal, rebill_app::payment_methods::Refusal::Declined { saved: true, .. });
-                if created_here
-                    && !keep
-                    && let Err(e) = state.store.discard_new_account(call.ctx.site.id, account.id).await
-                {
-                    tracing::error!(error = %e, "removing an account whose billing info was refused");
-                }
-                return refusal_response(ctx, &refusal);
-            }
-        }
-    }
-    let documents = (|| {
-        Ok::<_, rebill_app::error::SubscriptionError>((
-            new_charges(&charges)?,
-            to_json(&sub)?,
-            to_json(&new)?,
-            to_json(&details)?,
-        ))
-    })();
-    let (charges_json, value, creation, details_json) = match documents {
-        Ok(documents) => documents,
-        Err(e) => return respond::internal(&e),
-    };
-    let record = NewSubscriptionRecord {
-        site_id: call.ctx.site.id,
-        account_id: account.id,
+        info
+    });
+    let input = Subscribe {
+        existing,
+        account_code: code,
+        account_fields: nested.map(account_fields),
+        billing_info,
         plan_id: plan.id,
-        uuid: uuid.clone(),
-        indexed: indexed(&sub),
-        value,
-        creation,
-        details: details_json,
+        drafted,
+        details,
     };
-    let lease = state.clock.now() + CLAIM_SECONDS;
-    let (claim, record) = match state.store.create_subscription(&record, &charges_json, call.ctx.now, lease).await {
-        Ok(created) => created,
-        Err(e) => return respond::internal(&e),
+    let loaded = match subscriptions::create(state, &call.context(), input).await {
+        Ok(loaded) => loaded,
+        Err(CreateError::PaymentMethod(e)) => return payment_method_error(ctx, &e),
+        Err(CreateError::BillingInfo(refusal)) => return refusal_response(ctx, &refusal),
+        Err(CreateError::AccountNotFound(code)) => return account_not_found(&code),
+        Err(CreateError::Busy) => return simultaneous_request(),
+        Err(CreateError::FirstPaymentDeclined(Some(transaction))) => {
+            let fields = DeclineFields {
+                verification_value: "subscription.account.billing_info.verification_value",
+                base: "subscription.base",
+            };
+            return views::decline_response(ctx, &transaction, fields);
+        }
+        Err(CreateError::FirstPaymentDeclined(None)) => {
+            return field_errors(
+                ctx,
+                &[Violation {
+                    field: "subscription.account.billing_info".into(),
+                    symbol: "blank",
+                    message: "can't be blank: the first payment needs a payment method".into(),
+                }],
+            );
+        }
+        Err(CreateError::Failed(e)) => return respond::internal(&e),
     };
-    let mut loaded = Loaded { record, sub, details };
-    let result = finish_create(state, call, &claim, &mut loaded).await;
-    if let Err(e) = state.store.release_subscription(&claim).await {
-        tracing::warn!(error = %e, "releasing a subscription claim");
-    }
-    match result {
-        Ok(()) => {}
-        Err(response) => return response,
-    }
     let response = respond_view(state, call, &loaded, StatusCode::CREATED).await;
     if response.status() != StatusCode::CREATED {
         return response;
@@ -699,123 +647,25 @@ async fn create(state: &AppState, call: &Call, request: Request, preview: bool) 
     with_location(response, ctx, &EndpointId::GetSubscription.endpoint().render(&[&uuid]))
 }
 
-/// Invoices the new subscription's first charges and schedules it; a declined first payment
-/// removes the subscription and answers the decline.
-async fn finish_create(
-    state: &AppState,
-    call: &Call,
-    claim: &SubscriptionClaim,
-    loaded: &mut Loaded,
-) -> Result<(), Response> {
-    match bill_pending(state, &call.ctx.site, claim, loaded, call.ctx.now).await {
-        Ok(None) => {}
-        Ok(Some(declined)) => {
-            if let Err(e) = state.store.discard_subscription(claim).await {
-                return Err(respond::internal(&e));
-            }
-            return Err(match declined.transaction {
-                Some(transaction) => {
-                    let fields = DeclineFields {
-                        verification_value: "subscription.account.billing_info.verification_value",
-                        base: "subscription.base",
-                    };
-                    views::decline_response(&call.ctx.wire, &transaction, fields)
-                }
-                None => field_errors(
-                    &call.ctx.wire,
-                    &[Violation {
-                        field: "subscription.account.billing_info".into(),
-                        symbol: "blank",
-                        message: "can't be blank: the first payment needs a payment method".into(),
-                    }],
-                ),
-            });
-        }
-        Err(e) => return Err(respond::internal(&e)),
-    }
-    reschedule(state, call.ctx.site.id, &loaded.sub, None).await.map_err(|e| respond::internal(&e))
-}
-
-/// One action on a stored subscription: claims it, catches up to now, applies `action` (built
-/// from the caught-up value), saves, invoices, reschedules and answers the subscription.
+/// One action on a stored subscription (`rebill_app::subscriptions::change`), answered with the
+/// subscription.
 async fn change(
     state: &AppState,
     call: &Call,
-    action: impl FnOnce(&Engine, &mut Details, DateTime<Utc>) -> Result<Vec<Action>, Response>,
+    build: impl FnOnce(&Engine, &mut Details, DateTime<Utc>) -> Vec<Action>,
 ) -> Response {
-    let uuid = &call.params[0];
-    let Some(now) = time(call.ctx.now) else { return respond::internal(&"site clock out of range") };
-    let service_now = state.clock.now();
-    let (claim, record) =
-        match state.store.claim_subscription(call.ctx.site.id, uuid, service_now, service_now + CLAIM_SECONDS).await {
-            Ok(Claimed::Held(claim, record)) => (claim, *record),
-            Ok(Claimed::Busy) => return simultaneous_request(),
-            Ok(Claimed::NotFound) => return not_found(uuid),
-            Err(e) => return respond::internal(&e),
-        };
-    let result = change_held(state, call, &claim, record, now, action).await;
-    if let Err(e) = state.store.release_subscription(&claim).await {
-        tracing::warn!(error = %e, "releasing a subscription claim");
-    }
-    match result {
+    match subscriptions::change(state, &call.context(), &call.params[0], build).await {
         Ok(loaded) => respond_view(state, call, &loaded, StatusCode::OK).await,
-        Err(response) => response,
+        Err(ChangeError::NotFound(uuid)) => not_found(&uuid),
+        Err(ChangeError::Busy) => simultaneous_request(),
+        Err(ChangeError::Refused(e)) => lifecycle_error(&call.ctx.wire, &e),
+        Err(ChangeError::Failed(e)) => respond::internal(&e),
     }
-}
-
-async fn change_held(
-    state: &AppState,
-    call: &Call,
-    claim: &SubscriptionClaim,
-    record: SubscriptionRecord,
-    now: DateTime<Utc>,
-    action: impl FnOnce(&Engine, &mut Details, DateTime<Utc>) -> Result<Vec<Action>, Response>,
-) -> Result<Loaded, Response> {
-    let ctx = &call.ctx.wire;
-    let mut loaded = Loaded::of(record).map_err(|e| respond::internal(&e))?;
-    let mut charges = Vec::new();
-    let caught_up = catch_up(&loaded.sub, now, &mut charges).map_err(|e| lifecycle_error(ctx, &e))?;
-    let mut details = loaded.details.clone();
-    let actions = action(&caught_up, &mut details, now)?;
-    let mut sub = caught_up;
-    let mut history = Vec::new();
-    for a in actions {
-        let transition = lifecycle::apply(&sub, &a, now).map_err(|e| lifecycle_error(ctx, &e))?;
-        sub = push(transition, now, &mut charges);
-        history.push((call.ctx.now, to_json(&a).map_err(|e| respond::internal(&e))?));
-    }
-    let plan_id = if sub.terms.plan_code != loaded.sub.terms.plan_code {
-        match state.store.plan(call.ctx.site.id, &sub.terms.plan_code).await {
-            Ok(plan) => plan.map(|p| p.id),
-            Err(e) => return Err(respond::internal(&e)),
-        }
-    } else {
-        None
-    };
-    let change = SubscriptionChange {
-        plan_id,
-        indexed: indexed(&sub),
-        value: to_json(&sub).map_err(|e| respond::internal(&e))?,
-        details: to_json(&details).map_err(|e| respond::internal(&e))?,
-        history,
-        charges: new_charges(&charges).map_err(|e| respond::internal(&e))?,
-    };
-    let saved = match state.store.save_subscription(claim, &change, call.ctx.now).await {
-        Ok(Some(record)) => record,
-        Ok(None) => return Err(simultaneous_request()),
-        Err(e) => return Err(respond::internal(&e)),
-    };
-    loaded = Loaded { record: saved, sub, details };
-    // A declined charge leaves its invoice past due (with retries) and the subscription past
-    // due; the change itself stands.
-    bill_pending(state, &call.ctx.site, claim, &mut loaded, call.ctx.now).await.map_err(|e| respond::internal(&e))?;
-    reschedule(state, call.ctx.site.id, &loaded.sub, None).await.map_err(|e| respond::internal(&e))?;
-    Ok(loaded)
 }
 
 /// An action without a body.
 async fn simple_action(state: &AppState, call: &Call, action: Action) -> Response {
-    change(state, call, move |_, _, _| Ok(vec![action])).await
+    change(state, call, move |_, _, _| vec![action]).await
 }
 
 /// `PUT /v2/subscriptions/{uuid}/terminate?refund=none|partial|full`.
@@ -882,7 +732,7 @@ async fn notes(state: &AppState, call: &Call, request: Request) -> Response {
     };
     change(state, call, move |_, details, _| {
         apply_details(details, &notes);
-        Ok(Vec::new())
+        Vec::new()
     })
     .await
 }
@@ -972,7 +822,7 @@ async fn update(state: &AppState, call: &Call, request: Request, preview: bool) 
         if let Some(n) = remaining {
             actions.push(Action::SetRemainingBillingCycles { remaining_billing_cycles: Some(n) });
         }
-        Ok(actions)
+        actions
     };
     if preview {
         return preview_change(state, call, current, build).await;
@@ -985,30 +835,17 @@ async fn preview_change(
     state: &AppState,
     call: &Call,
     current: Loaded,
-    build: impl FnOnce(&Engine, &mut Details, DateTime<Utc>) -> Result<Vec<Action>, Response>,
+    build: impl FnOnce(&Engine, &mut Details, DateTime<Utc>) -> Vec<Action>,
 ) -> Response {
     let ctx = &call.ctx.wire;
     let Some(now) = time(call.ctx.now) else { return respond::internal(&"site clock out of range") };
-    let mut charges = Vec::new();
-    let mut sub = match catch_up(&current.sub, now, &mut charges) {
-        Ok(sub) => sub,
+    let previewed = match subscriptions::preview_change(&current, now, build) {
+        Ok(p) => p,
         Err(e) => return lifecycle_error(ctx, &e),
     };
-    let before = charges.len();
-    let mut details = current.details.clone();
-    let actions = match build(&sub, &mut details, now) {
-        Ok(a) => a,
-        Err(response) => return response,
-    };
-    for a in actions {
-        match lifecycle::apply(&sub, &a, now) {
-            Ok(t) => sub = push(t, now, &mut charges),
-            Err(e) => return lifecycle_error(ctx, &e),
-        }
-    }
-    match view(state, call.ctx.site.id, &sub, &details, Some(&current.record)).await {
+    match view(state, call.ctx.site.id, &previewed.sub, &previewed.details, Some(&current.record)).await {
         Ok(mut doc) => {
-            doc.cost_in_cents = Some(charges[before..].iter().flat_map(|c| &c.lines).map(|l| l.total_in_cents).sum());
+            doc.cost_in_cents = Some(previewed.cost_in_cents);
             respond::resource(StatusCode::OK, &doc, ctx)
         }
         Err(e) => respond::internal(&e),
