@@ -691,6 +691,58 @@ pub async fn preview_pending(
     preview(account, &draft, ctx.now)
 }
 
+/// How an open invoice is settled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settlement {
+    /// Paid otherwise (`mark_successful`): no more retries; its subscriptions recover.
+    Paid,
+    /// Given up (`mark_failed`): no more retries; its subscriptions expire.
+    Failed,
+    /// Collected now with the stored payment method, outside the retry schedule.
+    Collect,
+}
+
+/// Why an invoice was not settled.
+#[derive(Debug, thiserror::Error)]
+pub enum SettleError {
+    /// Only a pending or past-due invoice can be settled or collected.
+    #[error("the invoice is not open")]
+    NotOpen,
+    #[error("the account has no billing info to collect the invoice with")]
+    NoBillingInfo,
+    /// The collection was declined (the invoice stays past due with its retries).
+    #[error("the collection was declined")]
+    Declined(Box<Transaction>),
+    #[error(transparent)]
+    Failed(#[from] JobError),
+}
+
+/// The invoice with this number on the site.
+pub async fn find(services: &Services, ctx: &Context, number: i64) -> Result<Option<Invoice>, StoreError> {
+    services.store.invoice(ctx.site.id, number).await
+}
+
+/// Settles an open invoice as `how` says; answers it as it is afterwards.
+pub async fn settle_invoice(
+    services: &Services,
+    ctx: &Context,
+    invoice: &Invoice,
+    how: Settlement,
+) -> Result<Invoice, SettleError> {
+    let changed = match how {
+        Settlement::Paid => mark_paid(services, invoice, ctx.now).await?,
+        Settlement::Failed => mark_failed(services, invoice, ctx.now).await?,
+        Settlement::Collect => match collect_now(services, &ctx.site, invoice, ctx.now).await? {
+            Some((_, Some(t))) if t.status() == TransactionStatus::Declined => {
+                return Err(SettleError::Declined(Box::new(t)));
+            }
+            Some((_, None)) => return Err(SettleError::NoBillingInfo),
+            found => found.map(|(i, _)| i),
+        },
+    };
+    changed.ok_or(SettleError::NotOpen)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

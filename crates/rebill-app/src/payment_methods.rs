@@ -457,3 +457,35 @@ async fn read_change(
         }
     })
 }
+
+/// Why an account's billing info could not be read or removed.
+#[derive(Debug, thiserror::Error)]
+pub enum BillingInfoError {
+    #[error("no account with code {0}")]
+    AccountNotFound(String),
+    /// The account has no billing info.
+    #[error("the account has no billing info")]
+    NotFound,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The stored billing info of the account `code`.
+pub async fn billing_info(services: &Services, ctx: &Context, code: &str) -> Result<Stored, BillingInfoError> {
+    let account = services
+        .store
+        .account(ctx.site.id, code)
+        .await?
+        .ok_or_else(|| BillingInfoError::AccountNotFound(code.to_owned()))?;
+    services.store.billing_info(account.id).await?.ok_or(BillingInfoError::NotFound)
+}
+
+/// Removes the billing info of the account `code`.
+pub async fn remove(services: &Services, ctx: &Context, code: &str) -> Result<(), BillingInfoError> {
+    let account = services
+        .store
+        .account(ctx.site.id, code)
+        .await?
+        .ok_or_else(|| BillingInfoError::AccountNotFound(code.to_owned()))?;
+    if services.store.delete_billing_info(account.id).await? { Ok(()) } else { Err(BillingInfoError::NotFound) }
+}

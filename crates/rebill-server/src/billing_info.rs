@@ -38,7 +38,8 @@ use crate::request::{Call, account_not_found, billing_request, decode, href, val
 use crate::respond::time;
 use crate::views::refusal_response;
 use crate::{AppState, respond};
-use rebill_app::payment_methods::apply;
+use rebill_app::accounts::AccountError;
+use rebill_app::payment_methods::{self, BillingInfoError, apply};
 
 /// Whether this module serves the endpoint.
 pub(crate) fn handles(id: EndpointId) -> bool {
@@ -109,30 +110,27 @@ fn card_type(f: &BillingFields) -> Option<String> {
 /// `GET /v2/accounts/{account_code}/billing_info`.
 async fn get(state: &AppState, call: &Call) -> Response {
     let code = &call.params[0];
-    let account = match state.store.account(call.ctx.site.id, code).await {
-        Ok(Some(a)) => a,
-        Ok(None) => return account_not_found(code),
-        Err(e) => return respond::internal(&e),
-    };
-    match state.store.billing_info(account.id).await {
-        Ok(Some(stored)) => respond::resource(StatusCode::OK, &view(code, &stored), &call.ctx.wire),
-        Ok(None) => billing_info_not_found(code),
-        Err(e) => respond::internal(&e),
+    match payment_methods::billing_info(state, &call.context(), code).await {
+        Ok(stored) => respond::resource(StatusCode::OK, &view(code, &stored), &call.ctx.wire),
+        Err(e) => billing_info_error(code, &e),
+    }
+}
+
+/// The answer to a billing info that could not be read or removed.
+fn billing_info_error(code: &str, error: &BillingInfoError) -> Response {
+    match error {
+        BillingInfoError::AccountNotFound(code) => account_not_found(code),
+        BillingInfoError::NotFound => billing_info_not_found(code),
+        BillingInfoError::Store(e) => respond::internal(e),
     }
 }
 
 /// `DELETE /v2/accounts/{account_code}/billing_info`: 204.
 async fn delete(state: &AppState, call: &Call) -> Response {
     let code = &call.params[0];
-    let account = match state.store.account(call.ctx.site.id, code).await {
-        Ok(Some(a)) => a,
-        Ok(None) => return account_not_found(code),
-        Err(e) => return respond::internal(&e),
-    };
-    match state.store.delete_billing_info(account.id).await {
-        Ok(true) => StatusCode::NO_CONTENT.into_response(),
-        Ok(false) => billing_info_not_found(code),
-        Err(e) => respond::internal(&e),
+    match payment_methods::remove(state, &call.context(), code).await {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(e) => billing_info_error(code, &e),
     }
 }
 
@@ -140,9 +138,9 @@ async fn delete(state: &AppState, call: &Call) -> Response {
 async fn update(state: &AppState, call: &Call, request: Request) -> Response {
     let ctx = &call.ctx.wire;
     let code = &call.params[0];
-    let account = match state.store.account(call.ctx.site.id, code).await {
-        Ok(Some(a)) => a,
-        Ok(None) => return account_not_found(code),
+    let account = match rebill_app::accounts::find(state, &call.context(), code).await {
+        Ok(a) => a,
+        Err(AccountError::NotFound(code)) => return account_not_found(&code),
         Err(e) => return respond::internal(&e),
     };
     let info: BillingInfo = match decode(state, call, request).await {

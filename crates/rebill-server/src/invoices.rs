@@ -60,7 +60,7 @@ use crate::request::{Call, account_not_found, billing_request, decode_optional, 
 use crate::respond::{field_error, time, with_location};
 use crate::views::{self, DeclineFields};
 use crate::{AppState, respond};
-use rebill_app::invoicing::{self, BillingError};
+use rebill_app::invoicing::{self, BillingError, SettleError, Settlement};
 use rebill_app::payment_methods::valid_currency;
 use rebill_app::transactions::{ChargeError, OneOffCharge, charge_once};
 
@@ -348,7 +348,7 @@ async fn list_invoices(state: &AppState, call: &Call, query: Option<&str>, accou
 async fn path_invoice(state: &AppState, call: &Call) -> Result<Invoice, Response> {
     let number = &call.params[0];
     let Ok(n) = number.parse::<i64>() else { return Err(invoice_not_found(number)) };
-    match state.store.invoice(call.ctx.site.id, n).await {
+    match invoicing::find(state, &call.context(), n).await {
         Ok(Some(invoice)) => Ok(invoice),
         Ok(None) => Err(invoice_not_found(number)),
         Err(e) => Err(respond::internal(&e)),
@@ -445,31 +445,28 @@ async fn settle_invoice(state: &AppState, call: &Call) -> Response {
         Ok(i) => i,
         Err(r) => return r,
     };
-    let now = call.ctx.now;
-    let changed = match call.id {
-        EndpointId::MarkInvoiceSuccessful => invoicing::mark_paid(state, &invoice, now).await,
-        EndpointId::MarkInvoiceFailed => invoicing::mark_failed(state, &invoice, now).await,
-        _ => match invoicing::collect_now(state, &call.ctx.site, &invoice, now).await {
-            Ok(Some((_, Some(t)))) if t.status() == TransactionStatus::Declined => {
-                let fields =
-                    DeclineFields { verification_value: "billing_info.verification_value", base: "invoice.base" };
-                return views::decline_response(&call.ctx.wire, &t, fields);
-            }
-            Ok(Some((_, None))) => {
-                return respond::error(
-                    StatusCode::BAD_REQUEST,
-                    "billing_info_required",
-                    "The account has no billing info to collect the invoice with.",
-                );
-            }
-            Ok(found) => Ok(found.map(|(i, _)| i)),
-            Err(e) => Err(e),
-        },
+    let how = match call.id {
+        EndpointId::MarkInvoiceSuccessful => Settlement::Paid,
+        EndpointId::MarkInvoiceFailed => Settlement::Failed,
+        _ => Settlement::Collect,
     };
-    let invoice = match changed {
-        Ok(Some(i)) => i,
-        Ok(None) => return invalid_transition("Only a pending or past due invoice can be settled or collected."),
-        Err(e) => return respond::internal(&e),
+    let invoice = match invoicing::settle_invoice(state, &call.context(), &invoice, how).await {
+        Ok(i) => i,
+        Err(SettleError::Declined(t)) => {
+            let fields = DeclineFields { verification_value: "billing_info.verification_value", base: "invoice.base" };
+            return views::decline_response(&call.ctx.wire, &t, fields);
+        }
+        Err(SettleError::NoBillingInfo) => {
+            return respond::error(
+                StatusCode::BAD_REQUEST,
+                "billing_info_required",
+                "The account has no billing info to collect the invoice with.",
+            );
+        }
+        Err(SettleError::NotOpen) => {
+            return invalid_transition("Only a pending or past due invoice can be settled or collected.");
+        }
+        Err(SettleError::Failed(e)) => return respond::internal(&e),
     };
     match full_view(state, &invoice).await {
         Ok(view) => invoice_response(call, StatusCode::OK, view),
