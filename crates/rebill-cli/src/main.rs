@@ -512,7 +512,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     let site = store.site(&site).await?;
                     let current = chrono::DateTime::<chrono::Utc>::from_timestamp(site.now(now), 0)
                         .context("the site's clock is out of range")?;
-                    let target = rebill_server::sandbox::advance(current, &amount)?;
+                    let target = rebill_app::clock::advance(current, &amount)?;
                     (site, target.timestamp(), vault_key_file, json)
                 }
                 ClockCommand::Set { site, time, vault_key_file, json } => {
@@ -522,14 +522,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     (site, target, vault_key_file, json)
                 }
             };
-            let from = site.now(now);
-            let site = store.set_site_clock(&site, target, now).await?;
             let vault = rebill_server::tokens::open_vault(vault_key_file.as_deref(), &cli.database)?;
-            let state =
-                rebill_server::AppState::new(store, clock.clone(), rebill_server::Config::default()).with_vault(vault);
-            let ran =
-                rebill_server::scheduler::catch_up(&state, &site, from, rebill_server::sandbox::CATCH_UP_PATIENCE)
-                    .await?;
+            let services = rebill_app::Services::new(store, clock.clone()).with_vault(vault);
+            let moved = rebill_app::clock::move_clock(&services, &site, target).await?;
+            let (site, ran) = (moved.site, moved.jobs_run);
             let site_now = chrono::DateTime::<chrono::Utc>::from_timestamp(site.now(clock.now()), 0)
                 .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
                 .unwrap_or_default();

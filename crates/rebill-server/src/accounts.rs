@@ -19,29 +19,24 @@
 use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use rebill_billing::balance::{CurrencyInvoices, account_balance};
 use rebill_models::api::EndpointId;
-use rebill_models::validate::{Operation, Rejection, reject_decode, validate};
+use rebill_models::validate::Operation;
 use rebill_models::{Account, AccountBalance, AccountState, Address};
 use rebill_store::StoreError;
 use rebill_store::accounts::{
     Account as Stored, AccountActivity, AccountFields, AccountFilter, AccountState as StoredState, AddressFields,
 };
-use rebill_xml::{Href, Mode, Money, WireContext};
+use rebill_xml::{Money, WireContext};
 
-use crate::billing_info::Refusal;
-use crate::handlers::Call;
 use crate::lists::{ListQuery, invalid_choice};
+use crate::request::{Call, account_not_found, billing_request, decode, href, validated};
 use crate::respond::{field_error, time, with_location};
+use crate::views::refusal_response;
 use crate::{AppState, respond};
+use rebill_app::accounts::{self, AccountError};
 
 /// Values of the list's `state` filter.
 const STATE_FILTER: [&str; 2] = ["active", "closed"];
-
-/// The path of an endpoint of this account (`/v2/accounts/{code}/…`).
-fn sub_path(id: EndpointId, code: &str) -> Href {
-    Href::path(id.endpoint().render(&[code]))
-}
 
 /// The account as the API shows it.
 fn view(account: &Stored, activity: AccountActivity) -> Account {
@@ -49,17 +44,17 @@ fn view(account: &Stored, activity: AccountActivity) -> Account {
     let f = &account.fields;
     let a = &f.address;
     Account {
-        adjustments: Some(sub_path(EndpointId::ListAccountAdjustments, code)),
-        account_balance: Some(sub_path(EndpointId::GetAccountBalance, code)),
-        billing_info_href: Some(sub_path(EndpointId::GetBillingInfo, code)),
-        invoices: Some(sub_path(EndpointId::ListAccountInvoices, code)),
-        redemption: Some(sub_path(EndpointId::GetAccountRedemption, code)),
-        redemptions: Some(sub_path(EndpointId::ListAccountRedemptions, code)),
-        subscriptions: Some(sub_path(EndpointId::ListAccountSubscriptions, code)),
-        transactions: Some(sub_path(EndpointId::ListAccountTransactions, code)),
-        shipping_addresses_href: Some(sub_path(EndpointId::ListShippingAddresses, code)),
+        adjustments: Some(href(EndpointId::ListAccountAdjustments, &[code])),
+        account_balance: Some(href(EndpointId::GetAccountBalance, &[code])),
+        billing_info_href: Some(href(EndpointId::GetBillingInfo, &[code])),
+        invoices: Some(href(EndpointId::ListAccountInvoices, &[code])),
+        redemption: Some(href(EndpointId::GetAccountRedemption, &[code])),
+        redemptions: Some(href(EndpointId::ListAccountRedemptions, &[code])),
+        subscriptions: Some(href(EndpointId::ListAccountSubscriptions, &[code])),
+        transactions: Some(href(EndpointId::ListAccountTransactions, &[code])),
+        shipping_addresses_href: Some(href(EndpointId::ListShippingAddresses, &[code])),
         account_acquisition: None,
-        credit_payments: Some(sub_path(EndpointId::ListAccountCreditPayments, code)),
+        credit_payments: Some(href(EndpointId::ListAccountCreditPayments, &[code])),
         account_code: Some(account.account_code.clone()),
         state: Some(match account.state {
             StoredState::Active => AccountState::Active,
@@ -144,34 +139,9 @@ async fn respond_account(state: &AppState, account: &Stored, status: StatusCode,
     }
 }
 
-fn not_found(code: &str) -> Response {
-    respond::not_found(&format!("Couldn't find Account with account_code = {code}"))
-}
-
-/// The request body, at most `limit` bytes (413 beyond).
-pub(crate) async fn read_body(request: Request, limit: usize) -> Result<axum::body::Bytes, Response> {
-    axum::body::to_bytes(request.into_body(), limit).await.map_err(|e| {
-        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
-        while let Some(err) = source {
-            if err.is::<http_body_util::LengthLimitError>() {
-                return respond::error(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "request_too_large",
-                    &format!("Request bodies are limited to {limit} bytes."),
-                );
-            }
-            source = err.source();
-        }
-        respond::error(StatusCode::BAD_REQUEST, "invalid_request", "The request body could not be read.")
-    })
-}
-
 /// Reads, decodes and validates an `<account>` request body.
 async fn account_request(state: &AppState, call: &Call, request: Request, op: Operation) -> Result<Account, Response> {
-    let ctx = &call.ctx.wire;
-    let body = read_body(request, state.config.body_limit).await?;
-    let account = rebill_xml::from_xml::<Account>(&body, ctx, Mode::Request)
-        .map_err(|e| respond::rejection(&reject_decode(&e), ctx))?;
+    let account: Account = decode(state, call, request).await?;
     let unbuilt = [
         ("shipping_addresses", account.shipping_addresses.as_ref().is_some_and(|l| !l.is_empty())),
         ("shipping_address", account.shipping_address.is_some()),
@@ -186,7 +156,7 @@ async fn account_request(state: &AppState, call: &Call, request: Request, op: Op
             ),
         ));
     }
-    validate(&account, ctx, op).map_err(|errors| respond::rejection(&Rejection::Invalid(errors), ctx))?;
+    validated(call, &account, op)?;
     Ok(account)
 }
 
@@ -220,6 +190,16 @@ pub(crate) async fn list(state: &AppState, call: &Call, query: Option<&str>) -> 
     crate::lists::page_response(&call.ctx.wire, &path, &query, &items, page.next, page.total, call.head)
 }
 
+/// The answer to a refused account operation.
+fn account_error(ctx: &WireContext, error: &AccountError) -> Response {
+    match error {
+        AccountError::NotFound(code) => account_not_found(code),
+        AccountError::Taken => field_error(ctx, "account.account_code", "taken", "has already been taken"),
+        AccountError::BillingInfo(refusal) => refusal_response(ctx, refusal),
+        AccountError::Store(e) => respond::internal(e),
+    }
+}
+
 /// `POST /v2/accounts`: 201 with `Location`.
 pub(crate) async fn create(state: &AppState, call: &Call, request: Request) -> Response {
     let ctx = &call.ctx.wire;
@@ -231,40 +211,12 @@ pub(crate) async fn create(state: &AppState, call: &Call, request: Request) -> R
     if code.trim().is_empty() {
         return field_error(ctx, "account.account_code", "blank", "can't be blank");
     }
-    // The nested billing info is checked before the account is written.
-    let prepared = match account.billing_info.as_deref() {
-        Some(info) => {
-            match state.store.account(call.ctx.site.id, &code).await {
-                Ok(None) => {}
-                Ok(Some(_)) => return field_error(ctx, "account.account_code", "taken", "has already been taken"),
-                Err(e) => return respond::internal(&e),
-            }
-            match crate::billing_info::prepare(state, call, None, info).await {
-                Ok(prepared) => Some(prepared),
-                Err(response) => return response,
-            }
-        }
-        None => None,
+    let billing_info = account.billing_info.as_deref().map(billing_request);
+    let created = match accounts::create(state, &call.context(), &code, &fields(&account), billing_info.as_ref()).await
+    {
+        Ok(created) => created,
+        Err(e) => return account_error(ctx, &e),
     };
-    let created = match state.store.create_account(call.ctx.site.id, &code, &fields(&account), call.ctx.now).await {
-        Ok(a) => a,
-        Err(StoreError::DuplicateAccount(_)) => {
-            return field_error(ctx, "account.account_code", "taken", "has already been taken");
-        }
-        Err(e) => return respond::internal(&e),
-    };
-    if let Some(prepared) = prepared {
-        match crate::billing_info::commit(state, call, &created, prepared).await {
-            Ok(_) => {}
-            Err(refusal @ Refusal::Declined { saved: true, .. }) => return refusal.response(ctx),
-            Err(refusal) => {
-                if let Err(e) = state.store.discard_new_account(call.ctx.site.id, created.id).await {
-                    tracing::error!(error = %e, "removing an account whose billing info was refused");
-                }
-                return refusal.response(ctx);
-            }
-        }
-    }
     let response = respond_account(state, &created, StatusCode::CREATED, ctx).await;
     if response.status() != StatusCode::CREATED {
         return response;
@@ -274,11 +226,9 @@ pub(crate) async fn create(state: &AppState, call: &Call, request: Request) -> R
 
 /// `GET /v2/accounts/{account_code}`.
 pub(crate) async fn get(state: &AppState, call: &Call) -> Response {
-    let code = &call.params[0];
-    match state.store.account(call.ctx.site.id, code).await {
-        Ok(Some(a)) => respond_account(state, &a, StatusCode::OK, &call.ctx.wire).await,
-        Ok(None) => not_found(code),
-        Err(e) => respond::internal(&e),
+    match accounts::find(state, &call.context(), &call.params[0]).await {
+        Ok(a) => respond_account(state, &a, StatusCode::OK, &call.ctx.wire).await,
+        Err(e) => account_error(&call.ctx.wire, &e),
     }
 }
 
@@ -293,47 +243,23 @@ pub(crate) async fn update(state: &AppState, call: &Call, request: Request) -> R
     if account.account_code.as_ref().is_some_and(|c| c != code) {
         return field_error(ctx, "account.account_code", "invalid", "can't be changed");
     }
-    if let Some(info) = account.billing_info.as_deref() {
-        let existing = match state.store.account(call.ctx.site.id, code).await {
-            Ok(Some(a)) => a,
-            Ok(None) => return not_found(code),
-            Err(e) => return respond::internal(&e),
-        };
-        if let Err(response) = crate::billing_info::apply(state, call, &existing, info).await {
-            return response;
-        }
-    }
-    match state.store.update_account(call.ctx.site.id, code, &fields(&account), call.ctx.now).await {
-        Ok(Some(a)) => respond_account(state, &a, StatusCode::OK, ctx).await,
-        Ok(None) => not_found(code),
-        Err(e) => respond::internal(&e),
+    let billing_info = account.billing_info.as_deref().map(billing_request);
+    match accounts::update(state, &call.context(), code, &fields(&account), billing_info.as_ref()).await {
+        Ok(a) => respond_account(state, &a, StatusCode::OK, ctx).await,
+        Err(e) => account_error(ctx, &e),
     }
 }
 
 /// `GET /v2/accounts/{account_code}/balance`: what the account's open invoices still owe in each
-/// of the site's currencies and whether one is past due (`rebill_billing::balance`). A closed
-/// account has a balance too.
+/// of the site's currencies and whether one is past due. A closed account has a balance too.
 pub(crate) async fn balance(state: &AppState, call: &Call) -> Response {
-    let code = &call.params[0];
-    let site_id = call.ctx.site.id;
-    let account = match state.store.account(site_id, code).await {
-        Ok(Some(a)) => a,
-        Ok(None) => return not_found(code),
-        Err(e) => return respond::internal(&e),
+    let (account, balance) = match accounts::balance(state, &call.context(), &call.params[0]).await {
+        Ok(found) => found,
+        Err(e) => return account_error(&call.ctx.wire, &e),
     };
-    let (currencies, invoices) =
-        match (state.store.site_currencies(site_id).await, state.store.account_invoice_balances(account.id).await) {
-            (Ok(c), Ok(i)) => (c, i),
-            (Err(e), _) | (_, Err(e)) => return respond::internal(&e),
-        };
-    let invoices: Vec<CurrencyInvoices> = invoices
-        .into_iter()
-        .map(|i| CurrencyInvoices { currency: i.currency, open_in_cents: i.open, past_due: i.past_due })
-        .collect();
-    let balance = account_balance(currencies.iter().map(String::as_str), &invoices);
     let view = AccountBalance {
         account_code: Some(account.account_code.clone()),
-        account: Some(Href::path(EndpointId::GetAccount.endpoint().render(&[&account.account_code]))),
+        account: Some(href(EndpointId::GetAccount, &[&account.account_code])),
         past_due: Some(balance.past_due),
         balance_in_cents: Some(Money(balance.balance_in_cents)),
     };
@@ -342,43 +268,24 @@ pub(crate) async fn balance(state: &AppState, call: &Call) -> Response {
 
 /// `DELETE /v2/accounts/{account_code}`: 204.
 pub(crate) async fn close(state: &AppState, call: &Call) -> Response {
-    let code = &call.params[0];
-    match state.store.close_account(call.ctx.site.id, code, call.ctx.now).await {
-        Ok(Some(_)) => StatusCode::NO_CONTENT.into_response(),
-        Ok(None) => not_found(code),
-        Err(e) => respond::internal(&e),
+    match accounts::close(state, &call.context(), &call.params[0]).await {
+        Ok(_) => StatusCode::NO_CONTENT.into_response(),
+        Err(e) => account_error(&call.ctx.wire, &e),
     }
 }
 
 /// `PUT /v2/accounts/{account_code}/reopen`.
 pub(crate) async fn reopen(state: &AppState, call: &Call) -> Response {
-    let code = &call.params[0];
-    match state.store.reopen_account(call.ctx.site.id, code, call.ctx.now).await {
-        Ok(Some(a)) => respond_account(state, &a, StatusCode::OK, &call.ctx.wire).await,
-        Ok(None) => not_found(code),
-        Err(e) => respond::internal(&e),
+    match accounts::reopen(state, &call.context(), &call.params[0]).await {
+        Ok(a) => respond_account(state, &a, StatusCode::OK, &call.ctx.wire).await,
+        Err(e) => account_error(&call.ctx.wire, &e),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use axum::body::Body;
-
-    fn request(body: &'static [u8]) -> Request {
-        Request::new(Body::from(body))
-    }
-
-    #[tokio::test]
-    async fn bodies_are_read_up_to_the_limit() {
-        let bytes = read_body(request(b"<account/>"), 10).await.expect("within the limit");
-        assert_eq!(&bytes[..], b"<account/>");
-        let refused = read_body(request(b"<account></account>"), 10).await.expect_err("over the limit");
-        assert_eq!(refused.status(), StatusCode::PAYLOAD_TOO_LARGE);
-        let body = axum::body::to_bytes(refused.into_body(), 4096).await.expect("body");
-        let text = String::from_utf8_lossy(&body);
-        assert!(text.contains("<symbol>request_too_large</symbol>"), "{text}");
-    }
+    use rebill_xml::Href;
 
     #[test]
     fn a_stored_account_is_shown_with_its_links() {

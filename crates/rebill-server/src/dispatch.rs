@@ -9,7 +9,8 @@ use axum::response::Response;
 use rebill_models::api::{ENDPOINTS, EndpointId};
 use rebill_models::{allowed_methods, route};
 
-use crate::handlers::{self, Call};
+use crate::handlers;
+use crate::request::Call;
 use crate::{AppState, RequestContext, respond};
 
 fn table_method(method: &axum::http::Method) -> Option<rebill_models::Method> {

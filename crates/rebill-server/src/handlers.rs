@@ -3,22 +3,10 @@
 
 use axum::extract::Request;
 use axum::response::Response;
-use rebill_models::Endpoint;
 use rebill_models::api::EndpointId;
 
-use crate::{AppState, RequestContext, accounts, billing_info, invoices, plans, subscriptions};
-
-/// One routed request.
-#[derive(Debug, Clone)]
-pub(crate) struct Call {
-    pub id: EndpointId,
-    pub endpoint: &'static Endpoint,
-    /// Path parameters, percent-decoded, in template order.
-    pub params: Vec<String>,
-    pub ctx: RequestContext,
-    /// A HEAD request (list endpoints from 2.6: count only).
-    pub head: bool,
-}
+use crate::request::Call;
+use crate::{AppState, accounts, billing_info, invoices, plans, subscriptions};
 
 pub(crate) async fn handle(state: &AppState, call: Call, request: Request) -> Option<Response> {
     // Only the owned request may be held across an await (a body is not `Sync`).

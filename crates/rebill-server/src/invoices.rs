@@ -40,10 +40,9 @@
 use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use rebill_billing::invoice::InvoiceOrigin;
 use rebill_models::api::EndpointId;
 use rebill_models::endpoint::Body;
-use rebill_models::validate::{Operation, Rejection, refusals, reject_decode, validate};
+use rebill_models::validate::{Operation, Rejection, refusals, validate};
 use rebill_models::{
     Adjustment as AdjustmentView, AdjustmentOrigin, AdjustmentState as ViewAdjustmentState, AdjustmentType,
     CollectionMethod as ViewCollectionMethod, Invoice as InvoiceView, InvoiceCollection,
@@ -55,13 +54,15 @@ use rebill_store::invoicing::{
     Adjustment, AdjustmentDeletion, AdjustmentFilter, AdjustmentKind, AdjustmentState, CollectionMethod, Invoice,
     InvoiceFilter, InvoiceState, InvoiceTerms, NewAdjustment, Transaction, TransactionFilter, TransactionStatus,
 };
-use rebill_xml::{Href, Mode, XmlResource};
 
-use crate::billing::{self, BillingError, Collect, DeclineFields, Draft, PaymentSource};
-use crate::handlers::Call;
 use crate::lists::{ListQuery, invalid_choice};
+use crate::request::{Call, account_not_found, billing_request, decode_optional, href};
 use crate::respond::{field_error, time, with_location};
+use crate::views::{self, DeclineFields};
 use crate::{AppState, respond};
+use rebill_app::invoicing::{self, BillingError, SettleError, Settlement};
+use rebill_app::payment_methods::valid_currency;
+use rebill_app::transactions::{ChargeError, OneOffCharge, charge_once};
 
 /// Whether this module serves the endpoint.
 pub(crate) fn handles(id: EndpointId) -> bool {
@@ -119,14 +120,6 @@ pub(crate) async fn handle(state: &AppState, call: &Call, request: Request) -> R
 // ---------------------------------------------------------------------------------------------
 // Helpers
 
-fn path(id: EndpointId, params: &[&str]) -> Href {
-    Href::path(id.endpoint().render(params))
-}
-
-fn account_not_found(code: &str) -> Response {
-    respond::not_found(&format!("Couldn't find Account with account_code = {code}"))
-}
-
 fn invoice_not_found(number: &str) -> Response {
     respond::not_found(&format!("Couldn't find Invoice with invoice_number = {number}"))
 }
@@ -143,22 +136,6 @@ async fn account(state: &AppState, call: &Call) -> Result<Account, Response> {
         Ok(None) => Err(account_not_found(code)),
         Err(e) => Err(respond::internal(&e)),
     }
-}
-
-/// Reads and decodes an optional request body (`None` when empty).
-async fn body<T: XmlResource>(state: &AppState, call: &Call, request: Request) -> Result<Option<T>, Response> {
-    let ctx = &call.ctx.wire;
-    let bytes = crate::accounts::read_body(request, state.config.body_limit).await?;
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Ok(None);
-    }
-    rebill_xml::from_xml::<T>(&bytes, ctx, Mode::Request)
-        .map(Some)
-        .map_err(|e| respond::rejection(&reject_decode(&e), ctx))
-}
-
-fn valid_currency(currency: &str) -> bool {
-    currency.len() == 3 && currency.bytes().all(|b| b.is_ascii_alphabetic())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -187,10 +164,10 @@ fn adjustment_view(line: &NewAdjustment, stored: Option<&Adjustment>, account_co
     let invoiced = stored.is_some_and(|a| a.state == AdjustmentState::Invoiced);
     AdjustmentView {
         kind: Some(if charge { AdjustmentType::Charge } else { AdjustmentType::Credit }),
-        account: Some(path(EndpointId::GetAccount, &[account_code])),
-        invoice: stored.and_then(|a| a.invoice_number).map(|n| path(EndpointId::GetInvoice, &[&n.to_string()])),
-        subscription: line.subscription_uuid.as_ref().map(|u| path(EndpointId::GetSubscription, &[u])),
-        credit_adjustments: stored.filter(|_| charge).map(|a| path(EndpointId::ListCreditAdjustments, &[&a.uuid])),
+        account: Some(href(EndpointId::GetAccount, &[account_code])),
+        invoice: stored.and_then(|a| a.invoice_number).map(|n| href(EndpointId::GetInvoice, &[&n.to_string()])),
+        subscription: line.subscription_uuid.as_ref().map(|u| href(EndpointId::GetSubscription, &[u])),
+        credit_adjustments: stored.filter(|_| charge).map(|a| href(EndpointId::ListCreditAdjustments, &[&a.uuid])),
         uuid: stored.map(|a| a.uuid.clone()),
         state: Some(if invoiced { ViewAdjustmentState::Invoiced } else { ViewAdjustmentState::Pending }),
         description: line.description.clone(),
@@ -228,7 +205,7 @@ fn adjustment_view(line: &NewAdjustment, stored: Option<&Adjustment>, account_co
 /// A stored invoice with its lines and transactions as the API shows it.
 fn invoice_view(invoice: &Invoice, lines: &[Adjustment], transactions: &[Transaction]) -> InvoiceView {
     let number = invoice.invoice_number.to_string();
-    let open = matches!(invoice.state, InvoiceState::Pending | InvoiceState::PastDue | InvoiceState::Processing);
+    let open = rebill_app::invoicing::OPEN_INVOICE_STATES.contains(&invoice.state);
     let mut subscriptions: Vec<&String> = lines.iter().filter_map(|l| l.line.subscription_uuid.as_ref()).collect();
     subscriptions.sort();
     subscriptions.dedup();
@@ -242,7 +219,7 @@ fn invoice_view(invoice: &Invoice, lines: &[Adjustment], transactions: &[Transac
         invoice.due_on,
     );
     view.subscription = match subscriptions.as_slice() {
-        [one] => Some(path(EndpointId::GetSubscription, &[one])),
+        [one] => Some(href(EndpointId::GetSubscription, &[one])),
         _ => None,
     };
     view.uuid = Some(invoice.uuid.clone());
@@ -253,11 +230,11 @@ fn invoice_view(invoice: &Invoice, lines: &[Adjustment], transactions: &[Transac
     view.closed_at = invoice.closed_at.and_then(time);
     view.refundable_total_in_cents = Some(invoice.amounts.paid);
     view.line_items = Some(lines.iter().map(|a| adjustment_view(&a.line, Some(a), &invoice.account_code)).collect());
-    view.transactions = Some(transactions.iter().map(billing::transaction_view).collect());
+    view.transactions = Some(transactions.iter().map(views::transaction_view).collect());
     view.refund_action = (invoice.state == InvoiceState::Paid && invoice.amounts.paid > 0)
-        .then(|| path(EndpointId::RefundInvoice, &[&number]));
-    view.mark_successful_action = open.then(|| path(EndpointId::MarkInvoiceSuccessful, &[&number]));
-    view.mark_failed_action = open.then(|| path(EndpointId::MarkInvoiceFailed, &[&number]));
+        .then(|| href(EndpointId::RefundInvoice, &[&number]));
+    view.mark_successful_action = open.then(|| href(EndpointId::MarkInvoiceSuccessful, &[&number]));
+    view.mark_failed_action = open.then(|| href(EndpointId::MarkInvoiceFailed, &[&number]));
     view
 }
 
@@ -272,7 +249,7 @@ fn base_view(
     due_on: Option<i64>,
 ) -> InvoiceView {
     InvoiceView {
-        account: Some(path(EndpointId::GetAccount, &[account_code])),
+        account: Some(href(EndpointId::GetAccount, &[account_code])),
         state: Some(view_invoice_state(state)),
         invoice_number_prefix: Some(String::new()),
         po_number: terms.po_number.clone(),
@@ -371,7 +348,7 @@ async fn list_invoices(state: &AppState, call: &Call, query: Option<&str>, accou
 async fn path_invoice(state: &AppState, call: &Call) -> Result<Invoice, Response> {
     let number = &call.params[0];
     let Ok(n) = number.parse::<i64>() else { return Err(invoice_not_found(number)) };
-    match state.store.invoice(call.ctx.site.id, n).await {
+    match invoicing::find(state, &call.context(), n).await {
         Ok(Some(invoice)) => Ok(invoice),
         Ok(None) => Err(invoice_not_found(number)),
         Err(e) => Err(respond::internal(&e)),
@@ -396,7 +373,7 @@ async fn create_invoice(state: &AppState, call: &Call, request: Request, preview
         Ok(a) => a,
         Err(r) => return r,
     };
-    let body = match body::<InvoiceView>(state, call, request).await {
+    let body = match decode_optional::<InvoiceView>(state, call, request).await {
         Ok(b) => b.unwrap_or_default(),
         Err(r) => return r,
     };
@@ -420,17 +397,9 @@ async fn create_invoice(state: &AppState, call: &Call, request: Request, preview
         terms_and_conditions: body.terms_and_conditions.clone(),
         vat_reverse_charge_notes: body.vat_reverse_charge_notes.clone(),
     };
-    let mut pending = match state.store.pending_adjustments(account.id).await {
-        Ok(p) => p,
-        Err(e) => return respond::internal(&e),
-    };
-    if let Some(currency) = pending.first().map(|a| a.line.currency.clone()) {
-        pending.retain(|a| a.line.currency == currency);
-    }
-    let draft = Draft { lines: Vec::new(), extra: Vec::new(), pending, origin: InvoiceOrigin::Purchase, terms };
     let now = call.ctx.now;
     if preview {
-        return match billing::preview(&account, &draft, now) {
+        return match invoicing::preview_pending(state, &call.context(), &account, terms).await {
             Ok(p) => {
                 let i = &p.invoice;
                 let mut view =
@@ -444,8 +413,7 @@ async fn create_invoice(state: &AppState, call: &Call, request: Request, preview
             Err(e) => billing_error(&e),
         };
     }
-    let collect = if collection_method == CollectionMethod::Manual { Collect::Manual } else { Collect::Automatic };
-    match billing::invoice(state, &call.ctx.site, &account, draft, now, collect, None).await {
+    match invoicing::invoice_pending(state, &call.context(), &account, terms).await {
         Ok(invoiced) => {
             let view = invoice_view(&invoiced.invoice, &invoiced.lines, invoiced.transaction.as_slice());
             let location = EndpointId::GetInvoice.endpoint().render(&[&invoiced.invoice.invoice_number.to_string()]);
@@ -477,31 +445,28 @@ async fn settle_invoice(state: &AppState, call: &Call) -> Response {
         Ok(i) => i,
         Err(r) => return r,
     };
-    let now = call.ctx.now;
-    let changed = match call.id {
-        EndpointId::MarkInvoiceSuccessful => billing::mark_paid(state, &invoice, now).await,
-        EndpointId::MarkInvoiceFailed => billing::mark_failed(state, &invoice, now).await,
-        _ => match billing::collect_now(state, &call.ctx.site, &invoice, now).await {
-            Ok(Some((_, Some(t)))) if t.status() == TransactionStatus::Declined => {
-                let fields =
-                    DeclineFields { verification_value: "billing_info.verification_value", base: "invoice.base" };
-                return billing::decline_response(&call.ctx.wire, &t, fields);
-            }
-            Ok(Some((_, None))) => {
-                return respond::error(
-                    StatusCode::BAD_REQUEST,
-                    "billing_info_required",
-                    "The account has no billing info to collect the invoice with.",
-                );
-            }
-            Ok(found) => Ok(found.map(|(i, _)| i)),
-            Err(e) => Err(e),
-        },
+    let how = match call.id {
+        EndpointId::MarkInvoiceSuccessful => Settlement::Paid,
+        EndpointId::MarkInvoiceFailed => Settlement::Failed,
+        _ => Settlement::Collect,
     };
-    let invoice = match changed {
-        Ok(Some(i)) => i,
-        Ok(None) => return invalid_transition("Only a pending or past due invoice can be settled or collected."),
-        Err(e) => return respond::internal(&e),
+    let invoice = match invoicing::settle_invoice(state, &call.context(), &invoice, how).await {
+        Ok(i) => i,
+        Err(SettleError::Declined(t)) => {
+            let fields = DeclineFields { verification_value: "billing_info.verification_value", base: "invoice.base" };
+            return views::decline_response(&call.ctx.wire, &t, fields);
+        }
+        Err(SettleError::NoBillingInfo) => {
+            return respond::error(
+                StatusCode::BAD_REQUEST,
+                "billing_info_required",
+                "The account has no billing info to collect the invoice with.",
+            );
+        }
+        Err(SettleError::NotOpen) => {
+            return invalid_transition("Only a pending or past due invoice can be settled or collected.");
+        }
+        Err(SettleError::Failed(e)) => return respond::internal(&e),
     };
     match full_view(state, &invoice).await {
         Ok(view) => invoice_response(call, StatusCode::OK, view),
@@ -556,7 +521,7 @@ async fn create_adjustment(state: &AppState, call: &Call, request: Request) -> R
         Ok(a) => a,
         Err(r) => return r,
     };
-    let Some(body) = (match body::<AdjustmentView>(state, call, request).await {
+    let Some(body) = (match decode_optional::<AdjustmentView>(state, call, request).await {
         Ok(b) => b,
         Err(r) => return r,
     }) else {
@@ -679,7 +644,7 @@ async fn list_transactions(state: &AppState, call: &Call, query: Option<&str>, a
         Err(e) => return respond::internal(&e),
     };
     let items: Vec<TransactionView> =
-        if call.head { Vec::new() } else { page.items.iter().map(billing::transaction_view).collect() };
+        if call.head { Vec::new() } else { page.items.iter().map(views::transaction_view).collect() };
     let params: Vec<&str> = call.params.iter().map(String::as_str).collect();
     let list_path = call.endpoint.render(&params);
     crate::lists::page_response(&call.ctx.wire, &list_path, &query, &items, page.next, page.total, call.head)
@@ -688,7 +653,7 @@ async fn list_transactions(state: &AppState, call: &Call, query: Option<&str>, a
 async fn get_transaction(state: &AppState, call: &Call) -> Response {
     let uuid = &call.params[0];
     match state.store.transaction(call.ctx.site.id, uuid).await {
-        Ok(Some(t)) => respond::resource(StatusCode::OK, &billing::transaction_view(&t), &call.ctx.wire),
+        Ok(Some(t)) => respond::resource(StatusCode::OK, &views::transaction_view(&t), &call.ctx.wire),
         Ok(None) => respond::not_found(&format!("Couldn't find Transaction with uuid = {uuid}")),
         Err(e) => respond::internal(&e),
     }
@@ -703,7 +668,7 @@ const TRANSACTION_DECLINE: DeclineFields<'static> = DeclineFields {
 /// `POST /v2/transactions`.
 async fn create_transaction(state: &AppState, call: &Call, request: Request) -> Response {
     let ctx = &call.ctx.wire;
-    let Some(body) = (match body::<TransactionView>(state, call, request).await {
+    let Some(body) = (match decode_optional::<TransactionView>(state, call, request).await {
         Ok(b) => b,
         Err(r) => return r,
     }) else {
@@ -725,100 +690,43 @@ async fn create_transaction(state: &AppState, call: &Call, request: Request) -> 
     if code.trim().is_empty() {
         return field_error(ctx, "transaction.account.account_code", "blank", "can't be blank");
     }
-    let site = &call.ctx.site;
-    let now = call.ctx.now;
-    let account = match state.store.account(site.id, &code).await {
-        Ok(Some(a)) => a,
-        Ok(None) => {
-            let fields = AccountFields {
-                username: nested.username.clone(),
-                email: nested.email.clone(),
-                first_name: nested.first_name.clone(),
-                last_name: nested.last_name.clone(),
-                company_name: nested.company_name.clone(),
-                ..AccountFields::default()
-            };
-            match state.store.create_account(site.id, &code, &fields, now).await {
-                Ok(a) => a,
-                // Created by a concurrent request: use it.
-                Err(StoreError::DuplicateAccount(_)) => match state.store.account(site.id, &code).await {
-                    Ok(Some(a)) => a,
-                    Ok(None) => return respond::internal(&"an account vanished while it was created"),
-                    Err(e) => return respond::internal(&e),
-                },
-                Err(e) => return respond::internal(&e),
-            }
-        }
-        Err(e) => return respond::internal(&e),
-    };
-    let requested = match nested.billing_info.as_deref() {
-        Some(info) => match crate::billing_info::requested_method(state, call, &account, info).await {
-            Ok(m) => m,
-            Err(r) => return r,
+    let charge = OneOffCharge {
+        account_code: code,
+        account_fields: AccountFields {
+            username: nested.username.clone(),
+            email: nested.email.clone(),
+            first_name: nested.first_name.clone(),
+            last_name: nested.last_name.clone(),
+            company_name: nested.company_name.clone(),
+            ..AccountFields::default()
         },
-        None => None,
-    };
-    let source = match &requested {
-        Some(m) => Some(PaymentSource { kind: m.kind, fields: m.fields.clone(), reference: m.reference.clone() }),
-        None => match PaymentSource::of_account(state, &account).await {
-            Ok(s) => s,
-            Err(e) => return respond::internal(&e),
-        },
-    };
-    let Some(source) = source else {
-        return respond::error(
-            StatusCode::BAD_REQUEST,
-            "billing_info_required",
-            "The account has no billing info; send one with the transaction (billing_info.token_id).",
-        );
-    };
-    let line = NewAdjustment {
-        account_id: account.id,
-        subscription_uuid: None,
-        kind: AdjustmentKind::Charge,
-        origin: "one_time".to_owned(),
-        description: Some(body.request_description.clone().unwrap_or_else(|| "One-time charge".to_owned())),
+        amount_in_cents: amount,
+        currency,
+        description: body.request_description.clone().unwrap_or_else(|| "One-time charge".to_owned()),
         accounting_code: body.accounting_code.clone(),
         product_code: body.product_code.clone(),
-        currency,
-        unit_amount: amount,
-        quantity: 1,
-        discount: 0,
-        tax: 0,
-        total: amount,
         tax_exempt: body.tax_exempt,
         tax_code: body.tax_code.clone(),
-        credit_reason_code: None,
-        start_date: Some(now),
-        end_date: None,
-        engine: None,
+        billing_info: nested.billing_info.as_deref().map(billing_request),
     };
-    let draft = Draft {
-        lines: Vec::new(),
-        extra: vec![line],
-        pending: Vec::new(),
-        origin: InvoiceOrigin::Purchase,
-        terms: InvoiceTerms::default(),
+    let transaction = match charge_once(state, &call.context(), &charge).await {
+        Ok(t) => t,
+        Err(ChargeError::BillingInfoRequired) => {
+            return respond::error(
+                StatusCode::BAD_REQUEST,
+                "billing_info_required",
+                "The account has no billing info; send one with the transaction (billing_info.token_id).",
+            );
+        }
+        Err(ChargeError::PaymentMethod(e)) => return views::payment_method_error(ctx, &e),
+        Err(ChargeError::Billing(e)) => return billing_error(&e),
+        Err(e) => return respond::internal(&e),
     };
-    let invoiced = match billing::invoice(state, site, &account, draft, now, Collect::Once, Some(source)).await {
-        Ok(i) => i,
-        Err(e) => return billing_error(&e),
-    };
-    let Some(transaction) = invoiced.transaction.clone() else {
-        return respond::internal(&"a one-off charge made no transaction");
-    };
-    let approved = transaction.status() == TransactionStatus::Success;
-    let keep = approved || transaction.result.failure.as_ref().is_some_and(|f| f.error_code == "declined_saveable");
-    if let Some(method) = requested.as_ref().filter(|_| keep)
-        && let Err(e) = crate::billing_info::save_requested(state, call, &account, method).await
-    {
-        return respond::internal(&e);
-    }
-    if !approved {
-        return billing::decline_response(ctx, &transaction, TRANSACTION_DECLINE);
+    if transaction.status() != TransactionStatus::Success {
+        return views::decline_response(ctx, &transaction, TRANSACTION_DECLINE);
     }
     let location = EndpointId::GetTransaction.endpoint().render(&[&transaction.uuid]);
-    with_location(respond::resource(StatusCode::CREATED, &billing::transaction_view(&transaction), ctx), ctx, &location)
+    with_location(respond::resource(StatusCode::CREATED, &views::transaction_view(&transaction), ctx), ctx, &location)
 }
 
 #[cfg(test)]

@@ -9,7 +9,6 @@
 //! in one line.
 
 mod accounts;
-mod billing;
 mod billing_info;
 mod demo;
 mod dispatch;
@@ -19,11 +18,12 @@ pub mod js_library;
 pub mod layers;
 mod lists;
 mod plans;
+mod request;
 pub mod respond;
 pub mod sandbox;
-pub mod scheduler;
 mod subscriptions;
 pub mod tokens;
+mod views;
 pub mod wire;
 
 use std::sync::Arc;
@@ -37,33 +37,7 @@ use rebill_xml::{ApiVersion, WireContext};
 /// Default largest request body (1 MiB).
 pub const BODY_LIMIT: usize = 1 << 20;
 
-/// The source of "now" (UTC epoch seconds); tests inject their own.
-pub trait Clock: Send + Sync {
-    fn now(&self) -> i64;
-}
-
-/// The system clock.
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> i64 {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs() as i64)
-            .unwrap_or_default()
-    }
-}
-
-/// A clock read from a file holding epoch seconds (`REBILL_CLOCK_FILE`), so that end-to-end
-/// tests can move time for a running service. Falls back to the system clock when the file is
-/// missing or unreadable.
-pub struct FileClock(pub std::path::PathBuf);
-
-impl Clock for FileClock {
-    fn now(&self) -> i64 {
-        std::fs::read_to_string(&self.0).ok().and_then(|t| t.trim().parse().ok()).unwrap_or_else(|| SystemClock.now())
-    }
-}
+pub use rebill_app::{Clock, FileClock, Services, SystemClock};
 
 /// The clock the `rebill` binary uses: [`FileClock`] when `REBILL_CLOCK_FILE` is set.
 pub fn clock_from_env() -> Arc<dyn Clock> {
@@ -229,40 +203,38 @@ impl Config {
     }
 }
 
-/// Shared state of the service.
+/// Shared state of the service: the use cases' [`Services`] (store, gateway, vault, clock; reached
+/// through `Deref`) and the service's settings.
 #[derive(Clone)]
 pub struct AppState {
-    pub store: Store,
-    pub clock: Arc<dyn Clock>,
+    pub services: Services,
     pub config: Arc<Config>,
-    /// The payment gateway (the sandbox test gateway unless another is set).
-    pub gateway: Arc<dyn rebill_billing::gateway::Gateway>,
-    /// The cipher of the payment data tokens hold.
-    pub vault: Arc<rebill_billing::vault::Vault>,
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Services;
+
+    fn deref(&self) -> &Services {
+        &self.services
+    }
 }
 
 impl AppState {
     /// State with the sandbox gateway and a vault over a random key that lives as long as the
     /// process (see [`AppState::with_vault`]).
     pub fn new(store: Store, clock: Arc<dyn Clock>, config: Config) -> Self {
-        Self {
-            store,
-            clock,
-            config: Arc::new(config),
-            gateway: Arc::new(rebill_billing::gateway::SandboxGateway),
-            vault: Arc::new(rebill_billing::vault::Vault::ephemeral()),
-        }
+        Self { services: Services::new(store, clock), config: Arc::new(config) }
     }
 
     /// Uses this gateway.
     pub fn with_gateway(mut self, gateway: Arc<dyn rebill_billing::gateway::Gateway>) -> Self {
-        self.gateway = gateway;
+        self.services = self.services.with_gateway(gateway);
         self
     }
 
     /// Uses this vault (a persistent key, so tokens survive a restart).
     pub fn with_vault(mut self, vault: rebill_billing::vault::Vault) -> Self {
-        self.vault = Arc::new(vault);
+        self.services = self.services.with_vault(vault);
         self
     }
 }
@@ -314,7 +286,7 @@ fn api_router(state: AppState) -> Router {
 
 /// Serves on `listener` until the process ends.
 pub async fn serve(listener: tokio::net::TcpListener, state: AppState) -> std::io::Result<()> {
-    let scheduler = tokio::spawn(scheduler::run(state.clone()));
+    let scheduler = tokio::spawn(rebill_app::scheduler::run(state.services.clone()));
     let max_connections = state.config.max_connections;
     let served = wire::serve(listener, router(state), max_connections).await;
     scheduler.abort();

@@ -27,18 +27,17 @@ use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use rebill_models::api::EndpointId;
-use rebill_models::validate::{Operation, Rejection, Validate, Validation, reject_decode};
+use rebill_models::validate::{Operation, Rejection, Validate, Validation};
 use rebill_models::{AddOn, AddOnType, IntervalUnit, Plan, RevenueScheduleType, UsageType};
 use rebill_store::StoreError;
 use rebill_store::plans::{
     AddOn as StoredAddOn, AddOnFields, AddOnType as StoredAddOnType, Amounts, IntervalUnit as StoredUnit, Percentage,
     Plan as StoredPlan, PlanFields, RevenueScheduleType as StoredSchedule, UsageType as StoredUsageType,
 };
-use rebill_xml::{Href, Mode, Money, WireContext, XmlResource};
+use rebill_xml::{Href, Money, WireContext, XmlResource};
 
-use crate::accounts::read_body;
-use crate::handlers::Call;
 use crate::lists::ListQuery;
+use crate::request::{Call, decode};
 use crate::respond::{field_error, time, with_location};
 use crate::{AppState, respond};
 
@@ -411,13 +410,6 @@ fn add_on_rules(add_on: &AddOn, on: &AddOnContext<'_>, v: &mut Validation<'_>) {
     if add_on.default_quantity.is_some_and(|n| n < 0) {
         v.add(path, "default_quantity", "greater_than_or_equal_to", "must be greater than or equal to 0");
     }
-}
-
-/// Reads and decodes a request body of `T`.
-async fn decode<T: XmlResource>(state: &AppState, call: &Call, request: Request) -> Result<T, Response> {
-    let ctx = &call.ctx.wire;
-    let body = read_body(request, state.config.body_limit).await?;
-    rebill_xml::from_xml::<T>(&body, ctx, Mode::Request).map_err(|e| respond::rejection(&reject_decode(&e), ctx))
 }
 
 /// Reads, decodes and validates a `<plan>` request body.

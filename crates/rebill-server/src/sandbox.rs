@@ -6,50 +6,21 @@
 //! they take longer than [`CATCH_UP_PATIENCE`]; the same request again goes on waiting).
 //! `jobs_run` counts the jobs due in the time the clock moved over that are done, whoever ran
 //! them. Authenticated with a private key like the API; read-only keys and production sites get
-//! 403.
+//! 403. The use case is `rebill_app::clock`; this module decodes and answers.
 
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use chrono::{DateTime, Months, TimeDelta, Utc};
+use chrono::{DateTime, Utc};
+use rebill_app::clock::{ClockError, advance, move_clock};
+use rebill_app::scheduler::CatchUpError;
 use rebill_models::Clock;
 use rebill_models::validate::reject_decode;
 use rebill_store::Mode as SiteMode;
 use rebill_xml::{ApiVersion, Features, Mode, WireContext};
 
 use crate::layers::{basic_key, unauthorized};
-use crate::{AppState, respond, scheduler};
-
-/// How long a clock call waits for due jobs that other runners are running.
-pub const CATCH_UP_PATIENCE: std::time::Duration = std::time::Duration::from_secs(120);
-
-/// A bad `<advance>` value.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("`{0}` is not an amount of time such as 1month, 2 days or 12 hours")]
-pub struct BadAdvance(String);
-
-/// `from` moved on by `amount` (`1month`, `2 months`, `15days`, `3 hours`, `1 year`, …):
-/// months and years by the calendar (clamped to the month's end), the rest as exact durations.
-pub fn advance(from: DateTime<Utc>, amount: &str) -> Result<DateTime<Utc>, BadAdvance> {
-    let bad = || BadAdvance(amount.to_owned());
-    let text = amount.trim();
-    let digits = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
-    let n: u32 = text[..digits].parse().map_err(|_| bad())?;
-    let unit = text[digits..].trim().to_ascii_lowercase();
-    let unit = unit.strip_suffix('s').unwrap_or(&unit);
-    let seconds = |per: i64| TimeDelta::try_seconds(i64::from(n) * per).and_then(|d| from.checked_add_signed(d));
-    let moved = match unit {
-        "second" | "sec" => seconds(1),
-        "minute" | "min" => seconds(60),
-        "hour" => seconds(3600),
-        "day" => seconds(86_400),
-        "week" => seconds(7 * 86_400),
-        "month" => from.checked_add_months(Months::new(n)),
-        "year" => n.checked_mul(12).and_then(|m| from.checked_add_months(Months::new(m))),
-        _ => None,
-    };
-    moved.ok_or_else(bad)
-}
+use crate::{AppState, respond};
 
 fn invalid(field: &str, symbol: &'static str, message: &str) -> Response {
     let ctx = WireContext::new(ApiVersion::default(), Features::none(), "");
@@ -98,16 +69,16 @@ pub(crate) async fn clock(State(state): State<AppState>, request: Request) -> Re
         },
         _ => return invalid("base", "invalid", "give either now or advance"),
     };
-    if target < current {
-        return invalid("now", "invalid", &format!("is before the site's time {current}: a clock only moves forward"));
-    }
-    let site = match state.store.set_site_clock(&site, target.timestamp(), service_now).await {
-        Ok(site) => site,
-        Err(e) => return respond::internal(&e),
-    };
-    let ran = match scheduler::catch_up(&state, &site, current.timestamp(), CATCH_UP_PATIENCE).await {
-        Ok(n) => n,
-        Err(scheduler::CatchUpError::StillRunning(n, _)) => {
+    let (site, ran) = match move_clock(&state, &site, target.timestamp()).await {
+        Ok(moved) => (moved.site, moved.jobs_run),
+        Err(ClockError::Backwards(current)) => {
+            return invalid(
+                "now",
+                "invalid",
+                &format!("is before the site's time {current}: a clock only moves forward"),
+            );
+        }
+        Err(ClockError::CatchingUp(CatchUpError::StillRunning(n, _))) => {
             return respond::error(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "clock_catching_up",
@@ -117,7 +88,7 @@ pub(crate) async fn clock(State(state): State<AppState>, request: Request) -> Re
                 ),
             );
         }
-        Err(scheduler::CatchUpError::Store(e)) => return respond::internal(&e),
+        Err(e) => return respond::internal(&e),
     };
     let answer = Clock {
         now: DateTime::<Utc>::from_timestamp(site.now(state.clock.now()), 0),
@@ -125,28 +96,4 @@ pub(crate) async fn clock(State(state): State<AppState>, request: Request) -> Re
         jobs_run: Some(ran),
     };
     respond::resource(StatusCode::OK, &answer, &ctx)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn at(text: &str) -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339(text).map(|t| t.with_timezone(&Utc)).expect("time")
-    }
-
-    #[test]
-    fn amounts_of_time() {
-        let jan31 = at("2027-01-31T10:00:00Z");
-        assert_eq!(advance(jan31, "1month"), Ok(at("2027-02-28T10:00:00Z")));
-        assert_eq!(advance(jan31, "2 months"), Ok(at("2027-03-31T10:00:00Z")));
-        assert_eq!(advance(jan31, "1 year"), Ok(at("2028-01-31T10:00:00Z")));
-        assert_eq!(advance(jan31, "15days"), Ok(at("2027-02-15T10:00:00Z")));
-        assert_eq!(advance(jan31, "3 hours"), Ok(at("2027-01-31T13:00:00Z")));
-        assert_eq!(advance(jan31, "90 seconds"), Ok(at("2027-01-31T10:01:30Z")));
-        assert_eq!(advance(jan31, "1 week"), Ok(at("2027-02-07T10:00:00Z")));
-        for bad in ["", "month", "1 fortnight", "-1 day", "1.5 days"] {
-            assert!(advance(jan31, bad).is_err(), "{bad}");
-        }
-    }
 }

@@ -10,58 +10,32 @@ use rebill_billing::lifecycle::DueKind;
 use rebill_store::jobs::Job;
 use rebill_store::{Site, StoreError};
 
-use crate::AppState;
+use crate::Services;
+use crate::jobs::{JobError, settle};
 
 /// Seconds a claimed job stays with its process.
 pub const LEASE_SECONDS: i64 = 300;
-/// Seconds before a failed job is tried again.
-pub const RETRY_SECONDS: i64 = 3600;
 /// Jobs claimed at a time.
 const BATCH: i64 = 50;
 
-/// Why a job failed (it is retried later).
-#[derive(Debug, thiserror::Error)]
-pub enum JobError {
-    #[error("no work is defined for jobs of kind `{0}`")]
-    UnknownKind(String),
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error("{0}")]
-    Failed(String),
-}
-
 /// Runs one job at its due time (`site`: the job's site, if it still exists).
-async fn run_job(state: &AppState, site: Option<&Site>, job: &Job) -> Result<(), JobError> {
+async fn run_job(state: &Services, site: Option<&Site>, job: &Job) -> Result<(), JobError> {
     match (job.kind.as_str(), site) {
-        (crate::billing::DUNNING_JOB, _) => crate::billing::run_dunning(state, job).await,
-        (crate::billing::INVOICE_DUE_JOB, _) => crate::billing::run_invoice_due(state, job).await,
+        (crate::invoicing::DUNNING_JOB, _) => crate::invoicing::run_dunning(state, job).await,
+        (crate::invoicing::INVOICE_DUE_JOB, _) => crate::invoicing::run_invoice_due(state, job).await,
         (_, Some(site)) => crate::subscriptions::run_job(state, site, job).await,
-        (_, None) => Err(JobError::Failed(format!("site {} is missing", job.site_id))),
+        (_, None) => Err(JobError::SiteMissing(job.site_id)),
     }
-}
-
-/// Records the outcome of a claimed job: done, or failed and retried after [`RETRY_SECONDS`].
-pub(crate) async fn settle(state: &AppState, job: &Job, outcome: Result<(), JobError>) -> Result<(), StoreError> {
-    match outcome {
-        Ok(()) => {
-            state.store.complete_job(job, state.clock.now()).await?;
-        }
-        Err(e) => {
-            tracing::warn!(job = job.id, kind = %job.kind, subject = %job.subject, error = %e, "job failed");
-            state.store.fail_job(job, &e.to_string(), state.clock.now() + RETRY_SECONDS).await?;
-        }
-    }
-    Ok(())
 }
 
 /// Runs every job that is due now (for one site, or all), in due order, until none is left;
 /// returns how many ran. Jobs scheduled by the jobs themselves run too when they are due.
 ///
-/// Consecutive renewal jobs of one site are offered to [`crate::subscriptions::run_renewals`],
+/// Consecutive renewal jobs of one site are offered to [`crate::renewals::run_renewals`],
 /// which runs the first of them that are plain renewals together (one statement per step for
 /// all of them); the job where it stops, and every other job, runs alone. Either way jobs
 /// finish in due order.
-pub async fn run_due(state: &AppState, site: Option<&Site>) -> Result<usize, StoreError> {
+pub async fn run_due(state: &Services, site: Option<&Site>) -> Result<usize, StoreError> {
     let mut ran = 0;
     loop {
         let now = state.clock.now();
@@ -80,7 +54,7 @@ pub async fn run_due(state: &AppState, site: Option<&Site>) -> Result<usize, Sto
             let together = match site {
                 Some(site) if job.kind == renewal => {
                     let run = rest.iter().take_while(|j| j.site_id == site.id && j.kind == renewal).count();
-                    crate::subscriptions::run_renewals(state, site, &rest[..run]).await?
+                    crate::renewals::run_renewals(state, site, &rest[..run]).await?
                 }
                 _ => 0,
             };
@@ -111,7 +85,7 @@ pub enum CatchUpError {
 /// runners (the background scheduler, other processes) had claimed; they are waited for, up to
 /// `patience`. Answers how many jobs due after `from` (the site's time before its clock moved)
 /// are done, whoever ran them.
-pub async fn catch_up(state: &AppState, site: &Site, from: i64, patience: Duration) -> Result<i64, CatchUpError> {
+pub async fn catch_up(state: &Services, site: &Site, from: i64, patience: Duration) -> Result<i64, CatchUpError> {
     let started = tokio::time::Instant::now();
     loop {
         run_due(state, Some(site)).await?;
@@ -128,7 +102,7 @@ pub async fn catch_up(state: &AppState, site: &Site, from: i64, patience: Durati
 }
 
 /// Looks for due work every second until the task is aborted.
-pub async fn run(state: AppState) {
+pub async fn run(state: Services) {
     let mut ticker = tokio::time::interval(Duration::from_secs(1));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

@@ -3,9 +3,8 @@
 //!
 //! # Invoicing
 //!
-//! [`invoice_charges`] (subscription charges from the billing engine) and [`invoice`] (any mix of
-//! engine lines, new one-off lines and the account's pending adjustments) create one invoice with
-//! the next number of the site, its line items and its totals
+//! [`invoice`] (any mix of billing-engine lines, new one-off lines and the account's pending
+//! adjustments) creates one invoice with the next number of the site, its line items and its totals
 //! ([`rebill_billing::invoice::InvoiceTotals`]; no discounts or tax yet), then collect it as
 //! [`Collect`] says. [`preview`] computes the same invoice without writing anything.
 //!
@@ -37,46 +36,40 @@
 //! payment method counts as a failed attempt, with no transaction).
 //!
 //! The hooks are called only when an outcome comes later than the call that invoiced (dunning,
-//! `mark_successful`, `mark_failed`); [`invoice_charges`] answers its own outcome to its caller.
+//! `mark_successful`, `mark_failed`); [`invoice`] answers its own outcome to its caller.
 
-use axum::http::StatusCode;
-use axum::response::Response;
 use chrono::{DateTime, Utc};
 use rebill_billing::gateway::{AvsAddress, Outcome, PaymentMethod, PaymentRequest};
 use rebill_billing::invoice::{InvoiceError, InvoiceOrigin, InvoiceTotals, ItemRef, LineItem, LineKind, OriginKey};
 use rebill_billing::proration::Proration;
-use rebill_models::api::EndpointId;
-use rebill_models::{
-    AvsResult, BillingInfoType, CvvResult, Errors, FieldError as XmlFieldError, FraudInfo, Transaction as View,
-    TransactionAccount, TransactionAction, TransactionBillingInfo, TransactionDetails, TransactionError,
-    TransactionOrigin, TransactionSource, TransactionStatus as ViewStatus,
-};
 use rebill_store::accounts::Account;
 use rebill_store::billing_info::{BillingFields, PaymentKind};
 use rebill_store::invoicing::{
-    AccountSnapshot, Adjustment, AdjustmentKind, Check, EngineKey, Invoice, InvoiceAmounts, InvoiceChange,
-    InvoiceState, InvoiceTerms, NewAdjustment, NewInvoice, NewTransaction, StoredPayment, Transaction,
+    AccountSnapshot, Adjustment, AdjustmentKind, Check, CollectionMethod, EngineKey, Invoice, InvoiceAmounts,
+    InvoiceChange, InvoiceState, InvoiceTerms, NewAdjustment, NewInvoice, NewTransaction, StoredPayment, Transaction,
     TransactionFailure, TransactionResult, TransactionStatus,
 };
 use rebill_store::{Site, StoreError};
-use rebill_xml::{Href, WireContext};
 
-use crate::respond::time;
-use crate::scheduler::JobError;
-use crate::{AppState, respond};
+use crate::jobs::JobError;
+use crate::{Context, Services, time};
 
 /// Days after an invoice's creation at which a past-due invoice is retried (site clock).
-pub(crate) const DUNNING_RETRY_DAYS: [i64; 4] = [1, 3, 5, 7];
+pub const DUNNING_RETRY_DAYS: [i64; 4] = [1, 3, 5, 7];
 /// Kind of the scheduled retry jobs (subject: the invoice's uuid).
-pub(crate) const DUNNING_JOB: &str = "dunning";
+pub const DUNNING_JOB: &str = "dunning";
 /// Kind of the job that makes a manual invoice past due at its due date.
-pub(crate) const INVOICE_DUE_JOB: &str = "invoice_due";
+pub const INVOICE_DUE_JOB: &str = "invoice_due";
 
 const DAY: i64 = 86_400;
 
+/// The states of an open invoice: it can still be paid, collected, retried or failed.
+pub const OPEN_INVOICE_STATES: [InvoiceState; 3] =
+    [InvoiceState::Pending, InvoiceState::Processing, InvoiceState::PastDue];
+
 /// Why invoicing or collecting failed.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum BillingError {
+pub enum BillingError {
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -91,18 +84,9 @@ pub(crate) enum BillingError {
     Invalid(String),
 }
 
-impl From<BillingError> for JobError {
-    fn from(e: BillingError) -> Self {
-        match e {
-            BillingError::Store(e) => JobError::Store(e),
-            other => JobError::Failed(other.to_string()),
-        }
-    }
-}
-
 /// How a new invoice is collected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Collect {
+pub enum Collect {
     /// Not charged: the invoice stays `pending` until paid otherwise (`mark_successful`), and
     /// becomes `past_due` when its due date passes unpaid ([`run_invoice_due`]).
     Manual,
@@ -116,7 +100,7 @@ pub(crate) enum Collect {
 /// A payment method to charge: the billing info's type and non-secret fields (the transaction's
 /// snapshot) and the gateway's reference of the stored method.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct PaymentSource {
+pub struct PaymentSource {
     pub kind: PaymentKind,
     pub fields: BillingFields,
     pub reference: String,
@@ -125,21 +109,21 @@ pub(crate) struct PaymentSource {
 impl PaymentSource {
     /// The account's stored payment method (`None` without billing info, or billing info that
     /// has no gateway reference).
-    pub(crate) async fn of_account(state: &AppState, account: &Account) -> Result<Option<Self>, StoreError> {
+    pub async fn of_account(state: &Services, account: &Account) -> Result<Option<Self>, StoreError> {
         Ok(state.store.billing_info(account.id).await?.and_then(|b| {
             b.gateway_reference.map(|reference| PaymentSource { kind: b.kind, fields: b.fields, reference })
         }))
     }
 
     /// A stored payment method read with its account (`None` without a gateway reference).
-    pub(crate) fn of_stored(stored: StoredPayment) -> Option<Self> {
+    pub fn of_stored(stored: StoredPayment) -> Option<Self> {
         stored.gateway_reference.map(|reference| PaymentSource { kind: stored.kind, fields: stored.fields, reference })
     }
 }
 
 /// What an invoice needs beyond its lines.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Draft {
+pub struct Draft {
     /// New lines from the billing engine (subscription charges and credits).
     pub lines: Vec<LineItem>,
     /// New one-off lines (e.g. the charge of a one-off transaction).
@@ -152,14 +136,14 @@ pub(crate) struct Draft {
 
 impl Draft {
     /// A draft of engine lines only.
-    pub(crate) fn of_lines(lines: Vec<LineItem>, origin: InvoiceOrigin) -> Self {
+    pub fn of_lines(lines: Vec<LineItem>, origin: InvoiceOrigin) -> Self {
         Self { lines, extra: Vec::new(), pending: Vec::new(), origin, terms: InvoiceTerms::default() }
     }
 }
 
 /// An invoice as created (and collected).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Invoiced {
+pub struct Invoiced {
     pub invoice: Invoice,
     pub lines: Vec<Adjustment>,
     /// The transaction of the collection attempt, if one was made.
@@ -168,19 +152,19 @@ pub(crate) struct Invoiced {
 
 impl Invoiced {
     /// Whether the invoice is paid.
-    pub(crate) fn is_paid(&self) -> bool {
+    pub fn is_paid(&self) -> bool {
         self.invoice.state == InvoiceState::Paid
     }
 
     /// The declined transaction of the collection attempt, if it was declined.
-    pub(crate) fn declined(&self) -> Option<&Transaction> {
+    pub fn declined(&self) -> Option<&Transaction> {
         self.transaction.as_ref().filter(|t| t.status() == TransactionStatus::Declined)
     }
 }
 
 /// An invoice computed but not written ([`preview`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Preview {
+pub struct Preview {
     pub invoice: NewInvoice,
     /// The new lines, then the pending adjustments taken.
     pub lines: Vec<NewAdjustment>,
@@ -191,7 +175,7 @@ fn secs(t: DateTime<Utc>) -> i64 {
 }
 
 /// The adjustment of a billing-engine line.
-pub(crate) fn adjustment_of_line(account_id: i64, line: &LineItem) -> Result<NewAdjustment, BillingError> {
+pub fn adjustment_of_line(account_id: i64, line: &LineItem) -> Result<NewAdjustment, BillingError> {
     let (item_kind, item_code) = match &line.key.item {
         ItemRef::Plan { plan_code } => ("plan", plan_code),
         ItemRef::AddOn { add_on_code } => ("add_on", add_on_code),
@@ -228,7 +212,7 @@ pub(crate) fn adjustment_of_line(account_id: i64, line: &LineItem) -> Result<New
 }
 
 /// The billing-engine line an adjustment was made from (`None` for one-off adjustments).
-pub(crate) fn line_of_adjustment(adjustment: &Adjustment) -> Option<LineItem> {
+pub fn line_of_adjustment(adjustment: &Adjustment) -> Option<LineItem> {
     let line = &adjustment.line;
     let engine = line.engine.as_ref()?;
     let item = match engine.item_kind.as_str() {
@@ -261,18 +245,18 @@ pub(crate) fn line_of_adjustment(adjustment: &Adjustment) -> Option<LineItem> {
 
 /// Every line item billed for a subscription so far (pending or invoiced), as the billing
 /// engine's `diff` takes them.
-pub(crate) async fn billed_lines(state: &AppState, subscription_uuid: &str) -> Result<Vec<LineItem>, StoreError> {
+pub async fn billed_lines(state: &Services, subscription_uuid: &str) -> Result<Vec<LineItem>, StoreError> {
     let adjustments = state.store.subscription_adjustments(subscription_uuid).await?;
     Ok(adjustments.iter().filter_map(line_of_adjustment).collect())
 }
 
 /// The invoice `draft` would create for `account` at `at`, without writing anything.
-pub(crate) fn preview(account: &Account, draft: &Draft, at: i64) -> Result<Preview, BillingError> {
+pub fn preview(account: &Account, draft: &Draft, at: i64) -> Result<Preview, BillingError> {
     preview_for(account.id, draft, at)
 }
 
 /// [`preview`] for the account with this id.
-pub(crate) fn preview_for(account_id: i64, draft: &Draft, at: i64) -> Result<Preview, BillingError> {
+pub fn preview_for(account_id: i64, draft: &Draft, at: i64) -> Result<Preview, BillingError> {
     let mut lines = draft.lines.iter().map(|l| adjustment_of_line(account_id, l)).collect::<Result<Vec<_>, _>>()?;
     lines.extend(draft.extra.iter().cloned());
     lines.extend(draft.pending.iter().map(|a| a.line.clone()));
@@ -309,36 +293,10 @@ pub(crate) fn preview_for(account_id: i64, draft: &Draft, at: i64) -> Result<Pre
     })
 }
 
-/// Invoices subscription charges of the billing engine for `account` at `at` (site time) and
-/// collects the invoice as `collect` says (see the module documentation).
-///
-/// - `lines` must be non-empty and in one currency ([`BillingError::NothingToInvoice`],
-///   [`BillingError::MixedCurrencies`]); each becomes an adjustment that keeps its origin key, so
-///   [`billed_lines`] gives them back to the engine's diff.
-/// - The answer holds the invoice in its state after collection (`paid`, `past_due`, `failed`,
-///   or `pending` for [`Collect::Manual`]), its line items and the collection attempt's
-///   transaction; [`Invoiced::declined`] is the declined transaction, for
-///   [`decline_response`].
-/// - No subscription hook is called for this outcome (the caller has it); later outcomes of the
-///   invoice (dunning) call [`crate::subscriptions::on_invoice_paid`] and
-///   [`crate::subscriptions::on_invoice_failed`].
-#[allow(dead_code, reason = "the entry point of subscription charges")]
-pub(crate) async fn invoice_charges(
-    state: &AppState,
-    site: &Site,
-    account: &Account,
-    lines: Vec<LineItem>,
-    origin: InvoiceOrigin,
-    at: i64,
-    collect: Collect,
-) -> Result<Invoiced, BillingError> {
-    invoice(state, site, account, Draft::of_lines(lines, origin), at, collect, None).await
-}
-
 /// Creates the invoice of `draft` for `account` at `at` (site time) and collects it as `collect`
 /// says, charging `source` (the account's stored payment method when `None`).
-pub(crate) async fn invoice(
-    state: &AppState,
+pub async fn invoice(
+    state: &Services,
     site: &Site,
     account: &Account,
     draft: Draft,
@@ -383,10 +341,9 @@ pub(crate) async fn invoice(
 }
 
 /// Marks an open invoice paid or failed (no more retries).
-async fn settle(state: &AppState, invoice: &Invoice, to: InvoiceState, at: i64) -> Result<Invoice, BillingError> {
-    let from = [InvoiceState::Pending, InvoiceState::Processing, InvoiceState::PastDue];
+async fn settle(state: &Services, invoice: &Invoice, to: InvoiceState, at: i64) -> Result<Invoice, BillingError> {
     let change = InvoiceChange { state: to, attempt_next_collection_at: None, collection_attempts: None };
-    match state.store.set_invoice_state(invoice.id, &from, change, at).await? {
+    match state.store.set_invoice_state(invoice.id, &OPEN_INVOICE_STATES, change, at).await? {
         Some(changed) => Ok(changed),
         // Settled meanwhile: answer it as it is.
         None => state
@@ -399,8 +356,8 @@ async fn settle(state: &AppState, invoice: &Invoice, to: InvoiceState, at: i64) 
 
 /// After `attempts` failed retries: `past_due` with the next retry scheduled, or `failed` when
 /// none is left (the answer's state tells which).
-pub(crate) async fn schedule_retry(
-    state: &AppState,
+pub async fn schedule_retry(
+    state: &Services,
     invoice: &Invoice,
     attempts: i64,
     at: i64,
@@ -413,8 +370,7 @@ pub(crate) async fn schedule_retry(
             attempt_next_collection_at: None,
             collection_attempts: Some(attempts),
         };
-        let from = [InvoiceState::Pending, InvoiceState::Processing, InvoiceState::PastDue];
-        return match state.store.set_invoice_state(invoice.id, &from, change, at).await? {
+        return match state.store.set_invoice_state(invoice.id, &OPEN_INVOICE_STATES, change, at).await? {
             Some(failed) => Ok(failed),
             None => Ok(state.store.invoice_by_id(invoice.id).await?.unwrap_or_else(|| invoice.clone())),
         };
@@ -426,8 +382,7 @@ pub(crate) async fn schedule_retry(
         attempt_next_collection_at: Some(next),
         collection_attempts: Some(attempts),
     };
-    let from = [InvoiceState::Pending, InvoiceState::Processing, InvoiceState::PastDue];
-    match state.store.set_invoice_state(invoice.id, &from, change, at).await? {
+    match state.store.set_invoice_state(invoice.id, &OPEN_INVOICE_STATES, change, at).await? {
         Some(changed) => Ok(changed),
         None => Ok(state.store.invoice_by_id(invoice.id).await?.unwrap_or_else(|| invoice.clone())),
     }
@@ -442,7 +397,7 @@ fn payment_method_name(kind: PaymentKind) -> &'static str {
 }
 
 /// The account as a transaction records it.
-pub(crate) fn snapshot(account: &Account) -> AccountSnapshot {
+pub fn snapshot(account: &Account) -> AccountSnapshot {
     let f = &account.fields;
     AccountSnapshot {
         account_code: account.account_code.clone(),
@@ -454,7 +409,7 @@ pub(crate) fn snapshot(account: &Account) -> AccountSnapshot {
 }
 
 /// The stored result of a gateway outcome.
-pub(crate) fn result_of(outcome: &Outcome, at: i64) -> TransactionResult {
+pub fn result_of(outcome: &Outcome, at: i64) -> TransactionResult {
     let check = |c: &Option<rebill_billing::gateway::CheckResult>| {
         c.as_ref().map(|c| Check { code: c.code.clone(), message: c.message.clone() })
     };
@@ -495,7 +450,7 @@ pub(crate) fn result_of(outcome: &Outcome, at: i64) -> TransactionResult {
 
 /// The idempotency key of automatic collection attempt `attempt` of an invoice (0: the first
 /// charge, then the retry's number).
-pub(crate) fn attempt_key(invoice: &Invoice, attempt: i64) -> String {
+pub fn attempt_key(invoice: &Invoice, attempt: i64) -> String {
     format!("invoice:{}:{attempt}", invoice.uuid)
 }
 
@@ -505,7 +460,7 @@ pub(crate) fn attempt_key(invoice: &Invoice, attempt: i64) -> String {
 /// retries), with source `subscription` and origin `recurring`.
 #[allow(clippy::too_many_arguments)]
 async fn charge(
-    state: &AppState,
+    state: &Services,
     site_id: i64,
     account: &Account,
     invoice: &Invoice,
@@ -524,8 +479,8 @@ async fn charge(
 }
 
 /// The transaction charging the invoice's balance to `source` (see [`charge`]).
-pub(crate) fn purchase(
-    state: &AppState,
+pub fn purchase(
+    state: &Services,
     account_id: i64,
     account: AccountSnapshot,
     invoice: &Invoice,
@@ -556,7 +511,7 @@ pub(crate) fn purchase(
 }
 
 /// Calls the gateway for a recorded `processing` transaction.
-pub(crate) async fn gateway_purchase(state: &AppState, transaction: &Transaction, source: &PaymentSource) -> Outcome {
+pub async fn gateway_purchase(state: &Services, transaction: &Transaction, source: &PaymentSource) -> Outcome {
     let request = PaymentRequest {
         amount_in_cents: transaction.new.amount,
         currency: &transaction.new.currency,
@@ -569,7 +524,7 @@ pub(crate) async fn gateway_purchase(state: &AppState, transaction: &Transaction
 }
 
 /// The subscriptions an invoice's lines bill.
-async fn invoice_subscriptions(state: &AppState, invoice: &Invoice) -> Result<Vec<String>, StoreError> {
+async fn invoice_subscriptions(state: &Services, invoice: &Invoice) -> Result<Vec<String>, StoreError> {
     let mut uuids: Vec<String> =
         state.store.invoice_lines(invoice.id).await?.into_iter().filter_map(|a| a.line.subscription_uuid).collect();
     uuids.sort();
@@ -578,7 +533,7 @@ async fn invoice_subscriptions(state: &AppState, invoice: &Invoice) -> Result<Ve
 }
 
 /// Tells the subscriptions of an invoice that it was paid.
-pub(crate) async fn invoice_paid(state: &AppState, invoice: &Invoice, at: i64) -> Result<(), JobError> {
+pub async fn invoice_paid(state: &Services, invoice: &Invoice, at: i64) -> Result<(), JobError> {
     let uuids = invoice_subscriptions(state, invoice).await?;
     if uuids.is_empty() {
         return Ok(());
@@ -587,7 +542,7 @@ pub(crate) async fn invoice_paid(state: &AppState, invoice: &Invoice, at: i64) -
 }
 
 /// Tells the subscriptions of an invoice that its collection failed for good.
-pub(crate) async fn invoice_failed(state: &AppState, invoice: &Invoice, at: i64) -> Result<(), JobError> {
+pub async fn invoice_failed(state: &Services, invoice: &Invoice, at: i64) -> Result<(), JobError> {
     let uuids = invoice_subscriptions(state, invoice).await?;
     if uuids.is_empty() {
         return Ok(());
@@ -598,7 +553,7 @@ pub(crate) async fn invoice_failed(state: &AppState, invoice: &Invoice, at: i64)
 /// Runs a dunning retry of a past-due invoice at the job's due time (see the module
 /// documentation). Idempotent: a settled invoice, or a job that is not the invoice's next
 /// attempt, does nothing; a retry run again finds its recorded transaction.
-pub(crate) async fn run_dunning(state: &AppState, job: &rebill_store::jobs::Job) -> Result<(), JobError> {
+pub async fn run_dunning(state: &Services, job: &rebill_store::jobs::Job) -> Result<(), JobError> {
     let Some(invoice) = state.store.invoice_by_uuid(&job.subject).await? else { return Ok(()) };
     if invoice.site_id != job.site_id
         || invoice.state != InvoiceState::PastDue
@@ -611,7 +566,7 @@ pub(crate) async fn run_dunning(state: &AppState, job: &rebill_store::jobs::Job)
         .store
         .account(invoice.site_id, &invoice.account_code)
         .await?
-        .ok_or_else(|| JobError::Failed(format!("the account of invoice {} is missing", invoice.invoice_number)))?;
+        .ok_or(JobError::InvoiceAccountMissing(invoice.invoice_number))?;
     let attempt = invoice.collection_attempts + 1;
     let approved = match PaymentSource::of_account(state, &account).await? {
         Some(source) => {
@@ -637,7 +592,7 @@ pub(crate) async fn run_dunning(state: &AppState, job: &rebill_store::jobs::Job)
 /// days) becomes `past_due`: the account then has a past-due invoice. There are no retries (the
 /// customer pays it); `mark_successful` or `mark_failed` settle it. A job whose invoice was
 /// settled meanwhile does nothing.
-pub(crate) async fn run_invoice_due(state: &AppState, job: &rebill_store::jobs::Job) -> Result<(), JobError> {
+pub async fn run_invoice_due(state: &Services, job: &rebill_store::jobs::Job) -> Result<(), JobError> {
     let Some(invoice) = state.store.invoice_by_uuid(&job.subject).await? else { return Ok(()) };
     if invoice.site_id != job.site_id || invoice.state != InvoiceState::Pending {
         return Ok(());
@@ -650,11 +605,12 @@ pub(crate) async fn run_invoice_due(state: &AppState, job: &rebill_store::jobs::
 
 /// Marks an open invoice paid (`mark_successful`): no more retries; its subscriptions recover.
 /// `None` when the invoice is not pending or past due.
-pub(crate) async fn mark_paid(state: &AppState, invoice: &Invoice, at: i64) -> Result<Option<Invoice>, JobError> {
-    let from = [InvoiceState::Pending, InvoiceState::Processing, InvoiceState::PastDue];
+pub async fn mark_paid(state: &Services, invoice: &Invoice, at: i64) -> Result<Option<Invoice>, JobError> {
     let change =
         InvoiceChange { state: InvoiceState::Paid, attempt_next_collection_at: None, collection_attempts: None };
-    let Some(paid) = state.store.set_invoice_state(invoice.id, &from, change, at).await? else { return Ok(None) };
+    let Some(paid) = state.store.set_invoice_state(invoice.id, &OPEN_INVOICE_STATES, change, at).await? else {
+        return Ok(None);
+    };
     state.store.cancel_jobs(DUNNING_JOB, &invoice.uuid).await?;
     invoice_paid(state, &paid, at).await?;
     Ok(Some(paid))
@@ -662,11 +618,12 @@ pub(crate) async fn mark_paid(state: &AppState, invoice: &Invoice, at: i64) -> R
 
 /// Marks an open invoice failed (`mark_failed`): no more retries; its subscriptions expire.
 /// `None` when the invoice is not pending or past due.
-pub(crate) async fn mark_failed(state: &AppState, invoice: &Invoice, at: i64) -> Result<Option<Invoice>, JobError> {
-    let from = [InvoiceState::Pending, InvoiceState::Processing, InvoiceState::PastDue];
+pub async fn mark_failed(state: &Services, invoice: &Invoice, at: i64) -> Result<Option<Invoice>, JobError> {
     let change =
         InvoiceChange { state: InvoiceState::Failed, attempt_next_collection_at: None, collection_attempts: None };
-    let Some(failed) = state.store.set_invoice_state(invoice.id, &from, change, at).await? else { return Ok(None) };
+    let Some(failed) = state.store.set_invoice_state(invoice.id, &OPEN_INVOICE_STATES, change, at).await? else {
+        return Ok(None);
+    };
     state.store.cancel_jobs(DUNNING_JOB, &invoice.uuid).await?;
     invoice_failed(state, &failed, at).await?;
     Ok(Some(failed))
@@ -675,8 +632,8 @@ pub(crate) async fn mark_failed(state: &AppState, invoice: &Invoice, at: i64) ->
 /// Collects a past-due invoice now (`collect`): one attempt with the stored payment method,
 /// outside the retry schedule (which goes on when it fails). `None` when the invoice is not
 /// past due or pending.
-pub(crate) async fn collect_now(
-    state: &AppState,
+pub async fn collect_now(
+    state: &Services,
     site: &Site,
     invoice: &Invoice,
     at: i64,
@@ -698,175 +655,92 @@ pub(crate) async fn collect_now(
     Ok(Some((paid, Some(t))))
 }
 
-// ---------------------------------------------------------------------------------------------
-// Transactions as the API shows them
-
-fn account_href(code: &str) -> Href {
-    Href::path(EndpointId::GetAccount.endpoint().render(&[code]))
-}
-
-fn check_view(check: &Option<Check>) -> (Option<String>, Option<String>) {
-    match check {
-        Some(c) => (Some(c.code.clone()), Some(c.message.clone())),
-        None => (Some(String::new()), None),
+/// The draft of an invoice of the account's pending adjustments: those in the currency of the
+/// oldest one (adjustments in other currencies stay pending for another invoice).
+async fn pending_draft(services: &Services, account: &Account, terms: InvoiceTerms) -> Result<Draft, StoreError> {
+    let mut pending = services.store.pending_adjustments(account.id).await?;
+    if let Some(currency) = pending.first().map(|a| a.line.currency.clone()) {
+        pending.retain(|a| a.line.currency == currency);
     }
+    Ok(Draft { lines: Vec::new(), extra: Vec::new(), pending, origin: InvoiceOrigin::Purchase, terms })
 }
 
-/// The card type shown for a stored brand code.
-fn card_type(code: Option<&str>) -> Option<String> {
-    use rebill_billing::card::Brand;
-    code.map(|code| Brand::from_code(code).unwrap_or(Brand::Unknown).display_name().to_owned())
+/// Invoices the account's pending adjustments with `terms` and collects the invoice as its
+/// collection method says (automatic: charged now, a decline leaves it past due with dunning
+/// retries; manual: pending until its due date).
+pub async fn invoice_pending(
+    services: &Services,
+    ctx: &Context,
+    account: &Account,
+    terms: InvoiceTerms,
+) -> Result<Invoiced, BillingError> {
+    let collect =
+        if terms.collection_method == CollectionMethod::Manual { Collect::Manual } else { Collect::Automatic };
+    let draft = pending_draft(services, account, terms).await?;
+    invoice(services, &ctx.site, account, draft, ctx.now, collect, None).await
 }
 
-fn transaction_error(failure: &TransactionFailure) -> TransactionError {
-    TransactionError {
-        error_code: Some(failure.error_code.clone()),
-        error_category: Some(failure.error_category.clone()),
-        merchant_message: Some(failure.merchant_message.clone()),
-        customer_message: Some(failure.customer_message.clone()),
-        gateway_error_code: failure.gateway_error_code.clone(),
-    }
+/// [`invoice_pending`] as a dry run: the invoice it would create now, nothing written.
+pub async fn preview_pending(
+    services: &Services,
+    ctx: &Context,
+    account: &Account,
+    terms: InvoiceTerms,
+) -> Result<Preview, BillingError> {
+    let draft = pending_draft(services, account, terms).await?;
+    preview(account, &draft, ctx.now)
 }
 
-/// Whether a transaction can be refunded: only an approved charge (`purchase`). A verification
-/// or an authorization moved no money to refund, a refund is not refunded again, and a declined,
-/// voided or processing transaction has nothing to give back.
-fn refundable(t: &Transaction) -> bool {
-    t.result.status == TransactionStatus::Success && t.new.action == "purchase"
+/// How an open invoice is settled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settlement {
+    /// Paid otherwise (`mark_successful`): no more retries; its subscriptions recover.
+    Paid,
+    /// Given up (`mark_failed`): no more retries; its subscriptions expire.
+    Failed,
+    /// Collected now with the stored payment method, outside the retry schedule.
+    Collect,
 }
 
-/// A stored transaction as the API shows it. No transaction is voidable: rebill settles every
-/// approved charge at once (a refund is the way back), and a verification is never voided.
-pub(crate) fn transaction_view(t: &Transaction) -> View {
-    let n = &t.new;
-    let r = &t.result;
-    let f = &n.billing;
-    let card = n.kind == PaymentKind::CreditCard;
-    let refundable = refundable(t);
-    let (cvv_code, cvv_message) = check_view(&r.cvv);
-    let (avs_code, avs_message) = check_view(&r.avs);
-    let href = Href::path(EndpointId::GetTransaction.endpoint().render(&[&t.uuid]));
-    View {
-        kind: Some(n.kind.as_str().to_owned()),
-        account_href: Some(account_href(&n.account.account_code)),
-        invoice: t.invoice_number.map(|num| Href::path(EndpointId::GetInvoice.endpoint().render(&[&num.to_string()]))),
-        subscription: n
-            .subscription_uuid
-            .as_ref()
-            .map(|u| Href::path(EndpointId::GetSubscription.endpoint().render(&[u]))),
-        uuid: Some(t.uuid.clone()),
-        action: Some(
-            TransactionAction::from_name(&n.action).unwrap_or_else(|| TransactionAction::Unknown(n.action.clone())),
-        ),
-        amount_in_cents: Some(n.amount),
-        tax_in_cents: Some(n.tax),
-        currency: Some(n.currency.clone()),
-        status: Some(match r.status {
-            TransactionStatus::Processing => ViewStatus::Processing,
-            TransactionStatus::Success => ViewStatus::Success,
-            TransactionStatus::Declined => ViewStatus::Declined,
-            TransactionStatus::Void => ViewStatus::Void,
-        }),
-        payment_method: Some(n.payment_method.clone()),
-        reference: r.reference.clone(),
-        source: Some(
-            TransactionSource::from_name(&n.source).unwrap_or_else(|| TransactionSource::Unknown(n.source.clone())),
-        ),
-        recurring: Some(n.recurring),
-        test: Some(n.test),
-        voidable: Some(false),
-        refundable: Some(refundable),
-        ip_address: f.ip_address.clone(),
-        gateway_type: Some(n.gateway_type.clone()),
-        origin: Some(
-            TransactionOrigin::from_name(&n.origin).unwrap_or_else(|| TransactionOrigin::Unknown(n.origin.clone())),
-        ),
-        description: n.description.clone(),
-        message: r.message.clone(),
-        approval_code: r.approval_code.clone(),
-        failure_type: r.failure.as_ref().map(|_| "declined".to_owned()),
-        gateway_error_codes: r.failure.as_ref().and_then(|f| f.gateway_error_code.clone()),
-        cvv_result: Some(Box::new(CvvResult { code: cvv_code, message: cvv_message })),
-        avs_result: Some(Box::new(AvsResult { code: avs_code, message: avs_message })),
-        created_at: time(t.created_at),
-        collected_at: r.collected_at.and_then(time),
-        updated_at: time(t.updated_at),
-        details: Some(Box::new(TransactionDetails {
-            account: Some(Box::new(TransactionAccount {
-                account_code: Some(n.account.account_code.clone()),
-                first_name: n.account.first_name.clone(),
-                last_name: n.account.last_name.clone(),
-                company: n.account.company.clone(),
-                email: n.account.email.clone(),
-                billing_info: Some(Box::new(TransactionBillingInfo {
-                    kind: Some(if card { BillingInfoType::CreditCard } else { BillingInfoType::BankAccount }),
-                    first_name: f.first_name.clone(),
-                    last_name: f.last_name.clone(),
-                    address1: f.address1.clone(),
-                    address2: f.address2.clone(),
-                    city: f.city.clone(),
-                    state: f.state.clone(),
-                    zip: f.zip.clone(),
-                    country: f.country.clone(),
-                    phone: f.phone.clone(),
-                    vat_number: f.vat_number.clone(),
-                    card_type: if card { card_type(f.card_type.as_deref()) } else { None },
-                    year: f.year.filter(|_| card),
-                    month: f.month.filter(|_| card),
-                    first_six: f.first_six.clone().filter(|_| card),
-                    last_four: f.last_four.clone(),
-                })),
-            })),
-        })),
-        transaction_error: r.failure.as_ref().map(|f| Box::new(transaction_error(f))),
-        fraud_info: r.fraud_review.then(|| {
-            Box::new(FraudInfo { score: None, decision: Some("review".to_owned()), reference: r.reference.clone() })
-        }),
-        refund_action: refundable.then_some(href),
-        ..View::default()
-    }
+/// Why an invoice was not settled.
+#[derive(Debug, thiserror::Error)]
+pub enum SettleError {
+    /// Only a pending or past-due invoice can be settled or collected.
+    #[error("the invoice is not open")]
+    NotOpen,
+    #[error("the account has no billing info to collect the invoice with")]
+    NoBillingInfo,
+    /// The collection was declined (the invoice stays past due with its retries).
+    #[error("the collection was declined")]
+    Declined(Box<Transaction>),
+    #[error(transparent)]
+    Failed(#[from] JobError),
 }
 
-/// Where a decline's field error points: the security code's element and the request's base.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct DeclineFields<'a> {
-    /// e.g. `transaction.account.billing_info.verification_value`.
-    pub verification_value: &'a str,
-    /// e.g. `transaction.base`.
-    pub base: &'a str,
+/// The invoice with this number on the site.
+pub async fn find(services: &Services, ctx: &Context, number: i64) -> Result<Option<Invoice>, StoreError> {
+    services.store.invoice(ctx.site.id, number).await
 }
 
-/// The 422 transaction error document of a declined transaction (wire-format §4.3): the
-/// `<transaction_error>`, one field error (`declined_bad` "did not match" on the security code
-/// for CVV declines, `declined` with the customer message on `fields.base` otherwise) and the
-/// declined transaction.
-pub(crate) fn decline_document(transaction: &Transaction, fields: DeclineFields<'_>) -> Errors {
-    let failure = transaction.result.failure.clone().unwrap_or_default();
-    let field_error = if matches!(failure.error_code.as_str(), "fraud_security_code" | "declined_security_code") {
-        XmlFieldError {
-            field: Some(fields.verification_value.to_owned()),
-            symbol: Some("declined_bad".into()),
-            lang: Some("en-US".into()),
-            message: Some("did not match".into()),
-        }
-    } else {
-        XmlFieldError {
-            field: Some(fields.base.to_owned()),
-            symbol: Some("declined".into()),
-            lang: Some("en-US".into()),
-            message: Some(failure.customer_message.clone()),
-        }
+/// Settles an open invoice as `how` says; answers it as it is afterwards.
+pub async fn settle_invoice(
+    services: &Services,
+    ctx: &Context,
+    invoice: &Invoice,
+    how: Settlement,
+) -> Result<Invoice, SettleError> {
+    let changed = match how {
+        Settlement::Paid => mark_paid(services, invoice, ctx.now).await?,
+        Settlement::Failed => mark_failed(services, invoice, ctx.now).await?,
+        Settlement::Collect => match collect_now(services, &ctx.site, invoice, ctx.now).await? {
+            Some((_, Some(t))) if t.status() == TransactionStatus::Declined => {
+                return Err(SettleError::Declined(Box::new(t)));
+            }
+            Some((_, None)) => return Err(SettleError::NoBillingInfo),
+            found => found.map(|(i, _)| i),
+        },
     };
-    Errors {
-        transaction_error: Some(Box::new(transaction_error(&failure))),
-        errors: Some(vec![field_error]),
-        transaction: Some(Box::new(transaction_view(transaction))),
-    }
-}
-
-/// [`decline_document`] as a 422 response.
-pub(crate) fn decline_response(ctx: &WireContext, transaction: &Transaction, fields: DeclineFields<'_>) -> Response {
-    respond::resource(StatusCode::UNPROCESSABLE_ENTITY, &decline_document(transaction, fields), ctx)
+    changed.ok_or(SettleError::NotOpen)
 }
 
 #[cfg(test)]
@@ -965,67 +839,5 @@ mod tests {
         eur.currency = "EUR".into();
         draft.lines.push(eur);
         assert!(matches!(preview(&a, &draft, 0), Err(BillingError::MixedCurrencies(_))));
-    }
-
-    fn transaction(action: &str, status: TransactionStatus) -> Transaction {
-        Transaction {
-            id: 1,
-            uuid: "u1".into(),
-            site_id: 1,
-            invoice_number: None,
-            new: NewTransaction {
-                idempotency_key: "k".into(),
-                account_id: 7,
-                invoice_id: None,
-                subscription_uuid: None,
-                action: action.into(),
-                amount: 100,
-                tax: 0,
-                currency: "USD".into(),
-                kind: PaymentKind::CreditCard,
-                payment_method: "credit_card".into(),
-                source: "transaction".into(),
-                origin: "api".into(),
-                recurring: false,
-                test: true,
-                gateway_type: "test".into(),
-                description: None,
-                account: snapshot(&account()),
-                billing: BillingFields::default(),
-            },
-            result: TransactionResult {
-                status,
-                reference: None,
-                approval_code: None,
-                message: None,
-                fraud_review: false,
-                failure: None,
-                cvv: None,
-                avs: None,
-                collected_at: None,
-            },
-            created_at: 0,
-            updated_at: 0,
-        }
-    }
-
-    #[test]
-    fn only_an_approved_purchase_is_refundable() {
-        use TransactionStatus::{Declined, Processing, Success, Void};
-        for (action, status, expected) in [
-            ("purchase", Success, true),
-            ("purchase", Declined, false),
-            ("purchase", Void, false),
-            ("purchase", Processing, false),
-            ("verify", Success, false),
-            ("verify", Declined, false),
-            ("authorization", Success, false),
-            ("refund", Success, false),
-        ] {
-            let view = transaction_view(&transaction(action, status));
-            assert_eq!(view.refundable, Some(expected), "{action} {status:?}");
-            assert_eq!(view.refund_action.is_some(), expected, "{action} {status:?}: refund anchor");
-            assert_eq!(view.voidable, Some(false), "{action} {status:?}");
-        }
     }
 }

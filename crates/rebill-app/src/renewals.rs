@@ -1,0 +1,305 @@
+//! Renewals that come due together, run in batches: a few statements for the whole batch
+//! instead of a few dozen per renewal, with the same decisions and the same writes as the
+//! one-job path (`subscriptions::run_job`).
+
+use std::collections::HashMap;
+
+use rebill_billing::invoice::{InvoiceOrigin, LineItem};
+use rebill_billing::lifecycle;
+use rebill_store::invoicing::{
+    AccountSnapshot, Adjustment, CollectionMethod as InvoiceCollection, Invoice, InvoiceDraft, NewTransaction, Payer,
+    Transaction, TransactionResult, TransactionStatus,
+};
+use rebill_store::jobs::Job;
+use rebill_store::subscriptions::{
+    Charge, NewCharge, Reschedule, SubscriptionChange, SubscriptionClaim, SubscriptionRecord, SubscriptionSave,
+};
+use rebill_store::{Site, StoreError};
+
+use crate::error::SubscriptionError;
+use crate::invoicing::{self, Draft, PaymentSource, Preview};
+use crate::jobs::JobError;
+use crate::subscriptions::{
+    CLAIM_SECONDS, Details, Loaded, catch_up, epoch, from_json, indexed, invoice_terms, reschedule, save_plain, to_json,
+};
+use crate::{Services, time};
+
+// ---------------------------------------------------------------------------------------------
+// Renewals in batches
+
+/// A renewal planned by [`plan_renewal`]: everything [`run_job`] would write for the job, computed
+/// before anything is written.
+struct Planned<'a> {
+    job: &'a Job,
+    claim: SubscriptionClaim,
+    /// The subscription as claimed (`sub`: its value caught up to the job's time).
+    loaded: Loaded,
+    change: SubscriptionChange,
+    /// Site time of the renewal (the charge's and the invoice's time).
+    at: i64,
+    invoice: Preview,
+    account_id: i64,
+    account: AccountSnapshot,
+    source: PaymentSource,
+}
+
+/// What [`run_job`] would do for `job`, when that is one plain renewal: the subscription is
+/// claimed, every earlier charge is invoiced, catching up to the job's time makes exactly one
+/// renewal charge that no invoice holds yet, and that charge is collected automatically from a
+/// stored payment method with a positive balance. `None` for anything else (the job then runs
+/// alone): the same decisions in the same order as the one-job path, so a planned renewal writes
+/// what the one-job path writes.
+fn plan_renewal<'a>(
+    job: &'a Job,
+    claimed: Option<(SubscriptionClaim, SubscriptionRecord)>,
+    charges: &[&Charge],
+    adjustments: &[&Adjustment],
+    payers: &[Payer],
+) -> Option<Planned<'a>> {
+    let (claim, record) = claimed?;
+    let mut loaded = Loaded::of(record).ok()?;
+    let due = time(job.due_at)?;
+    let mut pending = Vec::new();
+    let sub = catch_up(&loaded.sub, due, &mut pending).ok()?;
+    let [charge] = pending.as_slice() else { return None };
+    if charge.origin != InvoiceOrigin::Renewal || charge.lines.is_empty() || sub == loaded.sub {
+        return None;
+    }
+    // Earlier charges all invoiced, and this one not yet (bill_pending's check).
+    if charges.iter().any(|c| c.billed_at.is_none()) {
+        return None;
+    }
+    let mut with_charge = Vec::new();
+    for c in charges {
+        with_charge.extend(from_json::<Vec<LineItem>>(&c.lines).ok()?);
+    }
+    with_charge.extend(charge.lines.iter().cloned());
+    let invoiced: Vec<LineItem> = adjustments.iter().filter_map(|a| invoicing::line_of_adjustment(a)).collect();
+    if rebill_billing::invoice::diff(&with_charge, &invoiced).ok()?.is_empty() {
+        return None;
+    }
+    // invoice_charge and invoicing::invoice: automatic collection from the stored method.
+    let terms = invoice_terms(&loaded.details);
+    if terms.collection_method == InvoiceCollection::Manual {
+        return None;
+    }
+    let payer = payers.iter().find(|p| p.account.account_code == loaded.details.account_code)?;
+    let source = payer.payment.clone().and_then(PaymentSource::of_stored)?;
+    let new_charge = NewCharge {
+        origin: charge.origin.name().to_owned(),
+        at: epoch(charge.at),
+        lines: to_json(&charge.lines).ok()?,
+    };
+    let draft = Draft { terms, ..Draft::of_lines(charge.lines.clone(), charge.origin) };
+    let invoice = invoicing::preview_for(payer.account_id, &draft, new_charge.at).ok()?;
+    if invoice.invoice.amounts.balance <= 0 {
+        return None;
+    }
+    let change = SubscriptionChange {
+        indexed: indexed(&sub),
+        value: serde_json::to_string(&sub).ok()?,
+        details: loaded.record.details.clone(),
+        charges: vec![new_charge],
+        ..SubscriptionChange::default()
+    };
+    let at = change.charges[0].at;
+    loaded.sub = sub;
+    Some(Planned {
+        job,
+        claim,
+        loaded,
+        change,
+        at,
+        invoice,
+        account_id: payer.account_id,
+        account: payer.account.clone(),
+        source,
+    })
+}
+
+/// A planned renewal with what the first database transaction made for it.
+struct Begun<'a> {
+    planned: Planned<'a>,
+    charge: Charge,
+    invoice: Invoice,
+    transaction: Transaction,
+}
+
+/// Runs the leading jobs of `jobs` (consecutive subscription jobs of `site`, in due order) that
+/// are plain renewals ([`plan_renewal`]) together, as [`run_job`] runs each, and records their
+/// outcomes; answers how many of the leading jobs it ran. Zero means the first job must run
+/// alone: nothing was written for it.
+///
+/// 1. One database transaction claims the subscriptions, reads their charges, line items,
+///    accounts and payment methods, plans the renewals up to the first job that is not one,
+///    releases the other claims, and saves every planned subscription with its charge, its
+///    invoice (numbered in job order) and its transaction, recorded `processing`. Failing, it
+///    leaves nothing, and the first job runs alone.
+/// 2. The gateway is called for each transaction.
+/// 3. One database transaction completes the transactions and, for every approved one, marks
+///    the invoice paid and the charge billed, schedules the subscription's next job, releases it
+///    and marks the job done. A declined renewal then goes on alone, exactly as in
+///    `bill_pending`: dunning, past due, next job.
+pub async fn run_renewals(state: &Services, site: &Site, jobs: &[Job]) -> Result<usize, StoreError> {
+    let begun = match begin_renewals(state, site, jobs).await {
+        Ok(begun) => begun,
+        Err(e) => {
+            tracing::warn!(error = %e, "renewals together failed before any effect; the first runs alone");
+            return Ok(0);
+        }
+    };
+    let count = begun.len();
+    let mut results = Vec::with_capacity(count);
+    for b in &begun {
+        let outcome = invoicing::gateway_purchase(state, &b.transaction, &b.planned.source).await;
+        results.push(invoicing::result_of(&outcome, b.planned.at));
+    }
+    if let Err(e) = finish_renewals(state, site, &begun, &results).await {
+        // As the one-job path after a failed step: the claims go and the jobs are retried.
+        for b in &begun {
+            if let Err(e) = state.store.release_subscription(&b.planned.claim).await {
+                tracing::warn!(error = %e, "releasing a subscription claim");
+            }
+            crate::jobs::settle(state, b.planned.job, Err(JobError::Batch(e.to_string()))).await?;
+        }
+        return Ok(count);
+    }
+    for (b, result) in begun.into_iter().zip(&results) {
+        if result.status == TransactionStatus::Success {
+            continue;
+        }
+        let Begun { mut planned, charge, invoice, .. } = b;
+        let outcome = renewal_declined(state, site, &mut planned, &charge, &invoice).await;
+        if let Err(e) = state.store.release_subscription(&planned.claim).await {
+            tracing::warn!(error = %e, "releasing a subscription claim");
+        }
+        crate::jobs::settle(state, planned.job, outcome).await?;
+    }
+    Ok(count)
+}
+
+/// Step 1 of [`run_renewals`]; answers the renewals begun (none when the first job is not a
+/// plain renewal).
+async fn begin_renewals<'a>(state: &Services, site: &Site, jobs: &'a [Job]) -> Result<Vec<Begun<'a>>, StoreError> {
+    let service_now = state.clock.now();
+    let mut work = state.store.begin_work().await?;
+    let uuids: Vec<&str> = jobs.iter().map(|j| j.subject.as_str()).collect();
+    let mut claimed: HashMap<String, (SubscriptionClaim, SubscriptionRecord)> = work
+        .claim_subscriptions(site.id, &uuids, service_now, service_now + CLAIM_SECONDS)
+        .await?
+        .into_iter()
+        .map(|(claim, record)| (record.uuid.clone(), (claim, record)))
+        .collect();
+    let ids: Vec<i64> = claimed.values().map(|(c, _)| c.subscription_id).collect();
+    let charges = work.subscriptions_charges(&ids).await?;
+    let claimed_uuids: Vec<&str> = claimed.keys().map(String::as_str).collect();
+    let adjustments = work.subscriptions_adjustments(&claimed_uuids).await?;
+    let codes: Vec<String> =
+        claimed.values().filter_map(|(_, r)| from_json::<Details>(&r.details).ok()).map(|d| d.account_code).collect();
+    let payers = work.payers(site.id, &codes.iter().map(String::as_str).collect::<Vec<_>>()).await?;
+    let mut planned = Vec::new();
+    for job in jobs {
+        let held = claimed.remove(&job.subject);
+        let id = held.as_ref().map(|(c, _)| c.subscription_id);
+        let own: Vec<&Charge> = charges.iter().filter(|c| Some(c.subscription_id) == id).collect();
+        let lines: Vec<_> =
+            adjustments.iter().filter(|a| a.line.subscription_uuid.as_deref() == Some(job.subject.as_str())).collect();
+        match plan_renewal(job, held, &own, &lines, &payers) {
+            Some(p) => planned.push(p),
+            None => break,
+        }
+    }
+    if planned.is_empty() {
+        // Dropped: rolled back, nothing claimed.
+        return Ok(Vec::new());
+    }
+    let others: Vec<SubscriptionClaim> = claimed.into_values().map(|(c, _)| c).collect();
+    work.release_subscriptions(&others).await?;
+    let saves: Vec<SubscriptionSave<'_>> =
+        planned.iter().map(|p| SubscriptionSave { claim: &p.claim, change: &p.change, now: p.job.due_at }).collect();
+    let mut charges = work.save_subscriptions(&saves).await?;
+    let drafts: Vec<InvoiceDraft<'_>> = planned
+        .iter()
+        .map(|p| InvoiceDraft { invoice: &p.invoice.invoice, lines: &p.invoice.lines, now: p.at })
+        .collect();
+    let invoices = work.create_invoices(site.id, &drafts).await?;
+    let purchases: Vec<NewTransaction> = planned
+        .iter()
+        .zip(&invoices)
+        .map(|(p, (invoice, _))| {
+            let key = invoicing::attempt_key(invoice, 0);
+            invoicing::purchase(state, p.account_id, p.account.clone(), invoice, &p.source, key, true)
+        })
+        .collect();
+    let recorded: Vec<(&NewTransaction, i64)> = purchases.iter().zip(&planned).map(|(t, p)| (t, p.at)).collect();
+    let transactions = work.begin_transactions(site.id, &recorded).await?;
+    work.commit().await?;
+    let mut begun = Vec::with_capacity(planned.len());
+    for ((planned, (invoice, _)), transaction) in planned.into_iter().zip(invoices).zip(transactions) {
+        let at = charges.iter().position(|c| c.subscription_id == planned.claim.subscription_id);
+        let charge = at
+            .map(|i| charges.swap_remove(i))
+            .ok_or_else(|| StoreError::Invalid(format!("no charge saved for subscription {}", planned.job.subject)))?;
+        begun.push(Begun { planned, charge, invoice, transaction });
+    }
+    Ok(begun)
+}
+
+/// Step 3 of [`run_renewals`]: records every gateway answer and finishes the approved renewals
+/// (the declined ones go on in [`renewal_declined`]).
+async fn finish_renewals(
+    state: &Services,
+    site: &Site,
+    begun: &[Begun<'_>],
+    results: &[TransactionResult],
+) -> Result<(), StoreError> {
+    let mut work = state.store.begin_work().await?;
+    let completed: Vec<(i64, &TransactionResult, i64)> =
+        begun.iter().zip(results).map(|(b, r)| (b.transaction.id, r, b.planned.at)).collect();
+    work.complete_transactions(&completed).await?;
+    let approved: Vec<&Begun<'_>> =
+        begun.iter().zip(results).filter(|(_, r)| r.status == TransactionStatus::Success).map(|(b, _)| b).collect();
+    let paid: Vec<(i64, i64)> = approved.iter().map(|b| (b.invoice.id, b.planned.at)).collect();
+    work.mark_invoices_paid(&paid).await?;
+    let numbers: Vec<String> = approved.iter().map(|b| b.invoice.invoice_number.to_string()).collect();
+    let billed: Vec<(&Charge, Option<&str>, i64)> =
+        approved.iter().zip(&numbers).map(|(b, n)| (&b.charge, Some(n.as_str()), b.planned.job.due_at)).collect();
+    work.mark_charges_billed(&billed).await?;
+    let next: Vec<Option<(&str, i64)>> = approved
+        .iter()
+        .map(|b| lifecycle::next_due(&b.planned.loaded.sub).map(|d| (d.kind.name(), epoch(d.at))))
+        .collect();
+    let jobs: Vec<Reschedule<'_>> = approved
+        .iter()
+        .zip(&next)
+        .map(|(b, next)| Reschedule { uuid: &b.planned.job.subject, next: *next, running: Some(b.planned.job.id) })
+        .collect();
+    work.reschedule_subscriptions(site.id, &jobs).await?;
+    let claims: Vec<SubscriptionClaim> = approved.iter().map(|b| b.planned.claim.clone()).collect();
+    work.release_subscriptions(&claims).await?;
+    let done: Vec<&Job> = approved.iter().map(|b| b.planned.job).collect();
+    work.complete_jobs(&done, state.clock.now()).await?;
+    work.commit().await
+}
+
+/// A renewal whose payment was declined, after its transaction is recorded: what
+/// `bill_pending` and [`run_job`] do next (dunning retries, the charge billed, the
+/// subscription past due, its next job).
+async fn renewal_declined(
+    state: &Services,
+    site: &Site,
+    planned: &mut Planned<'_>,
+    charge: &Charge,
+    invoice: &Invoice,
+) -> Result<(), JobError> {
+    invoicing::schedule_retry(state, invoice, 0, planned.at).await?;
+    let number = invoice.invoice_number.to_string();
+    let now = planned.job.due_at;
+    state.store.mark_charge_billed(charge, Some(&number), now).await?;
+    if !planned.loaded.sub.past_due {
+        let failed = lifecycle::fail_renewal(&planned.loaded.sub).map_err(SubscriptionError::from)?;
+        save_plain(state, &planned.claim, &mut planned.loaded, failed, Vec::new(), now).await?;
+    }
+    reschedule(state, site.id, &planned.loaded.sub, Some(planned.job.id)).await?;
+    Ok(())
+}

@@ -1,0 +1,695 @@
+//! The work of subscriptions below the endpoints: the stored documents, catching up with what
+//! became due, invoicing a subscription's charges (`bill_pending`), scheduled jobs (`run_job`)
+//! and the outcomes of their invoices (`on_invoice_paid`, `on_invoice_failed`).
+//!
+//! Every change (an endpoint or a scheduled job) runs the same way: claim the subscription,
+//! catch up with what became due and apply the action, save the new value, its history entry
+//! and its charges in one transaction, invoice every charge not invoiced yet (a charge saved
+//! but not invoiced, after a crash in between, is invoiced by the next change or job; an
+//! invoiced one never again), keep one scheduled job at `next_due` and release the claim. A
+//! scheduled job uses its `due_at` as "now", so a late or repeated run changes nothing that was
+//! already done.
+
+use chrono::{DateTime, Utc};
+use rebill_billing::invoice::{InvoiceOrigin, LineItem};
+use rebill_billing::lifecycle::{
+    self, Action, LifecycleError, NewSubscription, Refund, Subscription as Engine, SubscriptionState as EngineState,
+    Transition,
+};
+use rebill_store::accounts::{Account, AccountFields};
+use rebill_store::invoicing::{CollectionMethod as InvoiceCollection, InvoiceTerms, Transaction};
+use rebill_store::jobs::Job;
+use rebill_store::subscriptions::{
+    Charge, Claimed, Indexed, NewCharge, NewSubscriptionRecord, SubscriptionChange, SubscriptionClaim,
+    SubscriptionRecord,
+};
+use rebill_store::{Site, StoreError};
+use serde::{Deserialize, Serialize};
+
+use crate::error::SubscriptionError;
+use crate::invoicing::{self, Collect, Draft};
+use crate::jobs::JobError;
+use crate::payment_methods::{self, BillingRequest, PaymentMethodError, Refusal};
+use crate::{Context, Services, time};
+
+/// Seconds a change holds its claim on a subscription (service clock); a process that dies
+/// holding one blocks the subscription this long at most.
+pub const CLAIM_SECONDS: i64 = 60;
+/// How long a scheduled job waits for a change in progress to finish before it is retried.
+const JOB_CLAIM_ATTEMPTS: u32 = 200;
+const JOB_CLAIM_PAUSE: std::time::Duration = std::time::Duration::from_millis(25);
+
+// ---------------------------------------------------------------------------------------------
+// Stored documents
+
+/// What the service keeps beside the engine's value.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Details {
+    pub account_code: String,
+    #[serde(default)]
+    pub po_number: Option<String>,
+    #[serde(default)]
+    pub net_terms: Option<i64>,
+    #[serde(default)]
+    pub collection_method: Option<String>,
+    #[serde(default)]
+    pub terms_and_conditions: Option<String>,
+    #[serde(default)]
+    pub customer_notes: Option<String>,
+    #[serde(default)]
+    pub vat_reverse_charge_notes: Option<String>,
+}
+
+pub fn to_json<T: Serialize>(value: &T) -> Result<String, SubscriptionError> {
+    Ok(serde_json::to_string(value)?)
+}
+
+pub fn from_json<T: for<'de> Deserialize<'de>>(text: &str) -> Result<T, SubscriptionError> {
+    Ok(serde_json::from_str(text)?)
+}
+
+/// A loaded subscription: its record and the documents in it.
+pub struct Loaded {
+    pub record: SubscriptionRecord,
+    pub sub: Engine,
+    pub details: Details,
+}
+
+impl Loaded {
+    pub fn of(record: SubscriptionRecord) -> Result<Self, SubscriptionError> {
+        let sub = from_json(&record.value)?;
+        let details = from_json(&record.details)?;
+        Ok(Self { record, sub, details })
+    }
+}
+
+pub fn epoch(t: DateTime<Utc>) -> i64 {
+    t.timestamp()
+}
+
+pub fn indexed(sub: &Engine) -> Indexed {
+    Indexed {
+        state: sub.state.name().to_owned(),
+        past_due: sub.past_due,
+        trial_started_at: sub.trial_started_at.map(epoch),
+        trial_ends_at: sub.trial_ends_at.map(epoch),
+    }
+}
+
+/// A new subscription uuid: 32 hexadecimal characters (128 random bits).
+pub fn new_uuid() -> String {
+    let mut bytes = [0u8; 16];
+    // Without the operating system's random source no identifier can be made.
+    getrandom::fill(&mut bytes).expect("the operating system's random source");
+    hex::encode(bytes)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Catching up and saving
+
+/// One charge to invoice: lines and origin.
+#[derive(Debug, Clone)]
+pub struct Pending {
+    pub origin: InvoiceOrigin,
+    pub at: DateTime<Utc>,
+    pub lines: Vec<LineItem>,
+}
+
+/// Runs every scheduled transition due at or before `now`, one charge per transition with lines.
+pub fn catch_up(sub: &Engine, now: DateTime<Utc>, charges: &mut Vec<Pending>) -> Result<Engine, LifecycleError> {
+    let mut s = sub.clone();
+    while let Some(due) = lifecycle::next_due(&s) {
+        if due.at > now {
+            break;
+        }
+        let step = lifecycle::advance(&s)?;
+        if let Some(origin) = step.origin {
+            charges.push(Pending { origin, at: due.at, lines: step.lines });
+        }
+        s = step.subscription;
+    }
+    Ok(s)
+}
+
+pub fn push(transition: Transition, at: DateTime<Utc>, charges: &mut Vec<Pending>) -> Engine {
+    if let Some(origin) = transition.origin {
+        charges.push(Pending { origin, at, lines: transition.lines });
+    }
+    transition.subscription
+}
+
+pub fn new_charges(charges: &[Pending]) -> Result<Vec<NewCharge>, SubscriptionError> {
+    charges
+        .iter()
+        .map(|c| Ok(NewCharge { origin: c.origin.name().to_owned(), at: epoch(c.at), lines: to_json(&c.lines)? }))
+        .collect()
+}
+
+/// Keeps the one scheduled job of the subscription at its `next_due`.
+pub async fn reschedule(state: &Services, site_id: i64, sub: &Engine, running: Option<i64>) -> Result<(), StoreError> {
+    let next = lifecycle::next_due(sub).map(|d| (d.kind.name(), epoch(d.at)));
+    state.store.reschedule_subscription(site_id, &sub.uuid, next, running).await
+}
+
+// ---------------------------------------------------------------------------------------------
+// Invoicing
+
+/// A charge of the subscription whose payment was declined: the declined transaction, or none
+/// when there was no payment method to charge.
+#[derive(Debug)]
+pub struct Declined {
+    pub transaction: Option<Box<Transaction>>,
+}
+
+/// What invoicing a charge did.
+pub enum Collected {
+    /// Invoiced and paid (or nothing to collect, or collected manually later).
+    Paid(Option<String>),
+    /// Invoiced, but the payment was declined (the transaction), or there is no payment method
+    /// to charge (none).
+    Declined(Option<String>, Option<Box<Transaction>>),
+}
+
+/// The invoice terms and notes of the subscription's invoices.
+pub fn invoice_terms(details: &Details) -> InvoiceTerms {
+    InvoiceTerms {
+        collection_method: match details.collection_method.as_deref() {
+            Some("manual") => InvoiceCollection::Manual,
+            _ => InvoiceCollection::Automatic,
+        },
+        net_terms: details.net_terms.unwrap_or(0),
+        po_number: details.po_number.clone(),
+        customer_notes: details.customer_notes.clone(),
+        terms_and_conditions: details.terms_and_conditions.clone(),
+        vat_reverse_charge_notes: details.vat_reverse_charge_notes.clone(),
+    }
+}
+
+/// Invoices one charge of the subscription's account (one invoice per charge) and collects it:
+/// the first payment of a new subscription once (a decline refuses the creation), any later
+/// charge automatically (a decline leaves the invoice past due, with dunning retries), or not
+/// at all with the manual collection method.
+pub async fn invoice_charge(
+    state: &Services,
+    site: &Site,
+    account: &Account,
+    details: &Details,
+    charge: &Charge,
+    lines: Vec<LineItem>,
+) -> Result<Collected, SubscriptionError> {
+    let origin = match charge.origin.as_str() {
+        "purchase" => InvoiceOrigin::Purchase,
+        "renewal" => InvoiceOrigin::Renewal,
+        "immediate_change" => InvoiceOrigin::ImmediateChange,
+        "termination" => InvoiceOrigin::Termination,
+        other => return Err(SubscriptionError::UnknownOrigin(other.to_owned())),
+    };
+    let terms = invoice_terms(details);
+    let collect = if terms.collection_method == InvoiceCollection::Manual {
+        Collect::Manual
+    } else if origin == InvoiceOrigin::Purchase {
+        Collect::Once
+    } else {
+        Collect::Automatic
+    };
+    let draft = Draft { terms, ..Draft::of_lines(lines, origin) };
+    let invoiced = invoicing::invoice(state, site, account, draft, charge.at, collect, None).await?;
+    let number = Some(invoiced.invoice.invoice_number.to_string());
+    if invoiced.is_paid() || collect == Collect::Manual {
+        return Ok(Collected::Paid(number));
+    }
+    Ok(Collected::Declined(number, invoiced.declined().map(|t| Box::new(t.clone()))))
+}
+
+/// Invoices the subscription's charges not invoiced yet, in order. A charge whose lines the
+/// invoices already hold (it was invoiced, then the process stopped before recording it) is
+/// recorded, not invoiced again. A declined charge other than the first payment makes the
+/// subscription past due (saved under the held claim). Answers the first declined charge, if
+/// one was.
+pub async fn bill_pending(
+    state: &Services,
+    site: &Site,
+    claim: &SubscriptionClaim,
+    loaded: &mut Loaded,
+    now: i64,
+) -> Result<Option<Declined>, SubscriptionError> {
+    let all = state.store.subscription_charges(loaded.record.id).await?;
+    if all.iter().all(|c| c.billed_at.is_some()) {
+        return Ok(None);
+    }
+    let account =
+        state.store.account(site.id, &loaded.details.account_code).await?.ok_or(SubscriptionError::AccountMissing)?;
+    let mut recorded: Vec<LineItem> = Vec::new();
+    for charge in all.iter().filter(|c| c.billed_at.is_some()) {
+        recorded.extend(from_json::<Vec<LineItem>>(&charge.lines)?);
+    }
+    let mut declined = None;
+    for charge in all.iter().filter(|c| c.billed_at.is_none()) {
+        let lines: Vec<LineItem> = from_json(&charge.lines)?;
+        let invoiced = invoicing::billed_lines(state, &loaded.record.uuid).await?;
+        let mut with_charge = recorded.clone();
+        with_charge.extend(lines.iter().cloned());
+        let already = !lines.is_empty() && rebill_billing::invoice::diff(&with_charge, &invoiced)?.is_empty();
+        recorded.extend(lines.iter().cloned());
+        if !state.store.holds_subscription_claim(claim).await? {
+            return Err(SubscriptionError::ClaimLost);
+        }
+        if already || lines.is_empty() {
+            state.store.mark_charge_billed(charge, None, now).await?;
+            continue;
+        }
+        let outcome = invoice_charge(state, site, &account, &loaded.details, charge, lines).await?;
+        let invoice = match &outcome {
+            Collected::Paid(invoice) | Collected::Declined(invoice, _) => invoice.clone(),
+        };
+        state.store.mark_charge_billed(charge, invoice.as_deref(), now).await?;
+        if let Collected::Declined(_, transaction) = outcome {
+            if !loaded.sub.past_due && charge.origin != "purchase" {
+                let failed = lifecycle::fail_renewal(&loaded.sub)?;
+                save_plain(state, claim, loaded, failed, Vec::new(), now).await?;
+            }
+            declined.get_or_insert(Declined { transaction });
+        }
+    }
+    if let Some(record) = state.store.subscription_by_id(loaded.record.id).await? {
+        loaded.record = record;
+    }
+    Ok(declined)
+}
+
+/// Saves a new value without charges (past due, recovered, expired for non-payment), with
+/// these history entries.
+pub async fn save_plain(
+    state: &Services,
+    claim: &SubscriptionClaim,
+    loaded: &mut Loaded,
+    sub: Engine,
+    history: Vec<(i64, String)>,
+    now: i64,
+) -> Result<(), SubscriptionError> {
+    let change = SubscriptionChange {
+        indexed: indexed(&sub),
+        value: serde_json::to_string(&sub)?,
+        details: serde_json::to_string(&loaded.details)?,
+        history,
+        ..SubscriptionChange::default()
+    };
+    match state.store.save_subscription(claim, &change, now).await? {
+        Some(record) => {
+            loaded.record = record;
+            loaded.sub = sub;
+            Ok(())
+        }
+        None => Err(SubscriptionError::ClaimLost),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scheduled work and invoice outcomes
+
+/// Claims a subscription for scheduled work, waiting for a change in progress to finish.
+pub async fn claim_for_work(
+    state: &Services,
+    site_id: i64,
+    uuid: &str,
+) -> Result<Option<(SubscriptionClaim, SubscriptionRecord)>, JobError> {
+    for _ in 0..JOB_CLAIM_ATTEMPTS {
+        let service_now = state.clock.now();
+        match state.store.claim_subscription(site_id, uuid, service_now, service_now + CLAIM_SECONDS).await? {
+            Claimed::Held(claim, record) => return Ok(Some((claim, *record))),
+            Claimed::NotFound => return Ok(None),
+            Claimed::Busy => tokio::time::sleep(JOB_CLAIM_PAUSE).await,
+        }
+    }
+    Err(SubscriptionError::Busy(uuid.to_owned()).into())
+}
+
+/// Runs a scheduled subscription job (renewal, trial end, pause start or end, expiration, …)
+/// at its due time: what is due then happens (once), its charges are invoiced (one invoice per
+/// renewal) and the next job is scheduled.
+pub async fn run_job(state: &Services, site: &Site, job: &Job) -> Result<(), JobError> {
+    let Some((claim, record)) = claim_for_work(state, job.site_id, &job.subject).await? else {
+        // The subscription is gone (a refused creation): nothing to do.
+        return Ok(());
+    };
+    let result = run_job_held(state, site, job, &claim, record).await;
+    if let Err(e) = state.store.release_subscription(&claim).await {
+        tracing::warn!(error = %e, "releasing a subscription claim");
+    }
+    result
+}
+
+pub async fn run_job_held(
+    state: &Services,
+    site: &Site,
+    job: &Job,
+    claim: &SubscriptionClaim,
+    record: SubscriptionRecord,
+) -> Result<(), JobError> {
+    let at = time(job.due_at).ok_or(SubscriptionError::TimeOutOfRange)?;
+    let mut loaded = Loaded::of(record)?;
+    let mut charges = Vec::new();
+    let sub = catch_up(&loaded.sub, at, &mut charges).map_err(SubscriptionError::from)?;
+    if sub != loaded.sub {
+        let change = SubscriptionChange {
+            indexed: indexed(&sub),
+            value: serde_json::to_string(&sub).map_err(SubscriptionError::from)?,
+            details: loaded.record.details.clone(),
+            charges: new_charges(&charges)?,
+            ..SubscriptionChange::default()
+        };
+        match state.store.save_subscription(claim, &change, job.due_at).await? {
+            Some(saved) => loaded = Loaded { record: saved, sub, details: loaded.details },
+            None => return Err(SubscriptionError::ClaimLost.into()),
+        }
+    }
+    bill_pending(state, site, claim, &mut loaded, job.due_at).await?;
+    reschedule(state, site.id, &loaded.sub, Some(job.id)).await?;
+    Ok(())
+}
+
+/// Applies `f` to each subscription billed on the invoice (renewal lines name their
+/// subscription), under a claim.
+async fn for_invoice_subscriptions(
+    state: &Services,
+    site_id: i64,
+    uuids: &[String],
+    at: i64,
+    f: impl Fn(&Engine) -> Option<(Engine, Option<Action>)>,
+) -> Result<(), JobError> {
+    for uuid in uuids {
+        let Some((claim, record)) = claim_for_work(state, site_id, uuid).await? else { continue };
+        let result = async {
+            let mut loaded = Loaded::of(record)?;
+            if let Some((next, action)) = f(&loaded.sub) {
+                let rescheduled = next.state != loaded.sub.state;
+                let history = match action {
+                    Some(a) => vec![(at, serde_json::to_string(&a).map_err(SubscriptionError::from)?)],
+                    None => Vec::new(),
+                };
+                save_plain(state, &claim, &mut loaded, next, history, at).await?;
+                if rescheduled {
+                    reschedule(state, site_id, &loaded.sub, None).await?;
+                }
+            }
+            Ok::<(), JobError>(())
+        }
+        .await;
+        if let Err(e) = state.store.release_subscription(&claim).await {
+            tracing::warn!(error = %e, "releasing a subscription claim");
+        }
+        result?;
+    }
+    Ok(())
+}
+
+/// An invoice of subscription charges was paid (at last): its subscriptions are no longer past
+/// due.
+pub async fn on_invoice_paid(
+    state: &Services,
+    site_id: i64,
+    subscription_uuids: &[String],
+    at: i64,
+) -> Result<(), JobError> {
+    for_invoice_subscriptions(state, site_id, subscription_uuids, at, |sub| {
+        sub.past_due.then(|| lifecycle::recover(sub).ok().map(|s| (s, None))).flatten()
+    })
+    .await
+}
+
+/// The collection of an invoice of subscription charges failed for good (dunning exhausted):
+/// its subscriptions expire now.
+pub async fn on_invoice_failed(
+    state: &Services,
+    site_id: i64,
+    subscription_uuids: &[String],
+    at: i64,
+) -> Result<(), JobError> {
+    let Some(now) = time(at) else { return Err(SubscriptionError::TimeOutOfRange.into()) };
+    for_invoice_subscriptions(state, site_id, subscription_uuids, at, |sub| {
+        // Ended for non-payment: nothing more is billed, so a transition due meanwhile is not
+        // run (the history records the termination at the instant of the failure).
+        if sub.state == EngineState::Expired || lifecycle::next_due(sub).is_some_and(|d| d.at <= now) {
+            return None;
+        }
+        let action = Action::Terminate { refund: Refund::None };
+        lifecycle::apply(sub, &action, now).ok().map(|t| (t.subscription, Some(action)))
+    })
+    .await
+}
+
+/// Why a change of a stored subscription changed nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum ChangeError {
+    #[error("no subscription with uuid {0}")]
+    NotFound(String),
+    /// Another change holds the subscription (in any process on the database).
+    #[error("a change for this subscription is already in progress")]
+    Busy,
+    /// The billing engine refused the change (or catching up).
+    #[error(transparent)]
+    Refused(#[from] LifecycleError),
+    #[error(transparent)]
+    Failed(#[from] SubscriptionError),
+}
+
+/// One change of a stored subscription: claims it, catches up to `ctx.now`, applies the actions
+/// `build` makes from the caught-up value (it may also change the details), saves the value, the
+/// history and the charges in one transaction, invoices the charges (a declined one leaves its
+/// invoice past due with retries and the subscription past due: the change stands),
+/// reschedules and releases the claim. Answers the subscription as saved.
+pub async fn change(
+    services: &Services,
+    ctx: &Context,
+    uuid: &str,
+    build: impl FnOnce(&Engine, &mut Details, DateTime<Utc>) -> Vec<Action>,
+) -> Result<Loaded, ChangeError> {
+    let now = time(ctx.now).ok_or(SubscriptionError::TimeOutOfRange)?;
+    let service_now = services.clock.now();
+    let (claim, record) =
+        match services.store.claim_subscription(ctx.site.id, uuid, service_now, service_now + CLAIM_SECONDS).await {
+            Ok(Claimed::Held(claim, record)) => (claim, *record),
+            Ok(Claimed::Busy) => return Err(ChangeError::Busy),
+            Ok(Claimed::NotFound) => return Err(ChangeError::NotFound(uuid.to_owned())),
+            Err(e) => return Err(SubscriptionError::from(e).into()),
+        };
+    let result = change_held(services, ctx, &claim, record, now, build).await;
+    if let Err(e) = services.store.release_subscription(&claim).await {
+        tracing::warn!(error = %e, "releasing a subscription claim");
+    }
+    result
+}
+
+async fn change_held(
+    services: &Services,
+    ctx: &Context,
+    claim: &SubscriptionClaim,
+    record: SubscriptionRecord,
+    now: DateTime<Utc>,
+    build: impl FnOnce(&Engine, &mut Details, DateTime<Utc>) -> Vec<Action>,
+) -> Result<Loaded, ChangeError> {
+    let mut loaded = Loaded::of(record)?;
+    let mut charges = Vec::new();
+    let caught_up = catch_up(&loaded.sub, now, &mut charges)?;
+    let mut details = loaded.details.clone();
+    let actions = build(&caught_up, &mut details, now);
+    let mut sub = caught_up;
+    let mut history = Vec::new();
+    for a in actions {
+        let transition = lifecycle::apply(&sub, &a, now)?;
+        sub = push(transition, now, &mut charges);
+        history.push((ctx.now, to_json(&a)?));
+    }
+    let plan_id = if sub.terms.plan_code != loaded.sub.terms.plan_code {
+        services.store.plan(ctx.site.id, &sub.terms.plan_code).await.map_err(SubscriptionError::from)?.map(|p| p.id)
+    } else {
+        None
+    };
+    let change = SubscriptionChange {
+        plan_id,
+        indexed: indexed(&sub),
+        value: to_json(&sub)?,
+        details: to_json(&details)?,
+        history,
+        charges: new_charges(&charges)?,
+    };
+    let saved = match services.store.save_subscription(claim, &change, ctx.now).await {
+        Ok(Some(record)) => record,
+        Ok(None) => return Err(ChangeError::Busy),
+        Err(e) => return Err(SubscriptionError::from(e).into()),
+    };
+    loaded = Loaded { record: saved, sub, details };
+    bill_pending(services, &ctx.site, claim, &mut loaded, ctx.now).await?;
+    reschedule(services, ctx.site.id, &loaded.sub, None).await.map_err(SubscriptionError::from)?;
+    Ok(loaded)
+}
+
+/// A change as [`change`] would make it now, nothing written: the subscription and details
+/// after it and the total of the charges the change itself makes (not those of catching up).
+#[derive(Debug, Clone)]
+pub struct Previewed {
+    pub sub: Engine,
+    pub details: Details,
+    pub cost_in_cents: i64,
+}
+
+/// [`change`] as a dry run over the subscription as loaded.
+pub fn preview_change(
+    current: &Loaded,
+    now: DateTime<Utc>,
+    build: impl FnOnce(&Engine, &mut Details, DateTime<Utc>) -> Vec<Action>,
+) -> Result<Previewed, LifecycleError> {
+    let mut charges = Vec::new();
+    let mut sub = catch_up(&current.sub, now, &mut charges)?;
+    let before = charges.len();
+    let mut details = current.details.clone();
+    for a in build(&sub, &mut details, now) {
+        sub = push(lifecycle::apply(&sub, &a, now)?, now, &mut charges);
+    }
+    let cost_in_cents = charges[before..].iter().flat_map(|c| &c.lines).map(|l| l.total_in_cents).sum();
+    Ok(Previewed { sub, details, cost_in_cents })
+}
+
+/// A new subscription as the engine made it, nothing written ([`draft`]).
+#[derive(Debug, Clone)]
+pub struct Drafted {
+    pub new: NewSubscription,
+    pub sub: Engine,
+    pub charges: Vec<Pending>,
+}
+
+impl Drafted {
+    /// The total of the charges the creation makes (for a preview's `cost_in_cents`).
+    pub fn cost_in_cents(&self) -> i64 {
+        self.charges.iter().flat_map(|c| &c.lines).map(|l| l.total_in_cents).sum()
+    }
+}
+
+/// What the engine makes of `new` at `now`: the creation, then anything already due for a
+/// backdated start. A preview of a creation is this dry run.
+pub fn draft(new: NewSubscription, now: DateTime<Utc>) -> Result<Drafted, LifecycleError> {
+    let mut charges = Vec::new();
+    let created = lifecycle::create(new.clone(), now)?;
+    let sub = push(created, now, &mut charges);
+    let sub = catch_up(&sub, now, &mut charges)?;
+    Ok(Drafted { new, sub, charges })
+}
+
+/// A subscription to create for an account.
+#[derive(Debug)]
+pub struct Subscribe {
+    /// The account as found before (`None`: created here with `account_fields`).
+    pub existing: Option<Account>,
+    pub account_code: String,
+    /// The fields of a nested account (an existing account is updated with them).
+    pub account_fields: Option<AccountFields>,
+    /// A nested billing info, checked before anything is written.
+    pub billing_info: Option<BillingRequest>,
+    pub plan_id: i64,
+    pub drafted: Drafted,
+    pub details: Details,
+}
+
+/// Why a subscription was not created (nothing of it is kept).
+#[derive(Debug, thiserror::Error)]
+pub enum CreateError {
+    /// The nested billing info was refused before anything was written.
+    #[error(transparent)]
+    PaymentMethod(#[from] PaymentMethodError),
+    /// The nested billing info was not saved (declined verification, …).
+    #[error("the billing info was not saved: {0:?}")]
+    BillingInfo(Refusal),
+    #[error("no account with code {0}")]
+    AccountNotFound(String),
+    /// Another request created the account meanwhile.
+    #[error("the account was created by another request meanwhile")]
+    Busy,
+    /// The first payment was declined (the transaction), or there was no payment method to
+    /// charge (none).
+    #[error("the first payment was declined")]
+    FirstPaymentDeclined(Option<Box<Transaction>>),
+    #[error(transparent)]
+    Failed(#[from] SubscriptionError),
+}
+
+impl From<StoreError> for CreateError {
+    fn from(e: StoreError) -> Self {
+        CreateError::Failed(e.into())
+    }
+}
+
+/// Creates a subscription: the account (created, or updated with the nested fields) and its
+/// billing info (an account created here goes again when its billing info is refused), the
+/// subscription with its first charges, their invoice (a declined first payment removes the
+/// subscription), and its scheduled job.
+pub async fn create(services: &Services, ctx: &Context, input: Subscribe) -> Result<Loaded, CreateError> {
+    let Subscribe { existing, account_code: code, account_fields, billing_info, plan_id, drafted, details } = input;
+    let prepared = match &billing_info {
+        Some(info) => Some(payment_methods::prepare(services, ctx, existing.as_ref(), info).await?),
+        None => None,
+    };
+    let created_here = existing.is_none();
+    let nested = account_fields.is_some();
+    let fields = account_fields.unwrap_or_default();
+    let account = match existing {
+        Some(_) if nested => services
+            .store
+            .update_account(ctx.site.id, &code, &fields, ctx.now)
+            .await?
+            .ok_or_else(|| CreateError::AccountNotFound(code.clone()))?,
+        Some(account) => account,
+        None => match services.store.create_account(ctx.site.id, &code, &fields, ctx.now).await {
+            Ok(a) => a,
+            Err(StoreError::DuplicateAccount(_)) => return Err(CreateError::Busy),
+            Err(e) => return Err(e.into()),
+        },
+    };
+    if let Some(prepared) = prepared
+        && let Err(refusal) = payment_methods::commit(services, ctx, &account, prepared).await
+    {
+        let keep = matches!(refusal, Refusal::Declined { saved: true, .. });
+        if created_here
+            && !keep
+            && let Err(e) = services.store.discard_new_account(ctx.site.id, account.id).await
+        {
+            tracing::error!(error = %e, "removing an account whose billing info was refused");
+        }
+        return Err(CreateError::BillingInfo(refusal));
+    }
+    let Drafted { new, sub, charges } = drafted;
+    let record = NewSubscriptionRecord {
+        site_id: ctx.site.id,
+        account_id: account.id,
+        plan_id,
+        uuid: new.uuid.clone(),
+        indexed: indexed(&sub),
+        value: to_json(&sub)?,
+        creation: to_json(&new)?,
+        details: to_json(&details)?,
+    };
+    let charges = new_charges(&charges)?;
+    let lease = services.clock.now() + CLAIM_SECONDS;
+    let (claim, record) = services.store.create_subscription(&record, &charges, ctx.now, lease).await?;
+    let mut loaded = Loaded { record, sub, details };
+    let result = finish_create(services, ctx, &claim, &mut loaded).await;
+    if let Err(e) = services.store.release_subscription(&claim).await {
+        tracing::warn!(error = %e, "releasing a subscription claim");
+    }
+    result.map(|()| loaded)
+}
+
+/// Invoices the new subscription's first charges and schedules it; a declined first payment
+/// removes the subscription.
+async fn finish_create(
+    services: &Services,
+    ctx: &Context,
+    claim: &SubscriptionClaim,
+    loaded: &mut Loaded,
+) -> Result<(), CreateError> {
+    if let Some(declined) = bill_pending(services, &ctx.site, claim, loaded, ctx.now).await? {
+        services.store.discard_subscription(claim).await?;
+        return Err(CreateError::FirstPaymentDeclined(declined.transaction));
+    }
+    reschedule(services, ctx.site.id, &loaded.sub, None).await?;
+    Ok(())
+}

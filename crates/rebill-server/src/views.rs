@@ -1,0 +1,303 @@
+//! Views shared by several endpoint modules: a transaction as the API shows it, the 422
+//! transaction error document of a declined transaction (wire-format §4.3) and the answers to a
+//! refused billing info.
+
+use axum::http::StatusCode;
+use axum::response::Response;
+use rebill_models::api::EndpointId;
+use rebill_models::validate::{Rejection, Violation, errors_document};
+use rebill_models::{
+    AvsResult, BillingInfoType, CvvResult, Errors, FieldError as XmlFieldError, FraudInfo, Transaction as View,
+    TransactionAccount, TransactionAction, TransactionBillingInfo, TransactionDetails, TransactionError,
+    TransactionOrigin, TransactionSource, TransactionStatus as ViewStatus,
+};
+use rebill_store::billing_info::PaymentKind;
+use rebill_store::invoicing::{Check, Transaction, TransactionFailure, TransactionStatus};
+use rebill_xml::{Href, WireContext};
+
+use crate::respond::{self, time};
+use rebill_app::payment_methods::{PaymentMethodError, Refusal};
+
+fn account_href(code: &str) -> Href {
+    Href::path(EndpointId::GetAccount.endpoint().render(&[code]))
+}
+
+fn check_view(check: &Option<Check>) -> (Option<String>, Option<String>) {
+    match check {
+        Some(c) => (Some(c.code.clone()), Some(c.message.clone())),
+        None => (Some(String::new()), None),
+    }
+}
+
+/// The card type shown for a stored brand code.
+fn card_type(code: Option<&str>) -> Option<String> {
+    use rebill_billing::card::Brand;
+    code.map(|code| Brand::from_code(code).unwrap_or(Brand::Unknown).display_name().to_owned())
+}
+
+fn transaction_error(failure: &TransactionFailure) -> TransactionError {
+    TransactionError {
+        error_code: Some(failure.error_code.clone()),
+        error_category: Some(failure.error_category.clone()),
+        merchant_message: Some(failure.merchant_message.clone()),
+        customer_message: Some(failure.customer_message.clone()),
+        gateway_error_code: failure.gateway_error_code.clone(),
+    }
+}
+
+/// Whether a transaction can be refunded: only an approved charge (`purchase`). A verification
+/// or an authorization moved no money to refund, a refund is not refunded again, and a declined,
+/// voided or processing transaction has nothing to give back.
+fn refundable(t: &Transaction) -> bool {
+    t.result.status == TransactionStatus::Success && t.new.action == "purchase"
+}
+
+/// A stored transaction as the API shows it. No transaction is voidable: rebill settles every
+/// approved charge at once (a refund is the way back), and a verification is never voided.
+pub(crate) fn transaction_view(t: &Transaction) -> View {
+    let n = &t.new;
+    let r = &t.result;
+    let f = &n.billing;
+    let card = n.kind == PaymentKind::CreditCard;
+    let refundable = refundable(t);
+    let (cvv_code, cvv_message) = check_view(&r.cvv);
+    let (avs_code, avs_message) = check_view(&r.avs);
+    let href = Href::path(EndpointId::GetTransaction.endpoint().render(&[&t.uuid]));
+    View {
+        kind: Some(n.kind.as_str().to_owned()),
+        account_href: Some(account_href(&n.account.account_code)),
+        invoice: t.invoice_number.map(|num| Href::path(EndpointId::GetInvoice.endpoint().render(&[&num.to_string()]))),
+        subscription: n
+            .subscription_uuid
+            .as_ref()
+            .map(|u| Href::path(EndpointId::GetSubscription.endpoint().render(&[u]))),
+        uuid: Some(t.uuid.clone()),
+        action: Some(
+            TransactionAction::from_name(&n.action).unwrap_or_else(|| TransactionAction::Unknown(n.action.clone())),
+        ),
+        amount_in_cents: Some(n.amount),
+        tax_in_cents: Some(n.tax),
+        currency: Some(n.currency.clone()),
+        status: Some(match r.status {
+            TransactionStatus::Processing => ViewStatus::Processing,
+            TransactionStatus::Success => ViewStatus::Success,
+            TransactionStatus::Declined => ViewStatus::Declined,
+            TransactionStatus::Void => ViewStatus::Void,
+        }),
+        payment_method: Some(n.payment_method.clone()),
+        reference: r.reference.clone(),
+        source: Some(
+            TransactionSource::from_name(&n.source).unwrap_or_else(|| TransactionSource::Unknown(n.source.clone())),
+        ),
+        recurring: Some(n.recurring),
+        test: Some(n.test),
+        voidable: Some(false),
+        refundable: Some(refundable),
+        ip_address: f.ip_address.clone(),
+        gateway_type: Some(n.gateway_type.clone()),
+        origin: Some(
+            TransactionOrigin::from_name(&n.origin).unwrap_or_else(|| TransactionOrigin::Unknown(n.origin.clone())),
+        ),
+        description: n.description.clone(),
+        message: r.message.clone(),
+        approval_code: r.approval_code.clone(),
+        failure_type: r.failure.as_ref().map(|_| "declined".to_owned()),
+        gateway_error_codes: r.failure.as_ref().and_then(|f| f.gateway_error_code.clone()),
+        cvv_result: Some(Box::new(CvvResult { code: cvv_code, message: cvv_message })),
+        avs_result: Some(Box::new(AvsResult { code: avs_code, message: avs_message })),
+        created_at: time(t.created_at),
+        collected_at: r.collected_at.and_then(time),
+        updated_at: time(t.updated_at),
+        details: Some(Box::new(TransactionDetails {
+            account: Some(Box::new(TransactionAccount {
+                account_code: Some(n.account.account_code.clone()),
+                first_name: n.account.first_name.clone(),
+                last_name: n.account.last_name.clone(),
+                company: n.account.company.clone(),
+                email: n.account.email.clone(),
+                billing_info: Some(Box::new(TransactionBillingInfo {
+                    kind: Some(if card { BillingInfoType::CreditCard } else { BillingInfoType::BankAccount }),
+                    first_name: f.first_name.clone(),
+                    last_name: f.last_name.clone(),
+                    address1: f.address1.clone(),
+                    address2: f.address2.clone(),
+                    city: f.city.clone(),
+                    state: f.state.clone(),
+                    zip: f.zip.clone(),
+                    country: f.country.clone(),
+                    phone: f.phone.clone(),
+                    vat_number: f.vat_number.clone(),
+                    card_type: if card { card_type(f.card_type.as_deref()) } else { None },
+                    year: f.year.filter(|_| card),
+                    month: f.month.filter(|_| card),
+                    first_six: f.first_six.clone().filter(|_| card),
+                    last_four: f.last_four.clone(),
+                })),
+            })),
+        })),
+        transaction_error: r.failure.as_ref().map(|f| Box::new(transaction_error(f))),
+        fraud_info: r.fraud_review.then(|| {
+            Box::new(FraudInfo { score: None, decision: Some("review".to_owned()), reference: r.reference.clone() })
+        }),
+        refund_action: refundable.then_some(href),
+        ..View::default()
+    }
+}
+
+/// Where a decline's field error points: the security code's element and the request's base.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DeclineFields<'a> {
+    /// e.g. `transaction.account.billing_info.verification_value`.
+    pub verification_value: &'a str,
+    /// e.g. `transaction.base`.
+    pub base: &'a str,
+}
+
+/// The 422 transaction error document of a declined transaction (wire-format §4.3): the
+/// `<transaction_error>`, one field error (`declined_bad` "did not match" on the security code
+/// for CVV declines, `declined` with the customer message on `fields.base` otherwise) and the
+/// declined transaction.
+pub(crate) fn decline_document(transaction: &Transaction, fields: DeclineFields<'_>) -> Errors {
+    let failure = transaction.result.failure.clone().unwrap_or_default();
+    let field_error = if matches!(failure.error_code.as_str(), "fraud_security_code" | "declined_security_code") {
+        XmlFieldError {
+            field: Some(fields.verification_value.to_owned()),
+            symbol: Some("declined_bad".into()),
+            lang: Some("en-US".into()),
+            message: Some("did not match".into()),
+        }
+    } else {
+        XmlFieldError {
+            field: Some(fields.base.to_owned()),
+            symbol: Some("declined".into()),
+            lang: Some("en-US".into()),
+            message: Some(failure.customer_message.clone()),
+        }
+    };
+    Errors {
+        transaction_error: Some(Box::new(transaction_error(&failure))),
+        errors: Some(vec![field_error]),
+        transaction: Some(Box::new(transaction_view(transaction))),
+    }
+}
+
+/// [`decline_document`] as a 422 response.
+pub(crate) fn decline_response(ctx: &WireContext, transaction: &Transaction, fields: DeclineFields<'_>) -> Response {
+    respond::resource(StatusCode::UNPROCESSABLE_ENTITY, &decline_document(transaction, fields), ctx)
+}
+
+/// The answer to a refused `<billing_info>`: 422 field errors (below `billing_info.`),
+/// `token_invalid`, or a 500 that tells nothing of the cause.
+pub(crate) fn payment_method_error(ctx: &WireContext, error: &PaymentMethodError) -> Response {
+    let one = |field: String, message: &str| {
+        let violation = Violation { field, symbol: "invalid", message: message.to_owned() };
+        respond::rejection(&Rejection::Invalid(errors_document(&[violation])), ctx)
+    };
+    match error {
+        PaymentMethodError::InvalidCurrency => {
+            one("billing_info.currency".into(), "is not a 3-letter ISO 4217 currency code")
+        }
+        PaymentMethodError::Unsupported(element) => {
+            one(format!("billing_info.{element}"), "is not supported: billing info holds a card or a bank account")
+        }
+        PaymentMethodError::Fields(errors) => {
+            let violations: Vec<Violation> = errors
+                .iter()
+                .map(|e| Violation {
+                    field: format!("billing_info.{}", e.field.billing_info_element()),
+                    symbol: e.problem.symbol(),
+                    message: e.problem.message(),
+                })
+                .collect();
+            respond::rejection(&Rejection::Invalid(errors_document(&violations)), ctx)
+        }
+        PaymentMethodError::TokenInvalid => respond::error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "token_invalid",
+            "The token is invalid, has expired or has already been used (tokens live 20 minutes and work once).",
+        ),
+        PaymentMethodError::NotStored(_) | PaymentMethodError::Store(_) => respond::internal(error),
+    }
+}
+
+/// The answer to a billing info that was not saved: the declined verification's 422
+/// transaction error document, or [`payment_method_error`].
+pub(crate) fn refusal_response(ctx: &WireContext, refusal: &Refusal) -> Response {
+    match refusal {
+        Refusal::Declined { transaction, .. } => {
+            let fields =
+                DeclineFields { verification_value: "billing_info.verification_value", base: "billing_info.base" };
+            decline_response(ctx, transaction, fields)
+        }
+        Refusal::Failed(error) => payment_method_error(ctx, error),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rebill_store::billing_info::BillingFields;
+    use rebill_store::invoicing::{AccountSnapshot, NewTransaction, TransactionResult};
+
+    fn transaction(action: &str, status: TransactionStatus) -> Transaction {
+        Transaction {
+            id: 1,
+            uuid: "u1".into(),
+            site_id: 1,
+            invoice_number: None,
+            new: NewTransaction {
+                idempotency_key: "k".into(),
+                account_id: 7,
+                invoice_id: None,
+                subscription_uuid: None,
+                action: action.into(),
+                amount: 100,
+                tax: 0,
+                currency: "USD".into(),
+                kind: PaymentKind::CreditCard,
+                payment_method: "credit_card".into(),
+                source: "transaction".into(),
+                origin: "api".into(),
+                recurring: false,
+                test: true,
+                gateway_type: "test".into(),
+                description: None,
+                account: AccountSnapshot { account_code: "a1".into(), ..AccountSnapshot::default() },
+                billing: BillingFields::default(),
+            },
+            result: TransactionResult {
+                status,
+                reference: None,
+                approval_code: None,
+                message: None,
+                fraud_review: false,
+                failure: None,
+                cvv: None,
+                avs: None,
+                collected_at: None,
+            },
+            created_at: 0,
+            updated_at: 0,
+        }
+    }
+
+    #[test]
+    fn only_an_approved_purchase_is_refundable() {
+        use TransactionStatus::{Declined, Processing, Success, Void};
+        for (action, status, expected) in [
+            ("purchase", Success, true),
+            ("purchase", Declined, false),
+            ("purchase", Void, false),
+            ("purchase", Processing, false),
+            ("verify", Success, false),
+            ("verify", Declined, false),
+            ("authorization", Success, false),
+            ("refund", Success, false),
+        ] {
+            let view = transaction_view(&transaction(action, status));
+            assert_eq!(view.refundable, Some(expected), "{action} {status:?}");
+            assert_eq!(view.refund_action.is_some(), expected, "{action} {status:?}: refund anchor");
+            assert_eq!(view.voidable, Some(false), "{action} {status:?}");
+        }
+    }
+}
