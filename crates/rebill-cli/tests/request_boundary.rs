@@ -273,7 +273,7 @@ fn error_shapes(db: &str) {
 
     // A declined one keeps its transaction_error, inside the transaction too.
     let declined = card_token(&s, "4000000000000002");
-    let body = body.replace(&token, &declined).replace("t1", "t2");
+    let body = body.replace(&token, &declined).replace("<account_code>t1<", "<account_code>t2<");
     let r = post(&s, "/v2/transactions", &body);
     assert_eq!(r.status, 422, "{}", r.body);
     assert_eq!(r.body.matches("<transaction_error>").count(), 2, "{}", r.body);
