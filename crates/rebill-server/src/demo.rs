@@ -21,6 +21,7 @@ use rebill_store::{Mode, Site};
 use rebill_xml::{ApiVersion, Features, WireContext};
 use serde_json::json;
 
+use crate::layers::base_url;
 use crate::{AppState, RequestContext, dispatch};
 
 const PAGE: &str = include_str!("../js/demo/demo.html");
@@ -135,20 +136,6 @@ async fn call(state: &AppState, site: &Site, base: &str, method: Method, path: &
     let status = response.status().as_u16();
     let bytes = axum::body::to_bytes(response.into_body(), 4 * 1024 * 1024).await.unwrap_or_default();
     (status, String::from_utf8_lossy(&bytes).into_owned())
-}
-
-/// The base of links: the public URL, else the request's host.
-fn base_url(state: &AppState, request: &Request) -> String {
-    if let Some(url) = &state.config.public_url {
-        return url.as_str().to_owned();
-    }
-    let host = request
-        .headers()
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .filter(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_graphic()) && !h.contains(['/', '<', '>', '"']))
-        .unwrap_or("localhost");
-    format!("http://{host}")
 }
 
 async fn plans(State(state): State<AppState>, request: Request) -> Response {

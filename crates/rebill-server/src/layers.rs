@@ -149,7 +149,7 @@ pub(crate) fn basic_key(headers: &HeaderMap) -> Option<String> {
 
 /// The base of hrefs and `Location`: the configured public URL, or else the scheme, host and
 /// port the client called (local development).
-fn base_url(state: &AppState, request: &Request) -> String {
+pub(crate) fn base_url(state: &AppState, request: &Request) -> String {
     if let Some(url) = &state.config.public_url {
         return url.as_str().to_owned();
     }

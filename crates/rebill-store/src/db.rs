@@ -23,7 +23,9 @@ pub(crate) fn pool_options() -> AnyPoolOptions {
     AnyPoolOptions::new()
 }
 
-/// Installs the drivers `sqlx::Any` dispatches to (needed before connecting without a pool).
+/// Installs the drivers `sqlx::Any` dispatches to (needed before connecting without a pool, as
+/// the test databases' administration does).
+#[cfg(feature = "testing")]
 pub(crate) fn install_drivers() {
     sqlx::any::install_default_drivers();
 }
