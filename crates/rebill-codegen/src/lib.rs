@@ -346,7 +346,11 @@ fn validate_impl(resource: &Resource) -> TokenStream {
             FieldType::List { .. } => field_checks.push(quote!(v.list(path, #element, &self.#field);)),
             _ => {}
         }
-        if !field_checks.is_empty() {
+        // A field that exists at every version for every site needs no guard.
+        let always = f.range.since.is_none() && f.range.until.is_none() && f.feature.is_none();
+        if always {
+            checks.extend(field_checks);
+        } else if !field_checks.is_empty() {
             checks.push(quote! {
                 if v.ctx().has(#since, #until, #feature) {
                     #(#field_checks)*

@@ -224,56 +224,30 @@ impl Account {
 impl crate::validate::Validate for Account {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
-        if v.ctx().has(None, None, None) {
-            v.required(
-                path,
-                "account_code",
-                &self.account_code,
-                &[crate::validate::Operation::Create],
-            );
-            v.code(path, "account_code", &self.account_code);
-            v.max_length(path, "account_code", &self.account_code, 50usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "username", &self.username, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.email(path, "email", &self.email);
-            v.max_length(path, "email", &self.email, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "cc_emails", &self.cc_emails, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "first_name", &self.first_name, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "last_name", &self.last_name, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "company_name", &self.company_name, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "vat_number", &self.vat_number, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "entity_use_code", &self.entity_use_code, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.nested(path, "address", &self.address);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "accept_language", &self.accept_language, 255usize);
-        }
+        v.required(
+            path,
+            "account_code",
+            &self.account_code,
+            &[crate::validate::Operation::Create],
+        );
+        v.code(path, "account_code", &self.account_code);
+        v.max_length(path, "account_code", &self.account_code, 50usize);
+        v.max_length(path, "username", &self.username, 255usize);
+        v.email(path, "email", &self.email);
+        v.max_length(path, "email", &self.email, 255usize);
+        v.max_length(path, "cc_emails", &self.cc_emails, 255usize);
+        v.max_length(path, "first_name", &self.first_name, 255usize);
+        v.max_length(path, "last_name", &self.last_name, 255usize);
+        v.max_length(path, "company_name", &self.company_name, 255usize);
+        v.max_length(path, "vat_number", &self.vat_number, 255usize);
+        v.max_length(path, "entity_use_code", &self.entity_use_code, 255usize);
+        v.nested(path, "address", &self.address);
+        v.max_length(path, "accept_language", &self.accept_language, 255usize);
         if v.ctx().has(Some(rebill_xml::ApiVersion::new(2u8, 11u8)), None, None) {
             v.max_length(path, "preferred_locale", &self.preferred_locale, 255usize);
         }
-        if v.ctx().has(None, None, None) {
-            v.nested(path, "billing_info", &self.billing_info);
-        }
-        if v.ctx().has(None, None, None) {
-            v.list(path, "shipping_addresses", &self.shipping_addresses);
-        }
+        v.nested(path, "billing_info", &self.billing_info);
+        v.list(path, "shipping_addresses", &self.shipping_addresses);
         if v.ctx().has(Some(rebill_xml::ApiVersion::new(2u8, 11u8)), None, None) {
             v.nested(path, "shipping_address", &self.shipping_address);
         }

@@ -107,25 +107,17 @@ impl AddOn {
 impl crate::validate::Validate for AddOn {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
-        if v.ctx().has(None, None, None) {
-            v.required(
-                path,
-                "add_on_code",
-                &self.add_on_code,
-                &[crate::validate::Operation::Create],
-            );
-            v.code(path, "add_on_code", &self.add_on_code);
-            v.max_length(path, "add_on_code", &self.add_on_code, 50usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "name", &self.name, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "accounting_code", &self.accounting_code, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "tax_code", &self.tax_code, 255usize);
-        }
+        v.required(
+            path,
+            "add_on_code",
+            &self.add_on_code,
+            &[crate::validate::Operation::Create],
+        );
+        v.code(path, "add_on_code", &self.add_on_code);
+        v.max_length(path, "add_on_code", &self.add_on_code, 50usize);
+        v.max_length(path, "name", &self.name, 255usize);
+        v.max_length(path, "accounting_code", &self.accounting_code, 255usize);
+        v.max_length(path, "tax_code", &self.tax_code, 255usize);
     }
     fn given(&self) -> Vec<&'static str> {
         #[allow(unused_mut)]

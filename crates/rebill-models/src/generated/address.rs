@@ -60,33 +60,19 @@ impl Address {
 impl crate::validate::Validate for Address {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "address1", &self.address1, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "address2", &self.address2, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "city", &self.city, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "state", &self.state, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "zip", &self.zip, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.country(
-                path,
-                "country",
-                &self.country,
-                Some(rebill_xml::ApiVersion::new(2u8, 8u8)),
-            );
-            v.max_length(path, "country", &self.country, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "phone", &self.phone, 255usize);
-        }
+        v.max_length(path, "address1", &self.address1, 255usize);
+        v.max_length(path, "address2", &self.address2, 255usize);
+        v.max_length(path, "city", &self.city, 255usize);
+        v.max_length(path, "state", &self.state, 255usize);
+        v.max_length(path, "zip", &self.zip, 255usize);
+        v.country(
+            path,
+            "country",
+            &self.country,
+            Some(rebill_xml::ApiVersion::new(2u8, 8u8)),
+        );
+        v.max_length(path, "country", &self.country, 255usize);
+        v.max_length(path, "phone", &self.phone, 255usize);
     }
     fn given(&self) -> Vec<&'static str> {
         #[allow(unused_mut)]

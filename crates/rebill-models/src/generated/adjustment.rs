@@ -209,21 +209,11 @@ impl Adjustment {
 impl crate::validate::Validate for Adjustment {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "description", &self.description, 4000usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "accounting_code", &self.accounting_code, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "product_code", &self.product_code, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "currency", &self.currency, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "tax_code", &self.tax_code, 255usize);
-        }
+        v.max_length(path, "description", &self.description, 4000usize);
+        v.max_length(path, "accounting_code", &self.accounting_code, 255usize);
+        v.max_length(path, "product_code", &self.product_code, 255usize);
+        v.max_length(path, "currency", &self.currency, 255usize);
+        v.max_length(path, "tax_code", &self.tax_code, 255usize);
         if v.ctx().has(Some(rebill_xml::ApiVersion::new(2u8, 10u8)), None, None) {
             v.max_length(path, "credit_reason_code", &self.credit_reason_code, 255usize);
         }

@@ -211,91 +211,45 @@ impl BillingInfo {
 impl crate::validate::Validate for BillingInfo {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "first_name", &self.first_name, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "last_name", &self.last_name, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "company", &self.company, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "address1", &self.address1, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "address2", &self.address2, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "city", &self.city, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "state", &self.state, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "zip", &self.zip, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.country(
-                path,
-                "country",
-                &self.country,
-                Some(rebill_xml::ApiVersion::new(2u8, 8u8)),
-            );
-            v.max_length(path, "country", &self.country, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "phone", &self.phone, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "vat_number", &self.vat_number, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "ip_address", &self.ip_address, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "geo_code", &self.geo_code, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(
-                path,
-                "paypal_billing_agreement_id",
-                &self.paypal_billing_agreement_id,
-                255usize,
-            );
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(
-                path,
-                "amazon_billing_agreement_id",
-                &self.amazon_billing_agreement_id,
-                255usize,
-            );
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "name_on_account", &self.name_on_account, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "routing_number", &self.routing_number, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "external_hpp_type", &self.external_hpp_type, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "token_id", &self.token_id, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "number", &self.number, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "verification_value", &self.verification_value, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "account_number", &self.account_number, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "currency", &self.currency, 255usize);
-        }
+        v.max_length(path, "first_name", &self.first_name, 255usize);
+        v.max_length(path, "last_name", &self.last_name, 255usize);
+        v.max_length(path, "company", &self.company, 255usize);
+        v.max_length(path, "address1", &self.address1, 255usize);
+        v.max_length(path, "address2", &self.address2, 255usize);
+        v.max_length(path, "city", &self.city, 255usize);
+        v.max_length(path, "state", &self.state, 255usize);
+        v.max_length(path, "zip", &self.zip, 255usize);
+        v.country(
+            path,
+            "country",
+            &self.country,
+            Some(rebill_xml::ApiVersion::new(2u8, 8u8)),
+        );
+        v.max_length(path, "country", &self.country, 255usize);
+        v.max_length(path, "phone", &self.phone, 255usize);
+        v.max_length(path, "vat_number", &self.vat_number, 255usize);
+        v.max_length(path, "ip_address", &self.ip_address, 255usize);
+        v.max_length(path, "geo_code", &self.geo_code, 255usize);
+        v.max_length(
+            path,
+            "paypal_billing_agreement_id",
+            &self.paypal_billing_agreement_id,
+            255usize,
+        );
+        v.max_length(
+            path,
+            "amazon_billing_agreement_id",
+            &self.amazon_billing_agreement_id,
+            255usize,
+        );
+        v.max_length(path, "name_on_account", &self.name_on_account, 255usize);
+        v.max_length(path, "routing_number", &self.routing_number, 255usize);
+        v.max_length(path, "external_hpp_type", &self.external_hpp_type, 255usize);
+        v.max_length(path, "token_id", &self.token_id, 255usize);
+        v.max_length(path, "number", &self.number, 255usize);
+        v.max_length(path, "verification_value", &self.verification_value, 255usize);
+        v.max_length(path, "account_number", &self.account_number, 255usize);
+        v.max_length(path, "currency", &self.currency, 255usize);
         crate::rules::billing_info(self, v, path);
     }
     fn given(&self) -> Vec<&'static str> {

@@ -32,9 +32,7 @@ impl Clock {
 impl crate::validate::Validate for Clock {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "advance", &self.advance, 255usize);
-        }
+        v.max_length(path, "advance", &self.advance, 255usize);
     }
     fn given(&self) -> Vec<&'static str> {
         #[allow(unused_mut)]

@@ -195,50 +195,21 @@ impl Coupon {
 impl crate::validate::Validate for Coupon {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
-        if v.ctx().has(None, None, None) {
-            v.required(
-                path,
-                "coupon_code",
-                &self.coupon_code,
-                &[crate::validate::Operation::Create],
-            );
-            v.code(path, "coupon_code", &self.coupon_code);
-            v.max_length(path, "coupon_code", &self.coupon_code, 50usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "name", &self.name, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "description", &self.description, 4000usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(
-                path,
-                "invoice_description",
-                &self.invoice_description,
-                4000usize,
-            );
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(
-                path,
-                "hosted_description",
-                &self.hosted_description,
-                4000usize,
-            );
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(
-                path,
-                "unique_code_template",
-                &self.unique_code_template,
-                255usize,
-            );
-        }
-        if v.ctx().has(None, None, None) {
-            v.code(path, "plan_codes", &self.plan_codes);
-            v.max_length(path, "plan_codes", &self.plan_codes, 50usize);
-        }
+        v.required(
+            path,
+            "coupon_code",
+            &self.coupon_code,
+            &[crate::validate::Operation::Create],
+        );
+        v.code(path, "coupon_code", &self.coupon_code);
+        v.max_length(path, "coupon_code", &self.coupon_code, 50usize);
+        v.max_length(path, "name", &self.name, 255usize);
+        v.max_length(path, "description", &self.description, 4000usize);
+        v.max_length(path, "invoice_description", &self.invoice_description, 4000usize);
+        v.max_length(path, "hosted_description", &self.hosted_description, 4000usize);
+        v.max_length(path, "unique_code_template", &self.unique_code_template, 255usize);
+        v.code(path, "plan_codes", &self.plan_codes);
+        v.max_length(path, "plan_codes", &self.plan_codes, 50usize);
     }
     fn given(&self) -> Vec<&'static str> {
         #[allow(unused_mut)]

@@ -105,18 +105,10 @@ impl GiftCard {
 impl crate::validate::Validate for GiftCard {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "product_code", &self.product_code, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "currency", &self.currency, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.nested(path, "delivery", &self.delivery);
-        }
-        if v.ctx().has(None, None, None) {
-            v.nested(path, "gifter_account", &self.gifter_account);
-        }
+        v.max_length(path, "product_code", &self.product_code, 255usize);
+        v.max_length(path, "currency", &self.currency, 255usize);
+        v.nested(path, "delivery", &self.delivery);
+        v.nested(path, "gifter_account", &self.gifter_account);
     }
     fn given(&self) -> Vec<&'static str> {
         #[allow(unused_mut)]

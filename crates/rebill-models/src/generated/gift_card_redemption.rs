@@ -24,10 +24,8 @@ impl GiftCardRedemption {
 impl crate::validate::Validate for GiftCardRedemption {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
-        if v.ctx().has(None, None, None) {
-            v.code(path, "redemption_code", &self.redemption_code);
-            v.max_length(path, "redemption_code", &self.redemption_code, 50usize);
-        }
+        v.code(path, "redemption_code", &self.redemption_code);
+        v.max_length(path, "redemption_code", &self.redemption_code, 50usize);
     }
     fn given(&self) -> Vec<&'static str> {
         #[allow(unused_mut)]

@@ -351,28 +351,20 @@ impl Invoice {
 impl crate::validate::Validate for Invoice {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "po_number", &self.po_number, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(
-                path,
-                "terms_and_conditions",
-                &self.terms_and_conditions,
-                4000usize,
-            );
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "customer_notes", &self.customer_notes, 4000usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(
-                path,
-                "vat_reverse_charge_notes",
-                &self.vat_reverse_charge_notes,
-                4000usize,
-            );
-        }
+        v.max_length(path, "po_number", &self.po_number, 255usize);
+        v.max_length(
+            path,
+            "terms_and_conditions",
+            &self.terms_and_conditions,
+            4000usize,
+        );
+        v.max_length(path, "customer_notes", &self.customer_notes, 4000usize);
+        v.max_length(
+            path,
+            "vat_reverse_charge_notes",
+            &self.vat_reverse_charge_notes,
+            4000usize,
+        );
         if v
             .ctx()
             .has(

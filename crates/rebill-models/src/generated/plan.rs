@@ -174,57 +174,35 @@ impl Plan {
 impl crate::validate::Validate for Plan {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
-        if v.ctx().has(None, None, None) {
-            v.required(
-                path,
-                "plan_code",
-                &self.plan_code,
-                &[crate::validate::Operation::Create],
-            );
-            v.code(path, "plan_code", &self.plan_code);
-            v.max_length(path, "plan_code", &self.plan_code, 50usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.required(path, "name", &self.name, &[crate::validate::Operation::Create]);
-            v.max_length(path, "name", &self.name, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "description", &self.description, 4000usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "success_url", &self.success_url, 2048usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "cancel_url", &self.cancel_url, 2048usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "unit_name", &self.unit_name, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(
-                path,
-                "payment_page_tos_link",
-                &self.payment_page_tos_link,
-                2048usize,
-            );
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "payment_page_css", &self.payment_page_css, 4000usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "accounting_code", &self.accounting_code, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(
-                path,
-                "setup_fee_accounting_code",
-                &self.setup_fee_accounting_code,
-                255usize,
-            );
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "tax_code", &self.tax_code, 255usize);
-        }
+        v.required(
+            path,
+            "plan_code",
+            &self.plan_code,
+            &[crate::validate::Operation::Create],
+        );
+        v.code(path, "plan_code", &self.plan_code);
+        v.max_length(path, "plan_code", &self.plan_code, 50usize);
+        v.required(path, "name", &self.name, &[crate::validate::Operation::Create]);
+        v.max_length(path, "name", &self.name, 255usize);
+        v.max_length(path, "description", &self.description, 4000usize);
+        v.max_length(path, "success_url", &self.success_url, 2048usize);
+        v.max_length(path, "cancel_url", &self.cancel_url, 2048usize);
+        v.max_length(path, "unit_name", &self.unit_name, 255usize);
+        v.max_length(
+            path,
+            "payment_page_tos_link",
+            &self.payment_page_tos_link,
+            2048usize,
+        );
+        v.max_length(path, "payment_page_css", &self.payment_page_css, 4000usize);
+        v.max_length(path, "accounting_code", &self.accounting_code, 255usize);
+        v.max_length(
+            path,
+            "setup_fee_accounting_code",
+            &self.setup_fee_accounting_code,
+            255usize,
+        );
+        v.max_length(path, "tax_code", &self.tax_code, 255usize);
     }
     fn given(&self) -> Vec<&'static str> {
         #[allow(unused_mut)]

@@ -105,18 +105,14 @@ impl Purchase {
 impl crate::validate::Validate for Purchase {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
-        if v.ctx().has(None, None, None) {
-            v.required(
-                path,
-                "currency",
-                &self.currency,
-                &[crate::validate::Operation::Create],
-            );
-            v.max_length(path, "currency", &self.currency, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "po_number", &self.po_number, 255usize);
-        }
+        v.required(
+            path,
+            "currency",
+            &self.currency,
+            &[crate::validate::Operation::Create],
+        );
+        v.max_length(path, "currency", &self.currency, 255usize);
+        v.max_length(path, "po_number", &self.po_number, 255usize);
         if v.ctx().has(Some(rebill_xml::ApiVersion::new(2u8, 8u8)), None, None) {
             v.max_length(path, "customer_notes", &self.customer_notes, 4000usize);
         }
@@ -151,25 +147,15 @@ impl crate::validate::Validate for Purchase {
                 4000usize,
             );
         }
-        if v.ctx().has(None, None, None) {
-            v.nested(path, "account", &self.account);
-        }
+        v.nested(path, "account", &self.account);
         if v.ctx().has(Some(rebill_xml::ApiVersion::new(2u8, 11u8)), None, None) {
             v.nested(path, "shipping_address", &self.shipping_address);
         }
-        if v.ctx().has(None, None, None) {
-            v.nested(path, "gift_card", &self.gift_card);
-        }
-        if v.ctx().has(None, None, None) {
-            v.list(path, "subscriptions", &self.subscriptions);
-        }
-        if v.ctx().has(None, None, None) {
-            v.list(path, "adjustments", &self.adjustments);
-        }
-        if v.ctx().has(None, None, None) {
-            v.code(path, "coupon_codes", &self.coupon_codes);
-            v.max_length(path, "coupon_codes", &self.coupon_codes, 50usize);
-        }
+        v.nested(path, "gift_card", &self.gift_card);
+        v.list(path, "subscriptions", &self.subscriptions);
+        v.list(path, "adjustments", &self.adjustments);
+        v.code(path, "coupon_codes", &self.coupon_codes);
+        v.max_length(path, "coupon_codes", &self.coupon_codes, 50usize);
         crate::rules::purchase(self, v, path);
     }
     fn given(&self) -> Vec<&'static str> {

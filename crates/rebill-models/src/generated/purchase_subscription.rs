@@ -75,23 +75,17 @@ impl PurchaseSubscription {
 impl crate::validate::Validate for PurchaseSubscription {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
-        if v.ctx().has(None, None, None) {
-            v.required(
-                path,
-                "plan_code",
-                &self.plan_code,
-                &[crate::validate::Operation::Create],
-            );
-            v.code(path, "plan_code", &self.plan_code);
-            v.max_length(path, "plan_code", &self.plan_code, 50usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.list(path, "subscription_add_ons", &self.subscription_add_ons);
-        }
-        if v.ctx().has(None, None, None) {
-            v.code(path, "coupon_codes", &self.coupon_codes);
-            v.max_length(path, "coupon_codes", &self.coupon_codes, 50usize);
-        }
+        v.required(
+            path,
+            "plan_code",
+            &self.plan_code,
+            &[crate::validate::Operation::Create],
+        );
+        v.code(path, "plan_code", &self.plan_code);
+        v.max_length(path, "plan_code", &self.plan_code, 50usize);
+        v.list(path, "subscription_add_ons", &self.subscription_add_ons);
+        v.code(path, "coupon_codes", &self.coupon_codes);
+        v.max_length(path, "coupon_codes", &self.coupon_codes, 50usize);
         if v.ctx().has(Some(rebill_xml::ApiVersion::new(2u8, 11u8)), None, None) {
             v.nested(path, "shipping_address", &self.shipping_address);
         }

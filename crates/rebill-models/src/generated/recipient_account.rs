@@ -24,10 +24,8 @@ impl RecipientAccount {
 impl crate::validate::Validate for RecipientAccount {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
-        if v.ctx().has(None, None, None) {
-            v.code(path, "account_code", &self.account_code);
-            v.max_length(path, "account_code", &self.account_code, 50usize);
-        }
+        v.code(path, "account_code", &self.account_code);
+        v.max_length(path, "account_code", &self.account_code, 50usize);
     }
     fn given(&self) -> Vec<&'static str> {
         #[allow(unused_mut)]

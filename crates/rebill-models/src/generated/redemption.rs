@@ -91,17 +91,11 @@ impl Redemption {
 impl crate::validate::Validate for Redemption {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "currency", &self.currency, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.code(path, "subscription_uuid", &self.subscription_uuid);
-            v.max_length(path, "subscription_uuid", &self.subscription_uuid, 50usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.code(path, "account_code", &self.account_code);
-            v.max_length(path, "account_code", &self.account_code, 50usize);
-        }
+        v.max_length(path, "currency", &self.currency, 255usize);
+        v.code(path, "subscription_uuid", &self.subscription_uuid);
+        v.max_length(path, "subscription_uuid", &self.subscription_uuid, 50usize);
+        v.code(path, "account_code", &self.account_code);
+        v.max_length(path, "account_code", &self.account_code, 50usize);
     }
     fn given(&self) -> Vec<&'static str> {
         #[allow(unused_mut)]

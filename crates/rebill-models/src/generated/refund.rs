@@ -96,9 +96,7 @@ impl InvoiceRefund {
 impl crate::validate::Validate for InvoiceRefund {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
-        if v.ctx().has(None, None, None) {
-            v.list(path, "line_items", &self.line_items);
-        }
+        v.list(path, "line_items", &self.line_items);
         if v
             .ctx()
             .has(

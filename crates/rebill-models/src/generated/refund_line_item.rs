@@ -32,10 +32,8 @@ impl RefundLineItem {
 impl crate::validate::Validate for RefundLineItem {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
-        if v.ctx().has(None, None, None) {
-            v.code(path, "uuid", &self.uuid);
-            v.max_length(path, "uuid", &self.uuid, 50usize);
-        }
+        v.code(path, "uuid", &self.uuid);
+        v.max_length(path, "uuid", &self.uuid, 50usize);
     }
     fn given(&self) -> Vec<&'static str> {
         #[allow(unused_mut)]

@@ -368,55 +368,39 @@ impl Subscription {
 impl crate::validate::Validate for Subscription {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
-        if v.ctx().has(None, None, None) {
-            v.required(
-                path,
-                "currency",
-                &self.currency,
-                &[crate::validate::Operation::Create],
-            );
-            v.max_length(path, "currency", &self.currency, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "po_number", &self.po_number, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(
-                path,
-                "terms_and_conditions",
-                &self.terms_and_conditions,
-                4000usize,
-            );
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "customer_notes", &self.customer_notes, 4000usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(
-                path,
-                "vat_reverse_charge_notes",
-                &self.vat_reverse_charge_notes,
-                4000usize,
-            );
-        }
-        if v.ctx().has(None, None, None) {
-            v.required(
-                path,
-                "plan_code",
-                &self.plan_code,
-                &[crate::validate::Operation::Create],
-            );
-            v.code(path, "plan_code", &self.plan_code);
-            v.max_length(path, "plan_code", &self.plan_code, 50usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.code(path, "coupon_code", &self.coupon_code);
-            v.max_length(path, "coupon_code", &self.coupon_code, 50usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.code(path, "coupon_codes", &self.coupon_codes);
-            v.max_length(path, "coupon_codes", &self.coupon_codes, 50usize);
-        }
+        v.required(
+            path,
+            "currency",
+            &self.currency,
+            &[crate::validate::Operation::Create],
+        );
+        v.max_length(path, "currency", &self.currency, 255usize);
+        v.max_length(path, "po_number", &self.po_number, 255usize);
+        v.max_length(
+            path,
+            "terms_and_conditions",
+            &self.terms_and_conditions,
+            4000usize,
+        );
+        v.max_length(path, "customer_notes", &self.customer_notes, 4000usize);
+        v.max_length(
+            path,
+            "vat_reverse_charge_notes",
+            &self.vat_reverse_charge_notes,
+            4000usize,
+        );
+        v.required(
+            path,
+            "plan_code",
+            &self.plan_code,
+            &[crate::validate::Operation::Create],
+        );
+        v.code(path, "plan_code", &self.plan_code);
+        v.max_length(path, "plan_code", &self.plan_code, 50usize);
+        v.code(path, "coupon_code", &self.coupon_code);
+        v.max_length(path, "coupon_code", &self.coupon_code, 50usize);
+        v.code(path, "coupon_codes", &self.coupon_codes);
+        v.max_length(path, "coupon_codes", &self.coupon_codes, 50usize);
         if v
             .ctx()
             .has(
@@ -432,18 +416,10 @@ impl crate::validate::Validate for Subscription {
                 4000usize,
             );
         }
-        if v.ctx().has(None, None, None) {
-            v.nested(path, "account", &self.account);
-        }
-        if v.ctx().has(None, None, None) {
-            v.nested(path, "shipping_address", &self.shipping_address);
-        }
-        if v.ctx().has(None, None, None) {
-            v.nested(path, "gift_card", &self.gift_card);
-        }
-        if v.ctx().has(None, None, None) {
-            v.list(path, "subscription_add_ons", &self.subscription_add_ons);
-        }
+        v.nested(path, "account", &self.account);
+        v.nested(path, "shipping_address", &self.shipping_address);
+        v.nested(path, "gift_card", &self.gift_card);
+        v.list(path, "subscription_add_ons", &self.subscription_add_ons);
     }
     fn given(&self) -> Vec<&'static str> {
         #[allow(unused_mut)]

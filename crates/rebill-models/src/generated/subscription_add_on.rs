@@ -64,10 +64,8 @@ impl SubscriptionAddOn {
 impl crate::validate::Validate for SubscriptionAddOn {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
-        if v.ctx().has(None, None, None) {
-            v.code(path, "add_on_code", &self.add_on_code);
-            v.max_length(path, "add_on_code", &self.add_on_code, 50usize);
-        }
+        v.code(path, "add_on_code", &self.add_on_code);
+        v.max_length(path, "add_on_code", &self.add_on_code, 50usize);
     }
     fn given(&self) -> Vec<&'static str> {
         #[allow(unused_mut)]

@@ -250,41 +250,25 @@ impl Transaction {
 impl crate::validate::Validate for Transaction {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
-        if v.ctx().has(None, None, None) {
-            v.required(
-                path,
-                "amount_in_cents",
-                &self.amount_in_cents,
-                &[crate::validate::Operation::Create],
-            );
-        }
-        if v.ctx().has(None, None, None) {
-            v.required(
-                path,
-                "currency",
-                &self.currency,
-                &[crate::validate::Operation::Create],
-            );
-            v.max_length(path, "currency", &self.currency, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "payment_method", &self.payment_method, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "description", &self.request_description, 4000usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "accounting_code", &self.accounting_code, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "tax_code", &self.tax_code, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.max_length(path, "product_code", &self.product_code, 255usize);
-        }
-        if v.ctx().has(None, None, None) {
-            v.nested(path, "account", &self.account);
-        }
+        v.required(
+            path,
+            "amount_in_cents",
+            &self.amount_in_cents,
+            &[crate::validate::Operation::Create],
+        );
+        v.required(
+            path,
+            "currency",
+            &self.currency,
+            &[crate::validate::Operation::Create],
+        );
+        v.max_length(path, "currency", &self.currency, 255usize);
+        v.max_length(path, "payment_method", &self.payment_method, 255usize);
+        v.max_length(path, "description", &self.request_description, 4000usize);
+        v.max_length(path, "accounting_code", &self.accounting_code, 255usize);
+        v.max_length(path, "tax_code", &self.tax_code, 255usize);
+        v.max_length(path, "product_code", &self.product_code, 255usize);
+        v.nested(path, "account", &self.account);
     }
     fn given(&self) -> Vec<&'static str> {
         #[allow(unused_mut)]
