@@ -16,17 +16,15 @@
 //! uuid and the attempt number, and completed after; a repeated attempt (a job run again after a
 //! crash) finds the recorded transaction and does not charge twice (billing-behaviour §7.4).
 //!
-//! | Outcome | [`Collect::Automatic`] | [`Collect::Once`] | [`Collect::Manual`] |
-//! |---|---|---|---|
-//! | total ≤ 0 | `paid` at once, no transaction | same | same |
-//! | approved | `paid` | `paid` | — (`pending`; `past_due` once its due date passes unpaid) |
-//! | declined, or no stored payment method | `past_due`, dunning | `failed` | — |
+//! What follows each step is the collection policy of [`rebill_billing::collection`] (a new
+//! invoice's [`first_step`], then [`after_attempt`] for each charge), and every state change is a
+//! transition of [`rebill_billing::states`], written by compare-and-set from the states it allows.
 //!
 //! # Dunning
 //!
-//! A `past_due` invoice is retried by `dunning` jobs (subject: the invoice's uuid) at
-//! [`DUNNING_RETRY_DAYS`] days after the invoice was created, on the site's clock (1, 3, 5 and 7
-//! days); only the next retry is scheduled at a time, and `attempt_next_collection_at` shows it. A
+//! A `past_due` invoice is retried by `dunning` jobs (subject: the invoice's uuid) on the
+//! schedule of [`rebill_billing::collection::RETRY_DAYS`] (1, 3, 5 and 7 days after the invoice
+//! was created, on the site's clock); only the next retry is scheduled at a time, and `attempt_next_collection_at` shows it. A
 //! retry charges the billing info stored *at the retry*, so a customer who updates their card is
 //! collected at the next retry. A successful retry marks the invoice `paid` and calls
 //! [`crate::subscriptions::on_invoice_paid`]; when the last retry fails the invoice becomes
@@ -39,9 +37,11 @@
 //! `mark_successful`, `mark_failed`); [`invoice`] answers its own outcome to its caller.
 
 use chrono::{DateTime, Utc};
+use rebill_billing::collection::{Attempt, FirstStep, after_attempt, due_date, first_step};
 use rebill_billing::gateway::{AvsAddress, Outcome, PaymentMethod, PaymentRequest};
-use rebill_billing::invoice::{InvoiceError, InvoiceOrigin, InvoiceTotals, ItemRef, LineItem, LineKind, OriginKey};
+use rebill_billing::invoice::{InvoiceError, InvoiceOrigin, ItemRef, LineItem, LineKind, OriginKey};
 use rebill_billing::proration::Proration;
+use rebill_billing::states::InvoiceTransition;
 use rebill_store::accounts::Account;
 use rebill_store::billing_info::{BillingFields, PaymentKind};
 use rebill_store::invoicing::{
@@ -54,18 +54,12 @@ use rebill_store::{Site, StoreError};
 use crate::jobs::JobError;
 use crate::{Context, Services, time};
 
-/// Days after an invoice's creation at which a past-due invoice is retried (site clock).
-pub const DUNNING_RETRY_DAYS: [i64; 4] = [1, 3, 5, 7];
+pub use rebill_billing::collection::Collect;
+
 /// Kind of the scheduled retry jobs (subject: the invoice's uuid).
 pub const DUNNING_JOB: &str = "dunning";
 /// Kind of the job that makes a manual invoice past due at its due date.
 pub const INVOICE_DUE_JOB: &str = "invoice_due";
-
-const DAY: i64 = 86_400;
-
-/// The states of an open invoice: it can still be paid, collected, retried or failed.
-pub const OPEN_INVOICE_STATES: [InvoiceState; 3] =
-    [InvoiceState::Pending, InvoiceState::Processing, InvoiceState::PastDue];
 
 /// Why invoicing or collecting failed.
 #[derive(Debug, thiserror::Error)]
@@ -82,19 +76,6 @@ pub enum BillingError {
     MixedCurrencies(String),
     #[error("{0}")]
     Invalid(String),
-}
-
-/// How a new invoice is collected.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Collect {
-    /// Not charged: the invoice stays `pending` until paid otherwise (`mark_successful`), and
-    /// becomes `past_due` when its due date passes unpaid ([`run_invoice_due`]).
-    Manual,
-    /// Charged now; a decline (or no payment method) makes it `past_due` with dunning retries.
-    Automatic,
-    /// Charged now; a decline (or no payment method) makes it `failed` at once, without retries
-    /// (one-off transactions, purchases that must not linger).
-    Once,
 }
 
 /// A payment method to charge: the billing info's type and non-secret fields (the transaction's
@@ -260,15 +241,15 @@ pub fn preview_for(account_id: i64, draft: &Draft, at: i64) -> Result<Preview, B
     let mut lines = draft.lines.iter().map(|l| adjustment_of_line(account_id, l)).collect::<Result<Vec<_>, _>>()?;
     lines.extend(draft.extra.iter().cloned());
     lines.extend(draft.pending.iter().map(|a| a.line.clone()));
-    if lines.is_empty() {
-        return Err(BillingError::NothingToInvoice);
-    }
-    let currency = lines[0].currency.clone();
-    if let Some(other) = lines.iter().find(|l| l.currency != currency) {
-        return Err(BillingError::MixedCurrencies(format!("{currency}, {}", other.currency)));
-    }
-    let totals = InvoiceTotals::compute(lines.iter().map(|l| l.total), 0, None, 0)?;
+    let drafted =
+        rebill_billing::invoice::draft(lines.iter().map(|l| (l.currency.as_str(), l.total))).map_err(|e| match e {
+            InvoiceError::NothingToInvoice => BillingError::NothingToInvoice,
+            InvoiceError::MixedCurrencies(a, b) => BillingError::MixedCurrencies(format!("{a}, {b}")),
+            other => BillingError::Invoice(other),
+        })?;
+    let (currency, totals) = (drafted.currency, drafted.totals);
     let net_terms = draft.terms.net_terms.max(0);
+    let due_on = due_date(at, net_terms);
     Ok(Preview {
         invoice: NewInvoice {
             account_id,
@@ -285,7 +266,7 @@ pub fn preview_for(account_id: i64, draft: &Draft, at: i64) -> Result<Preview, B
                 balance: totals.balance_in_cents,
             },
             terms: InvoiceTerms { net_terms, ..draft.terms.clone() },
-            due_on: Some(at.saturating_add(net_terms.saturating_mul(DAY))),
+            due_on: Some(due_on),
             attempt_next_collection_at: None,
             closed_at: None,
         },
@@ -308,15 +289,18 @@ pub async fn invoice(
     let new_lines = &preview.lines[..preview.lines.len() - draft.pending.len()];
     let attach: Vec<i64> = draft.pending.iter().map(|a| a.id).collect();
     let (invoice, lines) = state.store.create_invoice(site.id, &preview.invoice, new_lines, &attach, at).await?;
-    if invoice.amounts.balance <= 0 {
-        let paid = settle(state, &invoice, InvoiceState::Paid, at).await?;
-        return Ok(Invoiced { invoice: paid, lines, transaction: None });
-    }
-    if collect == Collect::Manual {
-        if let Some(due) = invoice.due_on {
-            state.store.schedule_job(site.id, INVOICE_DUE_JOB, &invoice.uuid, due).await?;
+    match first_step(invoice.amounts.balance, collect, invoice.due_on) {
+        FirstStep::PayNow => {
+            let paid = transition(state, &invoice, InvoiceTransition::Pay, at).await?;
+            return Ok(Invoiced { invoice: paid, lines, transaction: None });
         }
-        return Ok(Invoiced { invoice, lines, transaction: None });
+        FirstStep::AwaitPayment { due_at } => {
+            if let Some(due) = due_at {
+                state.store.schedule_job(site.id, INVOICE_DUE_JOB, &invoice.uuid, due).await?;
+            }
+            return Ok(Invoiced { invoice, lines, transaction: None });
+        }
+        FirstStep::Charge => {}
     }
     let source = match source {
         Some(source) => Some(source),
@@ -329,21 +313,40 @@ pub async fn invoice(
         }
         None => None,
     };
-    let approved = transaction.as_ref().is_some_and(|t| t.status() == TransactionStatus::Success);
-    let invoice = if approved {
-        settle(state, &invoice, InvoiceState::Paid, at).await?
-    } else if collect == Collect::Once {
-        settle(state, &invoice, InvoiceState::Failed, at).await?
-    } else {
-        schedule_retry(state, &invoice, 0, at).await?
+    let outcome = match &transaction {
+        Some(t) if t.status() == TransactionStatus::Success => Attempt::Approved,
+        Some(_) => Attempt::Declined,
+        None => Attempt::NoPaymentMethod,
     };
+    let invoice = attempted(state, &invoice, collect, 0, outcome, at).await?;
     Ok(Invoiced { invoice, lines, transaction })
 }
 
-/// Marks an open invoice paid or failed (no more retries).
-async fn settle(state: &Services, invoice: &Invoice, to: InvoiceState, at: i64) -> Result<Invoice, BillingError> {
-    let change = InvoiceChange { state: to, attempt_next_collection_at: None, collection_attempts: None };
-    match state.store.set_invoice_state(invoice.id, &OPEN_INVOICE_STATES, change, at).await? {
+/// Makes `transition` of an open invoice (no retry scheduled); answers the invoice as it is
+/// afterwards (as it was settled meanwhile, when it was).
+async fn transition(
+    state: &Services,
+    invoice: &Invoice,
+    transition: InvoiceTransition,
+    at: i64,
+) -> Result<Invoice, BillingError> {
+    write_transition(state, invoice, transition, without_retry(transition), at).await
+}
+
+/// The write of `transition` with no retry scheduled and the attempts counted unchanged.
+fn without_retry(transition: InvoiceTransition) -> InvoiceChange {
+    InvoiceChange { state: transition.to(), attempt_next_collection_at: None, collection_attempts: None }
+}
+
+/// Writes `change` if the invoice is still in a state `transition` starts from.
+async fn write_transition(
+    state: &Services,
+    invoice: &Invoice,
+    transition: InvoiceTransition,
+    change: InvoiceChange,
+    at: i64,
+) -> Result<Invoice, BillingError> {
+    match state.store.set_invoice_state(invoice.id, transition.from_states(), change, at).await? {
         Some(changed) => Ok(changed),
         // Settled meanwhile: answer it as it is.
         None => state
@@ -354,38 +357,28 @@ async fn settle(state: &Services, invoice: &Invoice, to: InvoiceState, at: i64) 
     }
 }
 
-/// After `attempts` failed retries: `past_due` with the next retry scheduled, or `failed` when
-/// none is left (the answer's state tells which).
-pub async fn schedule_retry(
+/// After collection attempt `attempt` (0: the first charge, then the retry's number) ended with
+/// `outcome`: what the collection policy says follows — paid, failed, or past due with the next
+/// retry scheduled (the answer's state tells which).
+pub async fn attempted(
     state: &Services,
     invoice: &Invoice,
-    attempts: i64,
+    collect: Collect,
+    attempt: i64,
+    outcome: Attempt,
     at: i64,
 ) -> Result<Invoice, BillingError> {
-    let next =
-        usize::try_from(attempts).ok().and_then(|i| DUNNING_RETRY_DAYS.get(i)).map(|d| invoice.created_at + d * DAY);
-    let Some(next) = next else {
-        let change = InvoiceChange {
-            state: InvoiceState::Failed,
-            attempt_next_collection_at: None,
-            collection_attempts: Some(attempts),
-        };
-        return match state.store.set_invoice_state(invoice.id, &OPEN_INVOICE_STATES, change, at).await? {
-            Some(failed) => Ok(failed),
-            None => Ok(state.store.invoice_by_id(invoice.id).await?.unwrap_or_else(|| invoice.clone())),
-        };
-    };
-    // The job first: a crash after it leaves a job that finds the invoice and retries.
-    state.store.schedule_job(invoice.site_id, DUNNING_JOB, &invoice.uuid, next).await?;
-    let change = InvoiceChange {
-        state: InvoiceState::PastDue,
-        attempt_next_collection_at: Some(next),
-        collection_attempts: Some(attempts),
-    };
-    match state.store.set_invoice_state(invoice.id, &OPEN_INVOICE_STATES, change, at).await? {
-        Some(changed) => Ok(changed),
-        None => Ok(state.store.invoice_by_id(invoice.id).await?.unwrap_or_else(|| invoice.clone())),
+    let next = after_attempt(collect, attempt, outcome, invoice.created_at);
+    if let Some(retry_at) = next.next_retry_at {
+        // The job first: a crash after it leaves a job that finds the invoice and retries.
+        state.store.schedule_job(invoice.site_id, DUNNING_JOB, &invoice.uuid, retry_at).await?;
     }
+    let change = InvoiceChange {
+        state: next.change.to(),
+        attempt_next_collection_at: next.next_retry_at,
+        collection_attempts: next.failed_attempts,
+    };
+    write_transition(state, invoice, next.change, change, at).await
 }
 
 /// `credit_card` or `ach`.
@@ -568,24 +561,21 @@ pub async fn run_dunning(state: &Services, job: &rebill_store::jobs::Job) -> Res
         .await?
         .ok_or(JobError::InvoiceAccountMissing(invoice.invoice_number))?;
     let attempt = invoice.collection_attempts + 1;
-    let approved = match PaymentSource::of_account(state, &account).await? {
+    let outcome = match PaymentSource::of_account(state, &account).await? {
         Some(source) => {
             let t =
                 charge(state, invoice.site_id, &account, &invoice, &source, attempt_key(&invoice, attempt), true, at)
                     .await?;
-            t.status() == TransactionStatus::Success
+            if t.status() == TransactionStatus::Success { Attempt::Approved } else { Attempt::Declined }
         }
-        None => false,
+        None => Attempt::NoPaymentMethod,
     };
-    if approved {
-        let paid = settle(state, &invoice, InvoiceState::Paid, at).await?;
-        return invoice_paid(state, &paid, at).await;
+    let after = attempted(state, &invoice, Collect::Automatic, attempt, outcome, at).await?;
+    match after.state {
+        InvoiceState::Paid => invoice_paid(state, &after, at).await,
+        InvoiceState::Failed => invoice_failed(state, &after, at).await,
+        _ => Ok(()),
     }
-    let after = schedule_retry(state, &invoice, attempt, at).await?;
-    if after.state == InvoiceState::Failed {
-        invoice_failed(state, &after, at).await?;
-    }
-    Ok(())
 }
 
 /// A manually collected invoice still `pending` at its due date (`due_on`, after `net_terms`
@@ -594,23 +584,17 @@ pub async fn run_dunning(state: &Services, job: &rebill_store::jobs::Job) -> Res
 /// settled meanwhile does nothing.
 pub async fn run_invoice_due(state: &Services, job: &rebill_store::jobs::Job) -> Result<(), JobError> {
     let Some(invoice) = state.store.invoice_by_uuid(&job.subject).await? else { return Ok(()) };
-    if invoice.site_id != job.site_id || invoice.state != InvoiceState::Pending {
+    if invoice.site_id != job.site_id || invoice.state.apply(InvoiceTransition::FallDue).is_err() {
         return Ok(());
     }
-    let change =
-        InvoiceChange { state: InvoiceState::PastDue, attempt_next_collection_at: None, collection_attempts: None };
-    state.store.set_invoice_state(invoice.id, &[InvoiceState::Pending], change, job.due_at).await?;
+    transition(state, &invoice, InvoiceTransition::FallDue, job.due_at).await?;
     Ok(())
 }
 
 /// Marks an open invoice paid (`mark_successful`): no more retries; its subscriptions recover.
 /// `None` when the invoice is not pending or past due.
 pub async fn mark_paid(state: &Services, invoice: &Invoice, at: i64) -> Result<Option<Invoice>, JobError> {
-    let change =
-        InvoiceChange { state: InvoiceState::Paid, attempt_next_collection_at: None, collection_attempts: None };
-    let Some(paid) = state.store.set_invoice_state(invoice.id, &OPEN_INVOICE_STATES, change, at).await? else {
-        return Ok(None);
-    };
+    let Some(paid) = settle_open(state, invoice, InvoiceTransition::Pay, at).await? else { return Ok(None) };
     state.store.cancel_jobs(DUNNING_JOB, &invoice.uuid).await?;
     invoice_paid(state, &paid, at).await?;
     Ok(Some(paid))
@@ -619,14 +603,21 @@ pub async fn mark_paid(state: &Services, invoice: &Invoice, at: i64) -> Result<O
 /// Marks an open invoice failed (`mark_failed`): no more retries; its subscriptions expire.
 /// `None` when the invoice is not pending or past due.
 pub async fn mark_failed(state: &Services, invoice: &Invoice, at: i64) -> Result<Option<Invoice>, JobError> {
-    let change =
-        InvoiceChange { state: InvoiceState::Failed, attempt_next_collection_at: None, collection_attempts: None };
-    let Some(failed) = state.store.set_invoice_state(invoice.id, &OPEN_INVOICE_STATES, change, at).await? else {
-        return Ok(None);
-    };
+    let Some(failed) = settle_open(state, invoice, InvoiceTransition::Fail, at).await? else { return Ok(None) };
     state.store.cancel_jobs(DUNNING_JOB, &invoice.uuid).await?;
     invoice_failed(state, &failed, at).await?;
     Ok(Some(failed))
+}
+
+/// Makes `transition` of an open invoice for a caller that settles it by hand; `None` when the
+/// invoice was not in a state the transition starts from.
+async fn settle_open(
+    state: &Services,
+    invoice: &Invoice,
+    transition: InvoiceTransition,
+    at: i64,
+) -> Result<Option<Invoice>, StoreError> {
+    state.store.set_invoice_state(invoice.id, transition.from_states(), without_retry(transition), at).await
 }
 
 /// Collects a past-due invoice now (`collect`): one attempt with the stored payment method,
@@ -638,7 +629,7 @@ pub async fn collect_now(
     invoice: &Invoice,
     at: i64,
 ) -> Result<Option<(Invoice, Option<Transaction>)>, JobError> {
-    if !matches!(invoice.state, InvoiceState::Pending | InvoiceState::PastDue) {
+    if !invoice.state.is_collectable() {
         return Ok(None);
     }
     let Some(account) = state.store.account(site.id, &invoice.account_code).await? else { return Ok(None) };
@@ -830,7 +821,10 @@ mod tests {
             (amounts.subtotal_before_discount, amounts.total, amounts.balance, amounts.paid),
             (4000, 4000, 4000, 0)
         );
-        assert_eq!((p.invoice.origin.as_str(), p.invoice.due_on, p.lines.len()), ("renewal", Some(1000 + 30 * DAY), 2));
+        assert_eq!(
+            (p.invoice.origin.as_str(), p.invoice.due_on, p.lines.len()),
+            ("renewal", Some(1000 + 30 * 86_400), 2)
+        );
         assert!(matches!(
             preview(&a, &Draft::of_lines(Vec::new(), InvoiceOrigin::Purchase), 0),
             Err(BillingError::NothingToInvoice)

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 
+use rebill_billing::collection::{Attempt, Collect};
 use rebill_billing::invoice::{InvoiceOrigin, LineItem};
 use rebill_billing::lifecycle;
 use rebill_store::invoicing::{
@@ -292,7 +293,7 @@ async fn renewal_declined(
     charge: &Charge,
     invoice: &Invoice,
 ) -> Result<(), JobError> {
-    invoicing::schedule_retry(state, invoice, 0, planned.at).await?;
+    invoicing::attempted(state, invoice, Collect::Automatic, 0, Attempt::Declined, planned.at).await?;
     let number = invoice.invoice_number.to_string();
     let now = planned.job.due_at;
     state.store.mark_charge_billed(charge, Some(&number), now).await?;

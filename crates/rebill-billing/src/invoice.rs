@@ -86,6 +86,12 @@ pub enum InvoiceError {
     /// A total does not fit in 64-bit cents.
     #[error("amount out of range")]
     Overflow,
+    /// An invoice needs at least one line.
+    #[error("nothing to invoice")]
+    NothingToInvoice,
+    /// Lines in more than one currency cannot share an invoice.
+    #[error("line items in several currencies ({0}, {1})")]
+    MixedCurrencies(String, String),
 }
 
 /// What created an invoice; the names are the schema's `invoice_origin` values.
@@ -599,10 +605,47 @@ impl InvoiceTotals {
     }
 }
 
+/// An invoice drafted from its lines: its currency and its totals (no discount, tax or payment
+/// yet).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DraftedInvoice {
+    pub currency: String,
+    pub totals: InvoiceTotals,
+}
+
+/// Drafts an invoice from its lines' currencies and totals: at least one line, all in one
+/// currency.
+pub fn draft<'a>(lines: impl IntoIterator<Item = (&'a str, i64)>) -> Result<DraftedInvoice, InvoiceError> {
+    let mut currency: Option<&str> = None;
+    let mut totals = Vec::new();
+    for (line_currency, total) in lines {
+        match currency {
+            None => currency = Some(line_currency),
+            Some(first) if first != line_currency => {
+                return Err(InvoiceError::MixedCurrencies(first.to_owned(), line_currency.to_owned()));
+            }
+            Some(_) => {}
+        }
+        totals.push(total);
+    }
+    let currency = currency.ok_or(InvoiceError::NothingToInvoice)?.to_owned();
+    Ok(DraftedInvoice { currency, totals: InvoiceTotals::compute(totals, 0, None, 0)? })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use chrono::TimeZone;
+
+    #[test]
+    fn drafts_need_lines_in_one_currency() {
+        let drafted = draft([("USD", 6000), ("USD", -2000)]).expect("draft");
+        assert_eq!(drafted.currency, "USD");
+        assert_eq!((drafted.totals.total_in_cents, drafted.totals.balance_in_cents), (4000, 4000));
+        assert_eq!(draft([]), Err(InvoiceError::NothingToInvoice));
+        assert_eq!(draft([("USD", 1), ("EUR", 1)]), Err(InvoiceError::MixedCurrencies("USD".into(), "EUR".into())));
+        assert_eq!(draft([("USD", i64::MAX), ("USD", 1)]), Err(InvoiceError::Overflow));
+    }
 
     fn t(y: i32, m: u32, d: u32) -> DateTime<Utc> {
         Utc.with_ymd_and_hms(y, m, d, 0, 0, 0).single().expect("valid date")

@@ -11,13 +11,17 @@
 //! - [`invoice`]: what should be billed for a subscription, and the difference to what was billed.
 //! - [`lifecycle`]: subscription states and the transitions between them.
 //! - [`balance`]: an account's balance per currency from its open invoices.
+//! - [`states`]: the invoice and transaction state machines.
+//! - [`collection`]: the collection policy, the dunning schedule of retries and due dates.
 
 pub mod balance;
 pub mod card;
+pub mod collection;
 pub mod errors;
 pub mod gateway;
 pub mod invoice;
 pub mod lifecycle;
 pub mod period;
 pub mod proration;
+pub mod states;
 pub mod vault;

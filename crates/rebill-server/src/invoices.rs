@@ -205,7 +205,7 @@ fn adjustment_view(line: &NewAdjustment, stored: Option<&Adjustment>, account_co
 /// A stored invoice with its lines and transactions as the API shows it.
 fn invoice_view(invoice: &Invoice, lines: &[Adjustment], transactions: &[Transaction]) -> InvoiceView {
     let number = invoice.invoice_number.to_string();
-    let open = rebill_app::invoicing::OPEN_INVOICE_STATES.contains(&invoice.state);
+    let open = invoice.state.is_open();
     let mut subscriptions: Vec<&String> = lines.iter().filter_map(|l| l.line.subscription_uuid.as_ref()).collect();
     subscriptions.sort();
     subscriptions.dedup();

@@ -27,6 +27,8 @@ use crate::list::{Arg, Conditions, Page, PageRequest, Position, Sort, into_page,
 use crate::subscriptions::{Work, placeholders};
 use crate::{Store, StoreError, flag, get_flag};
 
+pub use rebill_billing::states::{InvoiceState, TransactionStatus};
+
 /// The number of a site's first invoice.
 pub const FIRST_INVOICE_NUMBER: i64 = 1001;
 
@@ -58,12 +60,6 @@ macro_rules! named_enum {
 }
 
 named_enum! {
-    /// State of an invoice (schema `invoice_state`; `pending` and `paid` are written `open` and
-    /// `collected` before 2.10 by the codec).
-    InvoiceState { Pending = "pending", Processing = "processing", PastDue = "past_due", Paid = "paid", Failed = "failed" }
-}
-
-named_enum! {
     /// How an invoice is collected.
     CollectionMethod { Automatic = "automatic", Manual = "manual" }
 }
@@ -76,11 +72,6 @@ named_enum! {
 named_enum! {
     /// Whether an adjustment is on an invoice yet.
     AdjustmentState { Pending = "pending", Invoiced = "invoiced" }
-}
-
-named_enum! {
-    /// Outcome of a transaction; `processing` while the gateway is being called.
-    TransactionStatus { Processing = "processing", Success = "success", Declined = "declined", Void = "void" }
 }
 
 fn parse<T>(row: &DbRow, column: &str, f: impl Fn(&str) -> Option<T>) -> Result<T, StoreError> {
@@ -941,9 +932,7 @@ impl Store {
     /// in (ordered by currency): what its open invoices (pending, processing, past due) still
     /// owe and whether one of them is past due.
     pub async fn account_invoice_balances(&self, account_id: i64) -> Result<Vec<CurrencyBalance>, StoreError> {
-        let open = [InvoiceState::Pending, InvoiceState::Processing, InvoiceState::PastDue]
-            .map(|s| format!("'{}'", s.as_str()))
-            .join(", ");
+        let open = InvoiceState::OPEN.map(|s| format!("'{}'", s.as_str())).join(", ");
         let past_due = InvoiceState::PastDue.as_str();
         let sql = format!(
             "SELECT currency, \
@@ -1421,9 +1410,7 @@ impl Work {
         if paid.is_empty() {
             return Ok(Vec::new());
         }
-        let open = [InvoiceState::Pending, InvoiceState::Processing, InvoiceState::PastDue]
-            .map(|s| format!("'{}'", s.as_str()))
-            .join(", ");
+        let open = InvoiceState::OPEN.map(|s| format!("'{}'", s.as_str())).join(", ");
         let sql = format!(
             "UPDATE invoices SET state = '{}', paid = invoices.total, balance = 0, attempt_next_collection_at = NULL, \
              closed_at = v.column2, updated_at = v.column2 FROM (VALUES {}) AS v \
