@@ -250,8 +250,8 @@ mod tests {
             assert!(not_voidable.apply(TransactionTransition::Void).is_err());
         }
         assert_eq!(
-            Declined.apply(TransactionTransition::Void).unwrap_err().to_string(),
-            "an invoice or transaction in state `declined` cannot be voided"
+            Declined.apply(TransactionTransition::Void).map_err(|e| e.to_string()),
+            Err("an invoice or transaction in state `declined` cannot be voided".to_owned())
         );
     }
 }
