@@ -27,7 +27,6 @@ const inputs = {};
 let focused = false;
 let lastState = null;
 let peers = null; // Elements: the element ids of this field's set (`elements:peer-announce`)
-let peerBrand = 'unknown'; // the number's brand as the page last reported it (cvv length)
 
 /** The page library's configuration the field config carries: `service`, or `recurly` from the original library. */
 function pageConfig(c) {
@@ -86,10 +85,10 @@ function receive(name, body) {
   } else if (elementId && name === own('configure!')) {
     reconfigure(body);
   } else if (name === 'hostedFields:configure') {
-    const given = body.recurlyConfig || body.serviceConfig;
-    if (given && typeof given === 'object') serviceConfig = given;
+    // The original library's new page configuration (its restyles follow as hostedField:configure).
+    if (body.recurlyConfig && typeof body.recurlyConfig === 'object') serviceConfig = body.recurlyConfig;
   } else if (name === 'hostedFields:state:change') {
-    // rebill's page sends `{fields}`, the original library the state by type.
+    // The state by type (as the original library sends it; a `service.js` of before sends `{fields}`).
     const fields = body.fields && typeof body.fields === 'object' ? body.fields : body;
     if (fields.number && typeof fields.number.brand === 'string') cvvLength(fields.number.brand);
   } else if (elementId && name === 'elements:peer-announce') {
@@ -112,7 +111,6 @@ function receive(name, body) {
 /** The cvv's length follows the number's brand: four digits for American Express. */
 function cvvLength(brand) {
   if (type !== 'cvv' || !inputs.cvv) return;
-  peerBrand = brand;
   inputs.cvv.maxLength = brand === 'american_express' ? 4 : 3;
 }
 

@@ -88,7 +88,11 @@ async function open(name) {
     if (m.type() === 'error' && !(m.location().url || '').startsWith('https://fonts.')) problems.push(m.text());
   });
   page.requests = [];
-  page.on('request', (r) => page.requests.push(`${r.method()} ${r.url()}`));
+  page.posted = [];
+  page.on('request', (r) => {
+    page.requests.push(`${r.method()} ${r.url()}`);
+    if (r.method() === 'POST') page.posted.push(new URLSearchParams(r.postData() || ''));
+  });
   page.on('response', (r) => {
     if (r.status() >= 400) problems.push(`${r.status()} ${r.url()}`);
   });
@@ -211,6 +215,18 @@ test('v4 hosted fields: the recurly config key, styles over the defaults, state,
   assert.equal(calls.length, 2, calls.join('\n'));
   assert.match(calls[0], new RegExp(`^GET ${API}/risk/preflights\\?.*key=`));
   assert.equal(calls[1], `POST ${API}/token`);
+  // The broker sent what the original field page sends: the page's key and version, the device
+  // and session ids of the field config, the browser data and the fraud list of `inputs`.
+  const sent = page.posted[page.posted.length - 1];
+  assert.equal(sent.get('key'), PUBLIC_KEY);
+  assert.equal(sent.get('parentVersion'), '4.43.0');
+  assert.equal(sent.get('deviceId'), config.deviceId);
+  assert.equal(sent.get('sessionId'), config.sessionId);
+  assert.equal(sent.get('instanceId'), config.busGroupId);
+  assert.match(sent.get('browser[user_agent]'), /Chrome/);
+  assert.ok(sent.has('browser[screen_width]') && sent.has('browser[time_zone_offset]'));
+  assert.equal(sent.has('token'), false, 'the empty token input stays behind');
+  assert.deepEqual([sent.get('month'), sent.get('year'), sent.get('first_name')], ['12', '2031', 'Verena']);
   await assertNoCardData(page, CARD, '123');
   const billing = await billWith(token.id, 'v4-fields');
   assert.equal(tag(billing, 'last_four'), '1111');
@@ -222,6 +238,8 @@ test('v4 hosted fields: validation and server errors arrive as plain objects wit
   const page = await open('v4-fields');
   await configureV4(page, {});
   await (await frameIn(page, hosted('number'))).locator('.field').pressSequentially('4111111111111112');
+  const cvv = await frameIn(page, hosted('cvv'));
+  await eventually(() => cvv.evaluate(() => document.querySelector('.field').maxLength === 3), 10000);
   await (await frameIn(page, hosted('month'))).locator('.field').fill('13');
   const invalid = await tokenV4(page);
   assert.equal(invalid.errIsPlain, true, 'a plain object survives postMessage whole');
@@ -230,7 +248,6 @@ test('v4 hosted fields: validation and server errors arrive as plain objects wit
   assert.deepEqual(invalid.err.details[0], { field: 'number', messages: ['is invalid'] });
   await (await frameIn(page, hosted('number'))).locator('.field').fill('378282246310005');
   // The page's hostedFields:state:change (the state by type) tells the cvv field the brand.
-  const cvv = await frameIn(page, hosted('cvv'));
   await eventually(() => cvv.evaluate(() => document.querySelector('.field').maxLength === 4));
   await (await frameIn(page, hosted('month'))).locator('.field').fill('12');
   await (await frameIn(page, hosted('year'))).locator('.field').fill('2031');
@@ -334,9 +351,12 @@ test('v4 Elements: the single-field elements share the card through their set; c
   // The cvv element learns the brand from the number element's state, relayed by the page's bus
   // to the elements it announced as peers.
   const number = await frameIn(page, '#number-element');
+  const cvv = await frameIn(page, '#cvv-element');
+  await number.locator('.field').pressSequentially('4');
+  await eventually(() => cvv.evaluate(() => document.querySelector('.field').maxLength === 3), 10000);
+  await number.locator('.field').fill('');
   await number.locator('.field').pressSequentially('371144371144376');
   assert.equal(await number.locator('.field').inputValue(), '3711 443711 44376');
-  const cvv = await frameIn(page, '#cvv-element');
   await eventually(() => cvv.evaluate(() => document.querySelector('.field').maxLength === 4), 10000);
   const month = await frameIn(page, '#month-element');
   await month.locator('.field').click();
@@ -346,6 +366,7 @@ test('v4 Elements: the single-field elements share the card through their set; c
   await page.keyboard.type('33');
   await eventually(() => cvv.evaluate(() => document.hasFocus() && document.activeElement === document.querySelector('.field')));
   await page.keyboard.type('1234');
+  if (SCREENSHOTS) await page.screenshot({ path: path.join(SCREENSHOTS, 'v4-elements.png') });
   const { err, token } = await tokenV4(page, true);
   assert.equal(err, null);
   const billing = await billWith(token.id, 'v4-elements');
