@@ -6,7 +6,8 @@
 'use strict';
 
 const core = (() => {
-  const VERSION = '4.10.0-rebill.1';
+  // rebill.2: Tab out of a field frame travels on the bus (`hostedField:tab:*`).
+  const VERSION = '4.10.0-rebill.2';
 
   // Brand table: first match wins; `lengths` is skipped when `partial`.
   const BRANDS = [

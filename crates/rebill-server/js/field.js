@@ -330,6 +330,12 @@ function complete(name) {
   return false;
 }
 
+/**
+ * Tab left to the browser: a `service.js` from before `4.10.0-rebill.2` (browsers keep it for a
+ * day) does not move focus on `hostedField:tab:*`, and Tab crosses its frames natively.
+ */
+const nativeTab = !!config.service && serviceConfig.parentVersion === '4.10.0-rebill.1';
+
 /** The next field of an individual expiry: month → year → cvv. */
 const ADVANCE = { month: 'year', year: 'cvv' };
 
@@ -391,7 +397,7 @@ function wire(name, input) {
     if (e.key === 'Enter') {
       e.preventDefault();
       post(own('submit'), { type });
-    } else if (e.key === 'Tab') {
+    } else if (e.key === 'Tab' && !nativeTab) {
       // Leaving the frame: the page moves focus to the page element before or after it.
       const order = Object.values(inputs);
       const leaving = e.shiftKey ? input === order[0] : input === order[order.length - 1];

@@ -500,3 +500,27 @@ function findFontFile(dir) {
   }
   return null;
 }
+
+test('Tab stays native for a service.js of before the tab messages (browsers keep it for a day)', async () => {
+  const page = await open('cvvOnly');
+  const prevented = {};
+  for (const parentVersion of ['4.10.0-rebill.1', '4.10.0-rebill.2']) {
+    const config = { type: 'number', busGroupId: `g-${parentVersion}`, service: { publicKey: PUBLIC_KEY, parentVersion } };
+    await page.evaluate(
+      (src) =>
+        new Promise((resolve) => {
+          const frame = document.createElement('iframe');
+          frame.src = src;
+          frame.onload = resolve;
+          document.body.append(frame);
+        }),
+      `${REBILL}/js/v1/field.html#config=${encodeURIComponent(JSON.stringify(config))}`,
+    );
+    const frame = page.frames().find((f) => f.url().includes(encodeURIComponent(config.busGroupId)));
+    await frame.locator('.field').focus();
+    const seen = frame.evaluate(() => new Promise((resolve) => document.addEventListener('keydown', (e) => resolve(e.defaultPrevented), { once: true })));
+    await frame.locator('.field').press('Tab');
+    prevented[parentVersion] = await seen;
+  }
+  assert.deepEqual(prevented, { '4.10.0-rebill.1': false, '4.10.0-rebill.2': true });
+});
