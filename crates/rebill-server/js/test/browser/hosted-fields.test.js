@@ -214,6 +214,21 @@ test('messages from the merchant origin are not taken for the fields', async () 
   assert.equal(numberState.empty, true);
 });
 
+test('the page takes the JSON-string form from its own frames only', async () => {
+  const page = await open('individual');
+  await configure(page, PUBLIC_KEY);
+  await page.evaluate(() => {
+    window.submits = [];
+    service.on('field:submit', (e) => window.submits.push(e.type));
+  });
+  const message = JSON.stringify({ service_event: 'hostedField:submit', service_message: { type: 'cvv' } });
+  // From the page itself (the merchant's origin): dropped. From the month field's frame: taken.
+  await page.evaluate((m) => window.postMessage(m, '*'), message);
+  await (await fieldFrame(page, 'month')).evaluate((m) => parent.postMessage(m, '*'), message);
+  await eventually(() => page.evaluate(() => window.submits.length > 0));
+  assert.deepEqual(await page.evaluate(() => window.submits), ['month'], 'named by the frame it came from');
+});
+
 test('the combined card field with select expiry tokenizes; the screenshot shows it', async () => {
   const page = await open('card');
   await page.setViewportSize({ width: 640, height: 420 });
