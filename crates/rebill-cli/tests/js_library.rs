@@ -6,7 +6,9 @@
 //!   JSONP;
 //! - in headless Chromium: `crates/rebill-server/js/test/browser/*.test.js` run by Node's test
 //!   runner against the started server (a merchant page on another origin loads the library,
-//!   types into the hosted fields, gets tokens and uses them in the API). The browser and
+//!   types into the hosted fields, gets tokens and uses them in the API; `dropin.test.js` does
+//!   the same with merchant pages speaking the original v4 library's page protocol, hosted
+//!   fields and Elements). The browser and
 //!   `playwright-core` are installed by `crates/rebill-server/js/test/setup.sh` when missing; a
 //!   failure to install fails the test.
 

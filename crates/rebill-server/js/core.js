@@ -6,7 +6,8 @@
 'use strict';
 
 const core = (() => {
-  const VERSION = '4.10.0-rebill.1';
+  // rebill.2: Tab out of a field frame travels on the bus (`hostedField:tab:*`).
+  const VERSION = '4.10.0-rebill.2';
 
   // Brand table: first match wins; `lengths` is skipped when `partial`.
   const BRANDS = [
@@ -111,6 +112,19 @@ const core = (() => {
     const digits = text.replace(/\D/g, '');
     if (digits.length === 4 || digits.length === 6) return { month: digits.slice(0, 2), year: digits.slice(2) };
     return { month: '', year: '' };
+  }
+
+  /**
+   * Whether a number is typed to its end, so the combined field moves on to the expiry: valid and
+   * as long as its brand's longest number (16 digits for an unknown brand, or 19). A shorter
+   * prefix that happens to pass Luhn does not move the cursor away mid-number.
+   */
+  function numberComplete(number) {
+    const digits = cleanNumber(number);
+    if (!cardNumber(digits)) return false;
+    const brand = brandOf(digits, true);
+    const longest = brand ? Math.max(...brand.lengths) : 16;
+    return digits.length >= longest;
   }
 
   /** The state a number field reports: never the number itself. */
@@ -273,12 +287,20 @@ const core = (() => {
     return config;
   }
 
+  /**
+   * A field's style over its defaults: the combined card field's (Source Sans Pro, #545457, 16px,
+   * its three placeholders) or the individual fields' (Helvetica, black). The field page applies
+   * it too, so a page whose library sends only what the merchant set still gets the defaults.
+   */
+  function fieldStyle(type, style) {
+    return type === 'card' ? merge(COMMON_STYLE, CARD_STYLE, style) : merge(COMMON_STYLE, { placeholder: { content: '' } }, style);
+  }
+
   /** The configuration one hosted field gets: selector, style with defaults, format, etc. */
   function fieldConfig(config, type) {
     const all = type === 'card' ? {} : config.fields.all || {};
     const own = config.fields[type] || {};
-    const style =
-      type === 'card' ? merge(COMMON_STYLE, CARD_STYLE, own.style) : merge(COMMON_STYLE, { placeholder: { content: '' } }, all.style, own.style);
+    const style = fieldStyle(type, merge(all.style, own.style));
     const pick = (name, fallback) => (own[name] !== undefined ? own[name] : all[name] !== undefined ? all[name] : fallback);
     const out = {
       type,
@@ -351,11 +373,73 @@ const core = (() => {
 
   const SYSTEM_FONTS = ['helvetica', 'arial', 'sans-serif', 'serif', 'monospace', 'inherit', 'system-ui', 'times new roman', 'courier new', 'georgia', 'verdana'];
 
-  /** The public web-font catalogue's stylesheet for a font family, or '' for system fonts. */
-  function fontUrl(family) {
-    const first = String(family || '').split(',')[0].replace(/["']/g, '').trim();
-    if (!first || SYSTEM_FONTS.includes(first.toLowerCase())) return '';
-    return 'https://fonts.googleapis.com/css?family=' + encodeURIComponent(first).replace(/%20/g, '+');
+  /** The families of a CSS font stack, unquoted, in order (`'"Open Sans", Arial'` → two). */
+  function fontFamilies(stack) {
+    return String(stack == null ? '' : stack)
+      .split(',')
+      .map((f) => f.replace(/["']/g, '').trim())
+      .filter(Boolean);
+  }
+
+  /** The family a field loads from the public web-font catalogue: the stack's first, unless a system or generic font. */
+  function webFont(stack) {
+    const first = fontFamilies(stack)[0];
+    if (!first || SYSTEM_FONTS.includes(first.toLowerCase()) || GENERIC_FONTS.includes(first.toLowerCase())) return '';
+    return first;
+  }
+
+  /**
+   * The catalogue's stylesheet for the stack's first family, or '' for system fonts. `display=swap`:
+   * text shows at once in the next font of the stack while the web font loads.
+   */
+  function fontUrl(stack) {
+    const family = webFont(stack);
+    if (!family) return '';
+    return 'https://fonts.googleapis.com/css?family=' + encodeURIComponent(family).replace(/%20/g, '+') + '&display=swap';
+  }
+
+  /** The stack without its first family (the fallback when the catalogue does not answer in time); `sans-serif` when nothing is left. */
+  function fontFallback(stack) {
+    const rest = fontFamilies(stack).slice(1);
+    return rest.length ? rest.map((f) => (/\s/.test(f) && !GENERIC_FONTS.includes(f.toLowerCase()) ? `"${f}"` : f)).join(', ') : 'sans-serif';
+  }
+
+  /** How long a field waits for a web font before it falls back to the next font of the stack. */
+  const FONT_TIMEOUT = 3000;
+
+  /**
+   * Whether a part of an individual expiry is complete, so the field moves on (month → year →
+   * cvv): a month of two digits, or one digit 2–9; a year of four digits, or two that cannot
+   * begin a four-digit year (anything but `20`).
+   */
+  function partComplete(name, value) {
+    const v = String(value == null ? '' : value).trim();
+    if (name === 'month') return /^(0[1-9]|1[0-2]|[2-9])$/.test(v);
+    if (name === 'year') return /^\d{4}$/.test(v) || (/^\d{2}$/.test(v) && v !== '20');
+    return false;
+  }
+
+  /**
+   * A bus message as `{event, body, groupId}`, from the object form or the JSON-string form
+   * (`{service_event, service_message}`, or `{recurly_event, recurly_message}` from pages running
+   * the original library); `null` when it is neither. A string message has no group.
+   */
+  function readMessage(data) {
+    if (typeof data === 'string') {
+      let parsed;
+      try {
+        parsed = JSON.parse(data);
+      } catch (_) {
+        return null;
+      }
+      if (!isPlainObject(parsed)) return null;
+      const event = parsed.service_event !== undefined ? parsed.service_event : parsed.recurly_event;
+      const body = parsed.service_event !== undefined ? parsed.service_message : parsed.recurly_message;
+      if (typeof event !== 'string' || !event) return null;
+      return { event, body: isPlainObject(body) ? body : {}, groupId: undefined, string: true };
+    }
+    if (!isPlainObject(data) || typeof data.event !== 'string' || !data.event) return null;
+    return { event: data.event, body: isPlainObject(data.body) ? data.body : {}, groupId: data.groupId, string: false };
   }
 
   const HELP = 'https://docs.rebill.dev/js#';
@@ -424,6 +508,7 @@ const core = (() => {
     validate: { cardNumber, expiry, cvv, cardType },
     numberReason,
     numberState,
+    numberComplete,
     formatNumber,
     formatExpiry,
     parseExpiry,
@@ -432,9 +517,16 @@ const core = (() => {
     merge,
     normalizeConfig,
     fieldConfig,
+    fieldStyle,
     declarations,
     stylesheet,
+    fontFamilies,
+    webFont,
     fontUrl,
+    fontFallback,
+    FONT_TIMEOUT,
+    partComplete,
+    readMessage,
     errorObject,
     encodeParams,
     parseAnswer,

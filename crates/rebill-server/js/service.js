@@ -56,6 +56,19 @@ function readInputs(source, names) {
   return out;
 }
 
+/** The page's tabbable elements in tab order (positive `tabindex` first, then document order). */
+function tabbable(root) {
+  const candidates = root.querySelectorAll('a[href], area[href], button, input, select, textarea, iframe, [tabindex], [contenteditable=""], [contenteditable="true"]');
+  const items = [...candidates].filter((el) => {
+    if (el.tabIndex < 0 || el.disabled || (el.tagName === 'INPUT' && el.type === 'hidden')) return false;
+    if (el.closest('[inert]')) return false;
+    const style = getComputedStyle(el);
+    return style.visibility !== 'hidden' && style.display !== 'none' && el.getClientRects().length > 0;
+  });
+  const positive = items.filter((el) => el.tabIndex > 0).sort((a, b) => a.tabIndex - b.tabIndex);
+  return positive.concat(items.filter((el) => el.tabIndex === 0));
+}
+
 let jsonpCounter = 0;
 
 class Service {
@@ -227,12 +240,14 @@ class Service {
 
   receive(event) {
     if (event.origin !== this.apiOrigin) return;
-    const data = event.data;
-    if (!data || typeof data !== 'object' || data.groupId !== this.groupId || typeof data.event !== 'string') return;
+    // The object form with this instance's group, or the JSON-string form (`service_event`,
+    // `service_message`), which has no group; either only from one of this instance's frames.
+    const message = core.readMessage(event.data);
+    if (!message || (!message.string && message.groupId !== this.groupId)) return;
     const field = Object.values(this.fields).find((f) => f.iframe.contentWindow === event.source);
     if (!field) return;
-    const body = data.body && typeof data.body === 'object' ? data.body : {};
-    const name = data.event;
+    const body = message.body;
+    const name = message.event;
     if (name === 'hostedField:ready') {
       field.ready = true;
       field.container.classList.add(`service-hosted-field-${field.type}`);
@@ -247,8 +262,11 @@ class Service {
       delete field.state.type;
       this.updateClasses(field);
       const fields = this.state();
-      this.send('hostedFields:state:change', { fields });
+      // Like the original library, the fields get the state by type.
+      this.send('hostedFields:state:change', fields);
       this.emit('change', { fields });
+    } else if (name === 'hostedField:tab:next' || name === 'hostedField:tab:previous') {
+      this.tab(field, name.endsWith(':next') ? 1 : -1);
     } else if (name === 'hostedField:submit') {
       this.emit('field:submit', { type: field.type });
     } else if (name === 'hostedField:focus' || name === 'hostedField:blur') {
@@ -257,6 +275,20 @@ class Service {
       const pending = this.pending[name.slice('token:done:'.length)];
       if (pending && field === this.broker()) pending.finish(body.err || null, body.token || null);
     }
+  }
+
+  /**
+   * Tab or Shift-Tab leaving a field's frame: focus moves to the next (or previous) tabbable
+   * element of the page in tab order; a field's frame is entered through its `focus!` message.
+   */
+  tab(field, step) {
+    const items = tabbable(document);
+    const at = items.indexOf(field.iframe);
+    const next = at < 0 ? null : items[at + step];
+    if (!next) return;
+    const target = Object.values(this.fields).find((f) => f.iframe === next);
+    next.focus();
+    if (target) target.focus();
   }
 
   /** The field state by type (what `change` carries). */

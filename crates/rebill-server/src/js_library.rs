@@ -14,21 +14,28 @@
 //!   `POST /js/v1/events` → 200 `{}` (the body is read and dropped). Each also answers JSONP
 //!   (`callback=NAME`, always status 200) and CORS preflights, like the token endpoint.
 //!
-//! The field page speaks the bus protocol of the token-library reference (§2, §9): messages
-//! `{event, body, groupId}`, `hostedField:ready` / `state:change` / `focus` / `blur` / `submit`
-//! from the fields, `hostedField:configure`, `hostedFields:ready`, `hostedFields:state:change`,
-//! `hostedField:<type>:focus!`, `token:init {id, inputs}` and `destroy` from the page, and
-//! `token:done:<id> {err, token}` from the broker field (`card`, else `number`), with the field
-//! config in the URL fragment (`service` or, for pages running the original library, `recurly`).
-//! Where rebill differs:
-//! - a field posts to the page with the page's origin as target; only `hostedField:ready` (the
-//!   field's type, nothing else) goes to `*`, and only in browsers without
-//!   `location.ancestorOrigins`, before the page's first message pins its origin;
-//! - the broker requests the token without a `risk/preflights` round trip of its own;
-//! - Tab and Shift-Tab cross the frames natively (no `hostedField:tab:*` messages); auto-advance
-//!   (number → expiry → cvv) happens inside the combined `card` field only;
-//! - the legacy JSON-string messages and the Elements messages (`element:<id>:…`) are not
-//!   spoken;
+//! The field page speaks the bus protocol of the token-library reference (§2, §9), for rebill's
+//! `service.js` and for merchant pages that run the original v4 library unchanged with its `api`
+//! at `/js/v1`: the field config in the URL fragment (the page configuration under `service`, or
+//! `recurly` from the original library); messages `{event, body, groupId}` and the JSON-string
+//! form (`service_event`/`service_message`, `recurly_event`/`recurly_message`); from the fields
+//! `hostedField:ready`, `state:change`, `focus`, `blur`, `submit`, `tab:previous`, `tab:next`;
+//! from the page `hostedField:configure`, `hostedFields:configure`, `hostedFields:ready`,
+//! `hostedFields:state:change`, `hostedField:<type>:focus!`, `destroy` and `token:init {id,
+//! inputs}`, which the broker field (`card`, else `number`) answers after `risk/preflights` and
+//! `POST token` with `token:done:<id> {err, token}` (`err` a plain object); and Elements (a field
+//! whose config has an `elementId`): `element:<id>:ready|state:change|focus|blur|submit|tab:*`
+//! out, `element:<id>:configure!`, `element:<id>:focus!`, `elements:ready!` and
+//! `elements:peer-announce {ids}` in, the broker reading only the frames of its set. Auto-advance
+//! runs number → expiry → cvv inside the combined field and month → year → cvv across the
+//! individual fields (a field focuses its same-origin sibling). A font from the public web-font
+//! catalogue never delays the field; when it is not there within a bound the field keeps the rest
+//! of the stack. Where rebill differs:
+//! - a field posts to the page with the page's origin as target; only the ready announcement
+//!   (the type and the empty initial state) goes to `*`, and only in browsers without
+//!   `location.ancestorOrigins`, before the page's first message pins its origin; a string
+//!   message (which has no group) is taken only once the origin is pinned;
+//! - not spoken: co-badged cards (`coBadge:ready`), and an `inputType` changed by a restyle;
 //! - fields not ready within `timeout` make the page emit `error` with the code
 //!   `hosted-fields-timeout`.
 //!

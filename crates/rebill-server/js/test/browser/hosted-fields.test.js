@@ -214,6 +214,21 @@ test('messages from the merchant origin are not taken for the fields', async () 
   assert.equal(numberState.empty, true);
 });
 
+test('the page takes the JSON-string form from its own frames only', async () => {
+  const page = await open('individual');
+  await configure(page, PUBLIC_KEY);
+  await page.evaluate(() => {
+    window.submits = [];
+    service.on('field:submit', (e) => window.submits.push(e.type));
+  });
+  const message = JSON.stringify({ service_event: 'hostedField:submit', service_message: { type: 'cvv' } });
+  // From the page itself (the merchant's origin): dropped. From the month field's frame: taken.
+  await page.evaluate((m) => window.postMessage(m, '*'), message);
+  await (await fieldFrame(page, 'month')).evaluate((m) => parent.postMessage(m, '*'), message);
+  await eventually(() => page.evaluate(() => window.submits.length > 0));
+  assert.deepEqual(await page.evaluate(() => window.submits), ['month'], 'named by the frame it came from');
+});
+
 test('the combined card field with select expiry tokenizes; the screenshot shows it', async () => {
   const page = await open('card');
   await page.setViewportSize({ width: 640, height: 420 });
@@ -294,19 +309,27 @@ test('Tab moves through the field frames in page order', async () => {
   await configure(page, PUBLIC_KEY);
   await page.focus('#ln');
   const order = [];
+  let last = 'ln';
   for (let i = 0; i < 5; i++) {
     await page.keyboard.press('Tab');
-    order.push(
-      await eventually(() =>
-        page.evaluate(() => {
-          const el = document.activeElement;
-          if (el.tagName === 'IFRAME') return el.parentElement.parentElement.getAttribute('data-service');
-          return el.id || el.tagName;
-        }),
-      ),
+    // Leaving a frame goes through the bus (hostedField:tab:next), so wait for the focus to move.
+    last = await eventually(() =>
+      page.evaluate((last) => {
+        const el = document.activeElement;
+        const now = el.tagName === 'IFRAME' ? el.parentElement.parentElement.getAttribute('data-service') : el.id || el.tagName;
+        return now !== last && now;
+      }, last),
     );
+    order.push(last);
   }
   assert.deepEqual(order, ['number', 'month', 'year', 'cvv', 'outside']);
+  // Shift-Tab goes back into the last field, then out of it to the one before.
+  await page.keyboard.press('Shift+Tab');
+  const cvv = await fieldFrame(page, 'cvv');
+  await eventually(() => cvv.evaluate(() => document.hasFocus() && document.activeElement === document.querySelector('.field')));
+  await page.keyboard.press('Shift+Tab');
+  const year = await fieldFrame(page, 'year');
+  await eventually(() => year.evaluate(() => document.hasFocus() && document.activeElement === document.querySelector('.field')));
 });
 
 test('bank accounts tokenize from the page over CORS and JSONP', async () => {
@@ -374,4 +397,145 @@ test('tokens from the fields create subscriptions; a decline card is declined at
   const declined = await subscribe('4000000000000002');
   assert.equal(declined.status, 422, declined.body);
   assert.match(declined.body, /<error_code>declined<\/error_code>/);
+});
+
+test('the individual expiry advances month → year → cvv, typed and selected', async () => {
+  const page = await open('individual');
+  await configure(page, PUBLIC_KEY);
+  const month = await fieldFrame(page, 'month');
+  const year = await fieldFrame(page, 'year');
+  const cvv = await fieldFrame(page, 'cvv');
+  const focusedIn = (frame) => frame.evaluate(() => document.hasFocus() && document.activeElement === document.querySelector('.field'));
+  await month.locator('.field').click();
+  await page.keyboard.type('1');
+  assert.equal(await focusedIn(month), true, '1 may still become 10, 11 or 12');
+  await page.keyboard.type('1');
+  await eventually(() => focusedIn(year));
+  await page.keyboard.type('20');
+  assert.equal(await focusedIn(year), true, '20 may still become 2031');
+  await page.keyboard.type('31');
+  await eventually(() => focusedIn(cvv));
+  await page.keyboard.type('123');
+  assert.deepEqual([await month.locator('.field').inputValue(), await year.locator('.field').inputValue()], ['11', '2031']);
+  const { err } = await token(page);
+  assert.equal(err.code, 'validation', 'no number yet');
+  assert.deepEqual(err.fields, ['number']);
+
+  // Selects advance once a value is chosen.
+  const selects = await open('individual');
+  await configure(selects, { publicKey: PUBLIC_KEY, fields: { month: { inputType: 'select' }, year: { inputType: 'select' } } });
+  const monthSelect = await fieldFrame(selects, 'month');
+  await monthSelect.locator('.field').selectOption('04');
+  await eventually(() => fieldFrame(selects, 'year').then(focusedIn));
+});
+
+/** A page whose field frames reach the web-font catalogue only through `handler`. */
+async function openWithFonts(handler) {
+  const context = await browser.newContext();
+  await context.route('https://fonts.googleapis.com/**', handler);
+  await context.route('https://fonts.gstatic.com/**', handler);
+  const page = await context.newPage();
+  await page.goto(`${merchant.url}/individual`);
+  return page;
+}
+
+/** The number frame's font state (`data-font`: unset while waiting, `loaded` or `fallback`) and its computed family. */
+async function fontOf(page) {
+  const frame = await fieldFrame(page, 'number');
+  return frame.evaluate(() => ({
+    font: document.documentElement.getAttribute('data-font'),
+    family: getComputedStyle(document.querySelector('.field')).fontFamily,
+    links: document.querySelectorAll('link[href^="https://fonts.googleapis.com"]').length,
+  }));
+}
+
+test('a web font the catalogue never delivers falls back to the next font of the stack; the field does not wait for it', async () => {
+  const hanging = [];
+  const page = await openWithFonts((route) => {
+    hanging.push(route.request().url()); // never answered: an unreachable catalogue that hangs
+  });
+  await configure(page, { publicKey: PUBLIC_KEY, fields: { all: { style: { fontFamily: 'Open Sans, Georgia' } } } });
+  const atReady = await fontOf(page);
+  assert.equal(atReady.font, null, 'ready came while the font was still on its way');
+  assert.equal(atReady.family, '"Open Sans", Georgia');
+  assert.ok(hanging.some((u) => u.startsWith('https://fonts.googleapis.com/css?family=Open+Sans&display=swap')), hanging.join('\n'));
+  const after = await eventually(async () => {
+    const now = await fontOf(page);
+    return now.font === 'fallback' && now;
+  }, 10000);
+  assert.deepEqual(after, { font: 'fallback', family: 'Georgia, sans-serif', links: 0 });
+  // The field works on in the fallback font.
+  await fillIndividual(page, CARD);
+  const { err, token: result } = await token(page);
+  assert.equal(err, null);
+  assert.match(result.id, /^[\w-]{21,23}$/);
+});
+
+test('a web font the catalogue refuses falls back at once; one it delivers is used', async () => {
+  const refused = await openWithFonts((route) => route.abort('internetdisconnected'));
+  await configure(refused, { publicKey: PUBLIC_KEY, fields: { all: { style: { fontFamily: 'Lato' } } } });
+  assert.deepEqual(await eventually(async () => {
+    const now = await fontOf(refused);
+    return now.font === 'fallback' && now;
+  }), { font: 'fallback', family: 'sans-serif', links: 0 });
+
+  const fontFile = findFontFile('/usr/share/fonts');
+  assert.ok(fontFile, 'a font file under /usr/share/fonts (Chromium installs some)');
+  const delivered = await openWithFonts((route) => {
+    const url = route.request().url();
+    if (url.startsWith('https://fonts.googleapis.com/')) {
+      return route.fulfill({ status: 200, contentType: 'text/css', body: "@font-face { font-family: 'Lato'; font-style: normal; font-weight: 400; font-display: swap; src: url(https://fonts.gstatic.com/s/lato/v1/lato.ttf) format('truetype'); }" });
+    }
+    return route.fulfill({ status: 200, contentType: 'font/ttf', body: require('node:fs').readFileSync(fontFile) });
+  });
+  await configure(delivered, { publicKey: PUBLIC_KEY, fields: { all: { style: { fontFamily: 'Lato' } } } });
+  assert.deepEqual(await eventually(async () => {
+    const now = await fontOf(delivered);
+    return now.font === 'loaded' && now;
+  }), { font: 'loaded', family: 'Lato, sans-serif', links: 1 });
+});
+
+/** The first TrueType or OpenType file below `dir`. */
+function findFontFile(dir) {
+  const fs = require('node:fs');
+  let entries;
+  try {
+    entries = fs.readdirSync(dir, { withFileTypes: true });
+  } catch (_) {
+    return null;
+  }
+  for (const entry of entries) {
+    const full = path.join(dir, entry.name);
+    if (entry.isDirectory()) {
+      const found = findFontFile(full);
+      if (found) return found;
+    } else if (/\.(ttf|otf)$/i.test(entry.name)) {
+      return full;
+    }
+  }
+  return null;
+}
+
+test('Tab stays native for a service.js of before the tab messages (browsers keep it for a day)', async () => {
+  const page = await open('cvvOnly');
+  const prevented = {};
+  for (const parentVersion of ['4.10.0-rebill.1', '4.10.0-rebill.2']) {
+    const config = { type: 'number', busGroupId: `g-${parentVersion}`, service: { publicKey: PUBLIC_KEY, parentVersion } };
+    await page.evaluate(
+      (src) =>
+        new Promise((resolve) => {
+          const frame = document.createElement('iframe');
+          frame.src = src;
+          frame.onload = resolve;
+          document.body.append(frame);
+        }),
+      `${REBILL}/js/v1/field.html#config=${encodeURIComponent(JSON.stringify(config))}`,
+    );
+    const frame = page.frames().find((f) => f.url().includes(encodeURIComponent(config.busGroupId)));
+    await frame.locator('.field').focus();
+    const seen = frame.evaluate(() => new Promise((resolve) => document.addEventListener('keydown', (e) => resolve(e.defaultPrevented), { once: true })));
+    await frame.locator('.field').press('Tab');
+    prevented[parentVersion] = await seen;
+  }
+  assert.deepEqual(prevented, { '4.10.0-rebill.1': false, '4.10.0-rebill.2': true });
 });

@@ -4,6 +4,7 @@
 // Environment (set by crates/rebill-cli/tests/js_library.rs, which starts `rebill serve`):
 // REBILL_URL, REBILL_PUBLIC_KEY, REBILL_PRIVATE_KEY, REBILL_SCREENSHOTS.
 'use strict';
+const fs = require('node:fs');
 const http = require('node:http');
 const path = require('node:path');
 const { chromium } = require(path.join(__dirname, '../../node_modules/playwright-core'));
@@ -80,10 +81,28 @@ const PAGES = {
   cvvOnly: merchantPage(`<div data-service="cvv"></div>`),
 };
 
-/** Serves PAGES on 127.0.0.1 (another port, so another origin than rebill). */
+/** Scripts the test pages load from the merchant's origin (`/assets/<name>.js`). */
+const ASSETS = path.join(__dirname, 'assets');
+
+/**
+ * Serves PAGES (and the suites' own pages added to it) on 127.0.0.1, another port, so another
+ * origin than rebill; `/assets/*.js` from `test/browser/assets`.
+ */
 function startMerchant() {
   const server = http.createServer((req, res) => {
     const name = req.url.replace(/^\//, '').split('?')[0];
+    const asset = name.match(/^assets\/([\w-]+\.js)$/);
+    if (asset) {
+      fs.readFile(path.join(ASSETS, asset[1]), (err, body) => {
+        if (err) res.writeHead(404).end();
+        else res.writeHead(200, { 'Content-Type': 'application/javascript; charset=utf-8' }).end(body);
+      });
+      return;
+    }
+    if (name === 'favicon.ico') {
+      res.writeHead(204).end();
+      return;
+    }
     const page = PAGES[name];
     if (!page) {
       res.writeHead(404).end();
@@ -164,4 +183,4 @@ async function eventually(probe, ms = 10000) {
   throw new Error(`condition not met within ${ms} ms (last: ${JSON.stringify(last)})`);
 }
 
-module.exports = { REBILL, PUBLIC_KEY, SCREENSHOTS, launch, startMerchant, api, tag, fieldFrame, configure, token, eventually };
+module.exports = { REBILL, PUBLIC_KEY, PRIVATE_KEY, SCREENSHOTS, PAGES, launch, startMerchant, api, tag, fieldFrame, configure, token, eventually };

@@ -159,8 +159,47 @@ test('styles become CSS declarations that cannot break out of their rule', () =>
   assert.equal(core.declarations({ fontColor: 'red} body { display: none' }), 'color: red body  display: none');
   assert.equal(core.declarations({ fontFamily: 'Georgia, serif' }), 'font-family: Georgia, serif');
   assert.equal(core.declarations({ fontFamily: 'inherit' }), 'font-family: inherit');
-  assert.equal(core.fontUrl('Open Sans'), 'https://fonts.googleapis.com/css?family=Open+Sans');
+  assert.equal(core.fontUrl('Open Sans'), 'https://fonts.googleapis.com/css?family=Open+Sans&display=swap');
+  assert.equal(core.fontUrl('"Open Sans", Arial'), 'https://fonts.googleapis.com/css?family=Open+Sans&display=swap');
   assert.equal(core.fontUrl('Helvetica'), '');
+  assert.equal(core.fontUrl('sans-serif'), '');
+});
+
+test('a web font falls back to the next font of its stack', () => {
+  assert.deepEqual(core.fontFamilies('"Open Sans", Segoe UI ,sans-serif'), ['Open Sans', 'Segoe UI', 'sans-serif']);
+  assert.equal(core.webFont('Lato, Arial'), 'Lato');
+  assert.equal(core.webFont('Arial, Lato'), '');
+  assert.equal(core.fontFallback('"Open Sans", Segoe UI, sans-serif'), '"Segoe UI", sans-serif');
+  assert.equal(core.fontFallback('Lato, Arial'), 'Arial');
+  assert.equal(core.fontFallback('Lato'), 'sans-serif', 'nothing left: the generic family');
+  assert.ok(core.FONT_TIMEOUT > 0 && core.FONT_TIMEOUT <= 5000, 'a bound a person waits through');
+  assert.match(core.declarations({ fontFamily: core.fontFallback('Lato, Segoe UI') }), /^font-family: "Segoe UI", sans-serif$/);
+});
+
+test('the individual expiry advances once a part is complete', () => {
+  for (const v of ['01', '09', '10', '12', '2', '9']) assert.equal(core.partComplete('month', v), true, v);
+  for (const v of ['', '0', '1', '13', '00', 'a']) assert.equal(core.partComplete('month', v), false, v);
+  for (const v of ['2031', '31', '29', '99']) assert.equal(core.partComplete('year', v), true, v);
+  for (const v of ['', '2', '20', '203', 'ab']) assert.equal(core.partComplete('year', v), false, `${v}: may still become a four-digit year`);
+  assert.equal(core.partComplete('cvv', '123'), false, 'only month and year advance');
+});
+
+test('bus messages are read from the object and the JSON-string forms', () => {
+  assert.deepEqual(core.readMessage({ event: 'hostedField:ready', body: { type: 'cvv' }, groupId: 'g' }), { event: 'hostedField:ready', body: { type: 'cvv' }, groupId: 'g', string: false });
+  assert.deepEqual(core.readMessage({ event: 'destroy', groupId: 'g' }).body, {}, 'a missing body is empty');
+  assert.deepEqual(core.readMessage(JSON.stringify({ recurly_event: 'hostedField:number:focus!', recurly_message: {} })), { event: 'hostedField:number:focus!', body: {}, groupId: undefined, string: true });
+  assert.deepEqual(core.readMessage(JSON.stringify({ service_event: 'token:done:1', service_message: { err: null } })).body, { err: null });
+  for (const junk of [null, 'x', '[]', '{"recurly_event":5}', { body: {} }, { event: '' }, 42]) assert.equal(core.readMessage(junk), null, JSON.stringify(junk));
+});
+
+test('a field style sits over the defaults of its kind', () => {
+  const card = core.fieldStyle('card', { fontColor: 'red' });
+  assert.equal(card.fontColor, 'red');
+  assert.equal(card.fontFamily, 'Source Sans Pro');
+  assert.deepEqual(card.placeholder.content, { number: 'Card number', expiry: 'MM / YY', cvv: 'CVV' });
+  const number = core.fieldStyle('number', undefined);
+  assert.equal(number.fontFamily, 'Helvetica');
+  assert.equal(number.placeholder.content, '');
 });
 
 test('errors carry code, message, fields and details; server errors override', () => {
@@ -179,4 +218,14 @@ test('errors carry code, message, fields and details; server errors override', (
 
 test('parameters encode nested objects as a[b]', () => {
   assert.equal(core.encodeParams({ key: 'k 1', browser: { user_agent: 'x&y' }, skip: undefined }), 'key=k%201&browser%5Buser_agent%5D=x%26y');
+});
+
+test('a number is complete at its brand\'s longest length, not at a prefix that passes Luhn', () => {
+  assert.equal(core.validate.cardNumber('5555555555554'), true, 'a 13-digit prefix of a Mastercard passes Luhn');
+  assert.equal(core.numberComplete('5555555555554'), false);
+  assert.equal(core.numberComplete('5555555555554444'), true);
+  assert.equal(core.numberComplete('4222222222222'), false, 'visa goes on to 16');
+  assert.equal(core.numberComplete('4111 1111 1111 1111'), true);
+  assert.equal(core.numberComplete('378282246310005'), true, 'American Express ends at 15');
+  assert.equal(core.numberComplete('4111111111111112'), false, 'Luhn fails');
 });
