@@ -170,7 +170,9 @@ impl From<BillingError> for AppError {
         match e {
             BillingError::Store(e) => e.into(),
             BillingError::NothingToInvoice => Self::refused("base", "will_not_invoice", e.to_string()),
-            BillingError::MixedCurrencies(_) | BillingError::Invalid(_) => Self::refused("base", "invalid", e.to_string()),
+            BillingError::MixedCurrencies(_) | BillingError::Invalid(_) => {
+                Self::refused("base", "invalid", e.to_string())
+            }
             e @ BillingError::Invoice(_) => Self::internal(e),
         }
     }

@@ -21,8 +21,8 @@ pub mod billing_info {
 pub mod invoicing {
     pub use rebill_store::invoicing::{
         AccountSnapshot, Adjustment, AdjustmentFilter, AdjustmentKind, AdjustmentState, Check, CollectionMethod,
-        Invoice, InvoiceAmounts, InvoiceFilter, InvoiceState, InvoiceTerms, NewAdjustment, NewTransaction,
-        Transaction, TransactionFailure, TransactionFilter, TransactionResult, TransactionStatus,
+        Invoice, InvoiceAmounts, InvoiceFilter, InvoiceState, InvoiceTerms, NewAdjustment, NewTransaction, Transaction,
+        TransactionFailure, TransactionFilter, TransactionResult, TransactionStatus,
     };
 }
 
