@@ -6,7 +6,6 @@ use rebill_store::accounts::Account;
 use rebill_store::invoicing::{Adjustment, AdjustmentDeletion, AdjustmentFilter, AdjustmentKind, NewAdjustment};
 use rebill_store::{Page, PageRequest, StoreError};
 
-use crate::error::Missing;
 use crate::payment_methods::valid_currency;
 use crate::{Context, Services};
 
@@ -122,14 +121,4 @@ pub async fn list(
     page: &PageRequest,
 ) -> Result<Page<Adjustment>, AdjustmentError> {
     Ok(services.store.list_adjustments(ctx.site.id, filter, page).await?)
-}
-
-impl AdjustmentError {
-    /// What was not found, if that is the error.
-    pub fn missing(&self) -> Option<Missing> {
-        match self {
-            Self::NotFound(uuid) => Some(Missing::adjustment(uuid)),
-            _ => None,
-        }
-    }
 }

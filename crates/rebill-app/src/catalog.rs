@@ -5,7 +5,6 @@
 use rebill_store::plans::{AddOn, AddOnFields, Plan, PlanFields};
 use rebill_store::{Page, PageRequest, StoreError};
 
-use crate::error::Missing;
 use crate::{Context, Services};
 
 /// Why a catalogue operation changed or found nothing.
@@ -33,17 +32,6 @@ impl From<StoreError> for CatalogError {
             StoreError::DuplicatePlan(code) => Self::PlanTaken(code),
             StoreError::DuplicateAddOn(code) => Self::AddOnTaken(code),
             e => Self::Store(e),
-        }
-    }
-}
-
-impl CatalogError {
-    /// What was not found, if that is the error.
-    pub fn missing(&self) -> Option<Missing> {
-        match self {
-            Self::PlanNotFound(code) => Some(Missing::plan(code)),
-            Self::AddOnNotFound(code) => Some(Missing::add_on(code)),
-            _ => None,
         }
     }
 }

@@ -1,4 +1,4 @@
-//! Reading what the site has: accounts with their activity, invoices with their lines and
+//! Reading what the site has (one account is `accounts::find`): accounts with their activity, invoices with their lines and
 //! transactions, subscriptions and transactions, one at a time or a page at a time. List pages
 //! take the store's filters and page requests (plain domain values) and answer its pages.
 
@@ -18,11 +18,6 @@ pub enum ReadError {
     NotFound(#[from] Missing),
     #[error(transparent)]
     Store(#[from] StoreError),
-}
-
-/// The account `code` of the site.
-pub async fn account(services: &Services, ctx: &Context, code: &str) -> Result<Account, ReadError> {
-    services.store.account(ctx.site.id, code).await?.ok_or_else(|| Missing::account(code).into())
 }
 
 /// A page of the site's accounts.
@@ -55,7 +50,7 @@ pub async fn invoices(
 pub async fn invoice(services: &Services, ctx: &Context, number: &str) -> Result<Invoice, ReadError> {
     let missing = || ReadError::NotFound(Missing::invoice(number));
     let n = number.parse::<i64>().map_err(|_| missing())?;
-    services.store.invoice(ctx.site.id, n).await?.ok_or_else(missing)
+    crate::invoicing::find(services, ctx, n).await?.ok_or_else(missing)
 }
 
 /// An invoice's line items and transactions.

@@ -56,7 +56,7 @@ pub(crate) async fn handle(state: &AppState, call: &Call, request: Request) -> R
 }
 
 fn billing_info_not_found(code: &str) -> Response {
-    respond::not_found(&format!("Couldn't find BillingInfo with account_code = {code}"))
+    respond::missing(&rebill_app::error::Missing::billing_info(code))
 }
 
 /// The stored billing info as the API shows it.

@@ -128,7 +128,7 @@ fn invalid_transition(description: &str) -> Response {
 
 /// The account of the path's `{account_code}` (404 when the site has none).
 async fn account(state: &AppState, call: &Call) -> Result<Account, Response> {
-    queries::account(state, &call.context(), &call.params[0])
+    rebill_app::accounts::find(state, &call.context(), &call.params[0])
         .await
         .map_err(|e| respond::app_error(&call.ctx.wire, "account", e.into()))
 }

@@ -44,12 +44,13 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use chrono::{DateTime, Utc};
 use rebill_app::Context;
+use rebill_app::accounts::AccountError;
 use rebill_app::catalog::{self, CatalogError};
 use rebill_app::error::Missing;
 use rebill_app::model::accounts::{Account, AccountFields, AddressFields};
 use rebill_app::model::plans::{IntervalUnit as PlanUnit, Plan};
 use rebill_app::model::subscriptions::{StateFilter as StoreFilter, SubscriptionFilter, SubscriptionRecord};
-use rebill_app::queries::{self, ReadError};
+use rebill_app::queries;
 use rebill_billing::lifecycle::{
     Action, AddOnTerms, LifecycleError, NewSubscription, Refund, StateFilter, Subscription as Engine,
     SubscriptionState as EngineState, SubscriptionTerms, Timeframe as EngineTimeframe, Trial,
@@ -96,10 +97,12 @@ pub(crate) async fn handle(state: &AppState, call: &Call, request: Request) -> R
     let query = request.uri().query().map(str::to_owned);
     match call.id {
         EndpointId::ListSubscriptions => list(state, call, query.as_deref(), None).await,
-        EndpointId::ListAccountSubscriptions => match queries::account(state, &call.context(), &call.params[0]).await {
-            Ok(account) => list(state, call, query.as_deref(), Some(&account)).await,
-            Err(e) => respond::app_error(&call.ctx.wire, "account", e.into()),
-        },
+        EndpointId::ListAccountSubscriptions => {
+            match rebill_app::accounts::find(state, &call.context(), &call.params[0]).await {
+                Ok(account) => list(state, call, query.as_deref(), Some(&account)).await,
+                Err(e) => respond::app_error(&call.ctx.wire, "account", e.into()),
+            }
+        }
         EndpointId::CreateSubscription | EndpointId::CreateAccountSubscription => {
             create(state, call, request, false).await
         }
@@ -548,9 +551,9 @@ async fn create(state: &AppState, call: &Call, request: Request, preview: bool) 
         (None, Some(code)) if !code.trim().is_empty() => code,
         _ => return field_error(ctx, "account.account_code", "blank", "can't be blank"),
     };
-    let existing = match queries::account(state, &call.context(), &code).await {
+    let existing = match rebill_app::accounts::find(state, &call.context(), &code).await {
         Ok(a) => Some(a),
-        Err(ReadError::NotFound(_)) => None,
+        Err(AccountError::NotFound(_)) => None,
         Err(e) => return respond::internal(&e),
     };
     if path_code.is_some() && existing.is_none() {
@@ -699,7 +702,7 @@ fn postpone_date(query: Option<&str>) -> Result<DateTime<Utc>, crate::lists::Inv
     let read = |name: &str| {
         query_param(query, name)
             .map(|text| {
-                crate::parse_instant(&text).and_then(time).ok_or_else(|| crate::lists::InvalidParameter {
+                rebill_app::instant::parse_instant(&text).and_then(time).ok_or_else(|| crate::lists::InvalidParameter {
                     name: name.into(),
                     description: format!("{name} must be an ISO 8601 date or date-time (got `{text}`)."),
                 })
