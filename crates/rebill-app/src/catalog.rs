@@ -82,7 +82,7 @@ pub async fn delete_plan(services: &Services, ctx: &Context, code: &str) -> Resu
         .ok_or_else(|| CatalogError::PlanNotFound(code.to_owned()))
 }
 
-/// The plan `code`, deleted or not, with all its add-ons (for naming what a subscription
+/// The plan `code`, deleted or not, with its live add-ons (for naming what a subscription
 /// holds); `None` when the site never had it.
 pub async fn plan_with_add_ons(
     services: &Services,
@@ -94,7 +94,7 @@ pub async fn plan_with_add_ons(
     Ok(Some((plan, add_ons)))
 }
 
-/// Every add-on of `plan`, deleted ones included.
+/// Every live add-on of `plan`, oldest first (not a page).
 pub async fn all_add_ons(services: &Services, plan: &Plan) -> Result<Vec<AddOn>, CatalogError> {
     Ok(services.store.add_ons(plan.id).await?)
 }
