@@ -6,8 +6,14 @@
 //! a crate's dependencies are its declared ones plus those of the workspace crates it depends
 //! on, followed transitively (normal dependencies; dev-dependencies only count for the
 //! "who may depend on" rules).
+//!
+//! Inside the server, the handlers are adapters over `rebill-app`: a source-level check fails
+//! when a module of `crates/rebill-server/src` other than the protocol layers (`layers.rs`)
+//! and the crate root (`lib.rs`, which builds `AppState` over a store) names `rebill_store` or
+//! reaches the store (`.store`) in its code (comments and string literals do not count).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
@@ -236,4 +242,171 @@ fn a_forbidden_dependency_is_found_through_another_workspace_crate() {
     let deps = normal_dependencies(&crates, "a");
     assert_eq!(deps.get("axum").map(|v| v.join(" -> ")).as_deref(), Some("a -> b -> axum"));
     assert!(!deps.contains_key("x"), "dev-dependencies are not normal dependencies");
+}
+
+/// Modules of the server that may reach the store: the protocol layers (authentication, rate
+/// limits: plumbing, not handlers) and the crate root building `AppState`.
+const SERVER_STORE_MODULES: [&str; 2] = ["layers.rs", "lib.rs"];
+
+/// `source` without its comments and with the contents of its string and character literals
+/// blanked, so that only code is left.
+fn code_only(source: &str) -> String {
+    let chars: Vec<char> = source.chars().collect();
+    let mut out = String::with_capacity(source.len());
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let next = chars.get(i + 1).copied();
+        if c == '/' && next == Some('/') {
+            while i < chars.len() && chars[i] != '\n' {
+                i += 1;
+            }
+        } else if c == '/' && next == Some('*') {
+            let mut depth = 0;
+            while i < chars.len() {
+                if chars[i] == '/' && chars.get(i + 1) == Some(&'*') {
+                    depth += 1;
+                    i += 2;
+                } else if chars[i] == '*' && chars.get(i + 1) == Some(&'/') {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+            out.push(' ');
+        } else if c == 'r' && (next == Some('"') || next == Some('#')) && !ident_char(out.chars().last()) {
+            // A raw string: r"…", r#"…"#, …
+            let hashes = chars[i + 1..].iter().take_while(|&&h| h == '#').count();
+            if chars.get(i + 1 + hashes) != Some(&'"') {
+                out.push(c);
+                i += 1;
+                continue;
+            }
+            i += 2 + hashes;
+            let closing: String = std::iter::once('"').chain(std::iter::repeat_n('#', hashes)).collect();
+            while i < chars.len() && !chars[i..].iter().collect::<String>().starts_with(&closing) {
+                i += 1;
+            }
+            i += closing.chars().count();
+            out.push_str("\"\"");
+        } else if c == '"' {
+            i += 1;
+            while i < chars.len() && chars[i] != '"' {
+                i += if chars[i] == '\\' { 2 } else { 1 };
+            }
+            i += 1;
+            out.push_str("\"\"");
+        } else if c == '\'' {
+            // A character literal ('x', '\n', '\'') or a lifetime ('a).
+            if next == Some('\\') {
+                i += 2;
+                while i < chars.len() && chars[i] != '\'' {
+                    i += 1;
+                }
+                i += 1;
+                out.push_str("' '");
+            } else if chars.get(i + 2) == Some(&'\'') {
+                i += 3;
+                out.push_str("' '");
+            } else {
+                out.push(c);
+                i += 1;
+            }
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    out
+}
+
+fn ident_char(c: Option<char>) -> bool {
+    c.is_some_and(|c| c.is_alphanumeric() || c == '_')
+}
+
+/// What in `source` reaches the store: `rebill_store` named, or a `.store` field or method
+/// (whitespace between the dot and the name included), each with its line.
+fn store_uses(source: &str) -> Vec<(usize, String)> {
+    let code = code_only(source);
+    let mut found = Vec::new();
+    for (n, line) in code.lines().enumerate() {
+        if line.contains("rebill_store") {
+            found.push((n + 1, "names rebill_store".to_owned()));
+        }
+    }
+    let chars: Vec<char> = code.chars().collect();
+    let mut line = 1;
+    for (i, &c) in chars.iter().enumerate() {
+        if c == '\n' {
+            line += 1;
+        }
+        if c != '.' || chars.get(i + 1) == Some(&'.') || (i > 0 && chars[i - 1] == '.') {
+            continue;
+        }
+        let rest: String = chars[i + 1..].iter().skip_while(|c| c.is_whitespace()).take(6).collect();
+        if rest.starts_with("store") && !ident_char(rest.chars().nth(5)) {
+            found.push((line, "reaches .store".to_owned()));
+        }
+    }
+    found
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("read {}: {e}", dir.display())) {
+        let path = entry.expect("directory entry").path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn server_handlers_do_not_reach_the_store() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../crates/rebill-server/src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.sort();
+    assert!(files.len() > 10, "the server's modules are found in {}", src.display());
+    let mut broken = Vec::new();
+    for path in &files {
+        let relative = path.strip_prefix(&src).expect("under src").display().to_string();
+        if SERVER_STORE_MODULES.contains(&relative.as_str()) {
+            continue;
+        }
+        let source = std::fs::read_to_string(path).expect("read a server module");
+        for (line, what) in store_uses(&source) {
+            broken.push(format!("crates/rebill-server/src/{relative}:{line} {what}"));
+        }
+    }
+    for allowed in SERVER_STORE_MODULES {
+        assert!(src.join(allowed).exists(), "the allowed module {allowed} exists");
+    }
+    assert!(
+        broken.is_empty(),
+        "server handlers call rebill-app, never the store (only {} may; see ARCHITECTURE.md):\n- {}",
+        SERVER_STORE_MODULES.join(" and "),
+        broken.join("\n- ")
+    );
+}
+
+#[test]
+fn the_store_check_sees_code_and_skips_comments_and_strings() {
+    let lines = |source: &str| store_uses(source).into_iter().map(|(line, _)| line).collect::<Vec<_>>();
+    assert_eq!(lines("use rebill_store::Site;"), [1]);
+    assert_eq!(lines("fn f() {\n    state.store.plan(1).await\n}"), [2]);
+    assert_eq!(lines("let s = &state.store;"), [1]);
+    assert_eq!(lines("services\n    .store\n    .account(1)"), [2]);
+    assert_eq!(lines("let x = state.services.store.sites();"), [1]);
+    // Not code, or not the store.
+    assert!(lines("// state.store.plan() and rebill_store\n/* rebill_store */ let a = 1;").is_empty());
+    assert!(lines("/// Reads `rebill_store::Site`.\nfn f() {}").is_empty());
+    assert!(lines("let s = \"state.store.x rebill_store\"; let r = r#\"a.store\"#;").is_empty());
+    assert!(lines("let q = '\"'; let t = state.store_name; let u = x.stored; let v = 0..store;").is_empty());
+    assert!(lines("fn f<'a>(x: &'a str) {}").is_empty());
 }

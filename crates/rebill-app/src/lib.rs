@@ -14,17 +14,32 @@
 //! | [`clock`] | moving a sandbox site's clock on |
 //! | [`jobs`] | job outcomes and their recording |
 //! | [`transactions`] | one-off charges of an account |
+//! | [`catalog`] | plans and add-ons: create, update, delete, get, list |
+//! | [`adjustments`] | an account's pending one-off charges and credits: create, delete, get, list |
+//! | [`queries`] | reading accounts (with their activity), invoices (with their lines and transactions), subscriptions and transactions, one or a page at a time |
+//! | [`tokens`] | the client-side library's tokens: the site of a public key, a card or bank account sealed into a token, purging expired ones, the vault's key file |
+//! | [`sites`] | authenticating a private key outside the API's layers (sandbox clock); the demo page's sandbox site and key |
+//! | [`instant`] | ISO 8601 dates and date-times as epoch seconds |
+//! | [`error`] | [`AppError`](error::AppError), the umbrella every use case's error converts into |
+//! | [`model`] | the domain values the use cases take and answer, for adapters |
 
 pub mod accounts;
+pub mod adjustments;
+pub mod catalog;
 pub mod clock;
 pub mod context;
 pub mod error;
+pub mod instant;
 pub mod invoicing;
 pub mod jobs;
+pub mod model;
 pub mod payment_methods;
+pub mod queries;
 pub mod renewals;
 pub mod scheduler;
+pub mod sites;
 pub mod subscriptions;
+pub mod tokens;
 pub mod transactions;
 
 use std::sync::Arc;

@@ -362,7 +362,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .map(|url| rebill_mail::MailConfig::new(&url, Some(&mail_from)))
                 .transpose()
                 .context("--smtp-url / --mail-from")?;
-            let vault = rebill_server::tokens::open_vault(vault_key_file.as_deref(), &cli.database)?;
+            let vault = rebill_app::tokens::open_vault(vault_key_file.as_deref(), &cli.database)?;
             let sites = store.sites().await?;
             if sites.is_empty() {
                 let new = NewSite {
@@ -413,7 +413,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 move || mail_clock.now(),
                 rebill_mail::DEFAULT_INTERVAL,
             ));
-            let purger = tokio::spawn(rebill_server::tokens::purge_expired(
+            let purger = tokio::spawn(rebill_app::tokens::purge_expired(
                 store.clone(),
                 clock.clone(),
                 std::time::Duration::from_secs(token_purge_interval),
@@ -517,12 +517,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 ClockCommand::Set { site, time, vault_key_file, json } => {
                     let site = store.site(&site).await?;
-                    let target = rebill_server::parse_instant(&time)
+                    let target = rebill_app::instant::parse_instant(&time)
                         .with_context(|| format!("`{time}` is not an ISO 8601 date or date-time"))?;
                     (site, target, vault_key_file, json)
                 }
             };
-            let vault = rebill_server::tokens::open_vault(vault_key_file.as_deref(), &cli.database)?;
+            let vault = rebill_app::tokens::open_vault(vault_key_file.as_deref(), &cli.database)?;
             let services = rebill_app::Services::new(store, clock.clone()).with_vault(vault);
             let moved = rebill_app::clock::move_clock(&services, &site, target).await?;
             let (site, ran) = (moved.site, moved.jobs_run);

@@ -19,17 +19,18 @@
 use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use rebill_app::error::AppError;
+use rebill_app::model::accounts::{
+    Account as Stored, AccountActivity, AccountFields, AccountFilter, AccountState as StoredState, AddressFields,
+};
+use rebill_app::queries;
 use rebill_models::api::EndpointId;
 use rebill_models::validate::Operation;
 use rebill_models::{Account, AccountBalance, AccountState, Address};
-use rebill_store::StoreError;
-use rebill_store::accounts::{
-    Account as Stored, AccountActivity, AccountFields, AccountFilter, AccountState as StoredState, AddressFields,
-};
 use rebill_xml::{Money, WireContext};
 
 use crate::lists::{ListQuery, invalid_choice};
-use crate::request::{Call, account_not_found, billing_request, decode, href, validated};
+use crate::request::{Call, billing_request, decode, href, validated};
 use crate::respond::{field_error, time, with_location};
 use crate::views::refusal_response;
 use crate::{AppState, respond};
@@ -125,8 +126,8 @@ fn fields(account: &Account) -> AccountFields {
 }
 
 /// The accounts as the API shows them (their activity is computed for all of them at once).
-async fn views(state: &AppState, accounts: &[Stored]) -> Result<Vec<Account>, StoreError> {
-    let activity = state.store.account_activity(accounts).await?;
+async fn views(state: &AppState, accounts: &[Stored]) -> Result<Vec<Account>, AppError> {
+    let activity = queries::account_activity(state, accounts).await?;
     Ok(accounts.iter().enumerate().map(|(i, a)| view(a, activity.get(i).copied().unwrap_or_default())).collect())
 }
 
@@ -173,7 +174,7 @@ pub(crate) async fn list(state: &AppState, call: &Call, query: Option<&str>) -> 
             None => return invalid_choice("state", &STATE_FILTER, value).response(),
         },
     };
-    let page = match state.store.list_accounts(call.ctx.site.id, &filter, &query.page()).await {
+    let page = match queries::accounts(state, &call.context(), &filter, &query.page()).await {
         Ok(page) => page,
         Err(e) => return respond::internal(&e),
     };
@@ -191,12 +192,11 @@ pub(crate) async fn list(state: &AppState, call: &Call, query: Option<&str>) -> 
 }
 
 /// The answer to a refused account operation.
-fn account_error(ctx: &WireContext, error: &AccountError) -> Response {
+fn account_error(ctx: &WireContext, error: AccountError) -> Response {
     match error {
-        AccountError::NotFound(code) => account_not_found(code),
-        AccountError::Taken => field_error(ctx, "account.account_code", "taken", "has already been taken"),
-        AccountError::BillingInfo(refusal) => refusal_response(ctx, refusal),
-        AccountError::Store(e) => respond::internal(e),
+        // A decline has its document, with the declined verification.
+        AccountError::BillingInfo(refusal) => refusal_response(ctx, &refusal),
+        other => respond::app_error(ctx, "account", other.into()),
     }
 }
 
@@ -215,7 +215,7 @@ pub(crate) async fn create(state: &AppState, call: &Call, request: Request) -> R
     let created = match accounts::create(state, &call.context(), &code, &fields(&account), billing_info.as_ref()).await
     {
         Ok(created) => created,
-        Err(e) => return account_error(ctx, &e),
+        Err(e) => return account_error(ctx, e),
     };
     let response = respond_account(state, &created, StatusCode::CREATED, ctx).await;
     if response.status() != StatusCode::CREATED {
@@ -228,7 +228,7 @@ pub(crate) async fn create(state: &AppState, call: &Call, request: Request) -> R
 pub(crate) async fn get(state: &AppState, call: &Call) -> Response {
     match accounts::find(state, &call.context(), &call.params[0]).await {
         Ok(a) => respond_account(state, &a, StatusCode::OK, &call.ctx.wire).await,
-        Err(e) => account_error(&call.ctx.wire, &e),
+        Err(e) => account_error(&call.ctx.wire, e),
     }
 }
 
@@ -246,7 +246,7 @@ pub(crate) async fn update(state: &AppState, call: &Call, request: Request) -> R
     let billing_info = account.billing_info.as_deref().map(billing_request);
     match accounts::update(state, &call.context(), code, &fields(&account), billing_info.as_ref()).await {
         Ok(a) => respond_account(state, &a, StatusCode::OK, ctx).await,
-        Err(e) => account_error(ctx, &e),
+        Err(e) => account_error(ctx, e),
     }
 }
 
@@ -255,7 +255,7 @@ pub(crate) async fn update(state: &AppState, call: &Call, request: Request) -> R
 pub(crate) async fn balance(state: &AppState, call: &Call) -> Response {
     let (account, balance) = match accounts::balance(state, &call.context(), &call.params[0]).await {
         Ok(found) => found,
-        Err(e) => return account_error(&call.ctx.wire, &e),
+        Err(e) => return account_error(&call.ctx.wire, e),
     };
     let view = AccountBalance {
         account_code: Some(account.account_code.clone()),
@@ -270,7 +270,7 @@ pub(crate) async fn balance(state: &AppState, call: &Call) -> Response {
 pub(crate) async fn close(state: &AppState, call: &Call) -> Response {
     match accounts::close(state, &call.context(), &call.params[0]).await {
         Ok(_) => StatusCode::NO_CONTENT.into_response(),
-        Err(e) => account_error(&call.ctx.wire, &e),
+        Err(e) => account_error(&call.ctx.wire, e),
     }
 }
 
@@ -278,7 +278,7 @@ pub(crate) async fn close(state: &AppState, call: &Call) -> Response {
 pub(crate) async fn reopen(state: &AppState, call: &Call) -> Response {
     match accounts::reopen(state, &call.context(), &call.params[0]).await {
         Ok(a) => respond_account(state, &a, StatusCode::OK, &call.ctx.wire).await,
-        Err(e) => account_error(&call.ctx.wire, &e),
+        Err(e) => account_error(&call.ctx.wire, e),
     }
 }
 

@@ -28,11 +28,11 @@
 use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use rebill_app::model::billing_info::{BillingFields, BillingInfo as Stored, PaymentKind};
 use rebill_billing::card::Brand;
 use rebill_models::api::EndpointId;
 use rebill_models::validate::Operation;
 use rebill_models::{BankAccountType, BillingInfo, BillingInfoType};
-use rebill_store::billing_info::{BillingFields, BillingInfo as Stored, PaymentKind};
 
 use crate::request::{Call, account_not_found, billing_request, decode, href, validated};
 use crate::respond::time;
@@ -56,7 +56,7 @@ pub(crate) async fn handle(state: &AppState, call: &Call, request: Request) -> R
 }
 
 fn billing_info_not_found(code: &str) -> Response {
-    respond::not_found(&format!("Couldn't find BillingInfo with account_code = {code}"))
+    respond::missing(&rebill_app::error::Missing::billing_info(code))
 }
 
 /// The stored billing info as the API shows it.

@@ -17,7 +17,9 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use rebill_store::{Mode, Site};
+use rebill_app::model::Site;
+use rebill_app::sites::{self, SiteError};
+use rebill_app::tokens::new_id;
 use rebill_xml::{ApiVersion, Features, WireContext};
 use serde_json::json;
 
@@ -56,10 +58,11 @@ fn text(status: StatusCode, message: &str) -> Response {
 
 /// The first sandbox site, or the answer saying there is none.
 async fn sandbox_site(state: &AppState) -> Result<Site, Response> {
-    match state.store.sites().await {
-        Ok(sites) => sites.into_iter().find(|s| s.mode == Mode::Sandbox).ok_or_else(|| {
-            text(StatusCode::NOT_FOUND, "The demo needs a sandbox site (rebill site create --name NAME).")
-        }),
+    match sites::first_sandbox(&state.services).await {
+        Ok(site) => Ok(site),
+        Err(SiteError::NoSandboxSite) => {
+            Err(text(StatusCode::NOT_FOUND, "The demo needs a sandbox site (rebill site create --name NAME)."))
+        }
         Err(e) => {
             tracing::error!(cause = %e, "demo: listing sites");
             Err(text(StatusCode::INTERNAL_SERVER_ERROR, "The sites could not be read."))
@@ -107,8 +110,8 @@ fn escape(value: &str) -> String {
 /// One API call inside rebill as `site` (version 2.11): (status, body).
 async fn call(state: &AppState, site: &Site, base: &str, method: Method, path: &str, body: String) -> (u16, String) {
     let now = state.clock.now();
-    let key = match state.store.keys(site).await {
-        Ok(keys) => keys.into_iter().find(|k| k.active_at(now) && !k.read_only),
+    let key = match sites::writing_key(&state.services, site).await {
+        Ok(key) => key,
         Err(e) => {
             tracing::error!(cause = %e, "demo: listing keys");
             None
@@ -161,7 +164,7 @@ async fn subscribe(State(state): State<AppState>, request: Request) -> Response 
     };
     let form: std::collections::HashMap<String, String> = form_urlencoded::parse(&bytes).into_owned().collect();
     let get = |name: &str| escape(form.get(name).map(|v| v.trim()).unwrap_or_default());
-    let account_code = format!("demo-{}", rebill_store::tokens::generate_token_id().to_ascii_lowercase());
+    let account_code = format!("demo-{}", new_id().to_ascii_lowercase());
     let subscription = format!(
         "<subscription><plan_code>{}</plan_code><currency>{}</currency>\
          <account><account_code>{account_code}</account_code><email>{}</email>\

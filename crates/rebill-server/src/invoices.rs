@@ -40,6 +40,14 @@
 use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use rebill_app::adjustments::{self, AdjustmentError, NewCharge};
+use rebill_app::error::AppError;
+use rebill_app::model::accounts::{Account, AccountFields};
+use rebill_app::model::invoicing::{
+    Adjustment, AdjustmentFilter, AdjustmentKind, AdjustmentState, CollectionMethod, Invoice, InvoiceAmounts,
+    InvoiceFilter, InvoiceState, InvoiceTerms, NewAdjustment, Transaction, TransactionFilter, TransactionStatus,
+};
+use rebill_app::queries;
 use rebill_models::api::EndpointId;
 use rebill_models::endpoint::Body;
 use rebill_models::validate::{Operation, Rejection, refusals, validate};
@@ -48,15 +56,9 @@ use rebill_models::{
     CollectionMethod as ViewCollectionMethod, Invoice as InvoiceView, InvoiceCollection,
     InvoiceOrigin as ViewInvoiceOrigin, InvoiceState as ViewInvoiceState, InvoiceType, Transaction as TransactionView,
 };
-use rebill_store::StoreError;
-use rebill_store::accounts::{Account, AccountFields};
-use rebill_store::invoicing::{
-    Adjustment, AdjustmentDeletion, AdjustmentFilter, AdjustmentKind, AdjustmentState, CollectionMethod, Invoice,
-    InvoiceFilter, InvoiceState, InvoiceTerms, NewAdjustment, Transaction, TransactionFilter, TransactionStatus,
-};
 
 use crate::lists::{ListQuery, invalid_choice};
-use crate::request::{Call, account_not_found, billing_request, decode_optional, href};
+use crate::request::{Call, billing_request, decode_optional, href};
 use crate::respond::{field_error, time, with_location};
 use crate::views::{self, DeclineFields};
 use crate::{AppState, respond};
@@ -120,22 +122,15 @@ pub(crate) async fn handle(state: &AppState, call: &Call, request: Request) -> R
 // ---------------------------------------------------------------------------------------------
 // Helpers
 
-fn invoice_not_found(number: &str) -> Response {
-    respond::not_found(&format!("Couldn't find Invoice with invoice_number = {number}"))
-}
-
 fn invalid_transition(description: &str) -> Response {
     respond::error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_transition", description)
 }
 
 /// The account of the path's `{account_code}` (404 when the site has none).
 async fn account(state: &AppState, call: &Call) -> Result<Account, Response> {
-    let code = &call.params[0];
-    match state.store.account(call.ctx.site.id, code).await {
-        Ok(Some(a)) => Ok(a),
-        Ok(None) => Err(account_not_found(code)),
-        Err(e) => Err(respond::internal(&e)),
-    }
+    rebill_app::accounts::find(state, &call.context(), &call.params[0])
+        .await
+        .map_err(|e| respond::app_error(&call.ctx.wire, "account", e.into()))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -244,7 +239,7 @@ fn base_view(
     currency: &str,
     state: InvoiceState,
     origin: &str,
-    a: &rebill_store::invoicing::InvoiceAmounts,
+    a: &InvoiceAmounts,
     terms: &InvoiceTerms,
     due_on: Option<i64>,
 ) -> InvoiceView {
@@ -277,10 +272,9 @@ fn base_view(
 }
 
 /// The invoice with its lines and transactions loaded.
-async fn full_view(state: &AppState, invoice: &Invoice) -> Result<InvoiceView, StoreError> {
-    let lines = state.store.invoice_lines(invoice.id).await?;
-    let transactions = state.store.invoice_transactions(invoice.id).await?;
-    Ok(invoice_view(invoice, &lines, &transactions))
+async fn full_view(state: &AppState, invoice: &Invoice) -> Result<InvoiceView, AppError> {
+    let details = queries::invoice_details(state, invoice).await?;
+    Ok(invoice_view(invoice, &details.lines, &details.transactions))
 }
 
 /// An invoice answer: the invoice, or from the version where the endpoint answers an
@@ -326,7 +320,7 @@ async fn list_invoices(state: &AppState, call: &Call, query: Option<&str>, accou
             None => return invalid_choice("state", &INVOICE_STATES, value).response(),
         }
     }
-    let page = match state.store.list_invoices(call.ctx.site.id, &filter, &query.page()).await {
+    let page = match queries::invoices(state, &call.context(), &filter, &query.page()).await {
         Ok(page) => page,
         Err(e) => return respond::internal(&e),
     };
@@ -346,13 +340,9 @@ async fn list_invoices(state: &AppState, call: &Call, query: Option<&str>, accou
 
 /// The invoice of the path's `{invoice_number}`.
 async fn path_invoice(state: &AppState, call: &Call) -> Result<Invoice, Response> {
-    let number = &call.params[0];
-    let Ok(n) = number.parse::<i64>() else { return Err(invoice_not_found(number)) };
-    match invoicing::find(state, &call.context(), n).await {
-        Ok(Some(invoice)) => Ok(invoice),
-        Ok(None) => Err(invoice_not_found(number)),
-        Err(e) => Err(respond::internal(&e)),
-    }
+    queries::invoice(state, &call.context(), &call.params[0])
+        .await
+        .map_err(|e| respond::app_error(&call.ctx.wire, "invoice", e.into()))
 }
 
 async fn get_invoice(state: &AppState, call: &Call) -> Response {
@@ -410,7 +400,7 @@ async fn create_invoice(state: &AppState, call: &Call, request: Request, preview
                 view.created_at = time(now);
                 invoice_response(call, StatusCode::OK, view)
             }
-            Err(e) => billing_error(&e),
+            Err(e) => billing_error(e),
         };
     }
     match invoicing::invoice_pending(state, &call.context(), &account, terms).await {
@@ -419,23 +409,24 @@ async fn create_invoice(state: &AppState, call: &Call, request: Request, preview
             let location = EndpointId::GetInvoice.endpoint().render(&[&invoiced.invoice.invoice_number.to_string()]);
             with_location(invoice_response(call, StatusCode::CREATED, view), ctx, &location)
         }
-        Err(e) => billing_error(&e),
+        Err(e) => billing_error(e),
     }
 }
 
-fn billing_error(e: &BillingError) -> Response {
-    match e {
-        BillingError::NothingToInvoice => {
-            respond::api_error(StatusCode::UNPROCESSABLE_ENTITY, &refusals::will_not_invoice())
-        }
-        BillingError::Store(StoreError::Conflict(_)) => respond::api_error(
+fn billing_error(e: BillingError) -> Response {
+    if let BillingError::NothingToInvoice = e {
+        return respond::api_error(StatusCode::UNPROCESSABLE_ENTITY, &refusals::will_not_invoice());
+    }
+    match AppError::from(e) {
+        // Another request took the pending adjustments meanwhile.
+        AppError::Conflict(_) => respond::api_error(
             StatusCode::UNPROCESSABLE_ENTITY,
             &rebill_models::validate::single_error(
                 "simultaneous_request",
                 "The pending charges are being invoiced by another request; retry shortly.",
             ),
         ),
-        other => respond::internal(other),
+        other => respond::internal(&other),
     }
 }
 
@@ -502,7 +493,7 @@ async fn list_adjustments(state: &AppState, call: &Call, query: Option<&str>) ->
             None => return invalid_choice("type", &ADJUSTMENT_TYPES, value).response(),
         }
     }
-    let page = match state.store.list_adjustments(call.ctx.site.id, &filter, &query.page()).await {
+    let page = match adjustments::list(state, &call.context(), &filter, &query.page()).await {
         Ok(page) => page,
         Err(e) => return respond::internal(&e),
     };
@@ -540,76 +531,62 @@ async fn create_adjustment(state: &AppState, call: &Call, request: Request) -> R
     let Some(unit) = body.unit_amount_in_cents else {
         return field_error(ctx, "adjustment.unit_amount_in_cents", "blank", "can't be blank");
     };
-    let Some(currency) = body.currency.as_deref().map(str::to_ascii_uppercase) else {
+    let Some(currency) = body.currency.clone() else {
         return field_error(ctx, "adjustment.currency", "blank", "can't be blank");
     };
-    if !valid_currency(&currency) {
-        return field_error(ctx, "adjustment.currency", "invalid", "is not a 3-letter ISO 4217 currency code");
-    }
-    let quantity = body.quantity.unwrap_or(1);
-    if !(1..=1_000_000).contains(&quantity) {
-        return field_error(ctx, "adjustment.quantity", "greater_than", "must be greater than 0");
-    }
-    let Some(total) = unit.checked_mul(quantity).filter(|t| t.unsigned_abs() <= 1_000_000_000_000) else {
-        return field_error(ctx, "adjustment.unit_amount_in_cents", "less_than", "is too large");
-    };
-    let credit = unit < 0;
-    let now = call.ctx.now;
-    let new = NewAdjustment {
-        account_id: account.id,
-        subscription_uuid: None,
-        kind: if credit { AdjustmentKind::Credit } else { AdjustmentKind::Charge },
-        origin: if credit { "credit" } else { "debit" }.to_owned(),
+    let charge = NewCharge {
+        unit_amount_in_cents: unit,
+        quantity: body.quantity,
+        currency,
         description: body.description.clone(),
         accounting_code: body.accounting_code.clone(),
         product_code: body.product_code.clone(),
-        currency,
-        unit_amount: unit,
-        quantity,
-        discount: 0,
-        tax: 0,
-        total,
         tax_exempt: body.tax_exempt,
         tax_code: body.tax_code.clone(),
         credit_reason_code: body.credit_reason_code.clone(),
-        start_date: Some(body.start_date.map_or(now, |t| t.timestamp())),
+        start_date: body.start_date.map(|t| t.timestamp()),
         end_date: body.end_date.map(|t| t.timestamp()),
-        engine: None,
     };
-    match state.store.create_adjustment(call.ctx.site.id, &new, now).await {
+    match adjustments::create(state, &call.context(), &account, &charge).await {
         Ok(created) => {
             let view = adjustment_view(&created.line, Some(&created), &created.account_code);
             let location = EndpointId::GetAdjustment.endpoint().render(&[&created.uuid]);
             with_location(respond::resource(StatusCode::CREATED, &view, ctx), ctx, &location)
         }
-        Err(e) => respond::internal(&e),
+        Err(e) => adjustment_error(ctx, e),
     }
 }
 
-fn adjustment_not_found(uuid: &str) -> Response {
-    respond::not_found(&format!("Couldn't find Adjustment with uuid = {uuid}"))
+/// The answer to a refused adjustment operation.
+fn adjustment_error(ctx: &rebill_xml::WireContext, error: AdjustmentError) -> Response {
+    match error {
+        AdjustmentError::InvalidCurrency => {
+            field_error(ctx, "adjustment.currency", "invalid", "is not a 3-letter ISO 4217 currency code")
+        }
+        AdjustmentError::InvalidQuantity => {
+            field_error(ctx, "adjustment.quantity", "greater_than", "must be greater than 0")
+        }
+        AdjustmentError::TooLarge => field_error(ctx, "adjustment.unit_amount_in_cents", "less_than", "is too large"),
+        AdjustmentError::Invoiced => {
+            invalid_transition("Only a pending adjustment can be deleted; this one is invoiced.")
+        }
+        other => respond::app_error(ctx, "adjustment", other.into()),
+    }
 }
 
 async fn get_adjustment(state: &AppState, call: &Call) -> Response {
-    let uuid = &call.params[0];
-    match state.store.adjustment(call.ctx.site.id, uuid).await {
-        Ok(Some(a)) => {
+    match adjustments::find(state, &call.context(), &call.params[0]).await {
+        Ok(a) => {
             respond::resource(StatusCode::OK, &adjustment_view(&a.line, Some(&a), &a.account_code), &call.ctx.wire)
         }
-        Ok(None) => adjustment_not_found(uuid),
-        Err(e) => respond::internal(&e),
+        Err(e) => adjustment_error(&call.ctx.wire, e),
     }
 }
 
 async fn delete_adjustment(state: &AppState, call: &Call) -> Response {
-    let uuid = &call.params[0];
-    match state.store.delete_adjustment(call.ctx.site.id, uuid).await {
-        Ok(AdjustmentDeletion::Deleted) => StatusCode::NO_CONTENT.into_response(),
-        Ok(AdjustmentDeletion::Invoiced) => {
-            invalid_transition("Only a pending adjustment can be deleted; this one is invoiced.")
-        }
-        Ok(AdjustmentDeletion::NotFound) => adjustment_not_found(uuid),
-        Err(e) => respond::internal(&e),
+    match adjustments::delete(state, &call.context(), &call.params[0]).await {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(e) => adjustment_error(&call.ctx.wire, e),
     }
 }
 
@@ -639,7 +616,7 @@ async fn list_transactions(state: &AppState, call: &Call, query: Option<&str>, a
         }
         filter.actions = vec![value.to_owned()];
     }
-    let page = match state.store.list_transactions(call.ctx.site.id, &filter, &query.page()).await {
+    let page = match queries::transactions(state, &call.context(), &filter, &query.page()).await {
         Ok(page) => page,
         Err(e) => return respond::internal(&e),
     };
@@ -651,11 +628,9 @@ async fn list_transactions(state: &AppState, call: &Call, query: Option<&str>, a
 }
 
 async fn get_transaction(state: &AppState, call: &Call) -> Response {
-    let uuid = &call.params[0];
-    match state.store.transaction(call.ctx.site.id, uuid).await {
-        Ok(Some(t)) => respond::resource(StatusCode::OK, &views::transaction_view(&t), &call.ctx.wire),
-        Ok(None) => respond::not_found(&format!("Couldn't find Transaction with uuid = {uuid}")),
-        Err(e) => respond::internal(&e),
+    match queries::transaction(state, &call.context(), &call.params[0]).await {
+        Ok(t) => respond::resource(StatusCode::OK, &views::transaction_view(&t), &call.ctx.wire),
+        Err(e) => respond::app_error(&call.ctx.wire, "transaction", e.into()),
     }
 }
 
@@ -719,7 +694,7 @@ async fn create_transaction(state: &AppState, call: &Call, request: Request) -> 
             );
         }
         Err(ChargeError::PaymentMethod(e)) => return views::payment_method_error(ctx, &e),
-        Err(ChargeError::Billing(e)) => return billing_error(&e),
+        Err(ChargeError::Billing(e)) => return billing_error(e),
         Err(e) => return respond::internal(&e),
     };
     if transaction.status() != TransactionStatus::Success {

@@ -30,7 +30,8 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::middleware::{from_fn, from_fn_with_state};
-use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
+use chrono::{DateTime, SecondsFormat, Utc};
+use rebill_app::instant::parse_instant;
 use rebill_store::{ApiKey, Site, Store};
 use rebill_xml::{ApiVersion, WireContext};
 
@@ -79,25 +80,6 @@ impl Deprecation {
             .map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true))
             .unwrap_or_default()
     }
-}
-
-/// An ISO 8601 date-time (any offset, converted to UTC; without an offset it is UTC) or date
-/// (midnight UTC), as epoch seconds. A space in the offset's place (`2027-01-10T00:00:00 02:00`)
-/// is read as `+`: clients that put a date-time into a query unescaped send `+` there, and a
-/// query's `+` decodes to a space.
-pub fn parse_instant(text: &str) -> Option<i64> {
-    let unescaped = match text.len().checked_sub(6).and_then(|at| text.split_at_checked(at)) {
-        Some((head, offset)) if head.contains('T') && offset.starts_with(' ') => format!("{head}+{}", &offset[1..]),
-        _ => text.to_owned(),
-    };
-    if let Ok(t) = DateTime::parse_from_rfc3339(&unescaped) {
-        return Some(t.with_timezone(&Utc).timestamp());
-    }
-    if let Ok(t) = chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S%.f") {
-        return Some(t.and_utc().timestamp());
-    }
-    let date = NaiveDate::parse_from_str(text, "%Y-%m-%d").ok()?;
-    Some(date.and_hms_opt(0, 0, 0)?.and_utc().timestamp())
 }
 
 /// Default deadline for reading a whole request body (408 after it).

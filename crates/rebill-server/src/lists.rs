@@ -27,10 +27,11 @@
 
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::Response;
-use rebill_store::{Order, PageRequest, Position, Sort};
+use rebill_app::model::{Order, PageRequest, Position, Sort};
 use rebill_xml::{Mode, WireContext, XmlResource};
 
-use crate::{parse_instant, respond};
+use crate::respond;
+use rebill_app::instant::parse_instant;
 
 /// Records per page when `per_page` is absent.
 pub(crate) const DEFAULT_PER_PAGE: u32 = 50;

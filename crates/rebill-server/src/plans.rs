@@ -26,14 +26,14 @@
 use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use rebill_models::api::EndpointId;
-use rebill_models::validate::{Operation, Rejection, Validate, Validation};
-use rebill_models::{AddOn, AddOnType, IntervalUnit, Plan, RevenueScheduleType, UsageType};
-use rebill_store::StoreError;
-use rebill_store::plans::{
+use rebill_app::catalog::{self, CatalogError};
+use rebill_app::model::plans::{
     AddOn as StoredAddOn, AddOnFields, AddOnType as StoredAddOnType, Amounts, IntervalUnit as StoredUnit, Percentage,
     Plan as StoredPlan, PlanFields, RevenueScheduleType as StoredSchedule, UsageType as StoredUsageType,
 };
+use rebill_models::api::EndpointId;
+use rebill_models::validate::{Operation, Rejection, Validate, Validation};
+use rebill_models::{AddOn, AddOnType, IntervalUnit, Plan, RevenueScheduleType, UsageType};
 use rebill_xml::{Href, Money, WireContext, XmlResource};
 
 use crate::lists::ListQuery;
@@ -259,14 +259,6 @@ fn add_on_fields(add_on: &AddOn) -> AddOnFields {
     }
 }
 
-fn plan_not_found(code: &str) -> Response {
-    respond::not_found(&format!("Couldn't find Plan with plan_code = {code}"))
-}
-
-fn add_on_not_found(code: &str) -> Response {
-    respond::not_found(&format!("Couldn't find AddOn with add_on_code = {code}"))
-}
-
 /// 201 with the document and `Location` (the absolute URL of `path`).
 fn created<T: XmlResource>(value: &T, path: &str, ctx: &WireContext) -> Response {
     with_location(respond::resource(StatusCode::CREATED, value, ctx), ctx, path)
@@ -442,22 +434,19 @@ async fn add_on_request(
 
 /// The site's live plan of the path's first parameter, or the response to give instead.
 async fn live_plan(state: &AppState, call: &Call) -> Result<StoredPlan, Response> {
-    let code = &call.params[0];
-    match state.store.plan(call.ctx.site.id, code).await {
-        Ok(Some(plan)) if !plan.is_deleted() => Ok(plan),
-        Ok(_) => Err(plan_not_found(code)),
-        Err(e) => Err(respond::internal(&e)),
-    }
+    catalog::plan(state, &call.context(), &call.params[0]).await.map_err(|e| catalog_error(&call.ctx.wire, e))
 }
 
 /// The live add-on of the path's second parameter on `plan`, or the response to give instead.
 async fn live_add_on(state: &AppState, call: &Call, plan: &StoredPlan) -> Result<StoredAddOn, Response> {
-    let code = &call.params[1];
-    match state.store.add_on(plan.id, code).await {
-        Ok(Some(add_on)) if !add_on.is_deleted() => Ok(add_on),
-        Ok(_) => Err(add_on_not_found(code)),
-        Err(e) => Err(respond::internal(&e)),
-    }
+    catalog::add_on(state, plan, &call.params[1]).await.map_err(|e| catalog_error(&call.ctx.wire, e))
+}
+
+/// The answer to a refused catalogue operation: 404 naming the plan or add-on, 422 on the
+/// `plan_code` or `add_on_code` of the request document for a code that is taken.
+fn catalog_error(ctx: &WireContext, error: CatalogError) -> Response {
+    let root = if matches!(error, CatalogError::AddOnTaken(_)) { "add_on" } else { "plan" };
+    respond::app_error(ctx, root, error.into())
 }
 
 /// `GET /v2/plans` (and HEAD: the count): the site's plans, deleted ones left out.
@@ -466,7 +455,7 @@ pub(crate) async fn list(state: &AppState, call: &Call, query: Option<&str>) -> 
         Ok(q) => q,
         Err(e) => return e.response(),
     };
-    let page = match state.store.list_plans(call.ctx.site.id, &query.page()).await {
+    let page = match catalog::plans(state, &call.context(), &query.page()).await {
         Ok(page) => page,
         Err(e) => return respond::internal(&e),
     };
@@ -484,10 +473,9 @@ pub(crate) async fn create(state: &AppState, call: &Call, request: Request) -> R
         Err(response) => return response,
     };
     let code = plan.plan_code.clone().unwrap_or_default();
-    match state.store.create_plan(call.ctx.site.id, &code, &plan_fields(&plan), call.ctx.now).await {
+    match catalog::create_plan(state, &call.context(), &code, &plan_fields(&plan)).await {
         Ok(p) => created(&view(&p), &EndpointId::GetPlan.endpoint().render(&[&code]), ctx),
-        Err(StoreError::DuplicatePlan(_)) => field_error(ctx, "plan.plan_code", "taken", "has already been taken"),
-        Err(e) => respond::internal(&e),
+        Err(e) => catalog_error(ctx, e),
     }
 }
 
@@ -510,20 +498,17 @@ pub(crate) async fn update(state: &AppState, call: &Call, request: Request) -> R
     if plan.plan_code.as_ref().is_some_and(|c| c != code) {
         return field_error(ctx, "plan.plan_code", "invalid", "can't be changed");
     }
-    match state.store.update_plan(call.ctx.site.id, code, &plan_fields(&plan), call.ctx.now).await {
-        Ok(Some(p)) => respond::resource(StatusCode::OK, &view(&p), ctx),
-        Ok(None) => plan_not_found(code),
-        Err(e) => respond::internal(&e),
+    match catalog::update_plan(state, &call.context(), code, &plan_fields(&plan)).await {
+        Ok(p) => respond::resource(StatusCode::OK, &view(&p), ctx),
+        Err(e) => catalog_error(ctx, e),
     }
 }
 
 /// `DELETE /v2/plans/{plan_code}`: 204.
 pub(crate) async fn delete(state: &AppState, call: &Call) -> Response {
-    let code = &call.params[0];
-    match state.store.delete_plan(call.ctx.site.id, code, call.ctx.now).await {
-        Ok(Some(_)) => StatusCode::NO_CONTENT.into_response(),
-        Ok(None) => plan_not_found(code),
-        Err(e) => respond::internal(&e),
+    match catalog::delete_plan(state, &call.context(), &call.params[0]).await {
+        Ok(_) => StatusCode::NO_CONTENT.into_response(),
+        Err(e) => catalog_error(&call.ctx.wire, e),
     }
 }
 
@@ -537,7 +522,7 @@ pub(crate) async fn list_add_ons(state: &AppState, call: &Call, query: Option<&s
         Ok(plan) => plan,
         Err(response) => return response,
     };
-    let page = match state.store.list_add_ons(plan.id, &query.page()).await {
+    let page = match catalog::add_ons(state, &plan, &query.page()).await {
         Ok(page) => page,
         Err(e) => return respond::internal(&e),
     };
@@ -559,13 +544,12 @@ pub(crate) async fn create_add_on(state: &AppState, call: &Call, request: Reques
         Err(response) => return response,
     };
     let code = add_on.add_on_code.clone().unwrap_or_default();
-    match state.store.create_add_on(plan.id, &code, &add_on_fields(&add_on), call.ctx.now).await {
+    match catalog::create_add_on(state, &call.context(), &plan, &code, &add_on_fields(&add_on)).await {
         Ok(a) => {
             let path = EndpointId::GetAddOn.endpoint().render(&[&plan.plan_code, &code]);
             created(&add_on_view(&plan.plan_code, &a), &path, ctx)
         }
-        Err(StoreError::DuplicateAddOn(_)) => field_error(ctx, "add_on.add_on_code", "taken", "has already been taken"),
-        Err(e) => respond::internal(&e),
+        Err(e) => catalog_error(ctx, e),
     }
 }
 
@@ -601,10 +585,9 @@ pub(crate) async fn update_add_on(state: &AppState, call: &Call, request: Reques
     if add_on.add_on_code.as_ref().is_some_and(|c| c != code) {
         return field_error(ctx, "add_on.add_on_code", "invalid", "can't be changed");
     }
-    match state.store.update_add_on(plan.id, code, &add_on_fields(&add_on), call.ctx.now).await {
-        Ok(Some(a)) => respond::resource(StatusCode::OK, &add_on_view(&plan.plan_code, &a), ctx),
-        Ok(None) => add_on_not_found(code),
-        Err(e) => respond::internal(&e),
+    match catalog::update_add_on(state, &call.context(), &plan, code, &add_on_fields(&add_on)).await {
+        Ok(a) => respond::resource(StatusCode::OK, &add_on_view(&plan.plan_code, &a), ctx),
+        Err(e) => catalog_error(ctx, e),
     }
 }
 
@@ -614,18 +597,16 @@ pub(crate) async fn delete_add_on(state: &AppState, call: &Call) -> Response {
         Ok(plan) => plan,
         Err(response) => return response,
     };
-    let code = &call.params[1];
-    match state.store.delete_add_on(plan.id, code, call.ctx.now).await {
-        Ok(Some(_)) => StatusCode::NO_CONTENT.into_response(),
-        Ok(None) => add_on_not_found(code),
-        Err(e) => respond::internal(&e),
+    match catalog::delete_add_on(state, &call.context(), &plan, &call.params[1]).await {
+        Ok(_) => StatusCode::NO_CONTENT.into_response(),
+        Err(e) => catalog_error(&call.ctx.wire, e),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rebill_store::plans::Interval;
+    use rebill_app::model::plans::Interval;
     use rebill_xml::{ApiVersion, Features};
 
     fn stored_plan() -> StoredPlan {

@@ -9,10 +9,11 @@
 use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::Response;
+use rebill_app::error::Missing;
+use rebill_app::model::billing_info::BillingFields;
 use rebill_models::api::EndpointId;
 use rebill_models::validate::{Operation, Rejection, Validate, reject_decode, validate};
 use rebill_models::{BankAccountType, BillingInfo, Endpoint};
-use rebill_store::billing_info::BillingFields;
 use rebill_xml::{Href, Mode, XmlResource};
 
 use crate::{AppState, RequestContext, respond};
@@ -148,7 +149,7 @@ pub(crate) fn billing_request(info: &BillingInfo) -> BillingRequest {
 
 /// 404 for an account code the site does not have.
 pub(crate) fn account_not_found(code: &str) -> Response {
-    respond::not_found(&format!("Couldn't find Account with account_code = {code}"))
+    respond::missing(&Missing::account(code))
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
+use rebill_app::error::{AppError, Missing};
 use rebill_models::ApiError;
 use rebill_models::validate::{Rejection, Violation, errors_document, single_error};
 use rebill_xml::{ApiVersion, Features, Mode, WireContext, XmlResource};
@@ -35,6 +36,32 @@ pub fn api_error(status: StatusCode, error: &ApiError) -> Response {
 /// 404 `not_found`.
 pub fn not_found(description: &str) -> Response {
     error(StatusCode::NOT_FOUND, "not_found", description)
+}
+
+/// 404 naming what is missing (`Couldn't find Plan with plan_code = gold`).
+pub fn missing(missing: &Missing) -> Response {
+    not_found(&format!("Couldn't find {} with {} = {}", missing.resource, missing.key, missing.value))
+}
+
+/// The answer to a use case's error by its kind ([`AppError`]): 404 naming what is missing; 422
+/// `<errors>` with the refused fields under `root` (`plan` makes `plan.plan_code`); 422
+/// `declined` for a decline; 422 `invalid_transition` for a conflict; a 500 for the rest (the
+/// cause is logged). Endpoints whose refusals have documents of their own (declines with their
+/// transaction, a busy subscription) answer those before falling back to this.
+pub fn app_error(ctx: &WireContext, root: &str, failure: AppError) -> Response {
+    match failure {
+        AppError::NotFound(m) => missing(&m),
+        AppError::Refused(fields) => {
+            let violations: Vec<Violation> = fields
+                .into_iter()
+                .map(|f| Violation { field: format!("{root}.{}", f.field), symbol: f.symbol, message: f.message })
+                .collect();
+            rejection(&Rejection::Invalid(errors_document(&violations)), ctx)
+        }
+        AppError::Declined(_) => error(StatusCode::UNPROCESSABLE_ENTITY, "declined", "The payment was declined."),
+        AppError::Conflict(why) => error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_transition", &why),
+        AppError::Internal(cause) => internal(&cause),
+    }
 }
 
 /// A 500 that tells the client nothing about the cause (the cause is logged).

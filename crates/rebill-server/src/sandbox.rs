@@ -13,10 +13,11 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use chrono::{DateTime, Utc};
 use rebill_app::clock::{ClockError, advance, move_clock};
+use rebill_app::model::Mode as SiteMode;
 use rebill_app::scheduler::CatchUpError;
+use rebill_app::sites::{self, SiteError};
 use rebill_models::Clock;
 use rebill_models::validate::reject_decode;
-use rebill_store::Mode as SiteMode;
 use rebill_xml::{ApiVersion, Features, Mode, WireContext};
 
 use crate::layers::{basic_key, unauthorized};
@@ -30,10 +31,9 @@ fn invalid(field: &str, symbol: &'static str, message: &str) -> Response {
 /// `POST /sandbox/clock`.
 pub(crate) async fn clock(State(state): State<AppState>, request: Request) -> Response {
     let Some(key) = basic_key(request.headers()) else { return unauthorized() };
-    let service_now = state.clock.now();
-    let (site, api_key) = match state.store.authenticate(&key, service_now).await {
-        Ok(Some(found)) => found,
-        Ok(None) => return unauthorized(),
+    let (site, api_key) = match sites::authenticate(&state, &key).await {
+        Ok(found) => found,
+        Err(SiteError::UnknownKey) => return unauthorized(),
         Err(e) => return respond::internal(&e),
     };
     if let Some(log) = request.extensions().get::<crate::layers::LogFields>() {
@@ -58,7 +58,7 @@ pub(crate) async fn clock(State(state): State<AppState>, request: Request) -> Re
         Ok(c) => c,
         Err(e) => return respond::rejection(&reject_decode(&e), &ctx),
     };
-    let Some(current) = DateTime::<Utc>::from_timestamp(site.now(service_now), 0) else {
+    let Some(current) = DateTime::<Utc>::from_timestamp(site.now(state.clock.now()), 0) else {
         return respond::internal(&"site clock out of range");
     };
     let target = match (&wanted.now, &wanted.advance) {

@@ -1,5 +1,5 @@
 //! Subscription endpoints and the scheduled work of subscriptions, over the billing engine
-//! (`rebill_billing::lifecycle`) and the store (`rebill_store::subscriptions`).
+//! (`rebill_billing::lifecycle`) and the use cases of `rebill_app::subscriptions`.
 //!
 //! Every change (an endpoint or a scheduled job) runs the same way:
 //! 1. claim the subscription in the store (a second change while one is in progress, in any
@@ -43,6 +43,14 @@ use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::Response;
 use chrono::{DateTime, Utc};
+use rebill_app::Context;
+use rebill_app::accounts::AccountError;
+use rebill_app::catalog::{self, CatalogError};
+use rebill_app::error::Missing;
+use rebill_app::model::accounts::{Account, AccountFields, AddressFields};
+use rebill_app::model::plans::{IntervalUnit as PlanUnit, Plan};
+use rebill_app::model::subscriptions::{StateFilter as StoreFilter, SubscriptionFilter, SubscriptionRecord};
+use rebill_app::queries;
 use rebill_billing::lifecycle::{
     Action, AddOnTerms, LifecycleError, NewSubscription, Refund, StateFilter, Subscription as Engine,
     SubscriptionState as EngineState, SubscriptionTerms, Timeframe as EngineTimeframe, Trial,
@@ -54,10 +62,6 @@ use rebill_models::{
     Account as AccountDoc, CollectionMethod, Subscription, SubscriptionAddOn, SubscriptionPlan, SubscriptionState,
     Timeframe,
 };
-use rebill_store::StoreError;
-use rebill_store::accounts::{Account, AccountFields, AddressFields};
-use rebill_store::plans::Plan;
-use rebill_store::subscriptions::{StateFilter as StoreFilter, SubscriptionFilter, SubscriptionRecord};
 use rebill_xml::WireContext;
 
 use crate::lists::{ListQuery, invalid_choice};
@@ -94,11 +98,9 @@ pub(crate) async fn handle(state: &AppState, call: &Call, request: Request) -> R
     match call.id {
         EndpointId::ListSubscriptions => list(state, call, query.as_deref(), None).await,
         EndpointId::ListAccountSubscriptions => {
-            let code = &call.params[0];
-            match state.store.account(call.ctx.site.id, code).await {
-                Ok(Some(account)) => list(state, call, query.as_deref(), Some(&account)).await,
-                Ok(None) => account_not_found(code),
-                Err(e) => respond::internal(&e),
+            match rebill_app::accounts::find(state, &call.context(), &call.params[0]).await {
+                Ok(account) => list(state, call, query.as_deref(), Some(&account)).await,
+                Err(e) => respond::app_error(&call.ctx.wire, "account", e.into()),
             }
         }
         EndpointId::CreateSubscription | EndpointId::CreateAccountSubscription => {
@@ -152,7 +154,7 @@ fn apply_details(details: &mut Details, doc: &Subscription) {
 // Responses
 
 fn not_found(uuid: &str) -> Response {
-    respond::not_found(&format!("Couldn't find Subscription with uuid = {uuid}"))
+    respond::missing(&Missing::subscription(uuid))
 }
 
 fn simultaneous_request() -> Response {
@@ -209,9 +211,11 @@ struct Names {
     add_ons: Vec<(String, String)>,
 }
 
-async fn names(state: &AppState, site_id: i64, plan_code: &str) -> Result<Names, StoreError> {
-    let Some(plan) = state.store.plan(site_id, plan_code).await? else { return Ok(Names::default()) };
-    let add_ons = state.store.add_ons(plan.id).await?.into_iter().map(|a| (a.add_on_code, a.name)).collect();
+async fn names(state: &AppState, ctx: &Context, plan_code: &str) -> Result<Names, CatalogError> {
+    let Some((plan, add_ons)) = catalog::plan_with_add_ons(state, ctx, plan_code).await? else {
+        return Ok(Names::default());
+    };
+    let add_ons = add_ons.into_iter().map(|a| (a.add_on_code, a.name)).collect();
     Ok(Names { plan: Some(plan.name), add_ons })
 }
 
@@ -237,19 +241,19 @@ fn add_on_docs(terms: &SubscriptionTerms, names: &Names) -> Vec<SubscriptionAddO
 /// The subscription as the API shows it.
 async fn view(
     state: &AppState,
-    site_id: i64,
+    ctx: &Context,
     sub: &Engine,
     details: &Details,
     record: Option<&SubscriptionRecord>,
-) -> Result<Subscription, StoreError> {
+) -> Result<Subscription, CatalogError> {
     let terms = &sub.terms;
-    let current = names(state, site_id, &terms.plan_code).await?;
+    let current = names(state, ctx, &terms.plan_code).await?;
     let pending = match &sub.pending_change {
         Some(next) => {
             let next_names = if next.plan_code == terms.plan_code {
                 Names { plan: current.plan.clone(), add_ons: current.add_ons.clone() }
             } else {
-                names(state, site_id, &next.plan_code).await?
+                names(state, ctx, &next.plan_code).await?
             };
             Some(Box::new(Subscription {
                 plan: Some(Box::new(plan_doc(&next.plan_code, &next_names))),
@@ -317,7 +321,7 @@ async fn view(
 }
 
 async fn respond_view(state: &AppState, call: &Call, loaded: &Loaded, status: StatusCode) -> Response {
-    match view(state, call.ctx.site.id, &loaded.sub, &loaded.details, Some(&loaded.record)).await {
+    match view(state, &call.context(), &loaded.sub, &loaded.details, Some(&loaded.record)).await {
         Ok(doc) => respond::resource(status, &doc, &call.ctx.wire),
         Err(e) => respond::internal(&e),
     }
@@ -340,8 +344,8 @@ async fn read_request(
 
 fn interval_of(plan: &Plan) -> Result<Interval, Response> {
     let unit = match plan.interval.unit {
-        rebill_store::plans::IntervalUnit::Days => IntervalUnit::Days,
-        rebill_store::plans::IntervalUnit::Months => IntervalUnit::Months,
+        PlanUnit::Days => IntervalUnit::Days,
+        PlanUnit::Months => IntervalUnit::Months,
     };
     u32::try_from(plan.interval.length)
         .ok()
@@ -351,17 +355,19 @@ fn interval_of(plan: &Plan) -> Result<Interval, Response> {
 
 fn trial_of(plan: &Plan) -> Option<Interval> {
     let unit = match plan.trial.unit {
-        rebill_store::plans::IntervalUnit::Days => IntervalUnit::Days,
-        rebill_store::plans::IntervalUnit::Months => IntervalUnit::Months,
+        PlanUnit::Days => IntervalUnit::Days,
+        PlanUnit::Months => IntervalUnit::Months,
     };
     u32::try_from(plan.trial.length).ok().filter(|n| *n > 0).map(|n| Interval { length: n, unit })
 }
 
 /// The plan named by a request (422 on `subscription.plan_code` when there is none).
 async fn plan_named(state: &AppState, call: &Call, code: &str) -> Result<Plan, Response> {
-    match state.store.plan(call.ctx.site.id, code).await {
-        Ok(Some(plan)) if !plan.is_deleted() => Ok(plan),
-        Ok(_) => Err(field_error(&call.ctx.wire, "plan_code", "not_found", "is not a plan of the site")),
+    match catalog::plan(state, &call.context(), code).await {
+        Ok(plan) => Ok(plan),
+        Err(CatalogError::PlanNotFound(_)) => {
+            Err(field_error(&call.ctx.wire, "plan_code", "not_found", "is not a plan of the site"))
+        }
         Err(e) => Err(respond::internal(&e)),
     }
 }
@@ -394,7 +400,7 @@ async fn terms_of(
         (None, Some(b)) => b.quantity,
         (None, None) => 1,
     };
-    let plan_add_ons = state.store.add_ons(plan.id).await.map_err(|e| respond::internal(&e))?;
+    let plan_add_ons = catalog::all_add_ons(state, plan).await.map_err(|e| respond::internal(&e))?;
     let add_ons = match &doc.subscription_add_ons {
         Some(requested) => {
             let mut out = Vec::new();
@@ -492,7 +498,7 @@ async fn list(state: &AppState, call: &Call, query: Option<&str>, account: Optio
         }
     };
     let filter = SubscriptionFilter { account_id: account.map(|a| a.id), state: Some(filter) };
-    let page = match state.store.list_subscriptions(call.ctx.site.id, &filter, &query.page()).await {
+    let page = match queries::subscriptions(state, &call.context(), &filter, &query.page()).await {
         Ok(page) => page,
         Err(e) => return respond::internal(&e),
     };
@@ -503,7 +509,7 @@ async fn list(state: &AppState, call: &Call, query: Option<&str>, account: Optio
                 Ok(l) => l,
                 Err(e) => return respond::internal(&e),
             };
-            match view(state, call.ctx.site.id, &loaded.sub, &loaded.details, Some(&loaded.record)).await {
+            match view(state, &call.context(), &loaded.sub, &loaded.details, Some(&loaded.record)).await {
                 Ok(doc) => items.push(doc),
                 Err(e) => return respond::internal(&e),
             }
@@ -516,14 +522,12 @@ async fn list(state: &AppState, call: &Call, query: Option<&str>, account: Optio
 
 /// `GET /v2/subscriptions/{uuid}`.
 async fn get(state: &AppState, call: &Call) -> Response {
-    let uuid = &call.params[0];
-    match state.store.subscription(call.ctx.site.id, uuid).await {
-        Ok(Some(record)) => match Loaded::of(record) {
+    match queries::subscription(state, &call.context(), &call.params[0]).await {
+        Ok(record) => match Loaded::of(record) {
             Ok(loaded) => respond_view(state, call, &loaded, StatusCode::OK).await,
             Err(e) => respond::internal(&e),
         },
-        Ok(None) => not_found(uuid),
-        Err(e) => respond::internal(&e),
+        Err(e) => respond::app_error(&call.ctx.wire, "subscription", e.into()),
     }
 }
 
@@ -547,8 +551,9 @@ async fn create(state: &AppState, call: &Call, request: Request, preview: bool) 
         (None, Some(code)) if !code.trim().is_empty() => code,
         _ => return field_error(ctx, "account.account_code", "blank", "can't be blank"),
     };
-    let existing = match state.store.account(call.ctx.site.id, &code).await {
-        Ok(a) => a,
+    let existing = match rebill_app::accounts::find(state, &call.context(), &code).await {
+        Ok(a) => Some(a),
+        Err(AccountError::NotFound(_)) => None,
         Err(e) => return respond::internal(&e),
     };
     if path_code.is_some() && existing.is_none() {
@@ -591,7 +596,7 @@ async fn create(state: &AppState, call: &Call, request: Request, preview: bool) 
     let mut details = Details { account_code: code.clone(), ..Details::default() };
     apply_details(&mut details, &doc);
     if preview {
-        return match view(state, call.ctx.site.id, &drafted.sub, &details, None).await {
+        return match view(state, &call.context(), &drafted.sub, &details, None).await {
             Ok(mut view) => {
                 view.cost_in_cents = Some(drafted.cost_in_cents());
                 respond::resource(StatusCode::OK, &view, ctx)
@@ -697,7 +702,7 @@ fn postpone_date(query: Option<&str>) -> Result<DateTime<Utc>, crate::lists::Inv
     let read = |name: &str| {
         query_param(query, name)
             .map(|text| {
-                crate::parse_instant(&text).and_then(time).ok_or_else(|| crate::lists::InvalidParameter {
+                rebill_app::instant::parse_instant(&text).and_then(time).ok_or_else(|| crate::lists::InvalidParameter {
                     name: name.into(),
                     description: format!("{name} must be an ISO 8601 date or date-time (got `{text}`)."),
                 })
@@ -758,10 +763,9 @@ async fn update(state: &AppState, call: &Call, request: Request, preview: bool) 
         Ok(doc) => doc,
         Err(response) => return response,
     };
-    let record = match state.store.subscription(call.ctx.site.id, uuid).await {
-        Ok(Some(record)) => record,
-        Ok(None) => return not_found(uuid),
-        Err(e) => return respond::internal(&e),
+    let record = match queries::subscription(state, &call.context(), uuid).await {
+        Ok(record) => record,
+        Err(e) => return respond::app_error(ctx, "subscription", e.into()),
     };
     let current = match Loaded::of(record) {
         Ok(l) => l,
@@ -843,7 +847,7 @@ async fn preview_change(
         Ok(p) => p,
         Err(e) => return lifecycle_error(ctx, &e),
     };
-    match view(state, call.ctx.site.id, &previewed.sub, &previewed.details, Some(&current.record)).await {
+    match view(state, &call.context(), &previewed.sub, &previewed.details, Some(&current.record)).await {
         Ok(mut doc) => {
             doc.cost_in_cents = Some(previewed.cost_in_cents);
             respond::resource(StatusCode::OK, &doc, ctx)

@@ -28,28 +28,21 @@
 //!   service's clock.
 
 use std::collections::HashMap;
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use rebill_billing::card::{
-    BankInput, CardInput, Field, FieldError, Problem, is_valid_routing_number, validate_bank_account, validate_card,
-};
-use rebill_billing::vault::{Secret, Vault};
+use rebill_app::model::Site;
+use rebill_app::model::billing_info::BillingFields;
+use rebill_app::tokens::{self as use_case, TokenError, TokenPayment, TokenRequest};
+use rebill_billing::card::{BankInput, CardInput, Field, FieldError};
 use rebill_models::BillingInfo;
-use rebill_store::billing_info::{BillingFields, PaymentKind};
-use rebill_store::tokens::{NewToken, generate_token_id};
-use rebill_store::{Site, Store};
 use rebill_xml::reader::find_forbidden;
 use serde_json::{Value, json};
 
+use crate::AppState;
 use crate::layers::LogFields;
-use crate::{AppState, Clock};
 
 /// Largest token request (form body or JSONP query), below the API's body limit.
 pub const TOKEN_BODY_LIMIT: usize = 32 * 1024;
@@ -271,21 +264,17 @@ async fn site_of(
         .map(|k| k.trim())
         .filter(|k| !k.is_empty() && find_forbidden(k).is_none())
         .ok_or_else(invalid_public_key)?;
-    match state.store.site_by_public_key(key).await {
-        Ok(Some(site)) => {
+    match use_case::site_for_public_key(&state.services, key).await {
+        Ok(site) => {
             if let Some(log) = log {
                 log.site(site.id);
             }
             Ok(site)
         }
-        Ok(None) => Err(invalid_public_key()),
+        Err(TokenError::InvalidPublicKey) => Err(invalid_public_key()),
         Err(e) => {
             tracing::error!(cause = %e, "public key lookup failed");
-            Err(ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "api-error",
-                "An internal error occurred; retry later.",
-            ))
+            Err(internal_error())
         }
     }
 }
@@ -333,7 +322,7 @@ async fn bank(State(state): State<AppState>, request: Request) -> Response {
         return answer.error(&error);
     }
     let routing = params.get("routing_number").map(|r| r.trim()).unwrap_or_default();
-    match known_bank(&state, routing) {
+    match use_case::bank_name(&state.services, routing) {
         Some(name) => answer.send(StatusCode::OK, &json!({ "bank_name": name })),
         None => answer.error(&invalid_routing_number()),
     }
@@ -344,22 +333,9 @@ fn invalid_routing_number() -> ApiError {
         .with_field("routing_number", "is invalid")
 }
 
-/// The bank of a routing number with a valid check digit, if the gateway knows it.
-fn known_bank(state: &AppState, routing: &str) -> Option<String> {
-    if !is_valid_routing_number(routing) {
-        return None;
-    }
-    state.gateway.bank_name(routing)
-}
-
 /// A parameter's value, trimmed; `None` when absent or blank.
 fn param<'p>(params: &'p HashMap<String, String>, name: &str) -> Option<&'p str> {
     params.get(name).map(|v| v.trim()).filter(|v| !v.is_empty())
-}
-
-/// Whether a country is an ISO 3166-1 alpha-2 code.
-pub(crate) fn valid_country(code: &str) -> bool {
-    code.len() == 2 && rust_iso3166::from_alpha2(&code.to_ascii_uppercase()).is_some()
 }
 
 /// The library's wording of a card or bank problem.
@@ -452,81 +428,48 @@ async fn create_token(
 ) -> Result<Value, ApiError> {
     let site = site_of(state, params, log).await?;
     check_characters_and_bounds(params)?;
+    let text = |name: &str| params.get(name).map(String::as_str);
     let is_bank = params.get("number").is_none() && BANK_PARAMS.iter().any(|p| params.contains_key(*p));
-    let mut fields = address_fields(params);
-    let country_invalid = fields.country.as_deref().is_some_and(|c| !valid_country(c));
-    let id = generate_token_id();
-    let (kind, secret) = if is_bank {
-        let input = BankInput {
-            routing_number: params.get("routing_number").map(String::as_str),
-            account_number: params.get("account_number").map(String::as_str),
-            account_number_confirmation: params.get("account_number_confirmation").map(String::as_str),
+    let payment = if is_bank {
+        TokenPayment::Bank(BankInput {
+            routing_number: text("routing_number"),
+            account_number: text("account_number"),
+            account_number_confirmation: text("account_number_confirmation"),
             confirm: true,
-            account_type: params.get("account_type").map(String::as_str),
-            name_on_account: params.get("name_on_account").map(String::as_str),
-        };
-        let account = match validate_bank_account(&input) {
-            Err(errors)
-                if !country_invalid
-                    && errors.iter().all(|e| e.field == Field::RoutingNumber && e.problem == Problem::Invalid) =>
-            {
-                return Err(invalid_routing_number());
-            }
-            Err(errors) => return Err(validation(&errors, country_invalid)),
-            Ok(_) if country_invalid => return Err(validation(&[], true)),
-            Ok(account) => account,
-        };
-        if known_bank(state, &account.routing_number).is_none() {
-            return Err(invalid_routing_number());
-        }
-        fields.name_on_account = Some(account.name_on_account.clone());
-        fields.account_type = Some(account.account_type.as_str().to_owned());
-        fields.routing_number = Some(account.routing_number.clone());
-        fields.last_four = Some(account.last_four().to_owned());
-        (PaymentKind::BankAccount, Secret::BankAccount { account_number: account.account_number })
+            account_type: text("account_type"),
+            name_on_account: text("name_on_account"),
+        })
     } else {
-        let input = CardInput {
-            number: params.get("number").map(String::as_str),
-            month: params.get("month").map(String::as_str),
-            year: params.get("year").map(String::as_str),
-            cvv: params.get("cvv").map(String::as_str),
-            first_name: params.get("first_name").map(String::as_str),
-            last_name: params.get("last_name").map(String::as_str),
-        };
-        let card = match validate_card(&input, site.now(state.clock.now())) {
-            Ok(card) if !country_invalid => card,
-            Ok(_) => return Err(validation(&[], true)),
-            Err(errors) => {
-                if !country_invalid && errors.iter().all(|e| matches!(e.problem, Problem::CvvLength(_))) {
-                    let message = errors.first().map(|e| e.problem.message()).unwrap_or_default();
-                    return Err(ApiError::new(
-                        StatusCode::UNPROCESSABLE_ENTITY,
-                        "invalid-parameter",
-                        format!("Cvv [{}]", json!(message)),
-                    )
-                    .with_field("cvv", &message));
-                }
-                return Err(validation(&errors, country_invalid));
-            }
-        };
-        fields.card_type = Some(card.brand.code().to_owned());
-        fields.first_six = Some(card.first_six().to_owned());
-        fields.last_four = Some(card.last_four().to_owned());
-        fields.month = Some(i64::from(card.expiry.month));
-        fields.year = Some(i64::from(card.expiry.year));
-        (PaymentKind::CreditCard, Secret::Card { number: card.number, cvv: card.cvv })
+        TokenPayment::Card(CardInput {
+            number: text("number"),
+            month: text("month"),
+            year: text("year"),
+            cvv: text("cvv"),
+            first_name: text("first_name"),
+            last_name: text("last_name"),
+        })
     };
-    let sealed = state.vault.seal(&secret, id.as_bytes());
-    let new = NewToken { id: &id, site_id: site.id, kind, secret: sealed, fields };
-    if let Err(e) = state.store.create_token(&new, state.clock.now()).await {
-        tracing::error!(cause = %e, "storing a token failed");
-        return Err(ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "api-error",
-            "An internal error occurred; retry later.",
-        ));
+    let request = TokenRequest { payment, fields: address_fields(params) };
+    match use_case::issue(&state.services, &site, &request).await {
+        Ok(token) => Ok(json!({ "id": token.id, "type": token.kind.as_str() })),
+        Err(TokenError::InvalidRoutingNumber) => Err(invalid_routing_number()),
+        Err(TokenError::Invalid { errors, country }) => Err(validation(&errors, country)),
+        Err(TokenError::CvvLength(message)) => Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid-parameter",
+            format!("Cvv [{}]", json!(message)),
+        )
+        .with_field("cvv", &message)),
+        Err(TokenError::InvalidPublicKey) => Err(invalid_public_key()),
+        Err(e @ TokenError::Store(_)) => {
+            tracing::error!(cause = %e, "storing a token failed");
+            Err(internal_error())
+        }
     }
-    Ok(json!({ "id": id, "type": kind.as_str() }))
+}
+
+fn internal_error() -> ApiError {
+    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "api-error", "An internal error occurred; retry later.")
 }
 
 /// The `validation` error of field problems (and of an invalid country).
@@ -565,125 +508,10 @@ const FIELD_ORDER: [&str; 12] = [
     "country",
 ];
 
-/// File name of the vault key beside the database.
-pub const VAULT_KEY_FILE_NAME: &str = "rebill-vault.key";
-
-/// Where the vault key lives when no file is named: beside an SQLite database file (created
-/// there on first start). For other databases, `./rebill-vault.key` when it exists, else `None`:
-/// several processes share a PostgreSQL database and must be given one key file explicitly.
-pub fn default_vault_key_file(database_url: &str) -> Option<PathBuf> {
-    let sqlite_file = database_url
-        .strip_prefix("sqlite://")
-        .or_else(|| database_url.strip_prefix("sqlite:"))
-        .map(|rest| rest.split('?').next().unwrap_or_default())
-        .filter(|path| !path.is_empty() && !path.contains(":memory:"));
-    let working_directory = Path::new(".").join(VAULT_KEY_FILE_NAME);
-    match sqlite_file.map(Path::new).map(Path::parent) {
-        Some(Some(dir)) if !dir.as_os_str().is_empty() => Some(dir.join(VAULT_KEY_FILE_NAME)),
-        Some(_) => Some(working_directory),
-        None => working_directory.exists().then_some(working_directory),
-    }
-}
-
-/// The vault of the service: over the key in `key_file`, else in the default key file (see
-/// [`default_vault_key_file`]), else over a key that lives as long as the process (logged as a
-/// warning: its tokens work only on this process, until it stops).
-pub fn open_vault(key_file: Option<&Path>, database_url: &str) -> std::io::Result<Vault> {
-    match key_file.map(Path::to_path_buf).or_else(|| default_vault_key_file(database_url)) {
-        Some(path) => vault_from_key_file(&path)
-            .map_err(|e| std::io::Error::new(e.kind(), format!("vault key file {}: {e}", path.display()))),
-        None => {
-            tracing::warn!(
-                "no vault key file (--vault-key-file): tokens are encrypted with a key of this process only, \
-                 so another process cannot use them and they stop working when this one stops"
-            );
-            Ok(Vault::ephemeral())
-        }
-    }
-}
-
-/// The vault over the key in `path` (64 hexadecimal characters). A missing file is created with
-/// a new random key, readable by its owner only; when several processes start at once, one key
-/// wins and every process reads it.
-pub fn vault_from_key_file(path: &Path) -> std::io::Result<Vault> {
-    let invalid = |e: rebill_billing::vault::VaultError| std::io::Error::new(std::io::ErrorKind::InvalidData, e);
-    if !path.exists() {
-        create_key_file(path)?;
-    }
-    Vault::from_hex(&std::fs::read_to_string(path)?).map_err(invalid)
-}
-
-/// Writes a new key to a private temporary file and links it into place (linking fails when the
-/// file appeared meanwhile, and then that key is kept).
-fn create_key_file(path: &Path) -> std::io::Result<()> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let temporary = dir.join(format!(".{VAULT_KEY_FILE_NAME}.{}.tmp", std::process::id()));
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut file = options.open(&temporary)?;
-    file.write_all(format!("{}\n", Vault::generate_key_hex()).as_bytes())?;
-    file.sync_all()?;
-    drop(file);
-    let linked = std::fs::hard_link(&temporary, path);
-    let _ = std::fs::remove_file(&temporary);
-    match linked {
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        other => other,
-    }
-}
-
-/// Deletes expired tokens every `interval`, for as long as the task runs.
-pub async fn purge_expired(store: Store, clock: Arc<dyn Clock>, interval: Duration) {
-    let mut ticker = tokio::time::interval(interval);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        ticker.tick().await;
-        match store.purge_expired_tokens(clock.now()).await {
-            Ok(0) => {}
-            Ok(n) => tracing::debug!(tokens = n, "expired tokens deleted"),
-            Err(e) => tracing::warn!(error = %e, "purging expired tokens"),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_key_file_sits_beside_an_sqlite_database() {
-        let beside = |url| default_vault_key_file(url).map(|p| p.display().to_string());
-        assert_eq!(beside("sqlite://./rebill.db").as_deref(), Some("./rebill-vault.key"));
-        assert_eq!(beside("sqlite:///var/lib/x/r.db?mode=rwc").as_deref(), Some("/var/lib/x/rebill-vault.key"));
-        assert_eq!(beside("sqlite:rebill.db").as_deref(), Some("./rebill-vault.key"));
-        // Tests run in the package directory, which holds no key file.
-        assert_eq!(beside("sqlite::memory:"), None);
-        assert_eq!(beside("postgres://db/rebill"), None);
-        assert!(open_vault(None, "postgres://db/rebill").is_ok(), "a process-only key");
-    }
-
-    #[test]
-    fn a_missing_key_file_is_made_private_and_then_reused() {
-        let dir = std::env::temp_dir().join(format!("rebill-vault-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("dir");
-        let path = dir.join(VAULT_KEY_FILE_NAME);
-        let _ = std::fs::remove_file(&path);
-        let first = vault_from_key_file(&path).expect("created");
-        let sealed = first.seal(&Secret::BankAccount { account_number: "111111111".into() }, b"t");
-        let again = vault_from_key_file(&path).expect("read");
-        assert!(again.open(&sealed, b"t").is_ok(), "the same key is read back");
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(&path).expect("metadata").permissions().mode();
-            assert_eq!(mode & 0o777, 0o600);
-        }
-        std::fs::write(&path, "not a key").expect("write");
-        assert_eq!(vault_from_key_file(&path).err().map(|e| e.kind()), Some(std::io::ErrorKind::InvalidData));
-        let _ = std::fs::remove_dir_all(&dir);
-    }
+    use rebill_billing::card::Problem;
 
     #[test]
     fn token_fields_take_their_bounds_from_the_billing_info_schema() {
@@ -757,6 +585,5 @@ mod tests {
             invalid_public_key().body(),
             json!({ "error": { "code": "invalid-public-key", "message": "The public key is not valid." } })
         );
-        assert!(valid_country("us") && valid_country("DE") && !valid_country("XX") && !valid_country("USA"));
     }
 }

@@ -4,6 +4,8 @@
 
 use axum::http::StatusCode;
 use axum::response::Response;
+use rebill_app::model::billing_info::PaymentKind;
+use rebill_app::model::invoicing::{Check, Transaction, TransactionFailure, TransactionStatus};
 use rebill_models::api::EndpointId;
 use rebill_models::validate::{Rejection, Violation, errors_document};
 use rebill_models::{
@@ -11,8 +13,6 @@ use rebill_models::{
     TransactionAccount, TransactionAction, TransactionBillingInfo, TransactionDetails, TransactionError,
     TransactionOrigin, TransactionSource, TransactionStatus as ViewStatus,
 };
-use rebill_store::billing_info::PaymentKind;
-use rebill_store::invoicing::{Check, Transaction, TransactionFailure, TransactionStatus};
 use rebill_xml::{Href, WireContext};
 
 use crate::respond::{self, time};
@@ -236,8 +236,8 @@ pub(crate) fn refusal_response(ctx: &WireContext, refusal: &Refusal) -> Response
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rebill_store::billing_info::BillingFields;
-    use rebill_store::invoicing::{AccountSnapshot, NewTransaction, TransactionResult};
+    use rebill_app::model::billing_info::BillingFields;
+    use rebill_app::model::invoicing::{AccountSnapshot, NewTransaction, TransactionResult};
 
     fn transaction(action: &str, status: TransactionStatus) -> Transaction {
         Transaction {

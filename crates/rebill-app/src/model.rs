@@ -1,0 +1,40 @@
+//! The domain values the use cases take and answer: sites and keys, accounts, billing info,
+//! plans and add-ons, invoices with their lines and transactions, subscriptions, and the pages
+//! and filters of lists. They are plain data kept by the store; an adapter names them from here,
+//! so it depends on the use cases and never on storage.
+
+pub use rebill_store::{ApiKey, Mode, Order, Page, PageRequest, Position, Site, Sort};
+
+/// Accounts and their list filter.
+pub mod accounts {
+    pub use rebill_store::accounts::{
+        Account, AccountActivity, AccountFields, AccountFilter, AccountState, AddressFields,
+    };
+}
+
+/// Stored billing info (no card number) and its payment kinds.
+pub mod billing_info {
+    pub use rebill_store::billing_info::{BillingFields, BillingInfo, PaymentKind};
+}
+
+/// Invoices, their lines (adjustments) and transactions.
+pub mod invoicing {
+    pub use rebill_store::invoicing::{
+        AccountSnapshot, Adjustment, AdjustmentFilter, AdjustmentKind, AdjustmentState, Check, CollectionMethod,
+        Invoice, InvoiceAmounts, InvoiceFilter, InvoiceState, InvoiceTerms, NewAdjustment, NewTransaction, Transaction,
+        TransactionFailure, TransactionFilter, TransactionResult, TransactionStatus,
+    };
+}
+
+/// Plans and add-ons.
+pub mod plans {
+    pub use rebill_store::plans::{
+        AddOn, AddOnFields, AddOnType, Amounts, Interval, IntervalUnit, Percentage, Plan, PlanFields,
+        RevenueScheduleType, UsageType,
+    };
+}
+
+/// Stored subscriptions and their list filter.
+pub mod subscriptions {
+    pub use rebill_store::subscriptions::{StateFilter, SubscriptionFilter, SubscriptionRecord};
+}

@@ -1,0 +1,98 @@
+//! Reading what the site has (one account is `accounts::find`): accounts with their activity, invoices with their lines and
+//! transactions, subscriptions and transactions, one at a time or a page at a time. List pages
+//! take the store's filters and page requests (plain domain values) and answer its pages.
+
+use rebill_store::accounts::{Account, AccountActivity, AccountFilter};
+use rebill_store::invoicing::{Adjustment, Invoice, InvoiceFilter, Transaction, TransactionFilter};
+use rebill_store::subscriptions::{SubscriptionFilter, SubscriptionRecord};
+use rebill_store::{Page, PageRequest, StoreError};
+
+use crate::error::Missing;
+use crate::{Context, Services};
+
+/// Why a read answered nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The site has nothing with this key.
+    #[error(transparent)]
+    NotFound(#[from] Missing),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A page of the site's accounts.
+pub async fn accounts(
+    services: &Services,
+    ctx: &Context,
+    filter: &AccountFilter,
+    page: &PageRequest,
+) -> Result<Page<Account>, ReadError> {
+    Ok(services.store.list_accounts(ctx.site.id, filter, page).await?)
+}
+
+/// What each of `accounts` has (subscriptions past due, paused, …), in their order.
+pub async fn account_activity(services: &Services, accounts: &[Account]) -> Result<Vec<AccountActivity>, ReadError> {
+    Ok(services.store.account_activity(accounts).await?)
+}
+
+/// A page of the site's invoices.
+pub async fn invoices(
+    services: &Services,
+    ctx: &Context,
+    filter: &InvoiceFilter,
+    page: &PageRequest,
+) -> Result<Page<Invoice>, ReadError> {
+    Ok(services.store.list_invoices(ctx.site.id, filter, page).await?)
+}
+
+/// The invoice with the number `number` (as given: a number that does not parse names no
+/// invoice).
+pub async fn invoice(services: &Services, ctx: &Context, number: &str) -> Result<Invoice, ReadError> {
+    let missing = || ReadError::NotFound(Missing::invoice(number));
+    let n = number.parse::<i64>().map_err(|_| missing())?;
+    crate::invoicing::find(services, ctx, n).await?.ok_or_else(missing)
+}
+
+/// An invoice's line items and transactions.
+#[derive(Debug, Clone)]
+pub struct InvoiceDetails {
+    pub lines: Vec<Adjustment>,
+    pub transactions: Vec<Transaction>,
+}
+
+/// The line items and transactions of `invoice`.
+pub async fn invoice_details(services: &Services, invoice: &Invoice) -> Result<InvoiceDetails, ReadError> {
+    let lines = services.store.invoice_lines(invoice.id).await?;
+    let transactions = services.store.invoice_transactions(invoice.id).await?;
+    Ok(InvoiceDetails { lines, transactions })
+}
+
+/// A page of the site's subscriptions.
+pub async fn subscriptions(
+    services: &Services,
+    ctx: &Context,
+    filter: &SubscriptionFilter,
+    page: &PageRequest,
+) -> Result<Page<SubscriptionRecord>, ReadError> {
+    Ok(services.store.list_subscriptions(ctx.site.id, filter, page).await?)
+}
+
+/// The subscription `uuid` of the site.
+pub async fn subscription(services: &Services, ctx: &Context, uuid: &str) -> Result<SubscriptionRecord, ReadError> {
+    services.store.subscription(ctx.site.id, uuid).await?.ok_or_else(|| Missing::subscription(uuid).into())
+}
+
+/// A page of the site's transactions.
+pub async fn transactions(
+    services: &Services,
+    ctx: &Context,
+    filter: &TransactionFilter,
+    page: &PageRequest,
+) -> Result<Page<Transaction>, ReadError> {
+    Ok(services.store.list_transactions(ctx.site.id, filter, page).await?)
+}
+
+/// The transaction `uuid` of the site.
+pub async fn transaction(services: &Services, ctx: &Context, uuid: &str) -> Result<Transaction, ReadError> {
+    services.store.transaction(ctx.site.id, uuid).await?.ok_or_else(|| Missing::transaction(uuid).into())
+}
