@@ -5,9 +5,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use rebill_xml::{ApiVersion, Features, WireContext};
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap};
 use reqwest::{Method, StatusCode, Url};
-use rebill_xml::{ApiVersion, Features, WireContext};
 
 use crate::error::{self, Error};
 
@@ -92,7 +92,8 @@ impl RetryPolicy {
 fn jitter() -> f64 {
     use std::hash::{BuildHasher, Hasher};
     let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
+    hasher
+        .write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos());
     (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 

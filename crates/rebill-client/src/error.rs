@@ -116,12 +116,7 @@ impl Error {
 }
 
 /// The error an answer with a status outside 2xx stands for.
-pub(crate) fn from_response(
-    status: u16,
-    body: &[u8],
-    reset_at: Option<DateTime<Utc>>,
-    ctx: &WireContext,
-) -> Error {
+pub(crate) fn from_response(status: u16, body: &[u8], reset_at: Option<DateTime<Utc>>, ctx: &WireContext) -> Error {
     match status {
         401 => return Error::Unauthorized,
         403 => return Error::Forbidden,
@@ -177,7 +172,9 @@ mod tests {
   <error field="account.email" symbol="invalid_email" lang="en-US">is not a valid email address</error>
   <error field="account.account_code" symbol="blank" lang="en-US">can't be blank</error>
 </errors>"#;
-        let Error::Validation(fields) = from_response(422, body, None, &ctx()) else { panic!("not a validation error") };
+        let Error::Validation(fields) = from_response(422, body, None, &ctx()) else {
+            panic!("not a validation error")
+        };
         assert_eq!(
             fields,
             vec![
@@ -186,7 +183,11 @@ mod tests {
                     symbol: "invalid_email".into(),
                     message: "is not a valid email address".into()
                 },
-                FieldError { field: "account.account_code".into(), symbol: "blank".into(), message: "can't be blank".into() },
+                FieldError {
+                    field: "account.account_code".into(),
+                    symbol: "blank".into(),
+                    message: "can't be blank".into()
+                },
             ]
         );
     }

@@ -45,4 +45,4 @@ pub use generated::*;
 pub use list::{FilterValue, List, NoFilters, Order, Page, Sort};
 /// The models the requests and responses are made of (shared with the service).
 pub use rebill_models as models;
-pub use rebill_xml::{ApiVersion, Features};
+pub use rebill_xml::{ApiVersion, Features, Money};

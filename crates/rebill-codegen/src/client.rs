@@ -54,7 +54,8 @@ fn render_error(message: String) -> GenerateError {
 fn groups(schema: &Schema) -> Result<Vec<Group<'_>>, GenerateError> {
     let mut groups: Vec<Group> = Vec::new();
     for e in &schema.endpoints {
-        let name = group_name(e).ok_or_else(|| render_error(format!("{}: no resource segment in {}", e.name, e.path)))?;
+        let name =
+            group_name(e).ok_or_else(|| render_error(format!("{}: no resource segment in {}", e.name, e.path)))?;
         let singular = name.strip_suffix('s').unwrap_or(name).to_owned();
         let method = method_name(&e.name, name, &singular);
         let group = match groups.iter_mut().position(|g| g.name == name) {
@@ -183,7 +184,9 @@ fn group_file(schema: &Schema, group: &Group) -> TokenStream {
         } else {
             let builder = ident(&format!("{}Request", rebill_schema::camel_case(&e.name)));
             let query_names = e.query.iter().map(|q| q.as_str()).collect::<Vec<_>>().join("`, `");
-            doc.push_str(&format!("\n\nOptional query parameters `{query_names}` on the returned request; send it with `.await`."));
+            doc.push_str(&format!(
+                "\n\nOptional query parameters `{query_names}` on the returned request; send it with `.await`."
+            ));
             let doc = doc_attrs(&doc);
             methods.push(quote! {
                 #doc
@@ -202,7 +205,10 @@ fn group_file(schema: &Schema, group: &Group) -> TokenStream {
                     }
                 }
             });
-            let builder_doc = format!("A `{}` request (`{}().{method}(…)`): set its query parameters, then `.await` it.", e.name, group.name);
+            let builder_doc = format!(
+                "A `{}` request (`{}().{method}(…)`): set its query parameters, then `.await` it.",
+                e.name, group.name
+            );
             builders.push(quote! {
                 #[doc = #builder_doc]
                 pub struct #builder {
