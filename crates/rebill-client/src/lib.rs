@@ -30,6 +30,8 @@
 //! The API version decides the element names written and read: a client pinned at 2.9 reads
 //! `subtotal_in_cents` as the amount before discount, one at 2.10 as after.
 
+#![warn(missing_docs)]
+
 mod call;
 mod client;
 mod error;
@@ -46,3 +48,8 @@ pub use list::{FilterValue, List, NoFilters, Order, Page, Sort};
 /// The models the requests and responses are made of (shared with the service).
 pub use rebill_models as models;
 pub use rebill_xml::{ApiVersion, Features, Money};
+
+/// The README's example, compiled as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
