@@ -188,8 +188,9 @@ impl ClientBuilder {
 
     /// Opt in to waiting on 429: when the site's limit is used up, wait until
     /// `X-RateLimit-Reset` and send the request again, as long as the wait is at most `max_wait`
-    /// (a longer wait answers [`Error::RateLimited`] at once). Without it, 429 is
-    /// [`Error::RateLimited`].
+    /// (a longer wait answers [`Error::RateLimited`] at once; at most three waits per call).
+    /// This applies to writes too: the service refuses a request over the limit before doing
+    /// anything with it. Without it, 429 is [`Error::RateLimited`].
     pub fn wait_on_rate_limit(mut self, max_wait: Duration) -> Self {
         self.rate_limit_wait = Some(max_wait);
         self

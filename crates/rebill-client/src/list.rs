@@ -239,7 +239,15 @@ fn records(answer: &Answer) -> Option<u64> {
 async fn fetch<T: XmlResource>(client: &Client, url: Url) -> Result<Page<T>, Error> {
     let answer = client.send(Method::GET, url, None).await?;
     let items = list_from_xml(&answer.body, client.wire_context(), Mode::Response).map_err(Error::decode)?;
-    let next = answer.header("link").and_then(|l| link(l, "next")).and_then(|u| Url::parse(&u).ok());
+    let next = match answer.header("link").and_then(|l| link(l, "next")) {
+        None => None,
+        // A next page that cannot be followed is an error, not a silently shorter list.
+        Some(next) => Some(Url::parse(&next).map_err(|e| Error::Api {
+            status: answer.status.as_u16(),
+            symbol: String::new(),
+            description: format!("the next page's link {next:?} is not a URL: {e}"),
+        })?),
+    };
     Ok(Page { items, next, records: records(&answer) })
 }
 

@@ -1,7 +1,7 @@
 //! The rebill generator: schema IR → Rust source files (rendered with quote + prettyplease).
 //!
 //! [`generate`] is pure: it returns every generated file with its path relative to the
-//! workspace root. [`check`] and [`write`] compare with / update a checkout; `cargo xtask regen`
+//! workspace root. [`stale_files`] and [`write()`] compare with / update a checkout; `cargo xtask regen`
 //! and the drift test use them. The client's endpoint methods (`rebill-client`) come from
 //! the `client` module under the same regen and check.
 
