@@ -81,9 +81,12 @@ fn safe_ident(name: &str) -> Ident {
     if syn::parse_str::<Ident>(name).is_ok() { ident(name) } else { Ident::new_raw(name, Span::call_site()) }
 }
 
-/// The marker type of the distinct filter set (`state` → `State`, `state`+`type` → `StateType`).
+/// The marker type of the distinct filter set, named by its sorted filters (`state` → `State`,
+/// `type`+`state` → `StateType`).
 fn filter_marker(filters: &[String]) -> Ident {
-    ident(&rebill_schema::camel_case(&filters.join("_")))
+    let mut names: Vec<&str> = filters.iter().map(String::as_str).collect();
+    names.sort_unstable();
+    ident(&rebill_schema::camel_case(&names.join("_")))
 }
 
 /// Generates the client's files.
@@ -125,7 +128,7 @@ fn facts(e: &Endpoint) -> String {
 
 fn group_file(schema: &Schema, group: &Group) -> TokenStream {
     let group_type = ident(&rebill_schema::camel_case(&group.name));
-    let group_doc = format!("The endpoints under `/v2/{}` (`client.{}()`).", group.name, group.name);
+    let group_doc = doc_attrs(&format!("The endpoints under `/v2/{}` (`client.{}()`).", group.name, group.name));
     let mut methods = Vec::new();
     let mut builders = Vec::new();
     for (e, method) in &group.endpoints {
@@ -196,21 +199,21 @@ fn group_file(schema: &Schema, group: &Group) -> TokenStream {
             });
             let setters = e.query.iter().map(|q| {
                 let name = safe_ident(q);
-                let doc = format!("Sets the `{q}` query parameter.");
+                let doc = doc_attrs(&format!("Sets the `{q}` query parameter."));
                 quote! {
-                    #[doc = #doc]
+                    #doc
                     pub fn #name(mut self, value: impl std::fmt::Display) -> Self {
                         self.call = self.call.query(#q, value.to_string());
                         self
                     }
                 }
             });
-            let builder_doc = format!(
+            let builder_doc = doc_attrs(&format!(
                 "A `{}` request (`{}().{method}(…)`): set its query parameters, then `.await` it.",
                 e.name, group.name
-            );
+            ));
             builders.push(quote! {
-                #[doc = #builder_doc]
+                #builder_doc
                 pub struct #builder {
                     call: Call<api::#marker>,
                 }
@@ -248,7 +251,7 @@ fn group_file(schema: &Schema, group: &Group) -> TokenStream {
         use crate::{ByVersion, Client, Error, List};
         use super::filters;
 
-        #[doc = #group_doc]
+        #group_doc
         #[derive(Debug, Clone)]
         pub struct #group_type {
             pub(crate) client: Client,
@@ -267,9 +270,9 @@ fn mod_file(schema: &Schema, groups: &[Group]) -> TokenStream {
     let accessors = groups.iter().map(|g| {
         let name = ident(&g.name);
         let t = ident(&rebill_schema::camel_case(&g.name));
-        let doc = format!("The endpoints under `/v2/{}`.", g.name);
+        let doc = doc_attrs(&format!("The endpoints under `/v2/{}`.", g.name));
         quote! {
-            #[doc = #doc]
+            #doc
             pub fn #name(&self) -> #t {
                 #t { client: self.clone() }
             }
@@ -281,21 +284,21 @@ fn mod_file(schema: &Schema, groups: &[Group]) -> TokenStream {
     }
     let markers = sets.iter().map(|(marker, filters)| {
         let marker = ident(marker);
-        let doc = format!("Lists filtered by `{}`.", filters.join("`, `"));
+        let doc = doc_attrs(&format!("Lists filtered by `{}`.", filters.join("`, `")));
         let setters = filters.iter().map(|f| {
             let name = safe_ident(f);
-            let doc = format!(
+            let doc = doc_attrs(&format!(
                 "Only records whose `{f}` is `value` (a string, or a model enum spelled as the client's version spells it)."
-            );
+            ));
             quote! {
-                #[doc = #doc]
+                #doc
                 pub fn #name(self, value: impl crate::FilterValue) -> Self {
                     self.filter(#f, value)
                 }
             }
         });
         quote! {
-            #[doc = #doc]
+            #doc
             #[derive(Debug, Clone, Copy)]
             pub struct #marker;
 

@@ -8,7 +8,7 @@ use rebill_models::api;
 use crate::call::Call;
 use crate::{ByVersion, Client, Error, List};
 use super::filters;
-///The endpoints under `/v2/accounts` (`client.accounts()`).
+/// The endpoints under `/v2/accounts` (`client.accounts()`).
 #[derive(Debug, Clone)]
 pub struct Accounts {
     pub(crate) client: Client,
@@ -274,7 +274,7 @@ impl Accounts {
     pub fn list_adjustments(
         &self,
         account_code: &str,
-    ) -> List<rebill_models::Adjustment, filters::TypeState> {
+    ) -> List<rebill_models::Adjustment, filters::StateType> {
         List::new::<api::ListAccountAdjustments>(&self.client, &[account_code])
     }
     /// Adds a one-time charge or credit.

@@ -8,7 +8,7 @@ use rebill_models::api;
 use crate::call::Call;
 use crate::{ByVersion, Client, Error, List};
 use super::filters;
-///The endpoints under `/v2/adjustments` (`client.adjustments()`).
+/// The endpoints under `/v2/adjustments` (`client.adjustments()`).
 #[derive(Debug, Clone)]
 pub struct Adjustments {
     pub(crate) client: Client,

@@ -8,7 +8,7 @@ use rebill_models::api;
 use crate::call::Call;
 use crate::{ByVersion, Client, Error, List};
 use super::filters;
-///The endpoints under `/v2/coupons` (`client.coupons()`).
+/// The endpoints under `/v2/coupons` (`client.coupons()`).
 #[derive(Debug, Clone)]
 pub struct Coupons {
     pub(crate) client: Client,

@@ -8,7 +8,7 @@ use rebill_models::api;
 use crate::call::Call;
 use crate::{ByVersion, Client, Error, List};
 use super::filters;
-///The endpoints under `/v2/credit_payments` (`client.credit_payments()`).
+/// The endpoints under `/v2/credit_payments` (`client.credit_payments()`).
 #[derive(Debug, Clone)]
 pub struct CreditPayments {
     pub(crate) client: Client,

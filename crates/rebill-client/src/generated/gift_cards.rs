@@ -8,7 +8,7 @@ use rebill_models::api;
 use crate::call::Call;
 use crate::{ByVersion, Client, Error, List};
 use super::filters;
-///The endpoints under `/v2/gift_cards` (`client.gift_cards()`).
+/// The endpoints under `/v2/gift_cards` (`client.gift_cards()`).
 #[derive(Debug, Clone)]
 pub struct GiftCards {
     pub(crate) client: Client,

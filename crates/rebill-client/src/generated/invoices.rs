@@ -8,7 +8,7 @@ use rebill_models::api;
 use crate::call::Call;
 use crate::{ByVersion, Client, Error, List};
 use super::filters;
-///The endpoints under `/v2/invoices` (`client.invoices()`).
+/// The endpoints under `/v2/invoices` (`client.invoices()`).
 #[derive(Debug, Clone)]
 pub struct Invoices {
     pub(crate) client: Client,

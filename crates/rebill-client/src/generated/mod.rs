@@ -23,88 +23,75 @@ pub use purchases::*;
 pub use gift_cards::*;
 /// The filter sets of list endpoints: `List<T, F>` has a method per filter of `F`.
 pub mod filters {
-    ///Lists filtered by `state`.
+    /// Lists filtered by `state`.
     #[derive(Debug, Clone, Copy)]
     pub struct State;
     impl<T: rebill_xml::XmlResource + Send + 'static> crate::List<T, State> {
-        ///Only records whose `state` is `value` (a string, or a model enum spelled as the client's version spells it).
+        /// Only records whose `state` is `value` (a string, or a model enum spelled as the client's version spells it).
         pub fn state(self, value: impl crate::FilterValue) -> Self {
             self.filter("state", value)
         }
     }
-    ///Lists filtered by `state`, `type`.
+    /// Lists filtered by `type`, `state`.
     #[derive(Debug, Clone, Copy)]
     pub struct StateType;
     impl<T: rebill_xml::XmlResource + Send + 'static> crate::List<T, StateType> {
-        ///Only records whose `state` is `value` (a string, or a model enum spelled as the client's version spells it).
-        pub fn state(self, value: impl crate::FilterValue) -> Self {
-            self.filter("state", value)
-        }
-        ///Only records whose `type` is `value` (a string, or a model enum spelled as the client's version spells it).
+        /// Only records whose `type` is `value` (a string, or a model enum spelled as the client's version spells it).
         pub fn r#type(self, value: impl crate::FilterValue) -> Self {
             self.filter("type", value)
         }
-    }
-    ///Lists filtered by `type`, `state`.
-    #[derive(Debug, Clone, Copy)]
-    pub struct TypeState;
-    impl<T: rebill_xml::XmlResource + Send + 'static> crate::List<T, TypeState> {
-        ///Only records whose `type` is `value` (a string, or a model enum spelled as the client's version spells it).
-        pub fn r#type(self, value: impl crate::FilterValue) -> Self {
-            self.filter("type", value)
-        }
-        ///Only records whose `state` is `value` (a string, or a model enum spelled as the client's version spells it).
+        /// Only records whose `state` is `value` (a string, or a model enum spelled as the client's version spells it).
         pub fn state(self, value: impl crate::FilterValue) -> Self {
             self.filter("state", value)
         }
     }
 }
 impl crate::Client {
-    ///The endpoints under `/v2/accounts`.
+    /// The endpoints under `/v2/accounts`.
     pub fn accounts(&self) -> Accounts {
         Accounts { client: self.clone() }
     }
-    ///The endpoints under `/v2/plans`.
+    /// The endpoints under `/v2/plans`.
     pub fn plans(&self) -> Plans {
         Plans { client: self.clone() }
     }
-    ///The endpoints under `/v2/coupons`.
+    /// The endpoints under `/v2/coupons`.
     pub fn coupons(&self) -> Coupons {
         Coupons { client: self.clone() }
     }
-    ///The endpoints under `/v2/subscriptions`.
+    /// The endpoints under `/v2/subscriptions`.
     pub fn subscriptions(&self) -> Subscriptions {
         Subscriptions {
             client: self.clone(),
         }
     }
-    ///The endpoints under `/v2/adjustments`.
+    /// The endpoints under `/v2/adjustments`.
     pub fn adjustments(&self) -> Adjustments {
         Adjustments {
             client: self.clone(),
         }
     }
-    ///The endpoints under `/v2/invoices`.
+    /// The endpoints under `/v2/invoices`.
     pub fn invoices(&self) -> Invoices {
         Invoices { client: self.clone() }
     }
-    ///The endpoints under `/v2/credit_payments`.
+    /// The endpoints under `/v2/credit_payments`.
     pub fn credit_payments(&self) -> CreditPayments {
         CreditPayments {
             client: self.clone(),
         }
     }
-    ///The endpoints under `/v2/transactions`.
+    /// The endpoints under `/v2/transactions`.
     pub fn transactions(&self) -> Transactions {
         Transactions {
             client: self.clone(),
         }
     }
-    ///The endpoints under `/v2/purchases`.
+    /// The endpoints under `/v2/purchases`.
     pub fn purchases(&self) -> Purchases {
         Purchases { client: self.clone() }
     }
-    ///The endpoints under `/v2/gift_cards`.
+    /// The endpoints under `/v2/gift_cards`.
     pub fn gift_cards(&self) -> GiftCards {
         GiftCards { client: self.clone() }
     }

@@ -8,7 +8,7 @@ use rebill_models::api;
 use crate::call::Call;
 use crate::{ByVersion, Client, Error, List};
 use super::filters;
-///The endpoints under `/v2/plans` (`client.plans()`).
+/// The endpoints under `/v2/plans` (`client.plans()`).
 #[derive(Debug, Clone)]
 pub struct Plans {
     pub(crate) client: Client,

@@ -8,7 +8,7 @@ use rebill_models::api;
 use crate::call::Call;
 use crate::{ByVersion, Client, Error, List};
 use super::filters;
-///The endpoints under `/v2/purchases` (`client.purchases()`).
+/// The endpoints under `/v2/purchases` (`client.purchases()`).
 #[derive(Debug, Clone)]
 pub struct Purchases {
     pub(crate) client: Client,

@@ -8,7 +8,7 @@ use rebill_models::api;
 use crate::call::Call;
 use crate::{ByVersion, Client, Error, List};
 use super::filters;
-///The endpoints under `/v2/subscriptions` (`client.subscriptions()`).
+/// The endpoints under `/v2/subscriptions` (`client.subscriptions()`).
 #[derive(Debug, Clone)]
 pub struct Subscriptions {
     pub(crate) client: Client,
@@ -163,12 +163,12 @@ impl Subscriptions {
         List::new::<api::ListSubscriptionRedemptions>(&self.client, &[uuid])
     }
 }
-///A `terminate_subscription` request (`subscriptions().terminate(…)`): set its query parameters, then `.await` it.
+/// A `terminate_subscription` request (`subscriptions().terminate(…)`): set its query parameters, then `.await` it.
 pub struct TerminateSubscriptionRequest {
     call: Call<api::TerminateSubscription>,
 }
 impl TerminateSubscriptionRequest {
-    ///Sets the `refund` query parameter.
+    /// Sets the `refund` query parameter.
     pub fn refund(mut self, value: impl std::fmt::Display) -> Self {
         self.call = self.call.query("refund", value.to_string());
         self
@@ -188,17 +188,17 @@ impl IntoFuture for TerminateSubscriptionRequest {
         Box::pin(self.call.resource())
     }
 }
-///A `postpone_subscription` request (`subscriptions().postpone(…)`): set its query parameters, then `.await` it.
+/// A `postpone_subscription` request (`subscriptions().postpone(…)`): set its query parameters, then `.await` it.
 pub struct PostponeSubscriptionRequest {
     call: Call<api::PostponeSubscription>,
 }
 impl PostponeSubscriptionRequest {
-    ///Sets the `next_renewal_date` query parameter.
+    /// Sets the `next_renewal_date` query parameter.
     pub fn next_renewal_date(mut self, value: impl std::fmt::Display) -> Self {
         self.call = self.call.query("next_renewal_date", value.to_string());
         self
     }
-    ///Sets the `bulk` query parameter.
+    /// Sets the `bulk` query parameter.
     pub fn bulk(mut self, value: impl std::fmt::Display) -> Self {
         self.call = self.call.query("bulk", value.to_string());
         self

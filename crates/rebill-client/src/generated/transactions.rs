@@ -8,7 +8,7 @@ use rebill_models::api;
 use crate::call::Call;
 use crate::{ByVersion, Client, Error, List};
 use super::filters;
-///The endpoints under `/v2/transactions` (`client.transactions()`).
+/// The endpoints under `/v2/transactions` (`client.transactions()`).
 #[derive(Debug, Clone)]
 pub struct Transactions {
     pub(crate) client: Client,
@@ -51,12 +51,12 @@ impl Transactions {
         }
     }
 }
-///A `refund_transaction` request (`transactions().refund(…)`): set its query parameters, then `.await` it.
+/// A `refund_transaction` request (`transactions().refund(…)`): set its query parameters, then `.await` it.
 pub struct RefundTransactionRequest {
     call: Call<api::RefundTransaction>,
 }
 impl RefundTransactionRequest {
-    ///Sets the `amount_in_cents` query parameter.
+    /// Sets the `amount_in_cents` query parameter.
     pub fn amount_in_cents(mut self, value: impl std::fmt::Display) -> Self {
         self.call = self.call.query("amount_in_cents", value.to_string());
         self
