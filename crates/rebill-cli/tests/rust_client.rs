@@ -147,6 +147,11 @@ fn every_endpoint(db: &str) {
         let info = c.accounts().get_billing_info("a1").await.expect("billing info");
         assert_eq!(info.first_six.as_deref(), Some("411111"));
         c.accounts().create(&account("a2", None)).await.expect("create account");
+        // Path parameters are percent-encoded (`+` and `@` are allowed in codes).
+        let odd = Account { email: Some("xy@example.com".into()), ..account("x+y@example.com", None) };
+        c.accounts().create(&odd).await.expect("create account");
+        let got = c.accounts().get("x+y@example.com").await.expect("get by an encoded code");
+        assert_eq!(got.account_code.as_deref(), Some("x+y@example.com"));
         c.accounts().close("a2").await.expect("close");
         assert_eq!(c.accounts().get("a2").await.expect("get").state, Some(AccountState::Closed));
         assert_eq!(c.accounts().reopen("a2").await.expect("reopen").state, Some(AccountState::Active));
@@ -446,15 +451,15 @@ fn every_error_variant_from_a_real_answer_on_both_backends() {
 // Rate limits and retries
 
 fn rate_limits(db: &str) {
-    // The service's clock is set so that its rate window resets at the next whole minute of
-    // real time (at least two seconds away): the client waits for it in real time.
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("time").as_secs() as i64;
-    let reset = (now + 2).div_euclid(60) * 60 + 60;
     let key_file = vault_key_file();
     let args = ["--vault-key-file", key_file.as_str()];
-    let s =
-        start_with(db, Options { clock: Some(reset - 300), capture_stderr: true, args: &args, ..Options::default() });
+    let s = start_with(db, Options { clock: Some(T0), capture_stderr: true, args: &args, ..Options::default() });
     s.cli(&["site", "update", "--name", "sandbox", "--rate-limit", "1"]);
+    // The service's clock is set so that its rate window resets at a whole minute of real time
+    // at least five seconds away: the client waits for it in real time.
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("time").as_secs() as i64;
+    let reset = (now + 5).div_euclid(60) * 60 + 60;
+    s.set_clock(reset - 300);
     let c = client_at(&s, "2.11");
     run(async {
         // A sandbox site counts every request: 5 in the five-minute window.
@@ -511,6 +516,7 @@ fn rate_limits(db: &str) {
     page.expect("the request succeeds after the wait");
     let until_reset = reset - now;
     assert!(waited >= Duration::from_secs(1) && waited.as_secs() as i64 <= until_reset + 1, "{waited:?}");
+    assert_eq!(refusals(), refused + 1, "one 429 and then the success");
     assert_eq!(rate.expect("rate").remaining, 4, "a new window");
 }
 
