@@ -98,6 +98,11 @@ const FORBIDDEN: &[Forbidden] = &[
         dependencies: &["rebill-store", "rebill-server", "rebill-app", "sqlx", "axum", "hyper"],
         why: "the wire dialect is shared with clients: no storage, no service",
     },
+    Forbidden {
+        krate: "rebill-client",
+        dependencies: &["rebill-store", "rebill-app", "rebill-server", "rebill-billing", "axum", "sqlx"],
+        why: "the client is a merchant's dependency: the models, the wire format and HTTP, nothing of the service",
+    },
 ];
 
 const FORBIDDEN_FEATURES: &[ForbiddenFeature] = &[ForbiddenFeature {

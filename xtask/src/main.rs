@@ -16,7 +16,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Regenerate the models from schema/ (with --check: fail if any generated file is stale).
+    /// Regenerate the models and the client's endpoint methods from schema/ (with --check: fail
+    /// if any generated file is stale).
     Regen {
         #[arg(long)]
         check: bool,

@@ -1,13 +1,18 @@
 //! The rebill generator: schema IR → Rust source files (rendered with quote + prettyplease).
 //!
 //! [`generate`] is pure: it returns every generated file with its path relative to the
-//! workspace root. [`check`] and [`write`] compare with / update a checkout; `cargo xtask regen`
-//! and the drift test use them.
+//! workspace root. [`stale_files`] and [`write()`] compare with / update a checkout; `cargo xtask regen`
+//! and the drift test use them. The client's endpoint methods (`rebill-client`) come from
+//! the `client` module under the same regen and check.
 
 use std::path::{Path, PathBuf};
 
 use proc_macro2::{Ident, Span, TokenStream};
 use quote::quote;
+mod client;
+
+pub use client::CLIENT_DIR;
+
 use rebill_schema::{Direction, EnumDef, Field, FieldType, Range, Resource, Scalar, Schema, Version};
 
 /// Where the models go, relative to the workspace root.
@@ -68,6 +73,7 @@ pub fn generate(schema: &Schema) -> Result<Vec<GeneratedFile>, GenerateError> {
         path: Path::new(MODELS_DIR).join("mod.rs"),
         contents: render("mod.rs", "*.toml", mod_file(schema))?,
     });
+    files.extend(client::client_files(schema)?);
     Ok(files)
 }
 
@@ -809,11 +815,13 @@ pub fn stale_files(root: &Path, files: &[GeneratedFile]) -> Vec<PathBuf> {
         })
         .map(|f| f.path.clone())
         .collect();
-    if let Ok(entries) = std::fs::read_dir(root.join(MODELS_DIR)) {
-        for entry in entries.flatten() {
-            let path = Path::new(MODELS_DIR).join(entry.file_name());
-            if !files.iter().any(|f| f.path == path) {
-                stale.push(path);
+    for dir in [MODELS_DIR, CLIENT_DIR] {
+        if let Ok(entries) = std::fs::read_dir(root.join(dir)) {
+            for entry in entries.flatten() {
+                let path = Path::new(dir).join(entry.file_name());
+                if !files.iter().any(|f| f.path == path) {
+                    stale.push(path);
+                }
             }
         }
     }
