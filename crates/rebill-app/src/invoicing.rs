@@ -28,15 +28,21 @@
 //! [`DUNNING_RETRY_DAYS`] days after the invoice was created, on the site's clock (1, 3, 5 and 7
 //! days); only the next retry is scheduled at a time, and `attempt_next_collection_at` shows it. A
 //! retry charges the billing info stored *at the retry*, so a customer who updates their card is
-//! collected at the next retry. A successful retry marks the invoice `paid` and calls
-//! [`crate::subscriptions::on_invoice_paid`]; when the last retry fails the invoice becomes
-//! `failed` and [`crate::subscriptions::on_invoice_failed`] runs (the subscriptions expire). A
-//! job whose invoice was settled meanwhile, or that is not the invoice's next attempt, does
-//! nothing. An account without billing info is retried the same way (each attempt without a
-//! payment method counts as a failed attempt, with no transaction).
+//! collected at the next retry. A successful retry marks the invoice `paid`; when the last retry
+//! fails the invoice becomes `failed`. A job whose invoice was settled meanwhile, or that is not
+//! the invoice's next attempt, does nothing. An account without billing info is retried the same
+//! way (each attempt without a payment method counts as a failed attempt, with no transaction).
 //!
-//! The hooks are called only when an outcome comes later than the call that invoiced (dunning,
-//! `mark_successful`, `mark_failed`); [`invoice`] answers its own outcome to its caller.
+//! # Events
+//!
+//! Every change records its event with it ([`crate::events`]): `invoice.created`,
+//! `invoice.past_due`, `invoice.paid` and `invoice.failed` (with what settled it:
+//! [`SETTLED_BY_INVOICING`], `dunning`, `marked` or `collection`), `transaction.approved` and
+//! `transaction.declined`. An invoice paid or failed later than the call that invoiced it
+//! (dunning, `mark_successful`, `mark_failed`, `collect`) concerns its subscriptions, which react
+//! to the event (they recover or expire, [`crate::subscriptions::on_invoice_settled`]); the use
+//! case drains its invoice's reactions before it returns. [`invoice`] answers its own outcome
+//! to its caller.
 
 use chrono::{DateTime, Utc};
 use rebill_billing::gateway::{AvsAddress, Outcome, PaymentMethod, PaymentRequest};
@@ -44,13 +50,16 @@ use rebill_billing::invoice::{InvoiceError, InvoiceOrigin, InvoiceTotals, ItemRe
 use rebill_billing::proration::Proration;
 use rebill_store::accounts::Account;
 use rebill_store::billing_info::{BillingFields, PaymentKind};
+use rebill_store::events::{Awaiting, NewEvent};
 use rebill_store::invoicing::{
     AccountSnapshot, Adjustment, AdjustmentKind, Check, CollectionMethod, EngineKey, Invoice, InvoiceAmounts,
     InvoiceChange, InvoiceState, InvoiceTerms, NewAdjustment, NewInvoice, NewTransaction, StoredPayment, Transaction,
     TransactionFailure, TransactionResult, TransactionStatus,
 };
 use rebill_store::{Site, StoreError};
+use serde_json::json;
 
+use crate::events;
 use crate::jobs::JobError;
 use crate::{Context, Services, time};
 
@@ -62,6 +71,16 @@ pub const DUNNING_JOB: &str = "dunning";
 pub const INVOICE_DUE_JOB: &str = "invoice_due";
 
 const DAY: i64 = 86_400;
+
+/// What settled an invoice in the call that invoiced it (the invoicing caller handles the
+/// outcome; nothing reacts to its event).
+pub const SETTLED_BY_INVOICING: &str = "invoicing";
+/// A dunning retry settled it.
+const SETTLED_BY_DUNNING: &str = "dunning";
+/// Marked paid or failed (`mark_successful`, `mark_failed`).
+const SETTLED_BY_MARK: &str = "marked";
+/// Collected now (`collect`).
+const SETTLED_BY_COLLECTION: &str = "collection";
 
 /// The states of an open invoice: it can still be paid, collected, retried or failed.
 pub const OPEN_INVOICE_STATES: [InvoiceState; 3] =
@@ -307,9 +326,11 @@ pub async fn invoice(
     let preview = preview(account, &draft, at)?;
     let new_lines = &preview.lines[..preview.lines.len() - draft.pending.len()];
     let attach: Vec<i64> = draft.pending.iter().map(|a| a.id).collect();
-    let (invoice, lines) = state.store.create_invoice(site.id, &preview.invoice, new_lines, &attach, at).await?;
+    let created = created_event(state, &account.account_code, &preview.invoice, at);
+    let (invoice, lines) =
+        state.store.create_invoice(site.id, &preview.invoice, new_lines, &attach, at, &[created]).await?;
     if invoice.amounts.balance <= 0 {
-        let paid = settle(state, &invoice, InvoiceState::Paid, at).await?;
+        let paid = settle(state, &invoice, InvoiceState::Paid, SETTLED_BY_INVOICING, at).await?;
         return Ok(Invoiced { invoice: paid, lines, transaction: None });
     }
     if collect == Collect::Manual {
@@ -331,19 +352,59 @@ pub async fn invoice(
     };
     let approved = transaction.as_ref().is_some_and(|t| t.status() == TransactionStatus::Success);
     let invoice = if approved {
-        settle(state, &invoice, InvoiceState::Paid, at).await?
+        settle(state, &invoice, InvoiceState::Paid, SETTLED_BY_INVOICING, at).await?
     } else if collect == Collect::Once {
-        settle(state, &invoice, InvoiceState::Failed, at).await?
+        settle(state, &invoice, InvoiceState::Failed, SETTLED_BY_INVOICING, at).await?
     } else {
         schedule_retry(state, &invoice, 0, at).await?
     };
     Ok(Invoiced { invoice, lines, transaction })
 }
 
-/// Marks an open invoice paid or failed (no more retries).
-async fn settle(state: &Services, invoice: &Invoice, to: InvoiceState, at: i64) -> Result<Invoice, BillingError> {
+/// An event of an invoice (subject: its number): its account, currency and total, and for
+/// `invoice.paid` and `invoice.failed` what settled it.
+fn invoice_event(
+    state: &Services,
+    kind: &str,
+    at: i64,
+    account_code: &str,
+    currency: &str,
+    total: i64,
+    settled_by: Option<&str>,
+) -> NewEvent {
+    let mut payload = json!({ "account_code": account_code, "currency": currency, "total_in_cents": total });
+    if let (Some(by), Some(map)) = (settled_by, payload.as_object_mut()) {
+        map.insert("settled_by".to_owned(), by.into());
+    }
+    events::new(state, kind, at, payload)
+}
+
+/// The `invoice.created` event of a new invoice of the account `account_code`.
+pub(crate) fn created_event(state: &Services, account_code: &str, invoice: &NewInvoice, at: i64) -> NewEvent {
+    invoice_event(state, events::INVOICE_CREATED, at, account_code, &invoice.currency, invoice.amounts.total, None)
+}
+
+/// The event of an open invoice becoming `to` (paid, failed or past due), settled `by`.
+pub(crate) fn state_event(state: &Services, invoice: &Invoice, to: InvoiceState, by: &str, at: i64) -> NewEvent {
+    let (kind, settled_by) = match to {
+        InvoiceState::Paid => (events::INVOICE_PAID, Some(by)),
+        InvoiceState::Failed => (events::INVOICE_FAILED, Some(by)),
+        _ => (events::INVOICE_PAST_DUE, None),
+    };
+    invoice_event(state, kind, at, &invoice.account_code, &invoice.currency, invoice.amounts.total, settled_by)
+}
+
+/// Marks an open invoice paid or failed (no more retries), settled `by`.
+async fn settle(
+    state: &Services,
+    invoice: &Invoice,
+    to: InvoiceState,
+    by: &str,
+    at: i64,
+) -> Result<Invoice, BillingError> {
     let change = InvoiceChange { state: to, attempt_next_collection_at: None, collection_attempts: None };
-    match state.store.set_invoice_state(invoice.id, &OPEN_INVOICE_STATES, change, at).await? {
+    let event = state_event(state, invoice, to, by, at);
+    match state.store.set_invoice_state(invoice.id, &OPEN_INVOICE_STATES, change, at, &[event]).await? {
         Some(changed) => Ok(changed),
         // Settled meanwhile: answer it as it is.
         None => state
@@ -370,7 +431,8 @@ pub async fn schedule_retry(
             attempt_next_collection_at: None,
             collection_attempts: Some(attempts),
         };
-        return match state.store.set_invoice_state(invoice.id, &OPEN_INVOICE_STATES, change, at).await? {
+        let failed = state_event(state, invoice, InvoiceState::Failed, SETTLED_BY_DUNNING, at);
+        return match state.store.set_invoice_state(invoice.id, &OPEN_INVOICE_STATES, change, at, &[failed]).await? {
             Some(failed) => Ok(failed),
             None => Ok(state.store.invoice_by_id(invoice.id).await?.unwrap_or_else(|| invoice.clone())),
         };
@@ -382,7 +444,12 @@ pub async fn schedule_retry(
         attempt_next_collection_at: Some(next),
         collection_attempts: Some(attempts),
     };
-    match state.store.set_invoice_state(invoice.id, &OPEN_INVOICE_STATES, change, at).await? {
+    // A failed retry of a past-due invoice changes its schedule, not its state.
+    let events: Vec<NewEvent> = (invoice.state != InvoiceState::PastDue)
+        .then(|| state_event(state, invoice, InvoiceState::PastDue, SETTLED_BY_DUNNING, at))
+        .into_iter()
+        .collect();
+    match state.store.set_invoice_state(invoice.id, &OPEN_INVOICE_STATES, change, at, &events).await? {
         Some(changed) => Ok(changed),
         None => Ok(state.store.invoice_by_id(invoice.id).await?.unwrap_or_else(|| invoice.clone())),
     }
@@ -475,7 +542,29 @@ async fn charge(
         return Ok(begun);
     }
     let outcome = gateway_purchase(state, &begun, source).await;
-    Ok(state.store.complete_transaction(begun.id, &result_of(&outcome, at), at).await?)
+    let result = result_of(&outcome, at);
+    let event = transaction_event(state, &begun, &result, at);
+    Ok(state.store.complete_transaction(begun.id, &result, at, &[event]).await?)
+}
+
+/// The event of a transaction's result (subject: its uuid): `transaction.approved` or
+/// `transaction.declined`, with its account, action, amount, invoice and error code.
+pub fn transaction_event(state: &Services, transaction: &Transaction, result: &TransactionResult, at: i64) -> NewEvent {
+    let kind = if result.status == TransactionStatus::Success {
+        events::TRANSACTION_APPROVED
+    } else {
+        events::TRANSACTION_DECLINED
+    };
+    let payload = json!({
+        "account_code": transaction.new.account.account_code,
+        "action": transaction.new.action,
+        "amount_in_cents": transaction.new.amount,
+        "currency": transaction.new.currency,
+        "invoice_number": transaction.invoice_number,
+        "status": result.status.as_str(),
+        "error_code": result.failure.as_ref().map(|f| f.error_code.as_str()),
+    });
+    events::new(state, kind, at, payload)
 }
 
 /// The transaction charging the invoice's balance to `source` (see [`charge`]).
@@ -523,31 +612,12 @@ pub async fn gateway_purchase(state: &Services, transaction: &Transaction, sourc
     state.gateway.purchase(&request).await
 }
 
-/// The subscriptions an invoice's lines bill.
-async fn invoice_subscriptions(state: &Services, invoice: &Invoice) -> Result<Vec<String>, StoreError> {
-    let mut uuids: Vec<String> =
-        state.store.invoice_lines(invoice.id).await?.into_iter().filter_map(|a| a.line.subscription_uuid).collect();
-    uuids.sort();
-    uuids.dedup();
-    Ok(uuids)
-}
-
-/// Tells the subscriptions of an invoice that it was paid.
-pub async fn invoice_paid(state: &Services, invoice: &Invoice, at: i64) -> Result<(), JobError> {
-    let uuids = invoice_subscriptions(state, invoice).await?;
-    if uuids.is_empty() {
-        return Ok(());
-    }
-    crate::subscriptions::on_invoice_paid(state, invoice.site_id, &uuids, at).await
-}
-
-/// Tells the subscriptions of an invoice that its collection failed for good.
-pub async fn invoice_failed(state: &Services, invoice: &Invoice, at: i64) -> Result<(), JobError> {
-    let uuids = invoice_subscriptions(state, invoice).await?;
-    if uuids.is_empty() {
-        return Ok(());
-    }
-    crate::subscriptions::on_invoice_failed(state, invoice.site_id, &uuids, at).await
+/// Runs the reactions to the invoice's events ([`crate::events::drain`]): what a use case that
+/// settled it does before it returns.
+async fn react(state: &Services, invoice: &Invoice) -> Result<(), JobError> {
+    let number = invoice.invoice_number.to_string();
+    events::drain(state, Awaiting::Subject(invoice.site_id, &number)).await?;
+    Ok(())
 }
 
 /// Runs a dunning retry of a past-due invoice at the job's due time (see the module
@@ -578,14 +648,11 @@ pub async fn run_dunning(state: &Services, job: &rebill_store::jobs::Job) -> Res
         None => false,
     };
     if approved {
-        let paid = settle(state, &invoice, InvoiceState::Paid, at).await?;
-        return invoice_paid(state, &paid, at).await;
+        settle(state, &invoice, InvoiceState::Paid, SETTLED_BY_DUNNING, at).await?;
+    } else {
+        schedule_retry(state, &invoice, attempt, at).await?;
     }
-    let after = schedule_retry(state, &invoice, attempt, at).await?;
-    if after.state == InvoiceState::Failed {
-        invoice_failed(state, &after, at).await?;
-    }
-    Ok(())
+    react(state, &invoice).await
 }
 
 /// A manually collected invoice still `pending` at its due date (`due_on`, after `net_terms`
@@ -599,34 +666,41 @@ pub async fn run_invoice_due(state: &Services, job: &rebill_store::jobs::Job) ->
     }
     let change =
         InvoiceChange { state: InvoiceState::PastDue, attempt_next_collection_at: None, collection_attempts: None };
-    state.store.set_invoice_state(invoice.id, &[InvoiceState::Pending], change, job.due_at).await?;
+    let event = state_event(state, &invoice, InvoiceState::PastDue, SETTLED_BY_MARK, job.due_at);
+    state.store.set_invoice_state(invoice.id, &[InvoiceState::Pending], change, job.due_at, &[event]).await?;
     Ok(())
 }
 
 /// Marks an open invoice paid (`mark_successful`): no more retries; its subscriptions recover.
 /// `None` when the invoice is not pending or past due.
 pub async fn mark_paid(state: &Services, invoice: &Invoice, at: i64) -> Result<Option<Invoice>, JobError> {
-    let change =
-        InvoiceChange { state: InvoiceState::Paid, attempt_next_collection_at: None, collection_attempts: None };
-    let Some(paid) = state.store.set_invoice_state(invoice.id, &OPEN_INVOICE_STATES, change, at).await? else {
-        return Ok(None);
-    };
-    state.store.cancel_jobs(DUNNING_JOB, &invoice.uuid).await?;
-    invoice_paid(state, &paid, at).await?;
-    Ok(Some(paid))
+    close(state, invoice, InvoiceState::Paid, SETTLED_BY_MARK, at).await
 }
 
 /// Marks an open invoice failed (`mark_failed`): no more retries; its subscriptions expire.
 /// `None` when the invoice is not pending or past due.
 pub async fn mark_failed(state: &Services, invoice: &Invoice, at: i64) -> Result<Option<Invoice>, JobError> {
-    let change =
-        InvoiceChange { state: InvoiceState::Failed, attempt_next_collection_at: None, collection_attempts: None };
-    let Some(failed) = state.store.set_invoice_state(invoice.id, &OPEN_INVOICE_STATES, change, at).await? else {
+    close(state, invoice, InvoiceState::Failed, SETTLED_BY_MARK, at).await
+}
+
+/// Settles an open invoice as `to` (`by` says how), drops its retries and runs the reactions to
+/// it (its subscriptions recover or expire). `None` when the invoice is not open.
+async fn close(
+    state: &Services,
+    invoice: &Invoice,
+    to: InvoiceState,
+    by: &str,
+    at: i64,
+) -> Result<Option<Invoice>, JobError> {
+    let change = InvoiceChange { state: to, attempt_next_collection_at: None, collection_attempts: None };
+    let event = state_event(state, invoice, to, by, at);
+    let Some(closed) = state.store.set_invoice_state(invoice.id, &OPEN_INVOICE_STATES, change, at, &[event]).await?
+    else {
         return Ok(None);
     };
     state.store.cancel_jobs(DUNNING_JOB, &invoice.uuid).await?;
-    invoice_failed(state, &failed, at).await?;
-    Ok(Some(failed))
+    react(state, &closed).await?;
+    Ok(Some(closed))
 }
 
 /// Collects a past-due invoice now (`collect`): one attempt with the stored payment method,
@@ -651,7 +725,8 @@ pub async fn collect_now(
     if t.status() != TransactionStatus::Success {
         return Ok(Some((invoice.clone(), Some(t))));
     }
-    let paid = mark_paid(state, invoice, at).await?.unwrap_or_else(|| invoice.clone());
+    let paid =
+        close(state, invoice, InvoiceState::Paid, SETTLED_BY_COLLECTION, at).await?.unwrap_or_else(|| invoice.clone());
     Ok(Some((paid, Some(t))))
 }
 

@@ -13,12 +13,14 @@
 //! | [`scheduler`] | running due jobs; catching a site up with its clock |
 //! | [`clock`] | moving a sandbox site's clock on |
 //! | [`jobs`] | job outcomes and their recording |
+//! | [`events`] | the domain events every change records, and delivering them to their subscribers |
 //! | [`transactions`] | one-off charges of an account |
 
 pub mod accounts;
 pub mod clock;
 pub mod context;
 pub mod error;
+pub mod events;
 pub mod invoicing;
 pub mod jobs;
 pub mod payment_methods;

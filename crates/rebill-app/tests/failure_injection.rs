@@ -9,6 +9,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use chrono::{DateTime, Utc};
+use rebill_app::accounts;
 use rebill_app::payment_methods::{self, BillingRequest};
 use rebill_app::subscriptions::{self, Details, Subscribe};
 use rebill_app::{Clock, Context, Services, scheduler};
@@ -137,8 +138,7 @@ async fn subscribers(store: Store, gateway: Arc<Scripted>, clock: Arc<TestClock>
     let ctx = Context { site, now: T0 };
     for i in 0..n {
         let code = format!("a{i}");
-        let account =
-            services.store.create_account(ctx.site.id, &code, &AccountFields::default(), T0).await.expect("account");
+        let account = accounts::create(&services, &ctx, &code, &AccountFields::default(), None).await.expect("account");
         payment_methods::apply(&services, &ctx, &account, &card()).await.expect("billing info");
         let new = NewSubscription {
             uuid: format!("{i:032x}"),
