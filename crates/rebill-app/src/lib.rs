@@ -8,7 +8,7 @@
 //! | [`accounts`] | create (with billing info, all or nothing), update, close, reopen, balance |
 //! | [`payment_methods`] | read, verify and save an account's billing info; a payment method for one charge |
 //! | [`invoicing`] | invoicing and collection: invoices of engine lines, one-off lines and pending adjustments, charging the stored payment method, dunning retries, manual invoices falling due, mark paid or failed, collect now |
-//! | [`subscriptions`] | the stored subscription documents, catching up, invoicing a subscription's charges, scheduled subscription jobs, the outcomes of their invoices |
+//! | [`subscriptions`] | the stored subscription documents, catching up, invoicing a subscription's charges, scheduled subscription jobs, the reaction to their invoices paid or failed later |
 //! | [`renewals`] | plain renewals due together, in batches |
 //! | [`scheduler`] | running due jobs; catching a site up with its clock |
 //! | [`clock`] | moving a sandbox site's clock on |

@@ -583,7 +583,7 @@ pub enum ChangeError {
 
 /// One change of a stored subscription: claims it, catches up to `ctx.now`, applies the actions
 /// `build` makes from the caught-up value (it may also change the details), saves the value, the
-/// history and the charges in one transaction, invoices the charges (a declined one leaves its
+/// events and the charges in one transaction, invoices the charges (a declined one leaves its
 /// invoice past due with retries and the subscription past due: the change stands),
 /// reschedules and releases the claim. Answers the subscription as saved.
 pub async fn change(

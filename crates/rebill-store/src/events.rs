@@ -164,3 +164,199 @@ impl Store {
         Ok(done.rows_affected() == 1)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::accounts::AccountFields;
+    use crate::plans::PlanFields;
+    use crate::subscriptions::{Indexed, NewSubscriptionRecord};
+    use crate::testing::{fresh_postgres_database, fresh_sqlite_url};
+    use crate::{Mode, NewSite, Plan};
+
+    const NOW: i64 = 1_800_000_000;
+
+    fn event(kind: &str, awaits_reaction: bool) -> NewEvent {
+        NewEvent { kind: kind.into(), at: NOW, recorded_at: NOW + 1, payload: r#"{"n":1}"#.into(), awaits_reaction }
+    }
+
+    /// A site with an account `a1`.
+    async fn site_and_account(store: &Store, name: &str) -> (i64, i64) {
+        let new =
+            NewSite { name: name.into(), mode: Mode::Sandbox, plan: Plan::Core, credit_memos: false, contact: None };
+        let site = store.create_site(&new, NOW).await.expect("site").0.id;
+        let account = store.create_account(site, "a1", &AccountFields::default(), NOW, &[]).await.expect("account");
+        (site, account.id)
+    }
+
+    /// Events appended with a change are listed awaiting their reaction in order, per site or
+    /// subject, until marked handled (once); payloads are versioned on write and read back as
+    /// given.
+    #[tokio::test]
+    async fn awaiting_events_are_listed_in_order_until_handled() {
+        for store in crate::testing::both_backends("events_awaiting").await {
+            let (site, _) = site_and_account(&store, "one").await;
+            let (other, _) = site_and_account(&store, "two").await;
+            let fields = AccountFields { email: Some("a@example.com".into()), ..AccountFields::default() };
+            let updates = [event("account.updated", true), event("account.noted", false)];
+            store.update_account(site, "a1", &fields, NOW, &updates).await.expect("update").expect("found");
+            store.update_account(other, "a1", &fields, NOW, &updates[..1]).await.expect("update").expect("found");
+            // An update of no account records nothing.
+            assert_eq!(store.update_account(site, "nope", &fields, NOW, &updates).await.expect("update"), None);
+
+            let recorded = store.events(site, "a1").await.expect("events");
+            assert_eq!(
+                recorded.iter().map(|e| e.kind.as_str()).collect::<Vec<_>>(),
+                ["account.updated", "account.noted"]
+            );
+            assert_eq!(
+                (recorded[0].at, recorded[0].recorded_at, recorded[0].payload.as_str()),
+                (NOW, NOW + 1, r#"{"n":1}"#)
+            );
+            let raw: String = sqlx::query("SELECT payload FROM domain_events WHERE id = $1")
+                .bind(recorded[0].id)
+                .fetch_one(&store.pool)
+                .await
+                .expect("row")
+                .try_get(0)
+                .expect("text");
+            assert_eq!(raw, r#"{"n":1,"document_version":1}"#);
+
+            let all = store.awaiting_events(Awaiting::All, 0, 10).await.expect("awaiting");
+            assert_eq!(all.len(), 2);
+            assert!(all[0].id < all[1].id && all.iter().all(|e| e.awaiting && e.handled_at.is_none()));
+            assert_eq!(store.awaiting_events(Awaiting::All, all[0].id, 10).await.expect("after"), all[1..]);
+            assert_eq!(store.awaiting_events(Awaiting::All, 0, 1).await.expect("limit"), all[..1]);
+            assert_eq!(store.awaiting_events(Awaiting::Site(other), 0, 10).await.expect("site"), all[1..]);
+            assert_eq!(store.awaiting_events(Awaiting::Subject(site, "a1"), 0, 10).await.expect("subject"), all[..1]);
+            assert!(store.awaiting_events(Awaiting::Subject(site, "a2"), 0, 10).await.expect("none").is_empty());
+
+            assert!(store.mark_event_handled(all[0].id, NOW + 9).await.expect("mark"));
+            assert!(!store.mark_event_handled(all[0].id, NOW + 10).await.expect("mark again"), "handled once");
+            assert_eq!(store.awaiting_events(Awaiting::All, 0, 10).await.expect("awaiting"), all[1..]);
+            let handled = store.events(site, "a1").await.expect("events").remove(0);
+            assert_eq!((handled.awaiting, handled.handled_at), (false, Some(NOW + 9)));
+        }
+    }
+
+    /// A refused creation changes nothing: discarding the new account or subscription removes
+    /// the events of its creation too (and only those).
+    #[tokio::test]
+    async fn discarded_creations_leave_no_events() {
+        for store in crate::testing::both_backends("events_discarded").await {
+            let (site, account) = site_and_account(&store, "one").await;
+            store
+                .create_account(site, "kept", &AccountFields::default(), NOW, &[event("account.created", false)])
+                .await
+                .expect("kept");
+            let gone = store
+                .create_account(site, "gone", &AccountFields::default(), NOW, &[event("account.created", false)])
+                .await
+                .expect("gone");
+            assert!(store.discard_new_account(site, gone.id).await.expect("discard"));
+            assert!(store.events(site, "gone").await.expect("events").is_empty());
+            assert_eq!(store.events(site, "kept").await.expect("events").len(), 1);
+
+            let fields = PlanFields { name: Some("Gold".into()), ..PlanFields::default() };
+            let plan = store.create_plan(site, "gold", &fields, NOW).await.expect("plan").id;
+            let record = NewSubscriptionRecord {
+                site_id: site,
+                account_id: account,
+                plan_id: plan,
+                uuid: "s1".into(),
+                indexed: Indexed { state: "active".into(), ..Indexed::default() },
+                value: "{}".into(),
+                creation: "{}".into(),
+                details: "{}".into(),
+            };
+            let (claim, _) = store
+                .create_subscription(&record, &[], &[event("subscription.created", false)], NOW, NOW + 60)
+                .await
+                .expect("create");
+            assert_eq!(store.events(site, "s1").await.expect("events").len(), 1);
+            assert!(store.discard_subscription(&claim).await.expect("discard"));
+            assert!(store.events(site, "s1").await.expect("events").is_empty());
+            assert_eq!(store.events(site, "kept").await.expect("events").len(), 1);
+        }
+    }
+
+    /// A database written before events existed: the migration keeps each subscription history
+    /// row as a `subscription.history` event of its subscription, in order, with its action as
+    /// stored, and drops the history table.
+    #[tokio::test]
+    async fn the_subscription_history_is_kept_as_events() {
+        let database = fresh_postgres_database("events_history").await;
+        for url in [fresh_sqlite_url("events_history"), database.url().to_owned()] {
+            let store = Store::connect(&url).await.expect("store");
+            let (site, account) = site_and_account(&store, "legacy").await;
+            let fields = PlanFields { name: Some("Gold".into()), ..PlanFields::default() };
+            let plan = store.create_plan(site, "gold", &fields, NOW).await.expect("plan").id;
+            let record = NewSubscriptionRecord {
+                site_id: site,
+                account_id: account,
+                plan_id: plan,
+                uuid: "s1".into(),
+                indexed: Indexed { state: "active".into(), ..Indexed::default() },
+                value: "{}".into(),
+                creation: "{}".into(),
+                details: "{}".into(),
+            };
+            let (_, subscription) = store.create_subscription(&record, &[], &[], NOW, NOW + 60).await.expect("create");
+            // Back to the schema before the events' migration, with two history rows (one
+            // versioned, one older), as a database of the previous release holds them.
+            let version: i64 = sqlx::query("SELECT MAX(version) AS v FROM _sqlx_migrations")
+                .fetch_one(&store.pool)
+                .await
+                .expect("migrations")
+                .try_get("v")
+                .expect("v");
+            assert_eq!(version, 12, "this test rewinds the events' migration only");
+            for statement in [
+                "DROP TABLE domain_events",
+                "CREATE TABLE subscription_history (id BIGINT PRIMARY KEY, subscription_id BIGINT NOT NULL \
+                 REFERENCES subscriptions(id), at BIGINT NOT NULL, action TEXT NOT NULL)",
+                "CREATE INDEX subscription_history_subscription ON subscription_history(subscription_id, id)",
+                "DELETE FROM _sqlx_migrations WHERE version = 12",
+            ] {
+                sqlx::query(statement).execute(&store.pool).await.expect(statement);
+            }
+            for (id, at, action) in [
+                (7, NOW + 5, r#"{"action":"pause","remaining_pause_cycles":1,"document_version":1}"#),
+                (3, NOW, r#"{"action":"cancel"}"#),
+            ] {
+                sqlx::query(
+                    "INSERT INTO subscription_history (id, subscription_id, at, action) VALUES ($1, $2, $3, $4)",
+                )
+                .bind(id)
+                .bind(subscription.id)
+                .bind(at)
+                .bind(action)
+                .execute(&store.pool)
+                .await
+                .expect("history");
+            }
+            store.pool.close().await;
+            store.reads.close().await;
+
+            let store = Store::connect(&url).await.expect("migrated");
+            let events = store.events(site, "s1").await.expect("events");
+            let seen: Vec<(&str, i64, i64, &str, bool)> =
+                events.iter().map(|e| (e.kind.as_str(), e.at, e.recorded_at, e.payload.as_str(), e.awaiting)).collect();
+            assert_eq!(
+                seen,
+                [
+                    ("subscription.history", NOW, NOW, r#"{"action":"cancel"}"#, false),
+                    (
+                        "subscription.history",
+                        NOW + 5,
+                        NOW + 5,
+                        r#"{"action":"pause","remaining_pause_cycles":1}"#,
+                        false
+                    ),
+                ]
+            );
+            let gone = sqlx::query("SELECT COUNT(*) FROM subscription_history").fetch_one(&store.pool).await;
+            assert!(gone.is_err(), "the history table is dropped");
+        }
+    }
+}
