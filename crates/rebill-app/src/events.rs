@@ -8,6 +8,9 @@
 //! | invoice number | `invoice.created`, `invoice.past_due`, `invoice.paid`, `invoice.failed` |
 //! | transaction uuid | `transaction.approved`, `transaction.declined` |
 //!
+//! Databases older than the events hold `subscription.history` events too: the subscription
+//! history they had, kept by the migration (one per accepted action, the action as payload).
+//!
 //! The payload is a small JSON object: the account code and what the change was (states,
 //! amounts, the action a subscription accepted, what settled an invoice).
 //!

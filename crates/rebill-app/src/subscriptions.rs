@@ -843,3 +843,54 @@ async fn finish_create(
     reschedule(services, ctx.site.id, &loaded.sub, None).await?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only invoices settled after their invoicing call reach the subscriptions.
+    #[test]
+    fn the_subscriptions_react_to_late_invoice_outcomes_only() {
+        for by in ["dunning", "marked", "collection"] {
+            let payload = json!({ "account_code": "a1", "settled_by": by });
+            assert!(reacts_to(events::INVOICE_PAID, &payload), "{by}");
+            assert!(reacts_to(events::INVOICE_FAILED, &payload), "{by}");
+            assert!(!reacts_to(events::INVOICE_CREATED, &payload), "{by}");
+        }
+        let at_invoicing = json!({ "account_code": "a1", "settled_by": "invoicing" });
+        assert!(!reacts_to(events::INVOICE_PAID, &at_invoicing));
+        assert!(!reacts_to(events::INVOICE_FAILED, &at_invoicing));
+        assert!(!reacts_to(events::INVOICE_PAID, &json!({ "account_code": "a1" })));
+    }
+
+    /// Every scheduled transition and every action has its own event kind of a subscription.
+    #[test]
+    fn transitions_and_actions_name_subscription_events() {
+        let dues = [
+            DueKind::Activation,
+            DueKind::TrialEnd,
+            DueKind::Renewal,
+            DueKind::PauseStart,
+            DueKind::PausedRenewal,
+            DueKind::PauseEnd,
+            DueKind::Expiration,
+        ];
+        let kinds: Vec<&str> = dues.into_iter().map(due_kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                "subscription.activated",
+                "subscription.trial_ended",
+                "subscription.renewed",
+                "subscription.paused",
+                "subscription.paused_renewal",
+                "subscription.resumed",
+                "subscription.expired"
+            ]
+        );
+        assert_eq!(action_kind(&Action::Cancel), "subscription.canceled");
+        assert_eq!(action_kind(&Action::Terminate { refund: Refund::None }), "subscription.expired");
+        assert_eq!(action_kind(&Action::Pause { remaining_pause_cycles: 2 }), "subscription.pause_scheduled");
+        assert!(kinds.iter().chain([&action_kind(&Action::Resume)]).all(|k| k.starts_with("subscription.")));
+    }
+}
