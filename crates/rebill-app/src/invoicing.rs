@@ -384,14 +384,17 @@ pub(crate) fn created_event(state: &Services, account_code: &str, invoice: &NewI
     invoice_event(state, events::INVOICE_CREATED, at, account_code, &invoice.currency, invoice.amounts.total, None)
 }
 
-/// The event of an open invoice becoming `to` (paid, failed or past due), settled `by`.
-pub(crate) fn state_event(state: &Services, invoice: &Invoice, to: InvoiceState, by: &str, at: i64) -> NewEvent {
-    let (kind, settled_by) = match to {
-        InvoiceState::Paid => (events::INVOICE_PAID, Some(by)),
-        InvoiceState::Failed => (events::INVOICE_FAILED, Some(by)),
-        _ => (events::INVOICE_PAST_DUE, None),
-    };
-    invoice_event(state, kind, at, &invoice.account_code, &invoice.currency, invoice.amounts.total, settled_by)
+/// The event of an open invoice settled `by` a call: `invoice.paid`, or `invoice.failed` for any
+/// other state `to`.
+pub(crate) fn settled_event(state: &Services, invoice: &Invoice, to: InvoiceState, by: &str, at: i64) -> NewEvent {
+    let kind = if to == InvoiceState::Paid { events::INVOICE_PAID } else { events::INVOICE_FAILED };
+    invoice_event(state, kind, at, &invoice.account_code, &invoice.currency, invoice.amounts.total, Some(by))
+}
+
+/// The `invoice.past_due` event of an invoice.
+fn past_due_event(state: &Services, invoice: &Invoice, at: i64) -> NewEvent {
+    let (code, currency, total) = (&invoice.account_code, &invoice.currency, invoice.amounts.total);
+    invoice_event(state, events::INVOICE_PAST_DUE, at, code, currency, total, None)
 }
 
 /// Marks an open invoice paid or failed (no more retries), settled `by`.
@@ -403,7 +406,7 @@ async fn settle(
     at: i64,
 ) -> Result<Invoice, BillingError> {
     let change = InvoiceChange { state: to, attempt_next_collection_at: None, collection_attempts: None };
-    let event = state_event(state, invoice, to, by, at);
+    let event = settled_event(state, invoice, to, by, at);
     match state.store.set_invoice_state(invoice.id, &OPEN_INVOICE_STATES, change, at, &[event]).await? {
         Some(changed) => Ok(changed),
         // Settled meanwhile: answer it as it is.
@@ -431,7 +434,7 @@ pub async fn schedule_retry(
             attempt_next_collection_at: None,
             collection_attempts: Some(attempts),
         };
-        let failed = state_event(state, invoice, InvoiceState::Failed, SETTLED_BY_DUNNING, at);
+        let failed = settled_event(state, invoice, InvoiceState::Failed, SETTLED_BY_DUNNING, at);
         return match state.store.set_invoice_state(invoice.id, &OPEN_INVOICE_STATES, change, at, &[failed]).await? {
             Some(failed) => Ok(failed),
             None => Ok(state.store.invoice_by_id(invoice.id).await?.unwrap_or_else(|| invoice.clone())),
@@ -445,10 +448,8 @@ pub async fn schedule_retry(
         collection_attempts: Some(attempts),
     };
     // A failed retry of a past-due invoice changes its schedule, not its state.
-    let events: Vec<NewEvent> = (invoice.state != InvoiceState::PastDue)
-        .then(|| state_event(state, invoice, InvoiceState::PastDue, SETTLED_BY_DUNNING, at))
-        .into_iter()
-        .collect();
+    let events: Vec<NewEvent> =
+        (invoice.state != InvoiceState::PastDue).then(|| past_due_event(state, invoice, at)).into_iter().collect();
     match state.store.set_invoice_state(invoice.id, &OPEN_INVOICE_STATES, change, at, &events).await? {
         Some(changed) => Ok(changed),
         None => Ok(state.store.invoice_by_id(invoice.id).await?.unwrap_or_else(|| invoice.clone())),
@@ -666,7 +667,7 @@ pub async fn run_invoice_due(state: &Services, job: &rebill_store::jobs::Job) ->
     }
     let change =
         InvoiceChange { state: InvoiceState::PastDue, attempt_next_collection_at: None, collection_attempts: None };
-    let event = state_event(state, &invoice, InvoiceState::PastDue, SETTLED_BY_MARK, job.due_at);
+    let event = past_due_event(state, &invoice, job.due_at);
     state.store.set_invoice_state(invoice.id, &[InvoiceState::Pending], change, job.due_at, &[event]).await?;
     Ok(())
 }
@@ -693,7 +694,7 @@ async fn close(
     at: i64,
 ) -> Result<Option<Invoice>, JobError> {
     let change = InvoiceChange { state: to, attempt_next_collection_at: None, collection_attempts: None };
-    let event = state_event(state, invoice, to, by, at);
+    let event = settled_event(state, invoice, to, by, at);
     let Some(closed) = state.store.set_invoice_state(invoice.id, &OPEN_INVOICE_STATES, change, at, &[event]).await?
     else {
         return Ok(None);

@@ -277,7 +277,7 @@ async fn finish_renewals(
         .iter()
         .map(|b| {
             let paid = InvoiceState::Paid;
-            [invoicing::state_event(state, &b.invoice, paid, invoicing::SETTLED_BY_INVOICING, b.planned.at)]
+            [invoicing::settled_event(state, &b.invoice, paid, invoicing::SETTLED_BY_INVOICING, b.planned.at)]
         })
         .collect();
     let mut work = state.store.begin_work().await?;
