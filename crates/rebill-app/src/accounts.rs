@@ -6,7 +6,7 @@ use rebill_store::StoreError;
 use rebill_store::accounts::{Account, AccountFields};
 
 use crate::payment_methods::{self, BillingRequest, Refusal};
-use crate::{Context, Services};
+use crate::{Context, Services, events};
 
 /// Why an account operation changed nothing (or, for [`AccountError::BillingInfo`] with a
 /// saved decline, kept the account but not its payment method).
@@ -48,7 +48,8 @@ pub async fn create(
         }
         None => None,
     };
-    let created = match services.store.create_account(ctx.site.id, code, fields, ctx.now).await {
+    let event = events::account(services, events::ACCOUNT_CREATED, ctx.now, code);
+    let created = match services.store.create_account(ctx.site.id, code, fields, ctx.now, &[event]).await {
         Ok(created) => created,
         Err(StoreError::DuplicateAccount(_)) => return Err(AccountError::Taken),
         Err(e) => return Err(e.into()),
@@ -81,9 +82,10 @@ pub async fn update(
         let existing = find(services, ctx, code).await?;
         payment_methods::apply(services, ctx, &existing, info).await.map_err(AccountError::BillingInfo)?;
     }
+    let event = events::account(services, events::ACCOUNT_UPDATED, ctx.now, code);
     services
         .store
-        .update_account(ctx.site.id, code, fields, ctx.now)
+        .update_account(ctx.site.id, code, fields, ctx.now, &[event])
         .await?
         .ok_or_else(|| AccountError::NotFound(code.to_owned()))
 }
@@ -95,18 +97,20 @@ pub async fn find(services: &Services, ctx: &Context, code: &str) -> Result<Acco
 
 /// Closes the account `code` (closing a closed account changes nothing).
 pub async fn close(services: &Services, ctx: &Context, code: &str) -> Result<Account, AccountError> {
+    let event = events::account(services, events::ACCOUNT_CLOSED, ctx.now, code);
     services
         .store
-        .close_account(ctx.site.id, code, ctx.now)
+        .close_account(ctx.site.id, code, ctx.now, &[event])
         .await?
         .ok_or_else(|| AccountError::NotFound(code.to_owned()))
 }
 
 /// Reopens the account `code` (reopening an active account changes nothing).
 pub async fn reopen(services: &Services, ctx: &Context, code: &str) -> Result<Account, AccountError> {
+    let event = events::account(services, events::ACCOUNT_REOPENED, ctx.now, code);
     services
         .store
-        .reopen_account(ctx.site.id, code, ctx.now)
+        .reopen_account(ctx.site.id, code, ctx.now, &[event])
         .await?
         .ok_or_else(|| AccountError::NotFound(code.to_owned()))
 }

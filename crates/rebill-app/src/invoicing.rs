@@ -26,15 +26,21 @@
 //! schedule of [`rebill_billing::collection::RETRY_DAYS`] (1, 3, 5 and 7 days after the invoice
 //! was created, on the site's clock); only the next retry is scheduled at a time, and `attempt_next_collection_at` shows it. A
 //! retry charges the billing info stored *at the retry*, so a customer who updates their card is
-//! collected at the next retry. A successful retry marks the invoice `paid` and calls
-//! [`crate::subscriptions::on_invoice_paid`]; when the last retry fails the invoice becomes
-//! `failed` and [`crate::subscriptions::on_invoice_failed`] runs (the subscriptions expire). A
-//! job whose invoice was settled meanwhile, or that is not the invoice's next attempt, does
-//! nothing. An account without billing info is retried the same way (each attempt without a
-//! payment method counts as a failed attempt, with no transaction).
+//! collected at the next retry. A successful retry marks the invoice `paid`; when the last retry
+//! fails the invoice becomes `failed`. A job whose invoice was settled meanwhile, or that is not
+//! the invoice's next attempt, does nothing. An account without billing info is retried the same
+//! way (each attempt without a payment method counts as a failed attempt, with no transaction).
 //!
-//! The hooks are called only when an outcome comes later than the call that invoiced (dunning,
-//! `mark_successful`, `mark_failed`); [`invoice`] answers its own outcome to its caller.
+//! # Events
+//!
+//! Every change records its event with it ([`crate::events`]): `invoice.created`,
+//! `invoice.past_due`, `invoice.paid` and `invoice.failed` (with what settled it:
+//! [`SETTLED_BY_INVOICING`], `dunning`, `marked` or `collection`), `transaction.approved` and
+//! `transaction.declined`. An invoice paid or failed later than the call that invoiced it
+//! (dunning, `mark_successful`, `mark_failed`, `collect`) concerns its subscriptions, which react
+//! to the event (they recover or expire, [`crate::subscriptions::on_invoice_settled`]); the use
+//! case drains its invoice's reactions before it returns. [`invoice`] answers its own outcome
+//! to its caller.
 
 use chrono::{DateTime, Utc};
 use rebill_billing::collection::{Attempt, FirstStep, after_attempt, due_date, first_step};
@@ -44,17 +50,30 @@ use rebill_billing::proration::Proration;
 use rebill_billing::states::InvoiceTransition;
 use rebill_store::accounts::Account;
 use rebill_store::billing_info::{BillingFields, PaymentKind};
+use rebill_store::events::{Awaiting, NewEvent};
 use rebill_store::invoicing::{
     AccountSnapshot, Adjustment, AdjustmentKind, Check, CollectionMethod, EngineKey, Invoice, InvoiceAmounts,
     InvoiceChange, InvoiceState, InvoiceTerms, NewAdjustment, NewInvoice, NewTransaction, StoredPayment, Transaction,
     TransactionFailure, TransactionResult, TransactionStatus,
 };
 use rebill_store::{Site, StoreError};
+use serde_json::json;
 
+use crate::events;
 use crate::jobs::JobError;
 use crate::{Context, Services, time};
 
 pub use rebill_billing::collection::Collect;
+
+/// What settled an invoice in the call that invoiced it (the invoicing caller handles the
+/// outcome; nothing reacts to its event).
+pub const SETTLED_BY_INVOICING: &str = "invoicing";
+/// A dunning retry settled it.
+const SETTLED_BY_DUNNING: &str = "dunning";
+/// Marked paid or failed (`mark_successful`, `mark_failed`).
+const SETTLED_BY_MARK: &str = "marked";
+/// Collected now (`collect`).
+const SETTLED_BY_COLLECTION: &str = "collection";
 
 /// Kind of the scheduled retry jobs (subject: the invoice's uuid).
 pub const DUNNING_JOB: &str = "dunning";
@@ -288,10 +307,12 @@ pub async fn invoice(
     let preview = preview(account, &draft, at)?;
     let new_lines = &preview.lines[..preview.lines.len() - draft.pending.len()];
     let attach: Vec<i64> = draft.pending.iter().map(|a| a.id).collect();
-    let (invoice, lines) = state.store.create_invoice(site.id, &preview.invoice, new_lines, &attach, at).await?;
+    let created = created_event(state, &account.account_code, &preview.invoice, at);
+    let (invoice, lines) =
+        state.store.create_invoice(site.id, &preview.invoice, new_lines, &attach, at, &[created]).await?;
     match first_step(invoice.amounts.balance, collect, invoice.due_on) {
         FirstStep::PayNow => {
-            let paid = transition(state, &invoice, InvoiceTransition::Pay, at).await?;
+            let paid = transition(state, &invoice, InvoiceTransition::Pay, SETTLED_BY_INVOICING, at).await?;
             return Ok(Invoiced { invoice: paid, lines, transaction: None });
         }
         FirstStep::AwaitPayment { due_at } => {
@@ -318,8 +339,65 @@ pub async fn invoice(
         Some(_) => Attempt::Declined,
         None => Attempt::NoPaymentMethod,
     };
-    let invoice = attempted(state, &invoice, collect, 0, outcome, at).await?;
+    let invoice = attempted(state, &invoice, collect, 0, outcome, SETTLED_BY_INVOICING, at).await?;
     Ok(Invoiced { invoice, lines, transaction })
+}
+
+/// An event of an invoice (subject: its number): its account, currency and total, and for
+/// `invoice.paid` and `invoice.failed` what settled it.
+fn invoice_event(
+    state: &Services,
+    kind: &str,
+    at: i64,
+    account_code: &str,
+    currency: &str,
+    total: i64,
+    settled_by: Option<&str>,
+) -> NewEvent {
+    let mut payload = json!({ "account_code": account_code, "currency": currency, "total_in_cents": total });
+    if let (Some(by), Some(map)) = (settled_by, payload.as_object_mut()) {
+        map.insert("settled_by".to_owned(), by.into());
+    }
+    events::new(state, kind, at, payload)
+}
+
+/// The `invoice.created` event of a new invoice of the account `account_code`.
+pub(crate) fn created_event(state: &Services, account_code: &str, invoice: &NewInvoice, at: i64) -> NewEvent {
+    invoice_event(state, events::INVOICE_CREATED, at, account_code, &invoice.currency, invoice.amounts.total, None)
+}
+
+/// The event of an open invoice settled `by` a call: `invoice.paid`, or `invoice.failed` for any
+/// other state `to`.
+pub(crate) fn settled_event(state: &Services, invoice: &Invoice, to: InvoiceState, by: &str, at: i64) -> NewEvent {
+    let kind = if to == InvoiceState::Paid { events::INVOICE_PAID } else { events::INVOICE_FAILED };
+    invoice_event(state, kind, at, &invoice.account_code, &invoice.currency, invoice.amounts.total, Some(by))
+}
+
+/// The `invoice.past_due` event of an invoice.
+fn past_due_event(state: &Services, invoice: &Invoice, at: i64) -> NewEvent {
+    let (code, currency, total) = (&invoice.account_code, &invoice.currency, invoice.amounts.total);
+    invoice_event(state, events::INVOICE_PAST_DUE, at, code, currency, total, None)
+}
+
+/// The events of `transition` of `invoice`, settled `by` a call: `invoice.paid`, `invoice.failed`,
+/// or `invoice.past_due` when it becomes past due (a failed retry of a past-due invoice changes
+/// its schedule, not its state).
+fn transition_events(
+    state: &Services,
+    invoice: &Invoice,
+    transition: InvoiceTransition,
+    by: &str,
+    at: i64,
+) -> Vec<NewEvent> {
+    match transition {
+        InvoiceTransition::Pay | InvoiceTransition::Fail => {
+            vec![settled_event(state, invoice, transition.to(), by, at)]
+        }
+        InvoiceTransition::Retry | InvoiceTransition::FallDue if invoice.state != InvoiceState::PastDue => {
+            vec![past_due_event(state, invoice, at)]
+        }
+        InvoiceTransition::Retry | InvoiceTransition::FallDue => Vec::new(),
+    }
 }
 
 /// Makes `transition` of an open invoice (no retry scheduled); answers the invoice as it is
@@ -328,9 +406,10 @@ async fn transition(
     state: &Services,
     invoice: &Invoice,
     transition: InvoiceTransition,
+    by: &str,
     at: i64,
 ) -> Result<Invoice, BillingError> {
-    write_transition(state, invoice, transition, without_retry(transition), at).await
+    write_transition(state, invoice, transition, without_retry(transition), by, at).await
 }
 
 /// The write of `transition` with no retry scheduled and the attempts counted unchanged.
@@ -338,15 +417,18 @@ fn without_retry(transition: InvoiceTransition) -> InvoiceChange {
     InvoiceChange { state: transition.to(), attempt_next_collection_at: None, collection_attempts: None }
 }
 
-/// Writes `change` if the invoice is still in a state `transition` starts from.
+/// Writes `change` with the transition's events if the invoice is still in a state `transition`
+/// starts from.
 async fn write_transition(
     state: &Services,
     invoice: &Invoice,
     transition: InvoiceTransition,
     change: InvoiceChange,
+    by: &str,
     at: i64,
 ) -> Result<Invoice, BillingError> {
-    match state.store.set_invoice_state(invoice.id, transition.from_states(), change, at).await? {
+    let events = transition_events(state, invoice, transition, by, at);
+    match state.store.set_invoice_state(invoice.id, transition.from_states(), change, at, &events).await? {
         Some(changed) => Ok(changed),
         // Settled meanwhile: answer it as it is.
         None => state
@@ -359,13 +441,15 @@ async fn write_transition(
 
 /// After collection attempt `attempt` (0: the first charge, then the retry's number) ended with
 /// `outcome`: what the collection policy says follows — paid, failed, or past due with the next
-/// retry scheduled (the answer's state tells which).
+/// retry scheduled (the answer's state tells which); a settlement is recorded as made `by` this
+/// caller.
 pub async fn attempted(
     state: &Services,
     invoice: &Invoice,
     collect: Collect,
     attempt: i64,
     outcome: Attempt,
+    by: &str,
     at: i64,
 ) -> Result<Invoice, BillingError> {
     let next = after_attempt(collect, attempt, outcome, invoice.created_at);
@@ -378,7 +462,7 @@ pub async fn attempted(
         attempt_next_collection_at: next.next_retry_at,
         collection_attempts: next.failed_attempts,
     };
-    write_transition(state, invoice, next.change, change, at).await
+    write_transition(state, invoice, next.change, change, by, at).await
 }
 
 /// `credit_card` or `ach`.
@@ -468,7 +552,29 @@ async fn charge(
         return Ok(begun);
     }
     let outcome = gateway_purchase(state, &begun, source).await;
-    Ok(state.store.complete_transaction(begun.id, &result_of(&outcome, at), at).await?)
+    let result = result_of(&outcome, at);
+    let event = transaction_event(state, &begun, &result, at);
+    Ok(state.store.complete_transaction(begun.id, &result, at, &[event]).await?)
+}
+
+/// The event of a transaction's result (subject: its uuid): `transaction.approved` or
+/// `transaction.declined`, with its account, action, amount, invoice and error code.
+pub fn transaction_event(state: &Services, transaction: &Transaction, result: &TransactionResult, at: i64) -> NewEvent {
+    let kind = if result.status == TransactionStatus::Success {
+        events::TRANSACTION_APPROVED
+    } else {
+        events::TRANSACTION_DECLINED
+    };
+    let payload = json!({
+        "account_code": transaction.new.account.account_code,
+        "action": transaction.new.action,
+        "amount_in_cents": transaction.new.amount,
+        "currency": transaction.new.currency,
+        "invoice_number": transaction.invoice_number,
+        "status": result.status.as_str(),
+        "error_code": result.failure.as_ref().map(|f| f.error_code.as_str()),
+    });
+    events::new(state, kind, at, payload)
 }
 
 /// The transaction charging the invoice's balance to `source` (see [`charge`]).
@@ -516,31 +622,12 @@ pub async fn gateway_purchase(state: &Services, transaction: &Transaction, sourc
     state.gateway.purchase(&request).await
 }
 
-/// The subscriptions an invoice's lines bill.
-async fn invoice_subscriptions(state: &Services, invoice: &Invoice) -> Result<Vec<String>, StoreError> {
-    let mut uuids: Vec<String> =
-        state.store.invoice_lines(invoice.id).await?.into_iter().filter_map(|a| a.line.subscription_uuid).collect();
-    uuids.sort();
-    uuids.dedup();
-    Ok(uuids)
-}
-
-/// Tells the subscriptions of an invoice that it was paid.
-pub async fn invoice_paid(state: &Services, invoice: &Invoice, at: i64) -> Result<(), JobError> {
-    let uuids = invoice_subscriptions(state, invoice).await?;
-    if uuids.is_empty() {
-        return Ok(());
-    }
-    crate::subscriptions::on_invoice_paid(state, invoice.site_id, &uuids, at).await
-}
-
-/// Tells the subscriptions of an invoice that its collection failed for good.
-pub async fn invoice_failed(state: &Services, invoice: &Invoice, at: i64) -> Result<(), JobError> {
-    let uuids = invoice_subscriptions(state, invoice).await?;
-    if uuids.is_empty() {
-        return Ok(());
-    }
-    crate::subscriptions::on_invoice_failed(state, invoice.site_id, &uuids, at).await
+/// Runs the reactions to the invoice's events ([`crate::events::drain`]): what a use case that
+/// settled it does before it returns.
+async fn react(state: &Services, invoice: &Invoice) -> Result<(), JobError> {
+    let number = invoice.invoice_number.to_string();
+    events::drain(state, Awaiting::Subject(invoice.site_id, &number)).await?;
+    Ok(())
 }
 
 /// Runs a dunning retry of a past-due invoice at the job's due time (see the module
@@ -570,12 +657,8 @@ pub async fn run_dunning(state: &Services, job: &rebill_store::jobs::Job) -> Res
         }
         None => Attempt::NoPaymentMethod,
     };
-    let after = attempted(state, &invoice, Collect::Automatic, attempt, outcome, at).await?;
-    match after.state {
-        InvoiceState::Paid => invoice_paid(state, &after, at).await,
-        InvoiceState::Failed => invoice_failed(state, &after, at).await,
-        _ => Ok(()),
-    }
+    attempted(state, &invoice, Collect::Automatic, attempt, outcome, SETTLED_BY_DUNNING, at).await?;
+    react(state, &invoice).await
 }
 
 /// A manually collected invoice still `pending` at its due date (`due_on`, after `net_terms`
@@ -587,37 +670,41 @@ pub async fn run_invoice_due(state: &Services, job: &rebill_store::jobs::Job) ->
     if invoice.site_id != job.site_id || invoice.state.apply(InvoiceTransition::FallDue).is_err() {
         return Ok(());
     }
-    transition(state, &invoice, InvoiceTransition::FallDue, job.due_at).await?;
+    transition(state, &invoice, InvoiceTransition::FallDue, SETTLED_BY_INVOICING, job.due_at).await?;
     Ok(())
 }
 
 /// Marks an open invoice paid (`mark_successful`): no more retries; its subscriptions recover.
 /// `None` when the invoice is not pending or past due.
 pub async fn mark_paid(state: &Services, invoice: &Invoice, at: i64) -> Result<Option<Invoice>, JobError> {
-    let Some(paid) = settle_open(state, invoice, InvoiceTransition::Pay, at).await? else { return Ok(None) };
-    state.store.cancel_jobs(DUNNING_JOB, &invoice.uuid).await?;
-    invoice_paid(state, &paid, at).await?;
-    Ok(Some(paid))
+    close(state, invoice, InvoiceTransition::Pay, SETTLED_BY_MARK, at).await
 }
 
 /// Marks an open invoice failed (`mark_failed`): no more retries; its subscriptions expire.
 /// `None` when the invoice is not pending or past due.
 pub async fn mark_failed(state: &Services, invoice: &Invoice, at: i64) -> Result<Option<Invoice>, JobError> {
-    let Some(failed) = settle_open(state, invoice, InvoiceTransition::Fail, at).await? else { return Ok(None) };
-    state.store.cancel_jobs(DUNNING_JOB, &invoice.uuid).await?;
-    invoice_failed(state, &failed, at).await?;
-    Ok(Some(failed))
+    close(state, invoice, InvoiceTransition::Fail, SETTLED_BY_MARK, at).await
 }
 
-/// Makes `transition` of an open invoice for a caller that settles it by hand; `None` when the
-/// invoice was not in a state the transition starts from.
-async fn settle_open(
+/// Settles an open invoice by `transition` (`by` says how), drops its retries and runs the
+/// reactions to it (its subscriptions recover or expire). `None` when the invoice was not in a
+/// state the transition starts from.
+async fn close(
     state: &Services,
     invoice: &Invoice,
     transition: InvoiceTransition,
+    by: &str,
     at: i64,
-) -> Result<Option<Invoice>, StoreError> {
-    state.store.set_invoice_state(invoice.id, transition.from_states(), without_retry(transition), at).await
+) -> Result<Option<Invoice>, JobError> {
+    let events = transition_events(state, invoice, transition, by, at);
+    let change = without_retry(transition);
+    let Some(closed) = state.store.set_invoice_state(invoice.id, transition.from_states(), change, at, &events).await?
+    else {
+        return Ok(None);
+    };
+    state.store.cancel_jobs(DUNNING_JOB, &invoice.uuid).await?;
+    react(state, &closed).await?;
+    Ok(Some(closed))
 }
 
 /// Collects a past-due invoice now (`collect`): one attempt with the stored payment method,
@@ -642,7 +729,9 @@ pub async fn collect_now(
     if t.status() != TransactionStatus::Success {
         return Ok(Some((invoice.clone(), Some(t))));
     }
-    let paid = mark_paid(state, invoice, at).await?.unwrap_or_else(|| invoice.clone());
+    let paid = close(state, invoice, InvoiceTransition::Pay, SETTLED_BY_COLLECTION, at)
+        .await?
+        .unwrap_or_else(|| invoice.clone());
     Ok(Some((paid, Some(t))))
 }
 

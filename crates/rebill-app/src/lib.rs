@@ -8,11 +8,12 @@
 //! | [`accounts`] | create (with billing info, all or nothing), update, close, reopen, balance |
 //! | [`payment_methods`] | read, verify and save an account's billing info; a payment method for one charge |
 //! | [`invoicing`] | invoicing and collection: invoices of engine lines, one-off lines and pending adjustments, charging the stored payment method, dunning retries, manual invoices falling due, mark paid or failed, collect now |
-//! | [`subscriptions`] | the stored subscription documents, catching up, invoicing a subscription's charges, scheduled subscription jobs, the outcomes of their invoices |
+//! | [`subscriptions`] | the stored subscription documents, catching up, invoicing a subscription's charges, scheduled subscription jobs, the reaction to their invoices paid or failed later |
 //! | [`renewals`] | plain renewals due together, in batches |
 //! | [`scheduler`] | running due jobs; catching a site up with its clock |
 //! | [`clock`] | moving a sandbox site's clock on |
 //! | [`jobs`] | job outcomes and their recording |
+//! | [`events`] | the domain events every change records, and delivering them to their subscribers |
 //! | [`transactions`] | one-off charges of an account |
 //! | [`catalog`] | plans and add-ons: create, update, delete, get, list |
 //! | [`adjustments`] | an account's pending one-off charges and credits: create, delete, get, list |
@@ -29,6 +30,7 @@ pub mod catalog;
 pub mod clock;
 pub mod context;
 pub mod error;
+pub mod events;
 pub mod instant;
 pub mod invoicing;
 pub mod jobs;

@@ -14,11 +14,14 @@ use rebill_billing::vault::Secret;
 use rebill_store::StoreError;
 use rebill_store::accounts::Account;
 use rebill_store::billing_info::{BillingFields, BillingInfo as Stored, PaymentKind};
+use rebill_store::events::NewEvent;
 use rebill_store::invoicing::{NewTransaction, Transaction, new_uuid};
 use rebill_store::tokens::TokenUse;
+use serde_json::json;
 
 use crate::Services;
 use crate::context::Context;
+use crate::events;
 
 /// Amount of the verification authorization (one unit of the currency).
 const VERIFY_AMOUNT_IN_CENTS: i64 = 100;
@@ -309,7 +312,12 @@ pub async fn commit(state: &Services, ctx: &Context, account: &Account, prepared
     let Prepared { kind, fields, method, currency } = prepared;
     let failed = |e: StoreError| Refusal::Failed(PaymentMethodError::Store(e));
     let Some(method) = &method else {
-        return state.store.set_billing_info(ctx.site.id, account.id, kind, &fields, ctx.now).await.map_err(failed);
+        let event = updated(state, ctx, account, kind, &fields);
+        return state
+            .store
+            .set_billing_info(ctx.site.id, account.id, kind, &fields, ctx.now, &[event])
+            .await
+            .map_err(failed);
     };
     let payment = method.payment();
     let verification = NewTransaction {
@@ -342,11 +350,9 @@ pub async fn commit(state: &Services, ctx: &Context, account: &Account, prepared
         idempotency_key: Some(&begun.uuid),
     };
     let outcome = state.gateway.verify(&request).await;
-    let recorded = state
-        .store
-        .complete_transaction(begun.id, &crate::invoicing::result_of(&outcome, ctx.now), ctx.now)
-        .await
-        .map_err(failed)?;
+    let result = crate::invoicing::result_of(&outcome, ctx.now);
+    let event = crate::invoicing::transaction_event(state, &begun, &result, ctx.now);
+    let recorded = state.store.complete_transaction(begun.id, &result, ctx.now, &[event]).await.map_err(failed)?;
     if let Outcome::Declined(decline) = &outcome {
         let saved = decline.saveable();
         if saved {
@@ -373,7 +379,20 @@ async fn save(
             None
         }
     };
-    state.store.save_billing_info(ctx.site.id, account.id, kind, fields, reference.as_deref(), ctx.now).await
+    let event = updated(state, ctx, account, kind, fields);
+    state.store.save_billing_info(ctx.site.id, account.id, kind, fields, reference.as_deref(), ctx.now, &[event]).await
+}
+
+/// The `billing_info.updated` event of the account: the payment method's type and what
+/// identifies it (never a number).
+fn updated(state: &Services, ctx: &Context, account: &Account, kind: PaymentKind, fields: &BillingFields) -> NewEvent {
+    let payload = json!({
+        "account_code": account.account_code,
+        "type": kind.as_str(),
+        "card_type": fields.card_type,
+        "last_four": fields.last_four,
+    });
+    events::new(state, events::BILLING_INFO_UPDATED, ctx.now, payload)
 }
 
 /// A payment method read from a requested `<billing_info>`, checked but neither verified nor
@@ -412,9 +431,18 @@ pub async fn save_requested(
     account: &Account,
     method: &RequestedMethod,
 ) -> Result<Stored, StoreError> {
+    let event = updated(state, ctx, account, method.kind, &method.fields);
     state
         .store
-        .save_billing_info(ctx.site.id, account.id, method.kind, &method.fields, Some(&method.reference), ctx.now)
+        .save_billing_info(
+            ctx.site.id,
+            account.id,
+            method.kind,
+            &method.fields,
+            Some(&method.reference),
+            ctx.now,
+            &[event],
+        )
         .await
 }
 
@@ -487,5 +515,10 @@ pub async fn remove(services: &Services, ctx: &Context, code: &str) -> Result<()
         .account(ctx.site.id, code)
         .await?
         .ok_or_else(|| BillingInfoError::AccountNotFound(code.to_owned()))?;
-    if services.store.delete_billing_info(account.id).await? { Ok(()) } else { Err(BillingInfoError::NotFound) }
+    let event = events::account(services, events::BILLING_INFO_REMOVED, ctx.now, code);
+    if services.store.delete_billing_info(account.id, &[event]).await? {
+        Ok(())
+    } else {
+        Err(BillingInfoError::NotFound)
+    }
 }

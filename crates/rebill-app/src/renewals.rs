@@ -7,9 +7,10 @@ use std::collections::HashMap;
 use rebill_billing::collection::{Attempt, Collect};
 use rebill_billing::invoice::{InvoiceOrigin, LineItem};
 use rebill_billing::lifecycle;
+use rebill_store::events::NewEvent;
 use rebill_store::invoicing::{
-    AccountSnapshot, Adjustment, CollectionMethod as InvoiceCollection, Invoice, InvoiceDraft, NewTransaction, Payer,
-    Transaction, TransactionResult, TransactionStatus,
+    AccountSnapshot, Adjustment, CollectionMethod as InvoiceCollection, Invoice, InvoiceDraft, InvoiceState,
+    NewTransaction, Payer, Transaction, TransactionResult, TransactionStatus,
 };
 use rebill_store::jobs::Job;
 use rebill_store::subscriptions::{
@@ -21,7 +22,8 @@ use crate::error::SubscriptionError;
 use crate::invoicing::{self, Draft, PaymentSource, Preview};
 use crate::jobs::JobError;
 use crate::subscriptions::{
-    CLAIM_SECONDS, Details, Loaded, catch_up, epoch, from_json, indexed, invoice_terms, reschedule, save_plain, to_json,
+    CLAIM_SECONDS, Details, Loaded, Progress, Step, catch_up, epoch, from_json, indexed, invoice_terms, reschedule,
+    save_plain, step_event, step_events, to_json,
 };
 use crate::{Services, time};
 
@@ -39,6 +41,8 @@ struct Planned<'a> {
     /// Site time of the renewal (the charge's and the invoice's time).
     at: i64,
     invoice: Preview,
+    /// The `invoice.created` event of its invoice.
+    created: NewEvent,
     account_id: i64,
     account: AccountSnapshot,
     source: PaymentSource,
@@ -51,6 +55,7 @@ struct Planned<'a> {
 /// alone): the same decisions in the same order as the one-job path, so a planned renewal writes
 /// what the one-job path writes.
 fn plan_renewal<'a>(
+    state: &Services,
     job: &'a Job,
     claimed: Option<(SubscriptionClaim, SubscriptionRecord)>,
     charges: &[&Charge],
@@ -60,9 +65,9 @@ fn plan_renewal<'a>(
     let (claim, record) = claimed?;
     let mut loaded = Loaded::of(record).ok()?;
     let due = time(job.due_at)?;
-    let mut pending = Vec::new();
-    let sub = catch_up(&loaded.sub, due, &mut pending).ok()?;
-    let [charge] = pending.as_slice() else { return None };
+    let mut progress = Progress::default();
+    let sub = catch_up(&loaded.sub, due, &mut progress).ok()?;
+    let [charge] = progress.charges.as_slice() else { return None };
     if charge.origin != InvoiceOrigin::Renewal || charge.lines.is_empty() || sub == loaded.sub {
         return None;
     }
@@ -100,10 +105,12 @@ fn plan_renewal<'a>(
         indexed: indexed(&sub),
         value: serde_json::to_string(&sub).ok()?,
         details: loaded.record.details.clone(),
+        events: step_events(state, &progress.steps, &loaded.details),
         charges: vec![new_charge],
         ..SubscriptionChange::default()
     };
     let at = change.charges[0].at;
+    let created = invoicing::created_event(state, &payer.account.account_code, &invoice.invoice, at);
     loaded.sub = sub;
     Some(Planned {
         job,
@@ -112,6 +119,7 @@ fn plan_renewal<'a>(
         change,
         at,
         invoice,
+        created,
         account_id: payer.account_id,
         account: payer.account.clone(),
         source,
@@ -205,7 +213,7 @@ async fn begin_renewals<'a>(state: &Services, site: &Site, jobs: &'a [Job]) -> R
         let own: Vec<&Charge> = charges.iter().filter(|c| Some(c.subscription_id) == id).collect();
         let lines: Vec<_> =
             adjustments.iter().filter(|a| a.line.subscription_uuid.as_deref() == Some(job.subject.as_str())).collect();
-        match plan_renewal(job, held, &own, &lines, &payers) {
+        match plan_renewal(state, job, held, &own, &lines, &payers) {
             Some(p) => planned.push(p),
             None => break,
         }
@@ -221,7 +229,12 @@ async fn begin_renewals<'a>(state: &Services, site: &Site, jobs: &'a [Job]) -> R
     let mut charges = work.save_subscriptions(&saves).await?;
     let drafts: Vec<InvoiceDraft<'_>> = planned
         .iter()
-        .map(|p| InvoiceDraft { invoice: &p.invoice.invoice, lines: &p.invoice.lines, now: p.at })
+        .map(|p| InvoiceDraft {
+            invoice: &p.invoice.invoice,
+            lines: &p.invoice.lines,
+            now: p.at,
+            events: std::slice::from_ref(&p.created),
+        })
         .collect();
     let invoices = work.create_invoices(site.id, &drafts).await?;
     let purchases: Vec<NewTransaction> = planned
@@ -254,13 +267,30 @@ async fn finish_renewals(
     begun: &[Begun<'_>],
     results: &[TransactionResult],
 ) -> Result<(), StoreError> {
-    let mut work = state.store.begin_work().await?;
-    let completed: Vec<(i64, &TransactionResult, i64)> =
-        begun.iter().zip(results).map(|(b, r)| (b.transaction.id, r, b.planned.at)).collect();
-    work.complete_transactions(&completed).await?;
+    let outcomes: Vec<[NewEvent; 1]> = begun
+        .iter()
+        .zip(results)
+        .map(|(b, r)| [invoicing::transaction_event(state, &b.transaction, r, b.planned.at)])
+        .collect();
     let approved: Vec<&Begun<'_>> =
         begun.iter().zip(results).filter(|(_, r)| r.status == TransactionStatus::Success).map(|(b, _)| b).collect();
-    let paid: Vec<(i64, i64)> = approved.iter().map(|b| (b.invoice.id, b.planned.at)).collect();
+    let paid_events: Vec<[NewEvent; 1]> = approved
+        .iter()
+        .map(|b| {
+            let paid = InvoiceState::Paid;
+            [invoicing::settled_event(state, &b.invoice, paid, invoicing::SETTLED_BY_INVOICING, b.planned.at)]
+        })
+        .collect();
+    let mut work = state.store.begin_work().await?;
+    let completed: Vec<(i64, &TransactionResult, i64, &[NewEvent])> = begun
+        .iter()
+        .zip(results)
+        .zip(&outcomes)
+        .map(|((b, r), events)| (b.transaction.id, r, b.planned.at, &events[..]))
+        .collect();
+    work.complete_transactions(&completed).await?;
+    let paid: Vec<(i64, i64, &[NewEvent])> =
+        approved.iter().zip(&paid_events).map(|(b, events)| (b.invoice.id, b.planned.at, &events[..])).collect();
     work.mark_invoices_paid(&paid).await?;
     let numbers: Vec<String> = approved.iter().map(|b| b.invoice.invoice_number.to_string()).collect();
     let billed: Vec<(&Charge, Option<&str>, i64)> =
@@ -293,13 +323,24 @@ async fn renewal_declined(
     charge: &Charge,
     invoice: &Invoice,
 ) -> Result<(), JobError> {
-    invoicing::attempted(state, invoice, Collect::Automatic, 0, Attempt::Declined, planned.at).await?;
+    invoicing::attempted(
+        state,
+        invoice,
+        Collect::Automatic,
+        0,
+        Attempt::Declined,
+        invoicing::SETTLED_BY_INVOICING,
+        planned.at,
+    )
+    .await?;
     let number = invoice.invoice_number.to_string();
     let now = planned.job.due_at;
     state.store.mark_charge_billed(charge, Some(&number), now).await?;
     if !planned.loaded.sub.past_due {
         let failed = lifecycle::fail_renewal(&planned.loaded.sub).map_err(SubscriptionError::from)?;
-        save_plain(state, &planned.claim, &mut planned.loaded, failed, Vec::new(), now).await?;
+        let step = Step::of(crate::events::SUBSCRIPTION_PAST_DUE, now, &failed, None);
+        let events = vec![step_event(state, &step, &planned.loaded.details)];
+        save_plain(state, &planned.claim, &mut planned.loaded, failed, events, now).await?;
     }
     reschedule(state, site.id, &planned.loaded.sub, Some(planned.job.id)).await?;
     Ok(())

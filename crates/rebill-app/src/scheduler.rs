@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use rebill_billing::lifecycle::DueKind;
+use rebill_store::events::Awaiting;
 use rebill_store::jobs::Job;
 use rebill_store::{Site, StoreError};
 
@@ -29,13 +30,20 @@ async fn run_job(state: &Services, site: Option<&Site>, job: &Job) -> Result<(),
 }
 
 /// Runs every job that is due now (for one site, or all), in due order, until none is left;
-/// returns how many ran. Jobs scheduled by the jobs themselves run too when they are due.
+/// returns how many ran. Jobs scheduled by the jobs themselves run too when they are due. First
+/// it runs the reactions to events that are still awaiting theirs ([`crate::events::sweep`]):
+/// what a crash between a change and its reaction left behind.
 ///
 /// Consecutive renewal jobs of one site are offered to [`crate::renewals::run_renewals`],
 /// which runs the first of them that are plain renewals together (one statement per step for
 /// all of them); the job where it stops, and every other job, runs alone. Either way jobs
 /// finish in due order.
 pub async fn run_due(state: &Services, site: Option<&Site>) -> Result<usize, StoreError> {
+    // Reactions to events that a crash interrupted (their use case records and drains its own).
+    let scope = site.map_or(Awaiting::All, |s| Awaiting::Site(s.id));
+    if let Err(e) = crate::events::sweep(state, scope).await {
+        tracing::warn!(error = %e, "sweeping the reactions to events");
+    }
     let mut ran = 0;
     loop {
         let now = state.clock.now();

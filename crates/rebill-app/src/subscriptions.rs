@@ -1,10 +1,11 @@
 //! The work of subscriptions below the endpoints: the stored documents, catching up with what
 //! became due, invoicing a subscription's charges (`bill_pending`), scheduled jobs (`run_job`)
-//! and the outcomes of their invoices (`on_invoice_paid`, `on_invoice_failed`).
+//! and the reaction to the outcomes of their invoices (`on_invoice_settled`, the subscriber of
+//! `invoice.paid` and `invoice.failed` events, see [`crate::events`]).
 //!
 //! Every change (an endpoint or a scheduled job) runs the same way: claim the subscription,
-//! catch up with what became due and apply the action, save the new value, its history entry
-//! and its charges in one transaction, invoice every charge not invoiced yet (a charge saved
+//! catch up with what became due and apply the action, save the new value, its events (one per
+//! transition: renewed, paused, canceled, …) and its charges in one transaction, invoice every charge not invoiced yet (a charge saved
 //! but not invoiced, after a crash in between, is invoiced by the next change or job; an
 //! invoiced one never again), keep one scheduled job at `next_due` and release the claim. A
 //! scheduled job uses its `due_at` as "now", so a late or repeated run changes nothing that was
@@ -13,11 +14,12 @@
 use chrono::{DateTime, Utc};
 use rebill_billing::invoice::{InvoiceOrigin, LineItem};
 use rebill_billing::lifecycle::{
-    self, Action, LifecycleError, NewSubscription, Refund, Subscription as Engine, SubscriptionState as EngineState,
-    Transition,
+    self, Action, DueKind, LifecycleError, NewSubscription, Refund, Subscription as Engine,
+    SubscriptionState as EngineState, Transition,
 };
 use rebill_store::accounts::{Account, AccountFields};
-use rebill_store::invoicing::{CollectionMethod as InvoiceCollection, InvoiceTerms, Transaction};
+use rebill_store::events::{Event, NewEvent};
+use rebill_store::invoicing::{CollectionMethod as InvoiceCollection, Invoice, InvoiceTerms, Transaction};
 use rebill_store::jobs::Job;
 use rebill_store::subscriptions::{
     Charge, Claimed, Indexed, NewCharge, NewSubscriptionRecord, SubscriptionChange, SubscriptionClaim,
@@ -25,8 +27,10 @@ use rebill_store::subscriptions::{
 };
 use rebill_store::{Site, StoreError};
 use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 
 use crate::error::SubscriptionError;
+use crate::events;
 use crate::invoicing::{self, Collect, Draft};
 use crate::jobs::JobError;
 use crate::payment_methods::{self, BillingRequest, PaymentMethodError, Refusal};
@@ -115,8 +119,64 @@ pub struct Pending {
     pub lines: Vec<LineItem>,
 }
 
-/// Runs every scheduled transition due at or before `now`, one charge per transition with lines.
-pub fn catch_up(sub: &Engine, now: DateTime<Utc>, charges: &mut Vec<Pending>) -> Result<Engine, LifecycleError> {
+/// One transition of a subscription, as its event records it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    /// The event's kind (`subscription.renewed`, …).
+    pub kind: &'static str,
+    /// Site time.
+    pub at: i64,
+    /// The subscription's state and plan after the transition.
+    pub state: &'static str,
+    pub plan_code: String,
+    /// The action accepted, for a requested change.
+    pub action: Option<Value>,
+}
+
+impl Step {
+    pub fn of(kind: &'static str, at: i64, after: &Engine, action: Option<Value>) -> Self {
+        Self { kind, at, state: after.state.name(), plan_code: after.terms.plan_code.clone(), action }
+    }
+}
+
+/// What a series of transitions made: the charges to invoice and the steps to record.
+#[derive(Debug, Clone, Default)]
+pub struct Progress {
+    pub charges: Vec<Pending>,
+    pub steps: Vec<Step>,
+}
+
+/// The event kind of a scheduled transition.
+pub fn due_kind(kind: DueKind) -> &'static str {
+    match kind {
+        DueKind::Activation => "subscription.activated",
+        DueKind::TrialEnd => "subscription.trial_ended",
+        DueKind::Renewal => "subscription.renewed",
+        DueKind::PauseStart => "subscription.paused",
+        DueKind::PausedRenewal => "subscription.paused_renewal",
+        DueKind::PauseEnd => "subscription.resumed",
+        DueKind::Expiration => events::SUBSCRIPTION_EXPIRED,
+    }
+}
+
+/// The event kind of an accepted action.
+pub fn action_kind(action: &Action) -> &'static str {
+    match action {
+        Action::Activate => "subscription.activated",
+        Action::Change { .. } => "subscription.changed",
+        Action::Pause { .. } => "subscription.pause_scheduled",
+        Action::Resume => "subscription.resumed",
+        Action::Cancel => "subscription.canceled",
+        Action::Reactivate => "subscription.reactivated",
+        Action::Terminate { .. } => events::SUBSCRIPTION_EXPIRED,
+        Action::Postpone { .. } => "subscription.postponed",
+        Action::SetRemainingBillingCycles { .. } | Action::SetImportedTrial { .. } => "subscription.updated",
+    }
+}
+
+/// Runs every scheduled transition due at or before `now`, one charge per transition with lines
+/// and one step each.
+pub fn catch_up(sub: &Engine, now: DateTime<Utc>, progress: &mut Progress) -> Result<Engine, LifecycleError> {
     let mut s = sub.clone();
     while let Some(due) = lifecycle::next_due(&s) {
         if due.at > now {
@@ -124,18 +184,45 @@ pub fn catch_up(sub: &Engine, now: DateTime<Utc>, charges: &mut Vec<Pending>) ->
         }
         let step = lifecycle::advance(&s)?;
         if let Some(origin) = step.origin {
-            charges.push(Pending { origin, at: due.at, lines: step.lines });
+            progress.charges.push(Pending { origin, at: due.at, lines: step.lines });
         }
         s = step.subscription;
+        progress.steps.push(Step::of(due_kind(due.kind), epoch(due.at), &s, None));
     }
     Ok(s)
 }
 
-pub fn push(transition: Transition, at: DateTime<Utc>, charges: &mut Vec<Pending>) -> Engine {
+/// Takes the charges of a requested transition (an action, recorded as a step of `kind`).
+pub fn push(
+    transition: Transition,
+    at: DateTime<Utc>,
+    kind: &'static str,
+    action: Option<Value>,
+    progress: &mut Progress,
+) -> Engine {
     if let Some(origin) = transition.origin {
-        charges.push(Pending { origin, at, lines: transition.lines });
+        progress.charges.push(Pending { origin, at, lines: transition.lines });
     }
+    progress.steps.push(Step::of(kind, epoch(at), &transition.subscription, action));
     transition.subscription
+}
+
+/// The event of a subscription's step (subject: its uuid).
+pub fn step_event(services: &Services, step: &Step, details: &Details) -> NewEvent {
+    let mut payload = json!({
+        "account_code": details.account_code,
+        "plan_code": step.plan_code,
+        "state": step.state,
+    });
+    if let (Some(action), Some(map)) = (&step.action, payload.as_object_mut()) {
+        map.insert("action".to_owned(), action.clone());
+    }
+    events::new(services, step.kind, step.at, payload)
+}
+
+/// The events of a subscription's steps.
+pub fn step_events(services: &Services, steps: &[Step], details: &Details) -> Vec<NewEvent> {
+    steps.iter().map(|s| step_event(services, s, details)).collect()
 }
 
 pub fn new_charges(charges: &[Pending]) -> Result<Vec<NewCharge>, SubscriptionError> {
@@ -266,7 +353,9 @@ pub async fn bill_pending(
         if let Collected::Declined(_, transaction) = outcome {
             if !loaded.sub.past_due && charge.origin != "purchase" {
                 let failed = lifecycle::fail_renewal(&loaded.sub)?;
-                save_plain(state, claim, loaded, failed, Vec::new(), now).await?;
+                let event = Step::of(events::SUBSCRIPTION_PAST_DUE, now, &failed, None);
+                let events = vec![step_event(state, &event, &loaded.details)];
+                save_plain(state, claim, loaded, failed, events, now).await?;
             }
             declined.get_or_insert(Declined { transaction });
         }
@@ -278,20 +367,20 @@ pub async fn bill_pending(
 }
 
 /// Saves a new value without charges (past due, recovered, expired for non-payment), with
-/// these history entries.
+/// the events of the change.
 pub async fn save_plain(
     state: &Services,
     claim: &SubscriptionClaim,
     loaded: &mut Loaded,
     sub: Engine,
-    history: Vec<(i64, String)>,
+    events: Vec<NewEvent>,
     now: i64,
 ) -> Result<(), SubscriptionError> {
     let change = SubscriptionChange {
         indexed: indexed(&sub),
         value: serde_json::to_string(&sub)?,
         details: serde_json::to_string(&loaded.details)?,
-        history,
+        events,
         ..SubscriptionChange::default()
     };
     match state.store.save_subscription(claim, &change, now).await? {
@@ -348,14 +437,15 @@ pub async fn run_job_held(
 ) -> Result<(), JobError> {
     let at = time(job.due_at).ok_or(SubscriptionError::TimeOutOfRange)?;
     let mut loaded = Loaded::of(record)?;
-    let mut charges = Vec::new();
-    let sub = catch_up(&loaded.sub, at, &mut charges).map_err(SubscriptionError::from)?;
+    let mut progress = Progress::default();
+    let sub = catch_up(&loaded.sub, at, &mut progress).map_err(SubscriptionError::from)?;
     if sub != loaded.sub {
         let change = SubscriptionChange {
             indexed: indexed(&sub),
             value: serde_json::to_string(&sub).map_err(SubscriptionError::from)?,
             details: loaded.record.details.clone(),
-            charges: new_charges(&charges)?,
+            events: step_events(state, &progress.steps, &loaded.details),
+            charges: new_charges(&progress.charges)?,
             ..SubscriptionChange::default()
         };
         match state.store.save_subscription(claim, &change, job.due_at).await? {
@@ -369,25 +459,22 @@ pub async fn run_job_held(
 }
 
 /// Applies `f` to each subscription billed on the invoice (renewal lines name their
-/// subscription), under a claim.
+/// subscription), under a claim; `f` answers the new value and the event kind of the change.
 async fn for_invoice_subscriptions(
     state: &Services,
     site_id: i64,
     uuids: &[String],
     at: i64,
-    f: impl Fn(&Engine) -> Option<(Engine, Option<Action>)>,
+    f: impl Fn(&Engine) -> Option<(Engine, &'static str, Option<Value>)>,
 ) -> Result<(), JobError> {
     for uuid in uuids {
         let Some((claim, record)) = claim_for_work(state, site_id, uuid).await? else { continue };
         let result = async {
             let mut loaded = Loaded::of(record)?;
-            if let Some((next, action)) = f(&loaded.sub) {
+            if let Some((next, kind, action)) = f(&loaded.sub) {
                 let rescheduled = next.state != loaded.sub.state;
-                let history = match action {
-                    Some(a) => vec![(at, serde_json::to_string(&a).map_err(SubscriptionError::from)?)],
-                    None => Vec::new(),
-                };
-                save_plain(state, &claim, &mut loaded, next, history, at).await?;
+                let events = vec![step_event(state, &Step::of(kind, at, &next, action), &loaded.details)];
+                save_plain(state, &claim, &mut loaded, next, events, at).await?;
                 if rescheduled {
                     reschedule(state, site_id, &loaded.sub, None).await?;
                 }
@@ -403,37 +490,78 @@ async fn for_invoice_subscriptions(
     Ok(())
 }
 
+/// Whether the subscriptions react to an event: an invoice paid or failed by a later call than
+/// the one that invoiced it (a dunning retry, marking it paid or failed, collecting it now). The
+/// outcome of the invoicing call itself is its caller's to handle (a declined first payment
+/// refuses the creation, a declined renewal makes the subscription past due).
+pub fn reacts_to(kind: &str, payload: &Value) -> bool {
+    matches!(kind, events::INVOICE_PAID | events::INVOICE_FAILED)
+        && payload
+            .get("settled_by")
+            .and_then(Value::as_str)
+            .is_some_and(|by| by != crate::invoicing::SETTLED_BY_INVOICING)
+}
+
+/// The subscriptions an invoice's lines bill.
+async fn invoice_subscriptions(state: &Services, invoice: &Invoice) -> Result<Vec<String>, StoreError> {
+    let mut uuids: Vec<String> =
+        state.store.invoice_lines(invoice.id).await?.into_iter().filter_map(|a| a.line.subscription_uuid).collect();
+    uuids.sort();
+    uuids.dedup();
+    Ok(uuids)
+}
+
+/// The subscriber of `invoice.paid` and `invoice.failed` ([`reacts_to`]): the invoice's
+/// subscriptions recover ([`on_invoice_paid`]) or expire ([`on_invoice_failed`]) at the event's
+/// time. Idempotent: a subscription that recovered or expired already is left as it is.
+pub async fn on_invoice_settled(state: &Services, event: &Event) -> Result<(), JobError> {
+    let unknown = || StoreError::Invalid(format!("event {} names no invoice of its site", event.id));
+    let number: i64 = event.subject.parse().map_err(|_| unknown())?;
+    let invoice = state.store.invoice(event.site_id, number).await?.ok_or_else(unknown)?;
+    let uuids = invoice_subscriptions(state, &invoice).await?;
+    if uuids.is_empty() {
+        return Ok(());
+    }
+    match event.kind.as_str() {
+        events::INVOICE_PAID => on_invoice_paid(state, event.site_id, &uuids, event.at).await,
+        _ => on_invoice_failed(state, event.site_id, &uuids, event.at).await,
+    }
+}
+
 /// An invoice of subscription charges was paid (at last): its subscriptions are no longer past
 /// due.
-pub async fn on_invoice_paid(
+async fn on_invoice_paid(
     state: &Services,
     site_id: i64,
     subscription_uuids: &[String],
     at: i64,
 ) -> Result<(), JobError> {
     for_invoice_subscriptions(state, site_id, subscription_uuids, at, |sub| {
-        sub.past_due.then(|| lifecycle::recover(sub).ok().map(|s| (s, None))).flatten()
+        sub.past_due.then(|| lifecycle::recover(sub).ok().map(|s| (s, events::SUBSCRIPTION_RECOVERED, None))).flatten()
     })
     .await
 }
 
-/// The collection of an invoice of subscription charges failed for good (dunning exhausted):
-/// its subscriptions expire now.
-pub async fn on_invoice_failed(
+/// The collection of an invoice of subscription charges failed for good (dunning exhausted, or
+/// marked failed): its subscriptions expire now.
+async fn on_invoice_failed(
     state: &Services,
     site_id: i64,
     subscription_uuids: &[String],
     at: i64,
 ) -> Result<(), JobError> {
     let Some(now) = time(at) else { return Err(SubscriptionError::TimeOutOfRange.into()) };
+    let action = Action::Terminate { refund: Refund::None };
+    let recorded = serde_json::to_value(&action).map_err(SubscriptionError::from)?;
     for_invoice_subscriptions(state, site_id, subscription_uuids, at, |sub| {
         // Ended for non-payment: nothing more is billed, so a transition due meanwhile is not
-        // run (the history records the termination at the instant of the failure).
+        // run (the event records the termination at the instant of the failure).
         if sub.state == EngineState::Expired || lifecycle::next_due(sub).is_some_and(|d| d.at <= now) {
             return None;
         }
-        let action = Action::Terminate { refund: Refund::None };
-        lifecycle::apply(sub, &action, now).ok().map(|t| (t.subscription, Some(action)))
+        lifecycle::apply(sub, &action, now)
+            .ok()
+            .map(|t| (t.subscription, events::SUBSCRIPTION_EXPIRED, Some(recorded.clone())))
     })
     .await
 }
@@ -455,7 +583,7 @@ pub enum ChangeError {
 
 /// One change of a stored subscription: claims it, catches up to `ctx.now`, applies the actions
 /// `build` makes from the caught-up value (it may also change the details), saves the value, the
-/// history and the charges in one transaction, invoices the charges (a declined one leaves its
+/// events and the charges in one transaction, invoices the charges (a declined one leaves its
 /// invoice past due with retries and the subscription past due: the change stands),
 /// reschedules and releases the claim. Answers the subscription as saved.
 pub async fn change(
@@ -489,16 +617,20 @@ async fn change_held(
     build: impl FnOnce(&Engine, &mut Details, DateTime<Utc>) -> Vec<Action>,
 ) -> Result<Loaded, ChangeError> {
     let mut loaded = Loaded::of(record)?;
-    let mut charges = Vec::new();
-    let caught_up = catch_up(&loaded.sub, now, &mut charges)?;
+    let mut progress = Progress::default();
+    let caught_up = catch_up(&loaded.sub, now, &mut progress)?;
     let mut details = loaded.details.clone();
     let actions = build(&caught_up, &mut details, now);
     let mut sub = caught_up;
-    let mut history = Vec::new();
+    let updated = actions.is_empty() && details != loaded.details;
     for a in actions {
         let transition = lifecycle::apply(&sub, &a, now)?;
-        sub = push(transition, now, &mut charges);
-        history.push((ctx.now, to_json(&a)?));
+        let action = serde_json::to_value(&a).map_err(SubscriptionError::from)?;
+        sub = push(transition, now, action_kind(&a), Some(action), &mut progress);
+    }
+    if updated {
+        // Only the settings beside the engine's value (notes, terms) changed.
+        progress.steps.push(Step::of("subscription.updated", ctx.now, &sub, None));
     }
     let plan_id = if sub.terms.plan_code != loaded.sub.terms.plan_code {
         services.store.plan(ctx.site.id, &sub.terms.plan_code).await.map_err(SubscriptionError::from)?.map(|p| p.id)
@@ -510,8 +642,8 @@ async fn change_held(
         indexed: indexed(&sub),
         value: to_json(&sub)?,
         details: to_json(&details)?,
-        history,
-        charges: new_charges(&charges)?,
+        events: step_events(services, &progress.steps, &details),
+        charges: new_charges(&progress.charges)?,
     };
     let saved = match services.store.save_subscription(claim, &change, ctx.now).await {
         Ok(Some(record)) => record,
@@ -539,14 +671,14 @@ pub fn preview_change(
     now: DateTime<Utc>,
     build: impl FnOnce(&Engine, &mut Details, DateTime<Utc>) -> Vec<Action>,
 ) -> Result<Previewed, LifecycleError> {
-    let mut charges = Vec::new();
-    let mut sub = catch_up(&current.sub, now, &mut charges)?;
-    let before = charges.len();
+    let mut progress = Progress::default();
+    let mut sub = catch_up(&current.sub, now, &mut progress)?;
+    let before = progress.charges.len();
     let mut details = current.details.clone();
     for a in build(&sub, &mut details, now) {
-        sub = push(lifecycle::apply(&sub, &a, now)?, now, &mut charges);
+        sub = push(lifecycle::apply(&sub, &a, now)?, now, action_kind(&a), None, &mut progress);
     }
-    let cost_in_cents = charges[before..].iter().flat_map(|c| &c.lines).map(|l| l.total_in_cents).sum();
+    let cost_in_cents = progress.charges[before..].iter().flat_map(|c| &c.lines).map(|l| l.total_in_cents).sum();
     Ok(Previewed { sub, details, cost_in_cents })
 }
 
@@ -555,24 +687,25 @@ pub fn preview_change(
 pub struct Drafted {
     pub new: NewSubscription,
     pub sub: Engine,
-    pub charges: Vec<Pending>,
+    /// The charges of the creation and its steps: created, then anything already due.
+    pub progress: Progress,
 }
 
 impl Drafted {
     /// The total of the charges the creation makes (for a preview's `cost_in_cents`).
     pub fn cost_in_cents(&self) -> i64 {
-        self.charges.iter().flat_map(|c| &c.lines).map(|l| l.total_in_cents).sum()
+        self.progress.charges.iter().flat_map(|c| &c.lines).map(|l| l.total_in_cents).sum()
     }
 }
 
 /// What the engine makes of `new` at `now`: the creation, then anything already due for a
 /// backdated start. A preview of a creation is this dry run.
 pub fn draft(new: NewSubscription, now: DateTime<Utc>) -> Result<Drafted, LifecycleError> {
-    let mut charges = Vec::new();
+    let mut progress = Progress::default();
     let created = lifecycle::create(new.clone(), now)?;
-    let sub = push(created, now, &mut charges);
-    let sub = catch_up(&sub, now, &mut charges)?;
-    Ok(Drafted { new, sub, charges })
+    let sub = push(created, now, events::SUBSCRIPTION_CREATED, None, &mut progress);
+    let sub = catch_up(&sub, now, &mut progress)?;
+    Ok(Drafted { new, sub, progress })
 }
 
 /// A subscription to create for an account.
@@ -634,11 +767,27 @@ pub async fn create(services: &Services, ctx: &Context, input: Subscribe) -> Res
     let account = match existing {
         Some(_) if nested => services
             .store
-            .update_account(ctx.site.id, &code, &fields, ctx.now)
+            .update_account(
+                ctx.site.id,
+                &code,
+                &fields,
+                ctx.now,
+                &[events::account(services, events::ACCOUNT_UPDATED, ctx.now, &code)],
+            )
             .await?
             .ok_or_else(|| CreateError::AccountNotFound(code.clone()))?,
         Some(account) => account,
-        None => match services.store.create_account(ctx.site.id, &code, &fields, ctx.now).await {
+        None => match services
+            .store
+            .create_account(
+                ctx.site.id,
+                &code,
+                &fields,
+                ctx.now,
+                &[events::account(services, events::ACCOUNT_CREATED, ctx.now, &code)],
+            )
+            .await
+        {
             Ok(a) => a,
             Err(StoreError::DuplicateAccount(_)) => return Err(CreateError::Busy),
             Err(e) => return Err(e.into()),
@@ -656,7 +805,7 @@ pub async fn create(services: &Services, ctx: &Context, input: Subscribe) -> Res
         }
         return Err(CreateError::BillingInfo(refusal));
     }
-    let Drafted { new, sub, charges } = drafted;
+    let Drafted { new, sub, progress } = drafted;
     let record = NewSubscriptionRecord {
         site_id: ctx.site.id,
         account_id: account.id,
@@ -667,9 +816,10 @@ pub async fn create(services: &Services, ctx: &Context, input: Subscribe) -> Res
         creation: to_json(&new)?,
         details: to_json(&details)?,
     };
-    let charges = new_charges(&charges)?;
+    let charges = new_charges(&progress.charges)?;
+    let events = step_events(services, &progress.steps, &details);
     let lease = services.clock.now() + CLAIM_SECONDS;
-    let (claim, record) = services.store.create_subscription(&record, &charges, ctx.now, lease).await?;
+    let (claim, record) = services.store.create_subscription(&record, &charges, &events, ctx.now, lease).await?;
     let mut loaded = Loaded { record, sub, details };
     let result = finish_create(services, ctx, &claim, &mut loaded).await;
     if let Err(e) = services.store.release_subscription(&claim).await {
@@ -692,4 +842,55 @@ async fn finish_create(
     }
     reschedule(services, ctx.site.id, &loaded.sub, None).await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only invoices settled after their invoicing call reach the subscriptions.
+    #[test]
+    fn the_subscriptions_react_to_late_invoice_outcomes_only() {
+        for by in ["dunning", "marked", "collection"] {
+            let payload = json!({ "account_code": "a1", "settled_by": by });
+            assert!(reacts_to(events::INVOICE_PAID, &payload), "{by}");
+            assert!(reacts_to(events::INVOICE_FAILED, &payload), "{by}");
+            assert!(!reacts_to(events::INVOICE_CREATED, &payload), "{by}");
+        }
+        let at_invoicing = json!({ "account_code": "a1", "settled_by": "invoicing" });
+        assert!(!reacts_to(events::INVOICE_PAID, &at_invoicing));
+        assert!(!reacts_to(events::INVOICE_FAILED, &at_invoicing));
+        assert!(!reacts_to(events::INVOICE_PAID, &json!({ "account_code": "a1" })));
+    }
+
+    /// Every scheduled transition and every action has its own event kind of a subscription.
+    #[test]
+    fn transitions_and_actions_name_subscription_events() {
+        let dues = [
+            DueKind::Activation,
+            DueKind::TrialEnd,
+            DueKind::Renewal,
+            DueKind::PauseStart,
+            DueKind::PausedRenewal,
+            DueKind::PauseEnd,
+            DueKind::Expiration,
+        ];
+        let kinds: Vec<&str> = dues.into_iter().map(due_kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                "subscription.activated",
+                "subscription.trial_ended",
+                "subscription.renewed",
+                "subscription.paused",
+                "subscription.paused_renewal",
+                "subscription.resumed",
+                "subscription.expired"
+            ]
+        );
+        assert_eq!(action_kind(&Action::Cancel), "subscription.canceled");
+        assert_eq!(action_kind(&Action::Terminate { refund: Refund::None }), "subscription.expired");
+        assert_eq!(action_kind(&Action::Pause { remaining_pause_cycles: 2 }), "subscription.pause_scheduled");
+        assert!(kinds.iter().chain([&action_kind(&Action::Resume)]).all(|k| k.starts_with("subscription.")));
+    }
 }

@@ -12,7 +12,7 @@ use rebill_store::invoicing::{AdjustmentKind, InvoiceTerms, NewAdjustment, Trans
 
 use crate::invoicing::{self, BillingError, Collect, Draft, PaymentSource};
 use crate::payment_methods::{self, BillingRequest, PaymentMethodError};
-use crate::{Context, Services};
+use crate::{Context, Services, events};
 
 /// A one-off charge, checked by the caller (amount 1 cent to 10^12, ISO currency, a code).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -111,7 +111,8 @@ async fn account_for(services: &Services, ctx: &Context, charge: &OneOffCharge) 
     if let Some(account) = services.store.account(ctx.site.id, code).await? {
         return Ok(account);
     }
-    match services.store.create_account(ctx.site.id, code, &charge.account_fields, ctx.now).await {
+    let event = events::account(services, events::ACCOUNT_CREATED, ctx.now, code);
+    match services.store.create_account(ctx.site.id, code, &charge.account_fields, ctx.now, &[event]).await {
         Ok(account) => Ok(account),
         Err(StoreError::DuplicateAccount(_)) => {
             services.store.account(ctx.site.id, code).await?.ok_or(ChargeError::AccountVanished)

@@ -90,8 +90,11 @@ async fn adjustments_are_checked_created_read_and_deleted_while_pending() {
     for store in both_backends("app_adjustments").await {
         let backend = store.backend();
         let (services, ctx, _) = site(store).await;
-        let account =
-            services.store.create_account(ctx.site.id, "a1", &AccountFields::default(), T0).await.expect("account");
+        let account = services
+            .store
+            .create_account(ctx.site.id, "a1", &AccountFields::default(), T0, &[])
+            .await
+            .expect("account");
         let charge =
             NewCharge { unit_amount_in_cents: 500, quantity: Some(3), currency: "usd".into(), ..NewCharge::default() };
         let refused = |currency: &str, quantity: i64, unit: i64| NewCharge {
@@ -187,8 +190,11 @@ async fn tokens_are_issued_for_a_public_key_and_used_once() {
         };
         let token = tokens::issue(&services, &site, &card("4111111111111111", "123", "US")).await.expect("issued");
         assert_eq!(token.kind, PaymentKind::CreditCard);
-        let account =
-            services.store.create_account(ctx.site.id, "a1", &AccountFields::default(), T0).await.expect("account");
+        let account = services
+            .store
+            .create_account(ctx.site.id, "a1", &AccountFields::default(), T0, &[])
+            .await
+            .expect("account");
         let with_token = BillingRequest { token_id: Some(token.id.clone()), ..BillingRequest::default() };
         let saved = payment_methods::apply(&services, &ctx, &account, &with_token).await.expect("the token pays");
         assert_eq!(saved.fields.last_four.as_deref(), Some("1111"), "{backend:?}");

@@ -9,6 +9,7 @@
 use sqlx::Row;
 
 use crate::db::{DbQuery, DbRow};
+use crate::events::NewEvent;
 use crate::list::{Arg, Conditions, Page, PageRequest, Position, Sort, into_page, order_and_limit};
 use crate::{Store, StoreError, flag};
 
@@ -216,6 +217,7 @@ impl Store {
         account_code: &str,
         fields: &AccountFields,
         now: i64,
+        events: &[NewEvent],
     ) -> Result<Account, StoreError> {
         let values = settable(fields);
         let columns: Vec<&str> = values.iter().map(|(c, _)| *c).collect();
@@ -232,11 +234,15 @@ impl Store {
             .bind(AccountState::Active.as_str())
             .bind(login_token())
             .bind(now);
-        match bind_settable(query, values).fetch_one(&self.pool).await {
-            Ok(row) => account_from_row(&row),
-            Err(e) if is_unique_violation(&e) => Err(StoreError::DuplicateAccount(account_code.to_owned())),
-            Err(e) => Err(e.into()),
-        }
+        let mut work = self.begin_work().await?;
+        let account = match bind_settable(query, values).fetch_one(&mut *work.tx).await {
+            Ok(row) => account_from_row(&row)?,
+            Err(e) if is_unique_violation(&e) => return Err(StoreError::DuplicateAccount(account_code.to_owned())),
+            Err(e) => return Err(e.into()),
+        };
+        work.append_item_events(site_id, account_code, events).await?;
+        work.commit().await?;
+        Ok(account)
     }
 
     /// The site's account with this code.
@@ -258,6 +264,7 @@ impl Store {
         account_code: &str,
         changes: &AccountFields,
         now: i64,
+        events: &[NewEvent],
     ) -> Result<Option<Account>, StoreError> {
         let values = settable(changes);
         let sets: Vec<String> =
@@ -267,8 +274,12 @@ impl Store {
             sets.join(", ")
         );
         let query = sqlx::query(&sql).bind(now).bind(site_id).bind(account_code);
-        let row = bind_settable(query, values).fetch_optional(&self.pool).await?;
-        row.as_ref().map(account_from_row).transpose()
+        let mut work = self.begin_work().await?;
+        let Some(row) = bind_settable(query, values).fetch_optional(&mut *work.tx).await? else { return Ok(None) };
+        let account = account_from_row(&row)?;
+        work.append_item_events(site_id, account_code, events).await?;
+        work.commit().await?;
+        Ok(Some(account))
     }
 
     /// Removes an account that a refused request had just created (its nested billing info was
@@ -290,6 +301,17 @@ impl Store {
         if held > 0 {
             return Ok(false);
         }
+        // The refused request changed nothing: the events of the account, its billing info and
+        // its verifications go with them.
+        sqlx::query(
+            "DELETE FROM domain_events WHERE site_id = $1 AND (subject IN (SELECT account_code FROM accounts \
+             WHERE id = $2) AND (kind LIKE 'account.%' OR kind LIKE 'billing_info.%') OR kind LIKE 'transaction.%' \
+             AND subject IN (SELECT uuid FROM transactions WHERE account_id = $2))",
+        )
+        .bind(site_id)
+        .bind(account_id)
+        .execute(&mut *tx)
+        .await?;
         for table in ["transactions", "billing_infos"] {
             sqlx::query(&format!("DELETE FROM {table} WHERE account_id = $1"))
                 .bind(account_id)
@@ -306,26 +328,30 @@ impl Store {
         Ok(removed == 1)
     }
 
-    /// Closes an active account (state `closed`, `closed_at` and `updated_at` now). A closed
-    /// account stays as it is. `None` when the site has no such account.
+    /// Closes an active account (state `closed`, `closed_at` and `updated_at` now) and records
+    /// `events`. A closed account stays as it is (no event). `None` when the site has no such
+    /// account.
     pub async fn close_account(
         &self,
         site_id: i64,
         account_code: &str,
         now: i64,
+        events: &[NewEvent],
     ) -> Result<Option<Account>, StoreError> {
-        self.set_account_state(site_id, account_code, AccountState::Closed, now).await
+        self.set_account_state(site_id, account_code, AccountState::Closed, now, events).await
     }
 
-    /// Reopens a closed account (state `active`, no `closed_at`, `updated_at` now). An active
-    /// account stays as it is. `None` when the site has no such account.
+    /// Reopens a closed account (state `active`, no `closed_at`, `updated_at` now) and records
+    /// `events`. An active account stays as it is (no event). `None` when the site has no such
+    /// account.
     pub async fn reopen_account(
         &self,
         site_id: i64,
         account_code: &str,
         now: i64,
+        events: &[NewEvent],
     ) -> Result<Option<Account>, StoreError> {
-        self.set_account_state(site_id, account_code, AccountState::Active, now).await
+        self.set_account_state(site_id, account_code, AccountState::Active, now, events).await
     }
 
     async fn set_account_state(
@@ -334,12 +360,14 @@ impl Store {
         account_code: &str,
         to: AccountState,
         now: i64,
+        events: &[NewEvent],
     ) -> Result<Option<Account>, StoreError> {
         let closed_at = match to {
             AccountState::Closed => Some(now),
             AccountState::Active => None,
         };
-        sqlx::query(
+        let mut work = self.begin_work().await?;
+        let changed = sqlx::query(
             "UPDATE accounts SET state = $1, closed_at = $2, updated_at = $3 \
              WHERE site_id = $4 AND account_code = $5 AND state <> $1",
         )
@@ -348,8 +376,13 @@ impl Store {
         .bind(now)
         .bind(site_id)
         .bind(account_code)
-        .execute(&self.pool)
-        .await?;
+        .execute(&mut *work.tx)
+        .await?
+        .rows_affected();
+        if changed > 0 {
+            work.append_item_events(site_id, account_code, events).await?;
+        }
+        work.commit().await?;
         self.account(site_id, account_code).await
     }
 
@@ -436,7 +469,7 @@ mod tests {
                 preferred_locale: Some("fr-FR".into()),
                 ..named("Verena")
             };
-            let a = store.create_account(s, "c1", &fields, NOW).await.expect("create");
+            let a = store.create_account(s, "c1", &fields, NOW, &[]).await.expect("create");
             assert_eq!(
                 (a.account_code.as_str(), a.state, a.created_at, a.updated_at),
                 ("c1", AccountState::Active, NOW, NOW)
@@ -444,11 +477,11 @@ mod tests {
             assert_eq!(a.fields, fields);
             assert_eq!(a.hosted_login_token.len(), 32);
             assert!(matches!(
-                store.create_account(s, "c1", &named("x"), NOW).await,
+                store.create_account(s, "c1", &named("x"), NOW, &[]).await,
                 Err(StoreError::DuplicateAccount(code)) if code == "c1"
             ));
             // Codes are per site.
-            store.create_account(other, "c1", &named("y"), NOW).await.expect("same code, other site");
+            store.create_account(other, "c1", &named("y"), NOW, &[]).await.expect("same code, other site");
             assert_eq!(store.account(s, "c1").await.expect("get"), Some(a.clone()));
             assert_eq!(store.account(s, "nope").await.expect("get"), None);
 
@@ -458,7 +491,7 @@ mod tests {
                 tax_exempt: Some(false),
                 ..AccountFields::default()
             };
-            let u = store.update_account(s, "c1", &changes, NOW + 5).await.expect("update").expect("found");
+            let u = store.update_account(s, "c1", &changes, NOW + 5, &[]).await.expect("update").expect("found");
             assert_eq!(u.fields.first_name.as_deref(), Some("Verena"));
             assert_eq!(u.fields.last_name.as_deref(), Some("Example"));
             assert_eq!(u.fields.tax_exempt, Some(false));
@@ -467,17 +500,17 @@ mod tests {
                 (Some("Lyon"), Some("69001"))
             );
             assert_eq!((u.created_at, u.updated_at), (NOW, NOW + 5));
-            assert_eq!(store.update_account(s, "nope", &changes, NOW).await.expect("update"), None);
+            assert_eq!(store.update_account(s, "nope", &changes, NOW, &[]).await.expect("update"), None);
 
-            let c = store.close_account(s, "c1", NOW + 10).await.expect("close").expect("found");
+            let c = store.close_account(s, "c1", NOW + 10, &[]).await.expect("close").expect("found");
             assert_eq!((c.state, c.closed_at, c.updated_at), (AccountState::Closed, Some(NOW + 10), NOW + 10));
-            let again = store.close_account(s, "c1", NOW + 20).await.expect("close").expect("found");
+            let again = store.close_account(s, "c1", NOW + 20, &[]).await.expect("close").expect("found");
             assert_eq!((again.closed_at, again.updated_at), (Some(NOW + 10), NOW + 10));
-            let r = store.reopen_account(s, "c1", NOW + 30).await.expect("reopen").expect("found");
+            let r = store.reopen_account(s, "c1", NOW + 30, &[]).await.expect("reopen").expect("found");
             assert_eq!((r.state, r.closed_at, r.updated_at), (AccountState::Active, None, NOW + 30));
-            let again = store.reopen_account(s, "c1", NOW + 40).await.expect("reopen").expect("found");
+            let again = store.reopen_account(s, "c1", NOW + 40, &[]).await.expect("reopen").expect("found");
             assert_eq!(again.updated_at, NOW + 30);
-            assert_eq!(store.close_account(s, "nope", NOW).await.expect("close"), None);
+            assert_eq!(store.close_account(s, "nope", NOW, &[]).await.expect("close"), None);
             assert_eq!(store.account_activity(&[r]).await.expect("activity"), vec![AccountActivity::default()]);
         }
     }
@@ -489,7 +522,7 @@ mod tests {
             let tasks: Vec<_> = (0..6)
                 .map(|_| {
                     let store = store.clone();
-                    tokio::spawn(async move { store.create_account(s, "same", &named("x"), NOW).await })
+                    tokio::spawn(async move { store.create_account(s, "same", &named("x"), NOW, &[]).await })
                 })
                 .collect();
             let mut results = Vec::new();
@@ -508,9 +541,9 @@ mod tests {
             let s = site(&store, "a").await;
             // Five accounts, two sharing a second.
             for (i, t) in [0, 10, 10, 20, 30].iter().enumerate() {
-                store.create_account(s, &format!("a{i}"), &named("x"), NOW + t).await.expect("create");
+                store.create_account(s, &format!("a{i}"), &named("x"), NOW + t, &[]).await.expect("create");
             }
-            store.close_account(s, "a1", NOW + 40).await.expect("close");
+            store.close_account(s, "a1", NOW + 40, &[]).await.expect("close");
             let codes = |p: &Page<Account>| p.items.iter().map(|a| a.account_code.clone()).collect::<Vec<_>>();
             let all = AccountFilter::default();
 

@@ -9,6 +9,8 @@
 use sqlx::Row;
 
 use crate::db::{DbQuery, DbRow};
+use crate::events::NewEvent;
+use crate::subscriptions::Work;
 use crate::{Store, StoreError};
 
 /// What kind of payment method a billing info or token holds.
@@ -204,13 +206,15 @@ impl Store {
         kind: PaymentKind,
         fields: &BillingFields,
         now: i64,
+        events: &[NewEvent],
     ) -> Result<BillingInfo, StoreError> {
-        self.upsert_billing_info(site_id, account_id, kind, fields, None, now).await
+        self.upsert_billing_info(site_id, account_id, kind, fields, None, now, events).await
     }
 
     /// Sets the account's billing info with the gateway reference of its (new) payment method,
     /// replacing every field of an existing one (its `created_at` stays; `updated_at` becomes
-    /// `now`).
+    /// `now`), and records `events`.
+    #[allow(clippy::too_many_arguments)]
     pub async fn save_billing_info(
         &self,
         site_id: i64,
@@ -219,11 +223,14 @@ impl Store {
         fields: &BillingFields,
         gateway_reference: Option<&str>,
         now: i64,
+        events: &[NewEvent],
     ) -> Result<BillingInfo, StoreError> {
-        self.upsert_billing_info(site_id, account_id, kind, fields, Some(gateway_reference), now).await
+        self.upsert_billing_info(site_id, account_id, kind, fields, Some(gateway_reference), now, events).await
     }
 
-    /// `reference`: `None` keeps the stored reference, `Some(r)` sets it to `r`.
+    /// `reference`: `None` keeps the stored reference, `Some(r)` sets it to `r`. The events'
+    /// subject is the account's code.
+    #[allow(clippy::too_many_arguments)]
     async fn upsert_billing_info(
         &self,
         site_id: i64,
@@ -232,6 +239,7 @@ impl Store {
         fields: &BillingFields,
         reference: Option<Option<&str>>,
         now: i64,
+        events: &[NewEvent],
     ) -> Result<BillingInfo, StoreError> {
         let placeholders: Vec<String> = (0..FIELD_COLUMNS.len()).map(|i| format!("${}", i + 6)).collect();
         let updates: Vec<String> = FIELD_COLUMNS.iter().map(|c| format!("{c} = excluded.{c}")).collect();
@@ -253,15 +261,39 @@ impl Store {
             .bind(kind.as_str())
             .bind(now)
             .bind(reference.flatten().map(str::to_owned));
-        let row = bind_fields(query, fields).fetch_one(&self.pool).await?;
-        billing_info_from_row(&row)
+        let mut work = self.begin_work().await?;
+        let row = bind_fields(query, fields).fetch_one(&mut *work.tx).await?;
+        let info = billing_info_from_row(&row)?;
+        let code = work.account_code(account_id).await?;
+        work.append_item_events(site_id, &code, events).await?;
+        work.commit().await?;
+        Ok(info)
     }
 
-    /// Removes the account's billing info; `false` when it had none.
-    pub async fn delete_billing_info(&self, account_id: i64) -> Result<bool, StoreError> {
-        let done =
-            sqlx::query("DELETE FROM billing_infos WHERE account_id = $1").bind(account_id).execute(&self.pool).await?;
-        Ok(done.rows_affected() > 0)
+    /// Removes the account's billing info and records `events`; `false` (and no event) when it
+    /// had none.
+    pub async fn delete_billing_info(&self, account_id: i64, events: &[NewEvent]) -> Result<bool, StoreError> {
+        let mut work = self.begin_work().await?;
+        let Some(row) = sqlx::query("DELETE FROM billing_infos WHERE account_id = $1 RETURNING site_id")
+            .bind(account_id)
+            .fetch_optional(&mut *work.tx)
+            .await?
+        else {
+            return Ok(false);
+        };
+        let site_id: i64 = row.try_get("site_id")?;
+        let code = work.account_code(account_id).await?;
+        work.append_item_events(site_id, &code, events).await?;
+        work.commit().await?;
+        Ok(true)
+    }
+}
+
+impl Work {
+    /// The code of the account with this id.
+    async fn account_code(&mut self, account_id: i64) -> Result<String, StoreError> {
+        let sql = format!("SELECT account_code FROM accounts WHERE id = {}", self.backend.params(1, 1));
+        Ok(sqlx::query(&sql).bind(account_id).fetch_one(&mut *self.tx).await?.try_get("account_code")?)
     }
 }
 
@@ -297,12 +329,15 @@ mod tests {
             let new =
                 NewSite { name: "a".into(), mode: Mode::Sandbox, plan: Plan::Core, credit_memos: false, contact: None };
             let site = store.create_site(&new, NOW).await.expect("site").0;
-            let account = store.create_account(site.id, "c1", &AccountFields::default(), NOW).await.expect("account");
+            let account =
+                store.create_account(site.id, "c1", &AccountFields::default(), NOW, &[]).await.expect("account");
             assert_eq!(store.billing_info(account.id).await.expect("read"), None);
 
             let card = card_fields();
-            let set =
-                store.set_billing_info(site.id, account.id, PaymentKind::CreditCard, &card, NOW).await.expect("set");
+            let set = store
+                .set_billing_info(site.id, account.id, PaymentKind::CreditCard, &card, NOW, &[])
+                .await
+                .expect("set");
             assert_eq!(
                 (set.kind, &set.fields, set.created_at, set.updated_at),
                 (PaymentKind::CreditCard, &card, NOW, NOW)
@@ -317,7 +352,7 @@ mod tests {
                 ..BillingFields::default()
             };
             let replaced = store
-                .set_billing_info(site.id, account.id, PaymentKind::BankAccount, &bank, NOW + 5)
+                .set_billing_info(site.id, account.id, PaymentKind::BankAccount, &bank, NOW + 5, &[])
                 .await
                 .expect("replace");
             assert_eq!(
@@ -333,6 +368,7 @@ mod tests {
                     &card,
                     Some("sbx_ref_approved"),
                     NOW + 6,
+                    &[],
                 )
                 .await
                 .expect("save");
@@ -340,7 +376,7 @@ mod tests {
             // Names and address change; the reference stays.
             let renamed = BillingFields { first_name: Some("Vera".into()), ..card.clone() };
             let kept = store
-                .set_billing_info(site.id, account.id, PaymentKind::CreditCard, &renamed, NOW + 7)
+                .set_billing_info(site.id, account.id, PaymentKind::CreditCard, &renamed, NOW + 7, &[])
                 .await
                 .expect("set");
             assert_eq!(
@@ -348,8 +384,8 @@ mod tests {
                 (Some("sbx_ref_approved"), Some("Vera"))
             );
             assert_eq!(store.billing_info(account.id).await.expect("read"), Some(kept));
-            assert!(store.delete_billing_info(account.id).await.expect("delete"));
-            assert!(!store.delete_billing_info(account.id).await.expect("delete again"));
+            assert!(store.delete_billing_info(account.id, &[]).await.expect("delete"));
+            assert!(!store.delete_billing_info(account.id, &[]).await.expect("delete again"));
             assert_eq!(store.billing_info(account.id).await.expect("read"), None);
         }
     }

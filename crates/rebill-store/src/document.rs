@@ -1,5 +1,5 @@
 //! Versioned JSON documents. Every JSON column the store writes (a subscription's `value`,
-//! `creation` and `details`, a history entry's `action`, a charge's `lines`) carries the version
+//! `creation` and `details`, an event's `payload`, a charge's `lines`) carries the version
 //! of its layout, so that a later layout can be told apart from this one and migrated on read.
 //!
 //! The service hands the store documents as text and gets them back as it gave them: the

@@ -23,6 +23,7 @@ use sqlx::Row;
 
 use crate::billing_info::{BillingFields, FIELD_COLUMNS, PaymentKind, bind_fields, fields_from_row, kind_from_row};
 use crate::db::{Db, DbQuery, DbRow, Pool};
+use crate::events::NewEvent;
 use crate::list::{Arg, Conditions, Page, PageRequest, Position, Sort, into_page, order_and_limit};
 use crate::subscriptions::{Work, placeholders};
 use crate::{Store, StoreError, flag, get_flag};
@@ -414,6 +415,8 @@ pub struct InvoiceDraft<'a> {
     pub lines: &'a [NewAdjustment],
     /// Creation time (site clock).
     pub now: i64,
+    /// Events of the creation (subject: the invoice's number).
+    pub events: &'a [NewEvent],
 }
 
 // ---- rows ----
@@ -799,7 +802,8 @@ impl Store {
     /// Creates an invoice with the next number of its site, its new `lines` and the account's
     /// pending adjustments `attach` (by id), all in one database transaction. An adjustment of
     /// `attach` that is no longer pending (another invoice took it, or it was deleted) fails the
-    /// whole creation with [`StoreError::Conflict`] and nothing is written.
+    /// whole creation with [`StoreError::Conflict`] and nothing is written. `events` are
+    /// recorded with it (subject: its number).
     pub async fn create_invoice(
         &self,
         site_id: i64,
@@ -807,9 +811,10 @@ impl Store {
         lines: &[NewAdjustment],
         attach: &[i64],
         now: i64,
+        events: &[NewEvent],
     ) -> Result<(Invoice, Vec<Adjustment>), StoreError> {
         let mut work = self.begin_work().await?;
-        let draft = InvoiceDraft { invoice: new, lines, now };
+        let draft = InvoiceDraft { invoice: new, lines, now, events };
         let mut made = work.make_invoices(site_id, &[(draft, attach)]).await?;
         work.commit().await?;
         let (invoice, _) = made.pop().ok_or_else(|| StoreError::Invalid("the invoice was not made".into()))?;
@@ -852,13 +857,15 @@ impl Store {
 
     /// Moves an invoice that is in one of the states `from` to `change.state`; `None` (and no
     /// change) when it is in another state. `paid` also records the total as paid (balance 0);
-    /// `paid` and `failed` close the invoice at `now`.
+    /// `paid` and `failed` close the invoice at `now`. `events` are recorded with the change
+    /// (subject: the invoice's number), only when it is made.
     pub async fn set_invoice_state(
         &self,
         id: i64,
         from: &[InvoiceState],
         change: InvoiceChange,
         now: i64,
+        events: &[NewEvent],
     ) -> Result<Option<Invoice>, StoreError> {
         let mut conditions = Conditions::default();
         let state = conditions.arg(Arg::Text(change.state.as_str().to_owned()));
@@ -881,14 +888,18 @@ impl Store {
         any_of(&mut conditions, "state", from.iter().map(|s| s.as_str().to_owned()));
         let sql = format!(
             "UPDATE invoices SET state = {state}, {paid} attempt_next_collection_at = {next}, \
-             collection_attempts = {attempts}, closed_at = {closed}, updated_at = {now_p}{} RETURNING id",
+             collection_attempts = {attempts}, closed_at = {closed}, updated_at = {now_p}{} \
+             RETURNING site_id, invoice_number",
             conditions.sql()
         );
-        let row = conditions.bind(sqlx::query(&sql)).fetch_optional(&self.pool).await?;
-        match row {
-            Some(_) => self.invoice_by_id(id).await,
-            None => Ok(None),
-        }
+        let mut work = self.begin_work().await?;
+        let Some(row) = conditions.bind(sqlx::query(&sql)).fetch_optional(&mut *work.tx).await? else {
+            return Ok(None);
+        };
+        let number: i64 = row.try_get("invoice_number")?;
+        work.append_item_events(row.try_get("site_id")?, &number.to_string(), events).await?;
+        work.commit().await?;
+        self.invoice_by_id(id).await
     }
 
     /// A page of the site's invoices, with the number matching `filter` and the time range.
@@ -1091,14 +1102,17 @@ impl Store {
 
     /// Records what the gateway answered for a `processing` transaction. A transaction that is
     /// no longer processing stays as it is; either way the stored transaction is answered.
+    /// `events` are recorded with the result (subject: the transaction's uuid), only when it is
+    /// recorded.
     pub async fn complete_transaction(
         &self,
         id: i64,
         result: &TransactionResult,
         now: i64,
+        events: &[NewEvent],
     ) -> Result<Transaction, StoreError> {
         let mut work = self.begin_work().await?;
-        work.complete_transactions(&[(id, result, now)]).await?;
+        work.complete_transactions(&[(id, result, now, events)]).await?;
         let sql =
             format!("SELECT {} FROM transactions WHERE id = {}", transaction_columns(), work.backend.params(1, 1));
         let row = sqlx::query(&sql).bind(id).fetch_one(&mut *work.tx).await?;
@@ -1292,6 +1306,13 @@ impl Work {
             .zip(drafts)
             .flat_map(|(invoice, (draft, _))| draft.lines.iter().map(move |l| (invoice.id, l, draft.now, new_uuid())))
             .collect();
+        let numbers: Vec<String> = invoices.iter().map(|i| i.invoice_number.to_string()).collect();
+        let events: Vec<(i64, &str, &NewEvent)> = numbers
+            .iter()
+            .zip(drafts)
+            .flat_map(|(number, (draft, _))| draft.events.iter().map(move |e| (site_id, number.as_str(), e)))
+            .collect();
+        self.append_events(&events).await?;
         let mut made: Vec<Adjustment> = Vec::new();
         if !lines.is_empty() {
             let sql = format!(
@@ -1377,11 +1398,12 @@ impl Work {
     }
 
     /// Records what the gateway answered for `processing` transactions, as
-    /// [`Store::complete_transaction`] does: (transaction id, result, time). Answers how many
-    /// were still processing (the others stay as they are).
+    /// [`Store::complete_transaction`] does: (transaction id, result, time, events). Answers how
+    /// many were still processing (the others stay as they are, and their events are not
+    /// recorded).
     pub async fn complete_transactions(
         &mut self,
-        results: &[(i64, &TransactionResult, i64)],
+        results: &[(i64, &TransactionResult, i64, &[NewEvent])],
     ) -> Result<u64, StoreError> {
         if results.is_empty() {
             return Ok(0);
@@ -1392,21 +1414,35 @@ impl Work {
              merchant_message = v.column9, customer_message = v.column10, gateway_error_code = v.column11, \
              cvv_code = v.column12, cvv_message = v.column13, avs_code = v.column14, avs_message = v.column15, \
              collected_at = v.column16, updated_at = v.column17 FROM (VALUES {}) AS v \
-             WHERE transactions.id = v.column1 AND transactions.status = '{}'",
+             WHERE transactions.id = v.column1 AND transactions.status = '{}' \
+             RETURNING transactions.id, transactions.site_id, transactions.uuid",
             self.backend.rows(results.len(), 17, 1),
             TransactionStatus::Processing.as_str()
         );
         let mut query = sqlx::query(&sql);
-        for (id, r, now) in results {
+        for (id, r, now, _) in results {
             query = bind_result(query.bind(*id), r).bind(*now);
         }
-        Ok(query.execute(&mut *self.tx).await?.rows_affected())
+        let rows = query.fetch_all(&mut *self.tx).await?;
+        let mut completed: Vec<(i64, i64, String)> = Vec::with_capacity(rows.len());
+        for row in &rows {
+            completed.push((row.try_get("id")?, row.try_get("site_id")?, row.try_get("uuid")?));
+        }
+        let events: Vec<(i64, &str, &NewEvent)> = results
+            .iter()
+            .filter_map(|(id, _, _, events)| {
+                completed.iter().find(|(done, _, _)| done == id).map(|(_, site, uuid)| (*site, uuid.as_str(), *events))
+            })
+            .flat_map(|(site, uuid, events)| events.iter().map(move |e| (site, uuid, e)))
+            .collect();
+        self.append_events(&events).await?;
+        Ok(completed.len() as u64)
     }
 
     /// Marks open invoices (pending, processing or past due) paid, each at its time, as
-    /// [`Store::set_invoice_state`] does: (invoice id, time). Answers the ids of the invoices
-    /// paid; the others were settled before.
-    pub async fn mark_invoices_paid(&mut self, paid: &[(i64, i64)]) -> Result<Vec<i64>, StoreError> {
+    /// [`Store::set_invoice_state`] does: (invoice id, time, events). Answers the ids of the
+    /// invoices paid; the others were settled before (and their events are not recorded).
+    pub async fn mark_invoices_paid(&mut self, paid: &[(i64, i64, &[NewEvent])]) -> Result<Vec<i64>, StoreError> {
         if paid.is_empty() {
             return Ok(Vec::new());
         }
@@ -1414,15 +1450,33 @@ impl Work {
         let sql = format!(
             "UPDATE invoices SET state = '{}', paid = invoices.total, balance = 0, attempt_next_collection_at = NULL, \
              closed_at = v.column2, updated_at = v.column2 FROM (VALUES {}) AS v \
-             WHERE invoices.id = v.column1 AND invoices.state IN ({open}) RETURNING invoices.id",
+             WHERE invoices.id = v.column1 AND invoices.state IN ({open}) \
+             RETURNING invoices.id, invoices.site_id, invoices.invoice_number",
             InvoiceState::Paid.as_str(),
             self.backend.rows(paid.len(), 2, 1)
         );
         let mut query = sqlx::query(&sql);
-        for (id, at) in paid {
+        for (id, at, _) in paid {
             query = query.bind(*id).bind(*at);
         }
-        query.fetch_all(&mut *self.tx).await?.iter().map(|r| r.try_get("id").map_err(StoreError::from)).collect()
+        let rows = query.fetch_all(&mut *self.tx).await?;
+        let mut done: Vec<(i64, i64, String)> = Vec::with_capacity(rows.len());
+        for row in &rows {
+            done.push((
+                row.try_get("id")?,
+                row.try_get("site_id")?,
+                row.try_get::<i64, _>("invoice_number")?.to_string(),
+            ));
+        }
+        let events: Vec<(i64, &str, &NewEvent)> = paid
+            .iter()
+            .filter_map(|(id, _, events)| {
+                done.iter().find(|(d, _, _)| d == id).map(|(_, site, number)| (*site, number.as_str(), *events))
+            })
+            .flat_map(|(site, number, events)| events.iter().map(move |e| (site, number, e)))
+            .collect();
+        self.append_events(&events).await?;
+        Ok(done.into_iter().map(|(id, _, _)| id).collect())
     }
 }
 
@@ -1513,8 +1567,9 @@ mod tests {
         for store in both_backends("invoicing").await {
             let s = site(&store, "a").await;
             let other = site(&store, "b").await;
-            let account = store.create_account(s, "c1", &AccountFields::default(), NOW).await.expect("account").id;
-            let foreign = store.create_account(other, "c1", &AccountFields::default(), NOW).await.expect("account").id;
+            let account = store.create_account(s, "c1", &AccountFields::default(), NOW, &[]).await.expect("account").id;
+            let foreign =
+                store.create_account(other, "c1", &AccountFields::default(), NOW, &[]).await.expect("account").id;
 
             let pending = store.create_adjustment(s, &charge(account, 500), NOW).await.expect("adjustment");
             assert_eq!(
@@ -1535,7 +1590,7 @@ mod tests {
                 proration: Some((50, 100)),
             });
             let (first, lines) = store
-                .create_invoice(s, &invoice(account, 1500), &[engine.clone()], &[pending.id], NOW)
+                .create_invoice(s, &invoice(account, 1500), &[engine.clone()], &[pending.id], NOW, &[])
                 .await
                 .expect("invoice");
             assert_eq!((first.invoice_number, first.account_code.as_str()), (FIRST_INVOICE_NUMBER, "c1"));
@@ -1551,16 +1606,16 @@ mod tests {
             assert_eq!(store.delete_adjustment(s, &pending.uuid).await.expect("delete"), AdjustmentDeletion::Invoiced);
 
             // Taking an adjustment that is no longer pending writes nothing.
-            let taken = store.create_invoice(s, &invoice(account, 500), &[], &[pending.id], NOW).await;
+            let taken = store.create_invoice(s, &invoice(account, 500), &[], &[pending.id], NOW, &[]).await;
             assert!(matches!(taken, Err(StoreError::Conflict(_))), "{taken:?}");
 
             let (second, _) = store
-                .create_invoice(s, &invoice(account, 1), &[charge(account, 1)], &[], NOW + 1)
+                .create_invoice(s, &invoice(account, 1), &[charge(account, 1)], &[], NOW + 1, &[])
                 .await
                 .expect("invoice");
             assert_eq!(second.invoice_number, FIRST_INVOICE_NUMBER + 1, "the conflict used no number");
             let (elsewhere, _) =
-                store.create_invoice(other, &invoice(foreign, 1), &[], &[], NOW).await.expect("invoice");
+                store.create_invoice(other, &invoice(foreign, 1), &[], &[], NOW, &[]).await.expect("invoice");
             assert_eq!(elsewhere.invoice_number, FIRST_INVOICE_NUMBER, "numbers are per site");
             assert_eq!(store.invoice(s, FIRST_INVOICE_NUMBER).await.expect("get").map(|i| i.id), Some(first.id));
             assert_eq!(store.invoice(other, FIRST_INVOICE_NUMBER + 1).await.expect("get"), None);
@@ -1573,7 +1628,7 @@ mod tests {
                 collection_attempts: None,
             };
             let done = store
-                .set_invoice_state(first.id, &[InvoiceState::Pending], paid, NOW + 5)
+                .set_invoice_state(first.id, &[InvoiceState::Pending], paid, NOW + 5, &[])
                 .await
                 .expect("pay")
                 .expect("was pending");
@@ -1582,7 +1637,7 @@ mod tests {
                 (InvoiceState::Paid, 1500, 0, Some(NOW + 5))
             );
             assert_eq!(
-                store.set_invoice_state(first.id, &[InvoiceState::Pending], paid, NOW + 6).await.expect("again"),
+                store.set_invoice_state(first.id, &[InvoiceState::Pending], paid, NOW + 6, &[]).await.expect("again"),
                 None
             );
             let past_due = InvoiceChange {
@@ -1591,7 +1646,7 @@ mod tests {
                 collection_attempts: Some(1),
             };
             let due = store
-                .set_invoice_state(second.id, &[InvoiceState::Pending], past_due, NOW + 7)
+                .set_invoice_state(second.id, &[InvoiceState::Pending], past_due, NOW + 7, &[])
                 .await
                 .expect("due")
                 .expect("changed");
@@ -1634,8 +1689,8 @@ mod tests {
     async fn invoice_balances_sum_the_open_invoices_per_currency() {
         for store in both_backends("invoice_balances").await {
             let s = site(&store, "a").await;
-            let account = store.create_account(s, "c1", &AccountFields::default(), NOW).await.expect("account").id;
-            let other = store.create_account(s, "c2", &AccountFields::default(), NOW).await.expect("account").id;
+            let account = store.create_account(s, "c1", &AccountFields::default(), NOW, &[]).await.expect("account").id;
+            let other = store.create_account(s, "c2", &AccountFields::default(), NOW, &[]).await.expect("account").id;
             assert_eq!(store.account_invoice_balances(account).await.expect("none"), vec![]);
 
             let mut eur = invoice(account, 700);
@@ -1650,10 +1705,13 @@ mod tests {
                 (invoice(other, 500), InvoiceState::PastDue),
             ];
             for (new, state) in states {
-                let (created, _) = store.create_invoice(s, &new, &[], &[], NOW).await.expect("invoice");
+                let (created, _) = store.create_invoice(s, &new, &[], &[], NOW, &[]).await.expect("invoice");
                 if state != InvoiceState::Pending {
                     let change = InvoiceChange { state, attempt_next_collection_at: None, collection_attempts: None };
-                    store.set_invoice_state(created.id, &[InvoiceState::Pending], change, NOW).await.expect("state");
+                    store
+                        .set_invoice_state(created.id, &[InvoiceState::Pending], change, NOW, &[])
+                        .await
+                        .expect("state");
                 }
             }
             assert_eq!(
@@ -1674,11 +1732,11 @@ mod tests {
     async fn concurrent_invoices_get_distinct_sequential_numbers() {
         for store in both_backends("invoice_numbers").await {
             let s = site(&store, "a").await;
-            let account = store.create_account(s, "c1", &AccountFields::default(), NOW).await.expect("account").id;
+            let account = store.create_account(s, "c1", &AccountFields::default(), NOW, &[]).await.expect("account").id;
             let tasks: Vec<_> = (0..8)
                 .map(|i| {
                     let store = store.clone();
-                    tokio::spawn(async move { store.create_invoice(s, &invoice(account, i), &[], &[], NOW).await })
+                    tokio::spawn(async move { store.create_invoice(s, &invoice(account, i), &[], &[], NOW, &[]).await })
                 })
                 .collect();
             let mut numbers = Vec::new();
@@ -1694,7 +1752,7 @@ mod tests {
     async fn transactions_are_recorded_before_and_completed_after_the_gateway() {
         for store in both_backends("transactions").await {
             let s = site(&store, "a").await;
-            let account = store.create_account(s, "c1", &AccountFields::default(), NOW).await.expect("account").id;
+            let account = store.create_account(s, "c1", &AccountFields::default(), NOW, &[]).await.expect("account").id;
             let new = NewTransaction {
                 idempotency_key: "k1".into(),
                 account_id: account,
@@ -1739,11 +1797,11 @@ mod tests {
                 avs: None,
                 collected_at: None,
             };
-            let done = store.complete_transaction(begun.id, &result, NOW + 2).await.expect("complete");
+            let done = store.complete_transaction(begun.id, &result, NOW + 2, &[]).await.expect("complete");
             assert_eq!((&done.result, done.updated_at), (&result, NOW + 2));
             let other = TransactionResult { status: TransactionStatus::Success, failure: None, ..result.clone() };
             assert_eq!(
-                store.complete_transaction(begun.id, &other, NOW + 3).await.expect("again"),
+                store.complete_transaction(begun.id, &other, NOW + 3, &[]).await.expect("again"),
                 done,
                 "completed once"
             );
@@ -1759,15 +1817,15 @@ mod tests {
     async fn work_creates_collects_and_pays_many_invoices_at_once() {
         for store in both_backends("invoicing_work").await {
             let s = site(&store, "a").await;
-            let paying = store.create_account(s, "c1", &AccountFields::default(), NOW).await.expect("account");
-            let other = store.create_account(s, "c2", &AccountFields::default(), NOW).await.expect("account");
+            let paying = store.create_account(s, "c1", &AccountFields::default(), NOW, &[]).await.expect("account");
+            let other = store.create_account(s, "c2", &AccountFields::default(), NOW, &[]).await.expect("account");
             let fields = BillingFields { last_four: Some("1111".into()), ..BillingFields::default() };
             store
-                .save_billing_info(s, paying.id, PaymentKind::CreditCard, &fields, Some("ref-1"), NOW)
+                .save_billing_info(s, paying.id, PaymentKind::CreditCard, &fields, Some("ref-1"), NOW, &[])
                 .await
                 .expect("billing info");
             // The site already has an invoice: the work's invoices take the next numbers.
-            store.create_invoice(s, &invoice(other.id, 1), &[], &[], NOW).await.expect("invoice");
+            store.create_invoice(s, &invoice(other.id, 1), &[], &[], NOW, &[]).await.expect("invoice");
 
             let mut work = store.begin_work().await.expect("work");
             let mut payers = work.payers(s, &["c1", "c2", "nope"]).await.expect("payers");
@@ -1786,9 +1844,17 @@ mod tests {
             let first = [line.clone()];
             let second = [line.clone(), charge(paying.id, 300)];
             let (a, b) = (invoice(paying.id, 700), invoice(paying.id, 1000));
+            let event = |kind: &str, at: i64| crate::events::NewEvent {
+                kind: kind.into(),
+                at,
+                recorded_at: NOW,
+                payload: format!(r#"{{"at":{at}}}"#),
+                awaits_reaction: kind == "invoice.paid",
+            };
+            let created = [[event("invoice.created", NOW + 1)], [event("invoice.created", NOW + 2)]];
             let drafts = [
-                InvoiceDraft { invoice: &a, lines: &first, now: NOW + 1 },
-                InvoiceDraft { invoice: &b, lines: &second, now: NOW + 2 },
+                InvoiceDraft { invoice: &a, lines: &first, now: NOW + 1, events: &created[0] },
+                InvoiceDraft { invoice: &b, lines: &second, now: NOW + 2, events: &created[1] },
             ];
             let made = work.create_invoices(s, &drafts).await.expect("invoices");
             assert_eq!(
@@ -1833,12 +1899,37 @@ mod tests {
                 avs: Some(Check { code: "Y".into(), message: "match".into() }),
                 collected_at: Some(NOW + 3),
             };
-            let results = [(begun[0].id, &approved, NOW + 3), (begun[1].id, &approved, NOW + 3)];
+            let approvals = [event("transaction.approved", NOW + 3)];
+            let results =
+                [(begun[0].id, &approved, NOW + 3, &approvals[..]), (begun[1].id, &approved, NOW + 3, &approvals[..])];
             assert_eq!(work.complete_transactions(&results).await.expect("complete"), 2);
             assert_eq!(work.complete_transactions(&results).await.expect("again"), 0, "completed once");
-            let paid = work.mark_invoices_paid(&[(made[0].0.id, NOW + 4)]).await.expect("paid");
+            let paid_event = [event("invoice.paid", NOW + 4)];
+            let paid = work.mark_invoices_paid(&[(made[0].0.id, NOW + 4, &paid_event[..])]).await.expect("paid");
             assert_eq!(paid, [made[0].0.id]);
+            let again = work.mark_invoices_paid(&[(made[0].0.id, NOW + 5, &paid_event[..])]).await.expect("again");
+            assert!(again.is_empty(), "paid once");
             work.commit().await.expect("commit");
+
+            // Each change recorded its events, with its item as the subject, once.
+            let kinds = |events: Vec<crate::events::Event>| {
+                events.into_iter().map(|e| (e.kind, e.at, e.awaiting)).collect::<Vec<_>>()
+            };
+            let first_number = made[0].0.invoice_number.to_string();
+            assert_eq!(
+                kinds(store.events(s, &first_number).await.expect("events")),
+                [("invoice.created".to_owned(), NOW + 1, false), ("invoice.paid".to_owned(), NOW + 4, true)]
+            );
+            assert_eq!(
+                kinds(store.events(s, &made[1].0.invoice_number.to_string()).await.expect("events")),
+                [("invoice.created".to_owned(), NOW + 2, false)]
+            );
+            for t in &begun {
+                assert_eq!(
+                    kinds(store.events(s, &t.uuid).await.expect("events")),
+                    [("transaction.approved".to_owned(), NOW + 3, false)]
+                );
+            }
 
             // What the work made reads back as the one-at-a-time methods make it.
             for (invoice, lines) in &made {

@@ -10,6 +10,7 @@ pub mod billing_info;
 mod db;
 mod dialect;
 mod document;
+pub mod events;
 pub mod invoicing;
 pub mod jobs;
 mod keys;

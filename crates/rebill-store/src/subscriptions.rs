@@ -1,15 +1,15 @@
-//! Subscriptions: the billing engine's value as a document plus the columns lists filter on, an
-//! append-only history of actions (written with every change and never read: domain events are
-//! to replace it), the charges each change produced (invoiced after the change
-//! is saved) and a claim that serialises changes across every process on the database.
+//! Subscriptions: the billing engine's value as a document plus the columns lists filter on, the
+//! domain events of every change (appended with it, [`crate::events`]), the charges each change
+//! produced (invoiced after the change is saved) and a claim that serialises changes across every
+//! process on the database.
 //!
 //! The store does not know the engine's types: the service hands it JSON documents (`value`,
-//! `creation`, `details`, history actions, charge lines) and the few facts it filters on. The
+//! `creation`, `details`, event payloads, charge lines) and the few facts it filters on. The
 //! documents are stored with their layout version and read back as given ([`crate::document`]).
 //!
 //! A change goes: [`Store::claim_subscription`] (refused while another unexpired claim holds the
 //! row: the service answers `simultaneous_request`), read, compute, [`Store::save_subscription`]
-//! (value, history and charges in one transaction, only while the claim is still held), invoice
+//! (value, events and charges in one transaction, only while the claim is still held), invoice
 //! the charges ([`Store::unbilled_charges`], [`Store::mark_charge_billed`]), then
 //! [`Store::release_subscription`]. Claims have a lease on the service's clock, so a process that
 //! dies holding one blocks the subscription for the lease only.
@@ -23,6 +23,7 @@ use sqlx::Row;
 use crate::db::{DbRow, Tx};
 use crate::dialect::Locking;
 use crate::document;
+use crate::events::NewEvent;
 use crate::list::{Arg, Conditions, Page, PageRequest, Position, Sort, into_page, order_and_limit};
 use crate::{Backend, Store, StoreError, flag, get_flag, keys};
 
@@ -94,8 +95,8 @@ pub struct SubscriptionChange {
     pub indexed: Indexed,
     pub value: String,
     pub details: String,
-    /// History entries to append: (site time, action JSON).
-    pub history: Vec<(i64, String)>,
+    /// Events of the change (subject: the subscription's uuid).
+    pub events: Vec<NewEvent>,
     /// Charges to invoice after the save, in order.
     pub charges: Vec<NewCharge>,
 }
@@ -252,13 +253,14 @@ pub struct Reschedule<'a> {
 }
 
 impl Store {
-    /// Stores a new subscription with its first charges, claimed by the caller until it calls
-    /// [`Store::release_subscription`] (lease until `locked_until`, service clock). `now` is
-    /// the site time of the creation.
+    /// Stores a new subscription with its first charges and the events of its creation (subject:
+    /// its uuid), claimed by the caller until it calls [`Store::release_subscription`] (lease
+    /// until `locked_until`, service clock). `now` is the site time of the creation.
     pub async fn create_subscription(
         &self,
         new: &NewSubscriptionRecord,
         charges: &[NewCharge],
+        events: &[NewEvent],
         now: i64,
         locked_until: i64,
     ) -> Result<(SubscriptionClaim, SubscriptionRecord), StoreError> {
@@ -289,6 +291,7 @@ impl Store {
         let id: i64 = row.try_get("id")?;
         let charges: Vec<(i64, &NewCharge)> = charges.iter().map(|c| (id, c)).collect();
         work.insert_charges(&charges).await?;
+        work.append_item_events(new.site_id, &new.uuid, events).await?;
         work.commit().await?;
         let record =
             self.subscription_by_id(id).await?.ok_or_else(|| StoreError::Invalid("lost subscription".into()))?;
@@ -296,10 +299,11 @@ impl Store {
     }
 
     /// Removes a subscription that was never confirmed (its first payment was declined), with
-    /// its history and charges, while the caller holds its claim. Pending jobs of its uuid go too.
+    /// its charges and its events (the refused creation changed nothing), while the caller holds
+    /// its claim. Pending jobs of its uuid go too.
     pub async fn discard_subscription(&self, claim: &SubscriptionClaim) -> Result<bool, StoreError> {
         let mut tx = self.pool.begin().await?;
-        let Some(row) = sqlx::query("SELECT uuid FROM subscriptions WHERE id = $1 AND lock_token = $2")
+        let Some(row) = sqlx::query("SELECT site_id, uuid FROM subscriptions WHERE id = $1 AND lock_token = $2")
             .bind(claim.subscription_id)
             .bind(&claim.token)
             .fetch_optional(&mut *tx)
@@ -308,12 +312,16 @@ impl Store {
             return Ok(false);
         };
         let uuid: String = row.try_get("uuid")?;
-        for table in ["subscription_charges", "subscription_history"] {
-            sqlx::query(&format!("DELETE FROM {table} WHERE subscription_id = $1"))
-                .bind(claim.subscription_id)
-                .execute(&mut *tx)
-                .await?;
-        }
+        let site_id: i64 = row.try_get("site_id")?;
+        sqlx::query("DELETE FROM subscription_charges WHERE subscription_id = $1")
+            .bind(claim.subscription_id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM domain_events WHERE site_id = $1 AND subject = $2 AND kind LIKE 'subscription.%'")
+            .bind(site_id)
+            .bind(&uuid)
+            .execute(&mut *tx)
+            .await?;
         sqlx::query("DELETE FROM subscriptions WHERE id = $1").bind(claim.subscription_id).execute(&mut *tx).await?;
         sqlx::query("DELETE FROM jobs WHERE subject = $1 AND done_at IS NULL AND kind <> 'dunning'")
             .bind(&uuid)
@@ -382,7 +390,7 @@ impl Store {
     }
 
     /// Saves a change while `claim` holds the subscription: the value and its indexed facts,
-    /// the history entries and the charges, in one transaction. `None` when the claim was lost
+    /// the events and the charges, in one transaction. `None` when the claim was lost
     /// (its lease ran out and another change claimed the subscription): nothing is written.
     pub async fn save_subscription(
         &self,
@@ -633,8 +641,8 @@ impl Work {
     }
 
     /// The one save statement set ([`Work::save_subscriptions`], [`Store::save_subscription`]):
-    /// the values, then (only when every claim still held its subscription) the history entries
-    /// and the charges. After [`Saved::Lost`] the work must not be committed.
+    /// the values, then (only when every claim still held its subscription) the events and the
+    /// charges. After [`Saved::Lost`] the work must not be committed.
     async fn save(&mut self, saves: &[SubscriptionSave<'_>]) -> Result<Saved, StoreError> {
         if saves.is_empty() {
             return Ok(Saved::All(Vec::new()));
@@ -644,7 +652,7 @@ impl Work {
              past_due = v.column5, trial_started_at = v.column6, trial_ends_at = v.column7, value = v.column8, \
              details = v.column9, version = subscriptions.version + 1, updated_at = v.column10 \
              FROM (VALUES {}) AS v WHERE subscriptions.id = v.column1 AND subscriptions.lock_token = v.column2 \
-             RETURNING subscriptions.id",
+             RETURNING subscriptions.id, subscriptions.site_id, subscriptions.uuid",
             self.backend.rows(saves.len(), 10, 1)
         );
         let mut query = sqlx::query(&sql);
@@ -662,23 +670,25 @@ impl Work {
                 .bind(document::seal(&c.details))
                 .bind(s.now);
         }
-        let saved = query.fetch_all(&mut *self.tx).await?.len();
-        if saved != saves.len() {
-            return Ok(Saved::Lost { saved });
+        let rows = query.fetch_all(&mut *self.tx).await?;
+        if rows.len() != saves.len() {
+            return Ok(Saved::Lost { saved: rows.len() });
         }
-        let history: Vec<(i64, &(i64, String))> =
-            saves.iter().flat_map(|s| s.change.history.iter().map(|h| (s.claim.subscription_id, h))).collect();
-        if !history.is_empty() {
-            let sql = format!(
-                "INSERT INTO subscription_history (subscription_id, at, action) VALUES {}",
-                self.backend.rows(history.len(), 3, 1)
-            );
-            let mut query = sqlx::query(&sql);
-            for (id, (at, action)) in history {
-                query = query.bind(id).bind(*at).bind(document::seal(action));
-            }
-            query.execute(&mut *self.tx).await?;
+        let mut subjects: Vec<(i64, i64, String)> = Vec::with_capacity(rows.len());
+        for row in &rows {
+            subjects.push((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?));
         }
+        let events: Vec<(i64, &str, &NewEvent)> = saves
+            .iter()
+            .filter_map(|s| {
+                subjects
+                    .iter()
+                    .find(|(id, _, _)| *id == s.claim.subscription_id)
+                    .map(|(_, site, uuid)| (*site, uuid.as_str(), &s.change.events))
+            })
+            .flat_map(|(site, uuid, events)| events.iter().map(move |e| (site, uuid, e)))
+            .collect();
+        self.append_events(&events).await?;
         let charges: Vec<(i64, &NewCharge)> =
             saves.iter().flat_map(|s| s.change.charges.iter().map(|c| (s.claim.subscription_id, c))).collect();
         Ok(Saved::All(self.insert_charges(&charges).await?))
@@ -799,7 +809,7 @@ mod tests {
         let new =
             NewSite { name: "s".into(), mode: Mode::Sandbox, plan: Plan::Core, credit_memos: false, contact: None };
         let site = store.create_site(&new, NOW).await.expect("site").0.id;
-        let account = store.create_account(site, "a1", &AccountFields::default(), NOW).await.expect("account").id;
+        let account = store.create_account(site, "a1", &AccountFields::default(), NOW, &[]).await.expect("account").id;
         let fields = PlanFields {
             name: Some("Gold".into()),
             unit_amount_in_cents: Some([("USD".to_owned(), 1000)].into_iter().collect()),
@@ -809,16 +819,14 @@ mod tests {
         (site, account, plan)
     }
 
-    /// The history rows of a subscription (written with every change; nothing in the service
-    /// reads them yet).
-    async fn history_rows(store: &Store, subscription_id: i64) -> i64 {
-        sqlx::query("SELECT COUNT(*) AS n FROM subscription_history WHERE subscription_id = $1")
-            .bind(subscription_id)
-            .fetch_one(&store.pool)
-            .await
-            .expect("count")
-            .try_get("n")
-            .expect("n")
+    /// An event of a subscription change.
+    fn event(kind: &str, at: i64, payload: &str) -> NewEvent {
+        NewEvent { kind: kind.into(), at, recorded_at: at, payload: payload.into(), awaits_reaction: false }
+    }
+
+    /// The kinds of the events recorded for a subscription.
+    async fn event_kinds(store: &Store, site: i64, uuid: &str) -> Vec<String> {
+        store.events(site, uuid).await.expect("events").into_iter().map(|e| e.kind).collect()
     }
 
     fn record(site: i64, account: i64, plan: i64, uuid: &str, state: &str) -> NewSubscriptionRecord {
@@ -848,13 +856,15 @@ mod tests {
             };
             let lines = r#"[{"kind":"plan","total_in_cents":1000}]"#;
             let charge = NewCharge { origin: "purchase".into(), at: NOW, lines: lines.into() };
-            let (claim, created) =
-                store.create_subscription(&new, std::slice::from_ref(&charge), NOW, NOW + 60).await.expect("create");
+            let (claim, created) = store
+                .create_subscription(&new, std::slice::from_ref(&charge), &[], NOW, NOW + 60)
+                .await
+                .expect("create");
             let change = SubscriptionChange {
                 indexed: Indexed { state: "active".into(), ..Indexed::default() },
                 value: new.value.clone(),
                 details: new.details.clone(),
-                history: vec![(NOW, r#"{"action":"cancel"}"#.into())],
+                events: vec![event("subscription.canceled", NOW, r#"{"action":"cancel"}"#)],
                 ..SubscriptionChange::default()
             };
             store.save_subscription(&claim, &change, NOW).await.expect("save").expect("held");
@@ -884,10 +894,16 @@ mod tests {
                 raw("SELECT lines FROM subscription_charges WHERE subscription_id = $1").await,
                 format!(r#"{{"document_version":1,"document":{lines}}}"#)
             );
-            assert_eq!(
-                raw("SELECT action FROM subscription_history WHERE subscription_id = $1").await,
-                r#"{"action":"cancel","document_version":1}"#
-            );
+            let payload: String = sqlx::query(
+                "SELECT payload FROM domain_events WHERE subject = 'd1' AND kind = 'subscription.canceled'",
+            )
+            .fetch_one(&store.pool)
+            .await
+            .expect("event")
+            .try_get(0)
+            .expect("text");
+            assert_eq!(payload, r#"{"action":"cancel","document_version":1}"#);
+            assert_eq!(store.events(site, "d1").await.expect("events")[0].payload, r#"{"action":"cancel"}"#);
             // Read back as written.
             let read = store.subscription_by_id(created.id).await.expect("read").expect("exists");
             assert_eq!((&read.value, &read.creation, &read.details), (&new.value, &new.creation, &new.details));
@@ -932,7 +948,13 @@ mod tests {
             let (site, account, plan) = setup(&store).await;
             let charge = NewCharge { origin: "purchase".into(), at: NOW, lines: "[]".into() };
             let (claim, created) = store
-                .create_subscription(&record(site, account, plan, "u1", "active"), &[charge], NOW, NOW + 60)
+                .create_subscription(
+                    &record(site, account, plan, "u1", "active"),
+                    &[charge],
+                    &[event("subscription.created", NOW, "{}")],
+                    NOW,
+                    NOW + 60,
+                )
                 .await
                 .expect("create");
             assert_eq!(created.version, 0);
@@ -953,7 +975,7 @@ mod tests {
                 indexed: Indexed { state: "paused".into(), ..Indexed::default() },
                 value: "{\"v\":2}".into(),
                 details: "{}".into(),
-                history: vec![(NOW + 5, "{\"action\":\"cancel\"}".into())],
+                events: vec![event("subscription.paused", NOW + 5, "{}")],
                 ..SubscriptionChange::default()
             };
             let saved = store.save_subscription(&claim, &change, NOW + 5).await.expect("save").expect("held");
@@ -969,7 +991,8 @@ mod tests {
             };
             assert_eq!(store.save_subscription(&claim, &change, NOW + 62).await.expect("save"), None);
             store.release_subscription(&other).await.expect("release");
-            assert_eq!(history_rows(&store, saved.id).await, 1);
+            // The lost claim's save recorded nothing.
+            assert_eq!(event_kinds(&store, site, "u1").await, ["subscription.created", "subscription.paused"]);
 
             let page = store
                 .list_subscriptions(
@@ -991,7 +1014,7 @@ mod tests {
             let mut ids = Vec::new();
             for uuid in ["w1", "w2", "w3"] {
                 let (claim, created) = store
-                    .create_subscription(&record(site, account, plan, uuid, "active"), &[], NOW, NOW + 60)
+                    .create_subscription(&record(site, account, plan, uuid, "active"), &[], &[], NOW, NOW + 60)
                     .await
                     .expect("create");
                 store.release_subscription(&claim).await.expect("release");
@@ -1015,7 +1038,7 @@ mod tests {
                     indexed: Indexed { state: "active".into(), ..Indexed::default() },
                     value: format!("{{\"v\":{i}}}"),
                     details: "{}".into(),
-                    history: vec![(NOW + 100, "{\"action\":\"renew\"}".into())],
+                    events: vec![event("subscription.renewed", NOW + 100, "{}")],
                     charges: vec![NewCharge { origin: "renewal".into(), at: NOW + 100, lines: format!("[{i}]") }],
                     ..SubscriptionChange::default()
                 })
@@ -1045,7 +1068,7 @@ mod tests {
                 let after = store.subscription_by_id(claim.subscription_id).await.expect("read").expect("exists");
                 assert_eq!((after.version, &after.value, after.updated_at), (1, &change.value, NOW + 100));
                 assert!(after.last_invoice.is_some());
-                assert_eq!(history_rows(&store, after.id).await, 1);
+                assert_eq!(event_kinds(&store, site, &after.uuid).await, ["subscription.renewed"]);
                 assert!(store.unbilled_charges(after.id).await.expect("charges").is_empty());
                 let pending = store.pending_jobs(&before.uuid).await.expect("jobs");
                 assert_eq!(pending.iter().map(|j| j.due_at).collect::<Vec<_>>(), [NOW + 200]);

@@ -244,7 +244,7 @@ async fn copy_template(db: &mut AnyConnection, site_id: i64, copies: u32) -> any
         ("billing_infos", format!("account_id = {account_id}")),
         ("subscriptions", format!("id = {sub_id}")),
         ("subscription_charges", format!("subscription_id = {sub_id}")),
-        ("subscription_history", format!("subscription_id = {sub_id}")),
+        ("domain_events", format!("site_id = {site_id}")),
         ("invoices", format!("account_id = {account_id}")),
         ("adjustments", format!("account_id = {account_id}")),
         ("transactions", format!("account_id = {account_id}")),
@@ -283,6 +283,10 @@ async fn copy_template(db: &mut AnyConnection, site_id: i64, copies: u32) -> any
                 "last_invoice" | "invoice_ref" => {
                     format!("CASE WHEN t.{name} IS NULL THEN NULL ELSE CAST(q.number AS TEXT) END")
                 }
+                // An invoice's events name it by its number.
+                "subject" if table == "domain_events" && row.try_get::<String, _>("kind")?.starts_with("invoice.") => {
+                    "CAST(q.number AS TEXT)".to_owned()
+                }
                 _ => match row.try_get::<Option<String>, _>(i) {
                     Ok(Some(text)) => {
                         let mut expr = format!("t.{name}");
@@ -291,6 +295,15 @@ async fn copy_template(db: &mut AnyConnection, site_id: i64, copies: u32) -> any
                         }
                         if text.contains(TEMPLATE_ACCOUNT) {
                             expr = format!("replace({expr}, {}, q.code)", literal(TEMPLATE_ACCOUNT));
+                        }
+                        // A transaction's event names its invoice.
+                        let invoice = format!("\"invoice_number\":{first_number}");
+                        if table == "domain_events" && text.contains(&invoice) {
+                            expr = format!(
+                                "replace({expr}, {}, {} || CAST(q.number AS TEXT))",
+                                literal(&invoice),
+                                literal("\"invoice_number\":")
+                            );
                         }
                         expr
                     }

@@ -1,0 +1,185 @@
+//! The in-process harness of the use cases, shared by the suites of this directory: a clock the
+//! test moves, a gateway that declines the purchases it is told to, and a site with
+//! card-paying subscribers.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use chrono::{DateTime, Utc};
+use rebill_app::accounts;
+use rebill_app::payment_methods::{self, BillingRequest};
+use rebill_app::subscriptions::{self, Details, Subscribe};
+use rebill_app::{Clock, Context, Services};
+use rebill_billing::gateway::{
+    Decline, Gateway, GatewayFuture, Outcome, PaymentMethod, PaymentRequest, RefundRequest, SandboxGateway, StoreFuture,
+};
+use rebill_billing::lifecycle::{NewSubscription, SubscriptionTerms};
+use rebill_billing::period::{Interval, IntervalUnit};
+use rebill_store::accounts::AccountFields;
+use rebill_store::billing_info::BillingFields;
+use rebill_store::plans::{IntervalUnit as PlanUnit, PlanFields};
+use rebill_store::{Mode, NewSite, Plan, Store};
+
+/// 2027-01-01T00:00:00Z.
+pub const T0: i64 = 1_798_761_600;
+pub const DAY: i64 = 86_400;
+
+/// A clock the test moves.
+pub struct TestClock(pub AtomicI64);
+
+impl TestClock {
+    pub fn starting(secs: i64) -> Arc<Self> {
+        Arc::new(Self(AtomicI64::new(secs)))
+    }
+
+    pub fn set(&self, secs: i64) {
+        self.0.store(secs, Ordering::SeqCst);
+    }
+}
+
+impl Clock for TestClock {
+    fn now(&self) -> i64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// The sandbox gateway, except that the purchases whose (1-based) numbers are listed are
+/// declined; every purchase's amount is recorded, so a test sees each charge the gateway got.
+pub struct Scripted {
+    decline: Vec<usize>,
+    /// The amount of every purchase, in order.
+    pub purchases: Mutex<Vec<i64>>,
+}
+
+impl Scripted {
+    /// Declines the purchases with these (1-based) numbers.
+    pub fn declining(decline: &[usize]) -> Arc<Self> {
+        Arc::new(Self { decline: decline.to_vec(), purchases: Mutex::new(Vec::new()) })
+    }
+
+    pub fn purchases(&self) -> usize {
+        self.purchases.lock().map(|p| p.len()).unwrap_or_default()
+    }
+}
+
+impl Gateway for Scripted {
+    fn kind(&self) -> &'static str {
+        SandboxGateway.kind()
+    }
+
+    fn is_test(&self) -> bool {
+        true
+    }
+
+    fn purchase<'a>(&'a self, request: &'a PaymentRequest<'a>) -> GatewayFuture<'a> {
+        let n = match self.purchases.lock() {
+            Ok(mut p) => {
+                p.push(request.amount_in_cents);
+                p.len()
+            }
+            Err(_) => 0,
+        };
+        if self.decline.contains(&n) {
+            let decline = Decline {
+                code: "declined",
+                gateway_error_code: Some("scripted".into()),
+                cvv_result: None,
+                avs_result: None,
+                reference: None,
+            };
+            return Box::pin(async move { Outcome::Declined(decline) });
+        }
+        SandboxGateway.purchase(request)
+    }
+
+    fn verify<'a>(&'a self, request: &'a PaymentRequest<'a>) -> GatewayFuture<'a> {
+        SandboxGateway.verify(request)
+    }
+
+    fn refund<'a>(&'a self, request: &'a RefundRequest<'a>) -> GatewayFuture<'a> {
+        SandboxGateway.refund(request)
+    }
+
+    fn store_payment_method<'a>(&'a self, method: PaymentMethod<'a>) -> StoreFuture<'a> {
+        SandboxGateway.store_payment_method(method)
+    }
+
+    fn bank_name(&self, routing_number: &str) -> Option<String> {
+        SandboxGateway.bank_name(routing_number)
+    }
+}
+
+pub fn at(secs: i64) -> DateTime<Utc> {
+    DateTime::<Utc>::from_timestamp(secs, 0).expect("time in range")
+}
+
+pub fn card() -> BillingRequest {
+    BillingRequest {
+        details: BillingFields {
+            first_name: Some("Verena".into()),
+            last_name: Some("Example".into()),
+            address1: Some("123 Main St.".into()),
+            zip: Some("94105".into()),
+            country: Some("US".into()),
+            ..BillingFields::default()
+        },
+        number: Some("4111111111111111".into()),
+        month: Some(12),
+        year: Some(2031),
+        verification_value: Some("123".into()),
+        ..BillingRequest::default()
+    }
+}
+
+/// A site with a monthly plan of 10 USD, and `n` subscribers each paying by card, subscribed at
+/// `T0` (their first payment approved). Answers the services and the context at `T0`.
+pub async fn subscribers(store: Store, gateway: Arc<Scripted>, clock: Arc<TestClock>, n: usize) -> (Services, Context) {
+    let services = Services::new(store, clock).with_gateway(gateway);
+    let new_site =
+        NewSite { name: "harness".into(), mode: Mode::Sandbox, plan: Plan::Core, credit_memos: false, contact: None };
+    let (site, _) = services.store.create_site(&new_site, T0).await.expect("site");
+    let plan_fields = PlanFields {
+        name: Some("Gold".into()),
+        plan_interval_length: Some(1),
+        plan_interval_unit: Some(PlanUnit::Months),
+        unit_amount_in_cents: Some(BTreeMap::from([("USD".to_owned(), 1000)])),
+        ..PlanFields::default()
+    };
+    let plan = services.store.create_plan(site.id, "gold", &plan_fields, T0).await.expect("plan");
+    let ctx = Context { site, now: T0 };
+    for i in 0..n {
+        let code = format!("a{i}");
+        let account = accounts::create(&services, &ctx, &code, &AccountFields::default(), None).await.expect("account");
+        payment_methods::apply(&services, &ctx, &account, &card()).await.expect("billing info");
+        let new = NewSubscription {
+            uuid: format!("{i:032x}"),
+            terms: SubscriptionTerms {
+                plan_code: "gold".into(),
+                currency: "USD".into(),
+                interval: Interval::new(1, IntervalUnit::Months).expect("interval"),
+                unit_amount_in_cents: 1000,
+                quantity: 1,
+                add_ons: Vec::new(),
+                setup_fee_in_cents: 0,
+            },
+            starts_at: None,
+            trial: None,
+            total_billing_cycles: None,
+            imported_trial: false,
+        };
+        let drafted = subscriptions::draft(new, at(T0)).expect("drafted");
+        let input = Subscribe {
+            existing: Some(account),
+            account_code: code.clone(),
+            account_fields: None,
+            billing_info: None,
+            plan_id: plan.id,
+            drafted,
+            details: Details { account_code: code, ..Details::default() },
+        };
+        subscriptions::create(&services, &ctx, input).await.expect("subscribed");
+    }
+    (services, ctx)
+}
