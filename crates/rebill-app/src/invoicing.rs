@@ -310,16 +310,38 @@ pub async fn invoice(
     let created = created_event(state, &account.account_code, &preview.invoice, at);
     let (invoice, lines) =
         state.store.create_invoice(site.id, &preview.invoice, new_lines, &attach, at, &[created]).await?;
+    let recurring = draft.origin == InvoiceOrigin::Renewal;
+    let (invoice, transaction) =
+        first_collection(state, site, account, invoice, collect, source, recurring, at).await?;
+    Ok(Invoiced { invoice, lines, transaction })
+}
+
+/// The first collection of a new invoice, as [`first_step`] and [`after_attempt`] say: paid at
+/// once, left for the customer, or charged (attempt 0, under [`attempt_key`]). Run again on an
+/// invoice still `pending`, it finishes what a stopped run began and charges nothing twice:
+/// the recorded attempt is found by its key, and one still `processing` asks the gateway again
+/// under the transaction's own idempotency key.
+#[allow(clippy::too_many_arguments)]
+async fn first_collection(
+    state: &Services,
+    site: &Site,
+    account: &Account,
+    invoice: Invoice,
+    collect: Collect,
+    source: Option<PaymentSource>,
+    recurring: bool,
+    at: i64,
+) -> Result<(Invoice, Option<Transaction>), BillingError> {
     match first_step(invoice.amounts.balance, collect, invoice.due_on) {
         FirstStep::PayNow => {
             let paid = transition(state, &invoice, InvoiceTransition::Pay, SETTLED_BY_INVOICING, at).await?;
-            return Ok(Invoiced { invoice: paid, lines, transaction: None });
+            return Ok((paid, None));
         }
         FirstStep::AwaitPayment { due_at } => {
             if let Some(due) = due_at {
                 state.store.schedule_job(site.id, INVOICE_DUE_JOB, &invoice.uuid, due).await?;
             }
-            return Ok(Invoiced { invoice, lines, transaction: None });
+            return Ok((invoice, None));
         }
         FirstStep::Charge => {}
     }
@@ -327,7 +349,6 @@ pub async fn invoice(
         Some(source) => Some(source),
         None => PaymentSource::of_account(state, account).await?,
     };
-    let recurring = draft.origin == InvoiceOrigin::Renewal;
     let transaction = match &source {
         Some(source) => {
             Some(charge(state, site.id, account, &invoice, source, attempt_key(&invoice, 0), recurring, at).await?)
@@ -340,7 +361,27 @@ pub async fn invoice(
         None => Attempt::NoPaymentMethod,
     };
     let invoice = attempted(state, &invoice, collect, 0, outcome, SETTLED_BY_INVOICING, at).await?;
-    Ok(Invoiced { invoice, lines, transaction })
+    Ok((invoice, transaction))
+}
+
+/// Finishes the first collection of an invoice created earlier whose run stopped (a crash, a
+/// lost claim) before it was settled: an invoice still `pending` is collected as [`invoice`]
+/// would have (at its creation time, from the account's stored payment method); any other
+/// invoice is answered as it is. Its lines are not read.
+pub async fn resume_first_collection(
+    state: &Services,
+    site: &Site,
+    account: &Account,
+    invoice: Invoice,
+    collect: Collect,
+) -> Result<Invoiced, BillingError> {
+    if invoice.state != InvoiceState::Pending {
+        return Ok(Invoiced { invoice, lines: Vec::new(), transaction: None });
+    }
+    let recurring = invoice.origin == InvoiceOrigin::Renewal.name();
+    let at = invoice.created_at;
+    let (invoice, transaction) = first_collection(state, site, account, invoice, collect, None, recurring, at).await?;
+    Ok(Invoiced { invoice, lines: Vec::new(), transaction })
 }
 
 /// An event of an invoice (subject: its number): its account, currency and total, and for
@@ -619,7 +660,7 @@ pub async fn gateway_purchase(state: &Services, transaction: &Transaction, sourc
         recurring: transaction.new.recurring,
         idempotency_key: Some(&transaction.uuid),
     };
-    state.gateway.purchase(&request).await
+    state.bounded(state.gateway.purchase(&request)).await
 }
 
 /// Runs the reactions to the invoice's events ([`crate::events::drain`]): what a use case that

@@ -47,7 +47,7 @@ pub mod transactions;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use rebill_billing::gateway::{Gateway, SandboxGateway};
+use rebill_billing::gateway::{Decline, Gateway, GatewayFuture, Outcome, SandboxGateway};
 use rebill_billing::vault::Vault;
 use rebill_store::Store;
 
@@ -91,13 +91,24 @@ pub struct Services {
     pub vault: Arc<Vault>,
     /// The service clock (a sandbox site's clock is this plus its offset).
     pub clock: Arc<dyn Clock>,
+    /// How long a gateway call may take before it counts as a `gateway_timeout` decline.
+    pub gateway_timeout: std::time::Duration,
 }
+
+/// How long a gateway call may take by default.
+pub const GATEWAY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Services {
     /// Services with the sandbox gateway and a vault over a random key that lives as long as the
     /// process (see [`Services::with_vault`]).
     pub fn new(store: Store, clock: Arc<dyn Clock>) -> Self {
-        Self { store, gateway: Arc::new(SandboxGateway), vault: Arc::new(Vault::ephemeral()), clock }
+        Self {
+            store,
+            gateway: Arc::new(SandboxGateway),
+            vault: Arc::new(Vault::ephemeral()),
+            clock,
+            gateway_timeout: GATEWAY_TIMEOUT,
+        }
     }
 
     /// Uses this gateway.
@@ -106,11 +117,33 @@ impl Services {
         self
     }
 
+    /// Bounds every gateway call by `timeout`.
+    pub fn with_gateway_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.gateway_timeout = timeout;
+        self
+    }
+
+    /// Waits for a gateway call at most [`Services::gateway_timeout`]. A call that does not answer
+    /// in time is a decline of the `communication` category (`gateway_timeout`), as the gateway
+    /// contract treats every failure to reach the gateway: the transaction is recorded declined
+    /// and, like any decline, never retried under its own idempotency key.
+    pub async fn bounded(&self, call: GatewayFuture<'_>) -> Outcome {
+        match tokio::time::timeout(self.gateway_timeout, call).await {
+            Ok(outcome) => outcome,
+            Err(_) => Outcome::Declined(timed_out()),
+        }
+    }
+
     /// Uses this vault (a persistent key, so tokens survive a restart).
     pub fn with_vault(mut self, vault: Vault) -> Self {
         self.vault = Arc::new(vault);
         self
     }
+}
+
+/// The decline of a gateway call that did not answer within [`Services::gateway_timeout`].
+pub(crate) fn timed_out() -> Decline {
+    Decline { code: "gateway_timeout", gateway_error_code: None, cvv_result: None, avs_result: None, reference: None }
 }
 
 /// An epoch-seconds time as a UTC date-time (`None` out of range).

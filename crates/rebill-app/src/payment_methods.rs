@@ -349,7 +349,7 @@ pub async fn commit(state: &Services, ctx: &Context, account: &Account, prepared
         recurring: false,
         idempotency_key: Some(&begun.uuid),
     };
-    let outcome = state.gateway.verify(&request).await;
+    let outcome = state.bounded(state.gateway.verify(&request)).await;
     let result = crate::invoicing::result_of(&outcome, ctx.now);
     let event = crate::invoicing::transaction_event(state, &begun, &result, ctx.now);
     let recorded = state.store.complete_transaction(begun.id, &result, ctx.now, &[event]).await.map_err(failed)?;
@@ -372,7 +372,8 @@ async fn save(
     fields: &BillingFields,
     payment: PaymentMethod<'_>,
 ) -> Result<Stored, StoreError> {
-    let reference = match state.gateway.store_payment_method(payment).await {
+    let stored = tokio::time::timeout(state.gateway_timeout, state.gateway.store_payment_method(payment)).await;
+    let reference = match stored.unwrap_or_else(|_| Err(Box::new(crate::timed_out()))) {
         Ok(reference) => Some(reference),
         Err(decline) => {
             tracing::warn!(code = decline.code, "the gateway did not store a verified payment method");

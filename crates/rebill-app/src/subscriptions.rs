@@ -272,6 +272,17 @@ pub fn invoice_terms(details: &Details) -> InvoiceTerms {
     }
 }
 
+/// The origin of the invoice of a charge.
+fn charge_origin(charge: &Charge) -> Result<InvoiceOrigin, SubscriptionError> {
+    Ok(match charge.origin.as_str() {
+        "purchase" => InvoiceOrigin::Purchase,
+        "renewal" => InvoiceOrigin::Renewal,
+        "immediate_change" => InvoiceOrigin::ImmediateChange,
+        "termination" => InvoiceOrigin::Termination,
+        other => return Err(SubscriptionError::UnknownOrigin(other.to_owned())),
+    })
+}
+
 /// Invoices one charge of the subscription's account (one invoice per charge) and collects it:
 /// the first payment of a new subscription once (a decline refuses the creation), any later
 /// charge automatically (a decline leaves the invoice past due, with dunning retries), or not
@@ -284,33 +295,66 @@ pub async fn invoice_charge(
     charge: &Charge,
     lines: Vec<LineItem>,
 ) -> Result<Collected, SubscriptionError> {
-    let origin = match charge.origin.as_str() {
-        "purchase" => InvoiceOrigin::Purchase,
-        "renewal" => InvoiceOrigin::Renewal,
-        "immediate_change" => InvoiceOrigin::ImmediateChange,
-        "termination" => InvoiceOrigin::Termination,
-        other => return Err(SubscriptionError::UnknownOrigin(other.to_owned())),
-    };
+    let origin = charge_origin(charge)?;
     let terms = invoice_terms(details);
-    let collect = if terms.collection_method == InvoiceCollection::Manual {
+    let collect = collection(&terms, origin);
+    let draft = Draft { terms, ..Draft::of_lines(lines, origin) };
+    let invoiced = invoicing::invoice(state, site, account, draft, charge.at, collect, None).await?;
+    Ok(collected(&invoiced, collect))
+}
+
+/// How an invoice of a subscription's charge is collected: not at all with the manual
+/// collection method, once for the first payment of a new subscription (a decline refuses the
+/// creation), automatically (with dunning retries) for any later charge.
+fn collection(terms: &InvoiceTerms, origin: InvoiceOrigin) -> Collect {
+    if terms.collection_method == InvoiceCollection::Manual {
         Collect::Manual
     } else if origin == InvoiceOrigin::Purchase {
         Collect::Once
     } else {
         Collect::Automatic
-    };
-    let draft = Draft { terms, ..Draft::of_lines(lines, origin) };
-    let invoiced = invoicing::invoice(state, site, account, draft, charge.at, collect, None).await?;
+    }
+}
+
+/// What invoicing a charge did, from its invoice as collected.
+fn collected(invoiced: &invoicing::Invoiced, collect: Collect) -> Collected {
     let number = Some(invoiced.invoice.invoice_number.to_string());
     if invoiced.is_paid() || collect == Collect::Manual {
-        return Ok(Collected::Paid(number));
+        return Collected::Paid(number);
     }
-    Ok(Collected::Declined(number, invoiced.declined().map(|t| Box::new(t.clone()))))
+    Collected::Declined(number, invoiced.declined().map(|t| Box::new(t.clone())))
+}
+
+/// A charge whose lines an invoice already holds (it was invoiced, then the run stopped before
+/// recording it): the first collection of that invoice is finished if it never was (a crash
+/// between recording the charge's transaction `processing` and completing it leaves the
+/// invoice `pending`), and the charge is recorded with its invoice. `None` when no invoice
+/// holds the lines.
+async fn resume_charge(
+    state: &Services,
+    site: &Site,
+    account: &Account,
+    loaded: &Loaded,
+    charge: &Charge,
+    lines: &[LineItem],
+) -> Result<Option<Collected>, SubscriptionError> {
+    let adjustments = state.store.subscription_adjustments(&loaded.record.uuid).await?;
+    let number = adjustments
+        .iter()
+        .filter(|a| invoicing::line_of_adjustment(a).is_some_and(|l| lines.contains(&l)))
+        .find_map(|a| a.invoice_number);
+    let Some(number) = number else { return Ok(None) };
+    let Some(invoice) = state.store.invoice(site.id, number).await? else { return Ok(None) };
+    let origin = charge_origin(charge)?;
+    let collect = collection(&invoice_terms(&loaded.details), origin);
+    let invoiced = invoicing::resume_first_collection(state, site, account, invoice, collect).await?;
+    Ok(Some(collected(&invoiced, collect)))
 }
 
 /// Invoices the subscription's charges not invoiced yet, in order. A charge whose lines the
 /// invoices already hold (it was invoiced, then the process stopped before recording it) is
-/// recorded, not invoiced again. A declined charge other than the first payment makes the
+/// not invoiced again: its invoice's first collection is finished ([`resume_charge`]) and the
+/// charge recorded with it. A declined charge other than the first payment makes the
 /// subscription past due (saved under the held claim). Answers the first declined charge, if
 /// one was.
 pub async fn bill_pending(
@@ -341,11 +385,17 @@ pub async fn bill_pending(
         if !state.store.holds_subscription_claim(claim).await? {
             return Err(SubscriptionError::ClaimLost);
         }
-        if already || lines.is_empty() {
+        let outcome = if lines.is_empty() {
+            None
+        } else if already {
+            resume_charge(state, site, &account, loaded, charge, &lines).await?
+        } else {
+            Some(invoice_charge(state, site, &account, &loaded.details, charge, lines).await?)
+        };
+        let Some(outcome) = outcome else {
             state.store.mark_charge_billed(charge, None, now).await?;
             continue;
-        }
-        let outcome = invoice_charge(state, site, &account, &loaded.details, charge, lines).await?;
+        };
         let invoice = match &outcome {
             Collected::Paid(invoice) | Collected::Declined(invoice, _) => invoice.clone(),
         };

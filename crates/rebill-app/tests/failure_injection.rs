@@ -1,15 +1,129 @@
 //! The use cases in process, over a real store on both backends, with a scriptable gateway:
 //! a decline injected in the middle of a batch of renewals touches only its own invoice, running
 //! the scheduler again bills nothing twice, and the dunning retry charges the declined invoice
-//! once.
+//! once; a gateway that cannot be reached or does not answer in the middle of a batch declines
+//! only its own renewal (a `communication` decline, retried by dunning); a run that dies between
+//! recording its transactions `processing` and completing them is finished by the next run after
+//! its leases end, asking the gateway again under the same idempotency keys, and bills nothing
+//! twice.
 
 mod common;
 
-use common::{DAY, Scripted, T0, TestClock, subscribers};
+use std::time::Duration;
+
+use common::{DAY, Script, Scripted, T0, TestClock, subscribers};
 use rebill_app::scheduler;
-use rebill_store::PageRequest;
-use rebill_store::invoicing::{InvoiceFilter, InvoiceState, TransactionFilter, TransactionStatus};
+use rebill_store::invoicing::{
+    Invoice, InvoiceFilter, InvoiceState, Transaction, TransactionFilter, TransactionStatus,
+};
 use rebill_store::testing::both_backends;
+use rebill_store::{PageRequest, Store};
+
+fn page() -> PageRequest {
+    PageRequest { limit: 100, ..PageRequest::default() }
+}
+
+async fn invoices(store: &Store, site_id: i64) -> Vec<Invoice> {
+    store.list_invoices(site_id, &InvoiceFilter::default(), &page()).await.expect("invoices").items
+}
+
+async fn transactions(store: &Store, site_id: i64, statuses: Vec<TransactionStatus>) -> Vec<Transaction> {
+    let filter = TransactionFilter { statuses, ..TransactionFilter::default() };
+    store.list_transactions(site_id, &filter, &page()).await.expect("transactions").items
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_or_silent_gateway_in_a_batch_declines_only_its_own_renewal() {
+    for store in both_backends("app_gateway_failures").await {
+        let backend = store.backend();
+        // Purchases 1-4 are the first payments, 5-8 the renewals: the 6th cannot reach the
+        // gateway, the 7th never answers.
+        let gateway = Scripted::scripted(&[(6, Script::Error), (7, Script::Hang)]);
+        let clock = TestClock::starting(T0);
+        let (services, ctx) = subscribers(store, gateway.clone(), clock.clone(), 4).await;
+        let services = services.with_gateway_timeout(Duration::from_millis(200));
+
+        clock.set(T0 + 31 * DAY + 3600);
+        scheduler::run_due(&services, Some(&ctx.site)).await.expect("renewals ran");
+        assert_eq!(gateway.purchases(), 8, "{backend:?}: one call per renewal");
+        let all = invoices(&services.store, ctx.site.id).await;
+        let past_due: Vec<&Invoice> = all.iter().filter(|i| i.state == InvoiceState::PastDue).collect();
+        assert_eq!((all.len(), past_due.len()), (8, 2), "{backend:?}");
+        assert!(all.iter().all(|i| matches!(i.state, InvoiceState::Paid | InvoiceState::PastDue)), "{backend:?}");
+        let declined = transactions(&services.store, ctx.site.id, vec![TransactionStatus::Declined]).await;
+        let mut codes: Vec<String> =
+            declined.iter().filter_map(|t| t.result.failure.as_ref().map(|f| f.error_code.clone())).collect();
+        codes.sort();
+        assert_eq!(codes, ["gateway_timeout", "gateway_unavailable"], "{backend:?}");
+        assert!(
+            declined.iter().all(|t| t.result.failure.as_ref().is_some_and(|f| f.error_category == "communication"))
+        );
+        let processing = transactions(&services.store, ctx.site.id, vec![TransactionStatus::Processing]).await;
+        assert!(processing.is_empty(), "{backend:?}: every call has an outcome");
+
+        // The dunning retries a day later charge both once, under keys of their own.
+        clock.set(T0 + 32 * DAY + 3600);
+        scheduler::run_due(&services, Some(&ctx.site)).await.expect("retries");
+        assert_eq!(gateway.purchases(), 10, "{backend:?}: one retry each");
+        assert_eq!(gateway.distinct_keys(), 10, "{backend:?}");
+        let all = invoices(&services.store, ctx.site.id).await;
+        assert!(all.iter().all(|i| i.state == InvoiceState::Paid), "{backend:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_dies_mid_charge_is_finished_by_the_next_run_without_charging_twice() {
+    for store in both_backends("app_crash_mid_charge").await {
+        let backend = store.backend();
+        // Purchases 1-3 are the first payments; the renewals run as one batch and the second
+        // renewal's call (the 5th) never answers: the run dies there.
+        let gateway = Scripted::scripted(&[(5, Script::Hang)]);
+        let clock = TestClock::starting(T0);
+        let (services, ctx) = subscribers(store, gateway.clone(), clock.clone(), 3).await;
+
+        clock.set(T0 + 31 * DAY + 3600);
+        let run = {
+            let (services, site) = (services.clone(), ctx.site.clone());
+            tokio::spawn(async move { scheduler::run_due(&services, Some(&site)).await })
+        };
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while gateway.purchases() < 5 {
+            assert!(tokio::time::Instant::now() < deadline, "{backend:?}: the renewals never reached the gateway");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        run.abort();
+        assert!(run.await.is_err_and(|e| e.is_cancelled()), "{backend:?}: the run died");
+        let processing = transactions(&services.store, ctx.site.id, vec![TransactionStatus::Processing]).await;
+        assert_eq!(processing.len(), 3, "{backend:?}: the batch's transactions were recorded before its calls");
+        let before = invoices(&services.store, ctx.site.id).await;
+        assert_eq!(before.iter().filter(|i| i.state == InvoiceState::Pending).count(), 3, "{backend:?}");
+
+        // Another process takes over once the dead run's leases have ended.
+        clock.set(T0 + 31 * DAY + 3 * 3600);
+        scheduler::run_due(&services, Some(&ctx.site)).await.expect("recovery");
+        let after = invoices(&services.store, ctx.site.id).await;
+        assert_eq!(after.len(), 6, "{backend:?}: nothing invoiced twice");
+        assert!(after.iter().all(|i| i.state == InvoiceState::Paid), "{backend:?}");
+        let processing = transactions(&services.store, ctx.site.id, vec![TransactionStatus::Processing]).await;
+        assert!(processing.is_empty(), "{backend:?}: every recorded transaction completed");
+        let approved: Vec<Transaction> = transactions(&services.store, ctx.site.id, vec![TransactionStatus::Success])
+            .await
+            .into_iter()
+            .filter(|t| t.new.action == "purchase")
+            .collect();
+        assert_eq!(approved.len(), 6, "{backend:?}: one purchase per invoice (besides the cards' verifications)");
+        // The gateway was asked again only under the keys it had been given: 6 payments.
+        assert_eq!(gateway.distinct_keys(), 6, "{backend:?}");
+        for invoice in &after {
+            let of_invoice = approved.iter().filter(|t| t.invoice_number == Some(invoice.invoice_number)).count();
+            assert_eq!(of_invoice, 1, "{backend:?}: invoice {}", invoice.invoice_number);
+        }
+
+        // Nothing is left to do, and a later run changes nothing.
+        scheduler::run_due(&services, Some(&ctx.site)).await.expect("nothing left");
+        assert_eq!(gateway.distinct_keys(), 6, "{backend:?}");
+    }
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_decline_in_the_middle_of_a_batch_touches_only_its_subscription_and_nothing_is_billed_twice() {
@@ -29,7 +143,7 @@ async fn a_decline_in_the_middle_of_a_batch_touches_only_its_subscription_and_no
         assert!(ran >= 5, "{backend:?}: {ran} jobs ran");
         assert_eq!(gateway.purchases(), 10, "{backend:?}: one charge per renewal");
 
-        let page = PageRequest { limit: 100, ..PageRequest::default() };
+        let page = page();
         let invoices =
             services.store.list_invoices(ctx.site.id, &InvoiceFilter::default(), &page).await.expect("invoices").items;
         let states: Vec<InvoiceState> = invoices.iter().map(|i| i.state).collect();

@@ -178,7 +178,9 @@ pub type GatewayFuture<'a> = Pin<Box<dyn Future<Output = Outcome> + Send + 'a>>;
 pub type StoreFuture<'a> = Pin<Box<dyn Future<Output = Result<String, Box<Decline>>> + Send + 'a>>;
 
 /// A payment gateway. Every call answers an [`Outcome`]; failures to reach the gateway are
-/// declines of the `communication` category.
+/// declines of the `communication` category (`gateway_unavailable`, `gateway_timeout`, …). A
+/// call that never answers is the caller's to bound: the use cases wait at most their
+/// configured gateway timeout and record a `gateway_timeout` decline.
 pub trait Gateway: Send + Sync {
     /// The `gateway_type` written on transactions (`test` for the sandbox).
     fn kind(&self) -> &'static str;

@@ -45,22 +45,51 @@ impl Clock for TestClock {
     }
 }
 
-/// The sandbox gateway, except that the purchases whose (1-based) numbers are listed are
-/// declined; every purchase's amount is recorded, so a test sees each charge the gateway got.
+/// What the scripted gateway does with one purchase call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Script {
+    /// Declined by the issuer.
+    Decline,
+    /// The gateway cannot be reached: a `communication` decline (`gateway_unavailable`).
+    Error,
+    /// The call never answers.
+    Hang,
+}
+
+/// The sandbox gateway, except for the purchase calls whose (1-based) numbers are scripted.
+/// Every call's amount and idempotency key are recorded, so a test sees each call the gateway
+/// got; like a real gateway it charges an idempotency key once (a call repeating a key that
+/// was charged is answered, not charged again).
 pub struct Scripted {
-    decline: Vec<usize>,
-    /// The amount of every purchase, in order.
+    script: Vec<(usize, Script)>,
+    /// The amount of every purchase call, in order.
     pub purchases: Mutex<Vec<i64>>,
+    /// The idempotency key of every purchase call, in order.
+    pub keys: Mutex<Vec<String>>,
 }
 
 impl Scripted {
     /// Declines the purchases with these (1-based) numbers.
     pub fn declining(decline: &[usize]) -> Arc<Self> {
-        Arc::new(Self { decline: decline.to_vec(), purchases: Mutex::new(Vec::new()) })
+        Self::scripted(&decline.iter().map(|n| (*n, Script::Decline)).collect::<Vec<_>>())
     }
 
+    /// Does what `script` says with the purchase calls of these (1-based) numbers.
+    pub fn scripted(script: &[(usize, Script)]) -> Arc<Self> {
+        Arc::new(Self { script: script.to_vec(), purchases: Mutex::new(Vec::new()), keys: Mutex::new(Vec::new()) })
+    }
+
+    /// Purchase calls so far.
     pub fn purchases(&self) -> usize {
         self.purchases.lock().map(|p| p.len()).unwrap_or_default()
+    }
+
+    /// Distinct idempotency keys the gateway was called with: the payments it made at most.
+    pub fn distinct_keys(&self) -> usize {
+        let mut keys = self.keys.lock().map(|k| k.clone()).unwrap_or_default();
+        keys.sort();
+        keys.dedup();
+        keys.len()
     }
 }
 
@@ -81,17 +110,25 @@ impl Gateway for Scripted {
             }
             Err(_) => 0,
         };
-        if self.decline.contains(&n) {
+        if let (Ok(mut keys), Some(key)) = (self.keys.lock(), request.idempotency_key) {
+            keys.push(key.to_owned());
+        }
+        let declined = |code: &'static str| {
             let decline = Decline {
-                code: "declined",
+                code,
                 gateway_error_code: Some("scripted".into()),
                 cvv_result: None,
                 avs_result: None,
                 reference: None,
             };
-            return Box::pin(async move { Outcome::Declined(decline) });
+            Box::pin(async move { Outcome::Declined(decline) }) as GatewayFuture<'a>
+        };
+        match self.script.iter().find(|(at, _)| *at == n).map(|(_, s)| *s) {
+            Some(Script::Decline) => declined("declined"),
+            Some(Script::Error) => declined("gateway_unavailable"),
+            Some(Script::Hang) => Box::pin(std::future::pending()),
+            None => SandboxGateway.purchase(request),
         }
-        SandboxGateway.purchase(request)
     }
 
     fn verify<'a>(&'a self, request: &'a PaymentRequest<'a>) -> GatewayFuture<'a> {
