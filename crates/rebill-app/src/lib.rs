@@ -41,6 +41,8 @@ pub mod renewals;
 pub mod scheduler;
 pub mod sites;
 pub mod subscriptions;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod tokens;
 pub mod transactions;
 

@@ -3,11 +3,9 @@
 //! through them: a reaction interrupted after its event was recorded is completed by the next
 //! drain, once.
 
-mod common;
-
-use common::{DAY, Scripted, T0, TestClock, subscribers};
 use rebill_app::invoicing::{self, SettleError, Settlement};
 use rebill_app::subscriptions::{self, CLAIM_SECONDS};
+use rebill_app::testing::{DAY, Scripted, T0, TestClock, subscribers};
 use rebill_app::transactions::{self, OneOffCharge};
 use rebill_app::{Clock, Context, accounts, events, payment_methods, scheduler};
 use rebill_billing::lifecycle::Action;

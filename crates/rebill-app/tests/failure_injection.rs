@@ -7,12 +7,10 @@
 //! its leases end, asking the gateway again under the same idempotency keys, and bills nothing
 //! twice.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{DAY, Script, Scripted, T0, TestClock, subscribers};
 use rebill_app::scheduler;
+use rebill_app::testing::{DAY, Script, Scripted, T0, TestClock, subscribers};
 use rebill_store::invoicing::{
     Invoice, InvoiceFilter, InvoiceState, Transaction, TransactionFilter, TransactionStatus,
 };
@@ -38,7 +36,7 @@ async fn an_unreachable_or_silent_gateway_in_a_batch_declines_only_its_own_renew
         let backend = store.backend();
         // Purchases 1-4 are the first payments, 5-8 the renewals: the 6th cannot reach the
         // gateway, the 7th never answers.
-        let gateway = Scripted::scripted(&[(6, Script::Error), (7, Script::Hang)]);
+        let gateway = Scripted::following(&[(6, Script::Error), (7, Script::Hang)]);
         let clock = TestClock::starting(T0);
         let (services, ctx) = subscribers(store, gateway.clone(), clock.clone(), 4).await;
         let services = services.with_gateway_timeout(Duration::from_millis(200));
@@ -77,7 +75,7 @@ async fn a_run_that_dies_mid_charge_is_finished_by_the_next_run_without_charging
         let backend = store.backend();
         // Purchases 1-3 are the first payments; the renewals run as one batch and the second
         // renewal's call (the 5th) never answers: the run dies there.
-        let gateway = Scripted::scripted(&[(5, Script::Hang)]);
+        let gateway = Scripted::following(&[(5, Script::Hang)]);
         let clock = TestClock::starting(T0);
         let (services, ctx) = subscribers(store, gateway.clone(), clock.clone(), 3).await;
 

@@ -1,17 +1,17 @@
-//! The in-process harness of the use cases, shared by the suites of this directory: a clock the
-//! test moves, a gateway that declines the purchases it is told to, and a site with
-//! card-paying subscribers.
+//! The in-process harness of the use cases for test suites (feature `testing`): a clock the
+//! test moves, a gateway that does what it is told with chosen purchase calls (decline, fail to
+//! be reached, never answer), and a site with card-paying subscribers.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, Ordering};
 
+use crate::accounts;
+use crate::payment_methods::{self, BillingRequest};
+use crate::subscriptions::{self, Details, Subscribe};
+use crate::{Clock, Context, Services};
 use chrono::{DateTime, Utc};
-use rebill_app::accounts;
-use rebill_app::payment_methods::{self, BillingRequest};
-use rebill_app::subscriptions::{self, Details, Subscribe};
-use rebill_app::{Clock, Context, Services};
 use rebill_billing::gateway::{
     Decline, Gateway, GatewayFuture, Outcome, PaymentMethod, PaymentRequest, RefundRequest, SandboxGateway, StoreFuture,
 };
@@ -71,11 +71,11 @@ pub struct Scripted {
 impl Scripted {
     /// Declines the purchases with these (1-based) numbers.
     pub fn declining(decline: &[usize]) -> Arc<Self> {
-        Self::scripted(&decline.iter().map(|n| (*n, Script::Decline)).collect::<Vec<_>>())
+        Self::following(&decline.iter().map(|n| (*n, Script::Decline)).collect::<Vec<_>>())
     }
 
     /// Does what `script` says with the purchase calls of these (1-based) numbers.
-    pub fn scripted(script: &[(usize, Script)]) -> Arc<Self> {
+    pub fn following(script: &[(usize, Script)]) -> Arc<Self> {
         Arc::new(Self { script: script.to_vec(), purchases: Mutex::new(Vec::new()), keys: Mutex::new(Vec::new()) })
     }
 
