@@ -262,7 +262,17 @@ fn bank_validation_errors_name_every_field() {
         for number in ["123456789", "021000021"] {
             assert_json_error(&post(&s, &with(bank(&s), "routing_number", number)), 422, routing.clone());
         }
+        // IBAN, BACS and BECS accounts are refused by name, as `type` says (a card's `type` is
+        // ignored).
+        for kind in ["iban_bank_account", "bacs_bank_account", "becs_bank_account"] {
+            let message = format!("Bank accounts of type {kind} are not supported.");
+            let unsupported = json!({ "error": { "code": "invalid-parameter", "message": message,
+                "fields": ["type"], "details": [{ "field": "type", "messages": ["is not supported"] }] } });
+            assert_json_error(&post(&s, &with(bank(&s), "type", kind)), 422, unsupported);
+        }
         assert_eq!(count(db, "SELECT COUNT(*) FROM tokens"), 0);
+        assert_token(&post(&s, &with(bank(&s), "type", "bank_account")), "bank_account");
+        assert_token(&post(&s, &with(card(&s, "4111111111111111"), "type", "credit_card")), "credit_card");
     });
 }
 

@@ -420,6 +420,10 @@ fn check_characters_and_bounds(params: &HashMap<String, String>) -> Result<(), A
     if error.details.is_empty() { Ok(()) } else { Err(error) }
 }
 
+/// Bank account types the original library can ask tokens for that rebill does not tokenize
+/// (only US bank accounts are): refused by name, so the page's callback gets a clear error.
+const UNSUPPORTED_BANK_TYPES: [&str; 3] = ["iban_bank_account", "bacs_bank_account", "becs_bank_account"];
+
 /// Checks the details, stores the token and answers its JSON.
 async fn create_token(
     state: &AppState,
@@ -428,6 +432,11 @@ async fn create_token(
 ) -> Result<Value, ApiError> {
     let site = site_of(state, params, log).await?;
     check_characters_and_bounds(params)?;
+    if let Some(kind) = params.get("type").filter(|t| UNSUPPORTED_BANK_TYPES.contains(&t.as_str())) {
+        let message = format!("Bank accounts of type {kind} are not supported.");
+        return Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid-parameter", message)
+            .with_field("type", "is not supported"));
+    }
     let text = |name: &str| params.get(name).map(String::as_str);
     let is_bank = params.get("number").is_none() && BANK_PARAMS.iter().any(|p| params.contains_key(*p));
     let payment = if is_bank {
