@@ -270,6 +270,15 @@ enum AlertsCommand {
     },
 }
 
+/// The service clock: [`rebill_app::FileClock`] when `REBILL_CLOCK_FILE` is set (end-to-end
+/// tests move time with it), else the system clock.
+fn clock_from_env() -> std::sync::Arc<dyn rebill_app::Clock> {
+    match std::env::var_os("REBILL_CLOCK_FILE") {
+        Some(path) => std::sync::Arc::new(rebill_app::FileClock(path.into())),
+        None => std::sync::Arc::new(rebill_app::SystemClock),
+    }
+}
+
 fn parse_public_url(text: &str) -> Result<rebill_server::PublicUrl, String> {
     rebill_server::PublicUrl::parse(text).map_err(|e| e.to_string())
 }
@@ -343,7 +352,7 @@ fn key_line(k: &ApiKey, now: i64) -> String {
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let store = Store::connect(&cli.database).await.with_context(|| format!("opening {}", cli.database))?;
-    let clock = rebill_server::clock_from_env();
+    let clock = clock_from_env();
     let now = clock.now();
     match cli.command {
         Command::Serve {

@@ -40,14 +40,6 @@ pub const BODY_LIMIT: usize = 1 << 20;
 
 pub use rebill_app::{Clock, FileClock, Services, SystemClock};
 
-/// The clock the `rebill` binary uses: [`FileClock`] when `REBILL_CLOCK_FILE` is set.
-pub fn clock_from_env() -> Arc<dyn Clock> {
-    match std::env::var_os("REBILL_CLOCK_FILE") {
-        Some(path) => Arc::new(FileClock(path.into())),
-        None => Arc::new(SystemClock),
-    }
-}
-
 /// A deprecated API version and the moment it stops being served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Deprecation {
