@@ -103,6 +103,21 @@ const FORBIDDEN: &[Forbidden] = &[
         dependencies: &["rebill-store", "rebill-app", "rebill-server", "rebill-billing", "axum", "sqlx"],
         why: "the client is a merchant's dependency: the models, the wire format and HTTP, nothing of the service",
     },
+    Forbidden {
+        krate: "rebill-pdf",
+        dependencies: &[
+            "rebill-store",
+            "rebill-app",
+            "rebill-server",
+            "rebill-billing",
+            "rebill-xml",
+            "rebill-models",
+            "sqlx",
+            "axum",
+            "tokio",
+        ],
+        why: "invoice documents are laid out from plain values: no storage, no domain rules, no wire format, no I/O",
+    },
 ];
 
 const FORBIDDEN_FEATURES: &[ForbiddenFeature] = &[ForbiddenFeature {
