@@ -20,6 +20,7 @@
 //! | [`queries`] | reading accounts (with their activity), invoices (with their lines and transactions), subscriptions and transactions, one or a page at a time |
 //! | [`tokens`] | the client-side library's tokens: the site of a public key, a card or bank account sealed into a token, purging expired ones, the vault's key file |
 //! | [`sites`] | authenticating a private key outside the API's layers (sandbox clock); the demo page's sandbox site and key |
+//! | [`documents`] | an invoice's PDF |
 //! | [`instant`] | ISO 8601 dates and date-times as epoch seconds |
 //! | [`error`] | [`AppError`](error::AppError), the umbrella every use case's error converts into |
 //! | [`model`] | the domain values the use cases take and answer, for adapters |
@@ -29,6 +30,7 @@ pub mod adjustments;
 pub mod catalog;
 pub mod clock;
 pub mod context;
+pub mod documents;
 pub mod error;
 pub mod events;
 pub mod instant;
