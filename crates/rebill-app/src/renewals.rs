@@ -1,16 +1,24 @@
-//! Renewals that come due together, run in batches: a few statements for the whole batch
-//! instead of a few dozen per renewal, with the same decisions and the same writes as the
-//! one-job path (`subscriptions::run_job`).
+//! The one path of plain renewals: the renewals that come due together run as one batch (a few
+//! statements for the whole batch instead of a few dozen per renewal), and a renewal job run
+//! alone is a batch of one (the scheduler offers every renewal job here first, see
+//! [`crate::scheduler`]). A job that is not a plain renewal ([`plan_renewal`]) goes to the
+//! general path (`subscriptions::run_job`: catch up, `bill_pending`, reschedule), which makes
+//! the same writes for a plain renewal; the decisions both take (how a charge is collected,
+//! whether it is invoiced already, the first step of its invoice, falling past due on a
+//! decline) are the same functions (`subscriptions::collection`, `already_invoiced`,
+//! `rebill_billing::collection::first_step`, `subscriptions::fall_past_due`). The
+//! differential test `tests/renewal_paths.rs` runs every branch through a batch, batches of one
+//! and the general path on both backends and compares the rows they leave.
 
 use std::collections::HashMap;
 
-use rebill_billing::collection::{Attempt, Collect};
+use rebill_billing::collection::{Attempt, Collect, FirstStep, first_step};
 use rebill_billing::invoice::{InvoiceOrigin, LineItem};
 use rebill_billing::lifecycle;
 use rebill_store::events::NewEvent;
 use rebill_store::invoicing::{
-    AccountSnapshot, Adjustment, CollectionMethod as InvoiceCollection, Invoice, InvoiceDraft, InvoiceState,
-    NewTransaction, Payer, Transaction, TransactionResult, TransactionStatus,
+    AccountSnapshot, Adjustment, Invoice, InvoiceDraft, InvoiceState, NewTransaction, Payer, Transaction,
+    TransactionResult, TransactionStatus,
 };
 use rebill_store::jobs::Job;
 use rebill_store::subscriptions::{
@@ -18,12 +26,11 @@ use rebill_store::subscriptions::{
 };
 use rebill_store::{Site, StoreError};
 
-use crate::error::SubscriptionError;
 use crate::invoicing::{self, Draft, PaymentSource, Preview};
 use crate::jobs::JobError;
 use crate::subscriptions::{
-    CLAIM_SECONDS, Details, Loaded, Progress, Step, catch_up, epoch, from_json, indexed, invoice_terms, reschedule,
-    save_plain, step_event, step_events, to_json,
+    CLAIM_SECONDS, Details, Loaded, Progress, already_invoiced, catch_up, collection, epoch, fall_past_due, from_json,
+    indexed, invoice_terms, reschedule, step_events, to_json,
 };
 use crate::{Services, time};
 
@@ -46,6 +53,7 @@ struct Planned<'a> {
     account_id: i64,
     account: AccountSnapshot,
     source: PaymentSource,
+    collect: Collect,
 }
 
 /// What [`run_job`] would do for `job`, when that is one plain renewal: the subscription is
@@ -68,27 +76,24 @@ fn plan_renewal<'a>(
     let mut progress = Progress::default();
     let sub = catch_up(&loaded.sub, due, &mut progress).ok()?;
     let [charge] = progress.charges.as_slice() else { return None };
-    if charge.origin != InvoiceOrigin::Renewal || charge.lines.is_empty() || sub == loaded.sub {
+    if charge.origin != InvoiceOrigin::Renewal || sub == loaded.sub {
         return None;
     }
-    // Earlier charges all invoiced, and this one not yet (bill_pending's check).
+    // bill_pending: every earlier charge invoiced, and this one not yet.
     if charges.iter().any(|c| c.billed_at.is_none()) {
         return None;
     }
-    let mut with_charge = Vec::new();
+    let mut recorded = Vec::new();
     for c in charges {
-        with_charge.extend(from_json::<Vec<LineItem>>(&c.lines).ok()?);
+        recorded.extend(from_json::<Vec<LineItem>>(&c.lines).ok()?);
     }
-    with_charge.extend(charge.lines.iter().cloned());
     let invoiced: Vec<LineItem> = adjustments.iter().filter_map(|a| invoicing::line_of_adjustment(a)).collect();
-    if rebill_billing::invoice::diff(&with_charge, &invoiced).ok()?.is_empty() {
+    if already_invoiced(&recorded, &charge.lines, &invoiced).ok()? {
         return None;
     }
-    // invoice_charge and invoicing::invoice: automatic collection from the stored method.
+    // invoice_charge and invoicing::invoice: a charge now, from the stored payment method.
     let terms = invoice_terms(&loaded.details);
-    if terms.collection_method == InvoiceCollection::Manual {
-        return None;
-    }
+    let collect = collection(&terms, charge.origin);
     let payer = payers.iter().find(|p| p.account.account_code == loaded.details.account_code)?;
     let source = payer.payment.clone().and_then(PaymentSource::of_stored)?;
     let new_charge = NewCharge {
@@ -98,7 +103,7 @@ fn plan_renewal<'a>(
     };
     let draft = Draft { terms, ..Draft::of_lines(charge.lines.clone(), charge.origin) };
     let invoice = invoicing::preview_for(payer.account_id, &draft, new_charge.at).ok()?;
-    if invoice.invoice.amounts.balance <= 0 {
+    if first_step(invoice.invoice.amounts.balance, collect, invoice.invoice.due_on) != FirstStep::Charge {
         return None;
     }
     let change = SubscriptionChange {
@@ -123,6 +128,7 @@ fn plan_renewal<'a>(
         account_id: payer.account_id,
         account: payer.account.clone(),
         source,
+        collect,
     })
 }
 
@@ -213,9 +219,15 @@ async fn begin_renewals<'a>(state: &Services, site: &Site, jobs: &'a [Job]) -> R
         let own: Vec<&Charge> = charges.iter().filter(|c| Some(c.subscription_id) == id).collect();
         let lines: Vec<_> =
             adjustments.iter().filter(|a| a.line.subscription_uuid.as_deref() == Some(job.subject.as_str())).collect();
-        match plan_renewal(state, job, held, &own, &lines, &payers) {
+        match plan_renewal(state, job, held.clone(), &own, &lines, &payers) {
             Some(p) => planned.push(p),
-            None => break,
+            None => {
+                // Released with the others below: the job runs alone next.
+                if let Some(held) = held {
+                    claimed.insert(job.subject.clone(), held);
+                }
+                break;
+            }
         }
     }
     if planned.is_empty() {
@@ -326,7 +338,7 @@ async fn renewal_declined(
     invoicing::attempted(
         state,
         invoice,
-        Collect::Automatic,
+        planned.collect,
         0,
         Attempt::Declined,
         invoicing::SETTLED_BY_INVOICING,
@@ -336,12 +348,7 @@ async fn renewal_declined(
     let number = invoice.invoice_number.to_string();
     let now = planned.job.due_at;
     state.store.mark_charge_billed(charge, Some(&number), now).await?;
-    if !planned.loaded.sub.past_due {
-        let failed = lifecycle::fail_renewal(&planned.loaded.sub).map_err(SubscriptionError::from)?;
-        let step = Step::of(crate::events::SUBSCRIPTION_PAST_DUE, now, &failed, None);
-        let events = vec![step_event(state, &step, &planned.loaded.details)];
-        save_plain(state, &planned.claim, &mut planned.loaded, failed, events, now).await?;
-    }
+    fall_past_due(state, &planned.claim, &mut planned.loaded, now).await?;
     reschedule(state, site.id, &planned.loaded.sub, Some(planned.job.id)).await?;
     Ok(())
 }

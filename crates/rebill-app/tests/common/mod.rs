@@ -49,6 +49,9 @@ impl Clock for TestClock {
 /// declined; every purchase's amount is recorded, so a test sees each charge the gateway got.
 pub struct Scripted {
     decline: Vec<usize>,
+    /// Purchases of these amounts (in cents) are declined too, whatever their number, so a
+    /// decline does not depend on the order in which the purchases come.
+    pub decline_amounts: Mutex<Vec<i64>>,
     /// The amount of every purchase, in order.
     pub purchases: Mutex<Vec<i64>>,
 }
@@ -56,7 +59,11 @@ pub struct Scripted {
 impl Scripted {
     /// Declines the purchases with these (1-based) numbers.
     pub fn declining(decline: &[usize]) -> Arc<Self> {
-        Arc::new(Self { decline: decline.to_vec(), purchases: Mutex::new(Vec::new()) })
+        Arc::new(Self {
+            decline: decline.to_vec(),
+            decline_amounts: Mutex::new(Vec::new()),
+            purchases: Mutex::new(Vec::new()),
+        })
     }
 
     pub fn purchases(&self) -> usize {
@@ -81,7 +88,8 @@ impl Gateway for Scripted {
             }
             Err(_) => 0,
         };
-        if self.decline.contains(&n) {
+        let by_amount = self.decline_amounts.lock().is_ok_and(|a| a.contains(&request.amount_in_cents));
+        if self.decline.contains(&n) || by_amount {
             let decline = Decline {
                 code: "declined",
                 gateway_error_code: Some("scripted".into()),
