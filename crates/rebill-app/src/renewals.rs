@@ -15,10 +15,11 @@ use std::collections::HashMap;
 use rebill_billing::collection::{Attempt, Collect, FirstStep, first_step};
 use rebill_billing::invoice::{InvoiceOrigin, LineItem};
 use rebill_billing::lifecycle;
+use rebill_billing::states::InvoiceTransition;
 use rebill_store::events::NewEvent;
 use rebill_store::invoicing::{
-    AccountSnapshot, Adjustment, Invoice, InvoiceDraft, InvoiceState, NewTransaction, Payer, Transaction,
-    TransactionResult, TransactionStatus,
+    AccountSnapshot, Adjustment, Invoice, InvoiceChange, InvoiceDraft, InvoiceState, InvoiceStateChange,
+    NewTransaction, Payer, Transaction, TransactionResult, TransactionStatus,
 };
 use rebill_store::jobs::Job;
 use rebill_store::subscriptions::{
@@ -301,9 +302,15 @@ async fn finish_renewals(
         .map(|((b, r), events)| (b.transaction.id, r, b.planned.at, &events[..]))
         .collect();
     work.complete_transactions(&completed).await?;
-    let paid: Vec<(i64, i64, &[NewEvent])> =
-        approved.iter().zip(&paid_events).map(|(b, events)| (b.invoice.id, b.planned.at, &events[..])).collect();
-    work.mark_invoices_paid(&paid).await?;
+    // invoicing::transition's write of InvoiceTransition::Pay, for every approved renewal.
+    let pay = InvoiceTransition::Pay;
+    let change = InvoiceChange { state: pay.to(), attempt_next_collection_at: None, collection_attempts: None };
+    let paid: Vec<InvoiceStateChange<'_>> = approved
+        .iter()
+        .zip(&paid_events)
+        .map(|(b, events)| InvoiceStateChange { id: b.invoice.id, change, now: b.planned.at, events: &events[..] })
+        .collect();
+    work.set_invoice_states(pay.from_states(), &paid).await?;
     let numbers: Vec<String> = approved.iter().map(|b| b.invoice.invoice_number.to_string()).collect();
     let billed: Vec<(&Charge, Option<&str>, i64)> =
         approved.iter().zip(&numbers).map(|(b, n)| (&b.charge, Some(n.as_str()), b.planned.job.due_at)).collect();
