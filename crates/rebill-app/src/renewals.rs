@@ -1,7 +1,7 @@
 //! The one path of plain renewals: the renewals that come due together run as one batch (a few
 //! statements for the whole batch instead of a few dozen per renewal), and a renewal job run
 //! alone is a batch of one (the scheduler offers every renewal job here first, see
-//! [`crate::scheduler`]). A job that is not a plain renewal ([`plan_renewal`]) goes to the
+//! [`crate::scheduler`]). A job that is not a plain renewal (`plan_renewal`) goes to the
 //! general path (`subscriptions::run_job`: catch up, `bill_pending`, reschedule), which makes
 //! the same writes for a plain renewal; the decisions both take (how a charge is collected,
 //! whether it is invoiced already, the first step of its invoice, falling past due on a
@@ -23,23 +23,23 @@ use rebill_store::invoicing::{
 };
 use rebill_store::jobs::Job;
 use rebill_store::subscriptions::{
-    Charge, NewCharge, Reschedule, SubscriptionChange, SubscriptionClaim, SubscriptionRecord, SubscriptionSave,
+    Charge, Reschedule, SubscriptionChange, SubscriptionClaim, SubscriptionRecord, SubscriptionSave,
 };
 use rebill_store::{Site, StoreError};
 
 use crate::invoicing::{self, Draft, PaymentSource, Preview};
 use crate::jobs::JobError;
 use crate::subscriptions::{
-    CLAIM_SECONDS, Details, Loaded, Progress, already_invoiced, catch_up, collection, epoch, fall_past_due, from_json,
-    indexed, invoice_terms, reschedule, step_events, to_json,
+    CLAIM_SECONDS, Details, Loaded, Progress, already_invoiced, catch_up, caught_up_change, collection, epoch,
+    fall_past_due, from_json, invoice_terms, reschedule,
 };
 use crate::{Services, time};
 
 // ---------------------------------------------------------------------------------------------
 // Renewals in batches
 
-/// A renewal planned by [`plan_renewal`]: everything [`run_job`] would write for the job, computed
-/// before anything is written.
+/// A renewal planned by [`plan_renewal`]: everything `subscriptions::run_job` would write for
+/// the job, computed before anything is written.
 struct Planned<'a> {
     job: &'a Job,
     claim: SubscriptionClaim,
@@ -57,12 +57,13 @@ struct Planned<'a> {
     collect: Collect,
 }
 
-/// What [`run_job`] would do for `job`, when that is one plain renewal: the subscription is
-/// claimed, every earlier charge is invoiced, catching up to the job's time makes exactly one
-/// renewal charge that no invoice holds yet, and that charge is collected automatically from a
-/// stored payment method with a positive balance. `None` for anything else (the job then runs
-/// alone): the same decisions in the same order as the one-job path, so a planned renewal writes
-/// what the one-job path writes.
+/// What `subscriptions::run_job` would do for `job`, when that is one plain renewal: the
+/// subscription is claimed, every earlier charge is invoiced, catching up to the job's time makes
+/// exactly one renewal charge that no invoice holds yet, and its invoice is to be charged now
+/// (`first_step`: automatic collection, a positive balance) from a stored payment method. `None`
+/// for anything else (the job then runs alone, on the general path): the decisions of
+/// `bill_pending`, `invoice_charge` and `invoicing::invoice`, through the same functions, so a
+/// planned renewal writes what the general path writes (`tests/renewal_paths.rs` checks it).
 fn plan_renewal<'a>(
     state: &Services,
     job: &'a Job,
@@ -97,25 +98,13 @@ fn plan_renewal<'a>(
     let collect = collection(&terms, charge.origin);
     let payer = payers.iter().find(|p| p.account.account_code == loaded.details.account_code)?;
     let source = payer.payment.clone().and_then(PaymentSource::of_stored)?;
-    let new_charge = NewCharge {
-        origin: charge.origin.name().to_owned(),
-        at: epoch(charge.at),
-        lines: to_json(&charge.lines).ok()?,
-    };
+    let at = epoch(charge.at);
     let draft = Draft { terms, ..Draft::of_lines(charge.lines.clone(), charge.origin) };
-    let invoice = invoicing::preview_for(payer.account_id, &draft, new_charge.at).ok()?;
+    let invoice = invoicing::preview_for(payer.account_id, &draft, at).ok()?;
     if first_step(invoice.invoice.amounts.balance, collect, invoice.invoice.due_on) != FirstStep::Charge {
         return None;
     }
-    let change = SubscriptionChange {
-        indexed: indexed(&sub),
-        value: serde_json::to_string(&sub).ok()?,
-        details: loaded.record.details.clone(),
-        events: step_events(state, &progress.steps, &loaded.details),
-        charges: vec![new_charge],
-        ..SubscriptionChange::default()
-    };
-    let at = change.charges[0].at;
+    let change = caught_up_change(state, &loaded, &sub, &progress).ok()?;
     let created = invoicing::created_event(state, &payer.account.account_code, &invoice.invoice, at);
     loaded.sub = sub;
     Some(Planned {
@@ -142,13 +131,13 @@ struct Begun<'a> {
 }
 
 /// Runs the leading jobs of `jobs` (consecutive subscription jobs of `site`, in due order) that
-/// are plain renewals ([`plan_renewal`]) together, as [`run_job`] runs each, and records their
-/// outcomes; answers how many of the leading jobs it ran. Zero means the first job must run
-/// alone: nothing was written for it.
+/// are plain renewals (`plan_renewal`) together, as `subscriptions::run_job` runs each, and
+/// records their outcomes; answers how many of the leading jobs it ran (a single job is a batch
+/// of one). Zero means the first job must run alone: nothing was written for it.
 ///
 /// 1. One database transaction claims the subscriptions, reads their charges, line items,
 ///    accounts and payment methods, plans the renewals up to the first job that is not one,
-///    releases the other claims, and saves every planned subscription with its charge, its
+///    releases the other claims (that job's too), and saves every planned subscription with its charge, its
 ///    invoice (numbered in job order) and its transaction, recorded `processing`. Failing, it
 ///    leaves nothing, and the first job runs alone.
 /// 2. The gateway is called for each transaction.
@@ -333,7 +322,7 @@ async fn finish_renewals(
 }
 
 /// A renewal whose payment was declined, after its transaction is recorded: what
-/// `bill_pending` and [`run_job`] do next (dunning retries, the charge billed, the
+/// `bill_pending` and `subscriptions::run_job` do next (dunning retries, the charge billed, the
 /// subscription past due, its next job).
 async fn renewal_declined(
     state: &Services,

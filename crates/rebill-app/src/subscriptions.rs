@@ -475,14 +475,7 @@ pub async fn run_job_held(
     let mut progress = Progress::default();
     let sub = catch_up(&loaded.sub, at, &mut progress).map_err(SubscriptionError::from)?;
     if sub != loaded.sub {
-        let change = SubscriptionChange {
-            indexed: indexed(&sub),
-            value: serde_json::to_string(&sub).map_err(SubscriptionError::from)?,
-            details: loaded.record.details.clone(),
-            events: step_events(state, &progress.steps, &loaded.details),
-            charges: new_charges(&progress.charges)?,
-            ..SubscriptionChange::default()
-        };
+        let change = caught_up_change(state, &loaded, &sub, &progress)?;
         match state.store.save_subscription(claim, &change, job.due_at).await? {
             Some(saved) => loaded = Loaded { record: saved, sub, details: loaded.details },
             None => return Err(SubscriptionError::ClaimLost.into()),
@@ -491,6 +484,24 @@ pub async fn run_job_held(
     bill_pending(state, site, claim, &mut loaded, job.due_at).await?;
     reschedule(state, site.id, &loaded.sub, Some(job.id)).await?;
     Ok(())
+}
+
+/// What a scheduled job saves after catching `loaded` up to `sub`: the new value, the events of
+/// the steps and the charges made (the details as they are). The renewal path saves the same.
+pub fn caught_up_change(
+    state: &Services,
+    loaded: &Loaded,
+    sub: &Engine,
+    progress: &Progress,
+) -> Result<SubscriptionChange, SubscriptionError> {
+    Ok(SubscriptionChange {
+        indexed: indexed(sub),
+        value: to_json(sub)?,
+        details: loaded.record.details.clone(),
+        events: step_events(state, &progress.steps, &loaded.details),
+        charges: new_charges(&progress.charges)?,
+        ..SubscriptionChange::default()
+    })
 }
 
 /// Applies `f` to each subscription billed on the invoice (renewal lines name their
