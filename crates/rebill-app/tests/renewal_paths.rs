@@ -455,6 +455,16 @@ async fn one_job_at_a_time_a_batch_and_the_general_path_leave_the_same_rows() {
         first_run_jobs.iter().any(|j| j.contains(&uuid(7)) && j.contains("attempts 1")),
         "the busy renewal failed and waits for its retry: {first_run_jobs:#?}"
     );
+    let retried = first[1].get("invoices").cloned().unwrap_or_default().join("\n");
+    assert!(
+        !first[0].get("invoices").cloned().unwrap_or_default().join("\n").contains("a7/renewal/")
+            && retried.contains("a7/renewal/1801440000 Paid"),
+        "the busy renewal is billed by its retry, at its due time: {retried}"
+    );
+    assert!(
+        invoices.contains("a6/immediate_change/1799625600 Paid") && invoices.contains("a6/renewal/1801440000 Paid"),
+        "the earlier charge invoiced before the renewal: {invoices}"
+    );
     let mut failures = Vec::new();
     for (name, runs) in &results[1..] {
         for (n, (a, b)) in first.iter().zip(runs).enumerate() {
