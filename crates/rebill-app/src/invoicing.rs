@@ -108,11 +108,10 @@ pub struct PaymentSource {
 
 impl PaymentSource {
     /// The account's stored payment method (`None` without billing info, or billing info that
-    /// has no gateway reference).
+    /// has no gateway reference), read as a batch of renewals reads it (`Store::payer`).
     pub async fn of_account(state: &Services, account: &Account) -> Result<Option<Self>, StoreError> {
-        Ok(state.store.billing_info(account.id).await?.and_then(|b| {
-            b.gateway_reference.map(|reference| PaymentSource { kind: b.kind, fields: b.fields, reference })
-        }))
+        let payer = state.store.payer(account.site_id, &account.account_code).await?;
+        Ok(payer.and_then(|p| p.payment).and_then(Self::of_stored))
     }
 
     /// A stored payment method read with its account (`None` without a gateway reference).

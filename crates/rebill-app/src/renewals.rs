@@ -1,37 +1,45 @@
-//! Renewals that come due together, run in batches: a few statements for the whole batch
-//! instead of a few dozen per renewal, with the same decisions and the same writes as the
-//! one-job path (`subscriptions::run_job`).
+//! The one path of plain renewals: the renewals that come due together run as one batch (a few
+//! statements for the whole batch instead of a few dozen per renewal), and a renewal job run
+//! alone is a batch of one (the scheduler offers every renewal job here first, see
+//! [`crate::scheduler`]). A job that is not a plain renewal (`plan_renewal`) goes to the
+//! general path (`subscriptions::run_job`: catch up, `bill_pending`, reschedule), which makes
+//! the same writes for a plain renewal; the decisions both take (how a charge is collected,
+//! whether it is invoiced already, the first step of its invoice, falling past due on a
+//! decline) are the same functions (`subscriptions::collection`, `already_invoiced`,
+//! `rebill_billing::collection::first_step`, `subscriptions::fall_past_due`). The
+//! differential test `tests/renewal_paths.rs` runs every branch through a batch, batches of one
+//! and the general path on both backends and compares the rows they leave.
 
 use std::collections::HashMap;
 
-use rebill_billing::collection::{Attempt, Collect};
+use rebill_billing::collection::{Attempt, Collect, FirstStep, first_step};
 use rebill_billing::invoice::{InvoiceOrigin, LineItem};
 use rebill_billing::lifecycle;
+use rebill_billing::states::InvoiceTransition;
 use rebill_store::events::NewEvent;
 use rebill_store::invoicing::{
-    AccountSnapshot, Adjustment, CollectionMethod as InvoiceCollection, Invoice, InvoiceDraft, InvoiceState,
+    AccountSnapshot, Adjustment, Invoice, InvoiceChange, InvoiceDraft, InvoiceState, InvoiceStateChange,
     NewTransaction, Payer, Transaction, TransactionResult, TransactionStatus,
 };
 use rebill_store::jobs::Job;
 use rebill_store::subscriptions::{
-    Charge, NewCharge, Reschedule, SubscriptionChange, SubscriptionClaim, SubscriptionRecord, SubscriptionSave,
+    Charge, Reschedule, SubscriptionChange, SubscriptionClaim, SubscriptionRecord, SubscriptionSave,
 };
 use rebill_store::{Site, StoreError};
 
-use crate::error::SubscriptionError;
 use crate::invoicing::{self, Draft, PaymentSource, Preview};
 use crate::jobs::JobError;
 use crate::subscriptions::{
-    CLAIM_SECONDS, Details, Loaded, Progress, Step, catch_up, epoch, from_json, indexed, invoice_terms, reschedule,
-    save_plain, step_event, step_events, to_json,
+    CLAIM_SECONDS, Details, Loaded, Progress, already_invoiced, catch_up, caught_up_change, collection, epoch,
+    fall_past_due, from_json, invoice_terms, reschedule,
 };
 use crate::{Services, time};
 
 // ---------------------------------------------------------------------------------------------
 // Renewals in batches
 
-/// A renewal planned by [`plan_renewal`]: everything [`run_job`] would write for the job, computed
-/// before anything is written.
+/// A renewal planned by [`plan_renewal`]: everything `subscriptions::run_job` would write for
+/// the job, computed before anything is written.
 struct Planned<'a> {
     job: &'a Job,
     claim: SubscriptionClaim,
@@ -46,14 +54,16 @@ struct Planned<'a> {
     account_id: i64,
     account: AccountSnapshot,
     source: PaymentSource,
+    collect: Collect,
 }
 
-/// What [`run_job`] would do for `job`, when that is one plain renewal: the subscription is
-/// claimed, every earlier charge is invoiced, catching up to the job's time makes exactly one
-/// renewal charge that no invoice holds yet, and that charge is collected automatically from a
-/// stored payment method with a positive balance. `None` for anything else (the job then runs
-/// alone): the same decisions in the same order as the one-job path, so a planned renewal writes
-/// what the one-job path writes.
+/// What `subscriptions::run_job` would do for `job`, when that is one plain renewal: the
+/// subscription is claimed, every earlier charge is invoiced, catching up to the job's time makes
+/// exactly one renewal charge that no invoice holds yet, and its invoice is to be charged now
+/// (`first_step`: automatic collection, a positive balance) from a stored payment method. `None`
+/// for anything else (the job then runs alone, on the general path): the decisions of
+/// `bill_pending`, `invoice_charge` and `invoicing::invoice`, through the same functions, so a
+/// planned renewal writes what the general path writes (`tests/renewal_paths.rs` checks it).
 fn plan_renewal<'a>(
     state: &Services,
     job: &'a Job,
@@ -68,48 +78,33 @@ fn plan_renewal<'a>(
     let mut progress = Progress::default();
     let sub = catch_up(&loaded.sub, due, &mut progress).ok()?;
     let [charge] = progress.charges.as_slice() else { return None };
-    if charge.origin != InvoiceOrigin::Renewal || charge.lines.is_empty() || sub == loaded.sub {
+    if charge.origin != InvoiceOrigin::Renewal || sub == loaded.sub {
         return None;
     }
-    // Earlier charges all invoiced, and this one not yet (bill_pending's check).
+    // bill_pending: every earlier charge invoiced, and this one not yet.
     if charges.iter().any(|c| c.billed_at.is_none()) {
         return None;
     }
-    let mut with_charge = Vec::new();
+    let mut recorded = Vec::new();
     for c in charges {
-        with_charge.extend(from_json::<Vec<LineItem>>(&c.lines).ok()?);
+        recorded.extend(from_json::<Vec<LineItem>>(&c.lines).ok()?);
     }
-    with_charge.extend(charge.lines.iter().cloned());
     let invoiced: Vec<LineItem> = adjustments.iter().filter_map(|a| invoicing::line_of_adjustment(a)).collect();
-    if rebill_billing::invoice::diff(&with_charge, &invoiced).ok()?.is_empty() {
+    if already_invoiced(&recorded, &charge.lines, &invoiced).ok()? {
         return None;
     }
-    // invoice_charge and invoicing::invoice: automatic collection from the stored method.
+    // invoice_charge and invoicing::invoice: a charge now, from the stored payment method.
     let terms = invoice_terms(&loaded.details);
-    if terms.collection_method == InvoiceCollection::Manual {
-        return None;
-    }
+    let collect = collection(&terms, charge.origin);
     let payer = payers.iter().find(|p| p.account.account_code == loaded.details.account_code)?;
     let source = payer.payment.clone().and_then(PaymentSource::of_stored)?;
-    let new_charge = NewCharge {
-        origin: charge.origin.name().to_owned(),
-        at: epoch(charge.at),
-        lines: to_json(&charge.lines).ok()?,
-    };
+    let at = epoch(charge.at);
     let draft = Draft { terms, ..Draft::of_lines(charge.lines.clone(), charge.origin) };
-    let invoice = invoicing::preview_for(payer.account_id, &draft, new_charge.at).ok()?;
-    if invoice.invoice.amounts.balance <= 0 {
+    let invoice = invoicing::preview_for(payer.account_id, &draft, at).ok()?;
+    if first_step(invoice.invoice.amounts.balance, collect, invoice.invoice.due_on) != FirstStep::Charge {
         return None;
     }
-    let change = SubscriptionChange {
-        indexed: indexed(&sub),
-        value: serde_json::to_string(&sub).ok()?,
-        details: loaded.record.details.clone(),
-        events: step_events(state, &progress.steps, &loaded.details),
-        charges: vec![new_charge],
-        ..SubscriptionChange::default()
-    };
-    let at = change.charges[0].at;
+    let change = caught_up_change(state, &loaded, &sub, &progress).ok()?;
     let created = invoicing::created_event(state, &payer.account.account_code, &invoice.invoice, at);
     loaded.sub = sub;
     Some(Planned {
@@ -123,6 +118,7 @@ fn plan_renewal<'a>(
         account_id: payer.account_id,
         account: payer.account.clone(),
         source,
+        collect,
     })
 }
 
@@ -135,13 +131,13 @@ struct Begun<'a> {
 }
 
 /// Runs the leading jobs of `jobs` (consecutive subscription jobs of `site`, in due order) that
-/// are plain renewals ([`plan_renewal`]) together, as [`run_job`] runs each, and records their
-/// outcomes; answers how many of the leading jobs it ran. Zero means the first job must run
-/// alone: nothing was written for it.
+/// are plain renewals (`plan_renewal`) together, as `subscriptions::run_job` runs each, and
+/// records their outcomes; answers how many of the leading jobs it ran (a single job is a batch
+/// of one). Zero means the first job must run alone: nothing was written for it.
 ///
 /// 1. One database transaction claims the subscriptions, reads their charges, line items,
 ///    accounts and payment methods, plans the renewals up to the first job that is not one,
-///    releases the other claims, and saves every planned subscription with its charge, its
+///    releases the other claims (that job's too), and saves every planned subscription with its charge, its
 ///    invoice (numbered in job order) and its transaction, recorded `processing`. Failing, it
 ///    leaves nothing, and the first job runs alone.
 /// 2. The gateway is called for each transaction.
@@ -213,9 +209,15 @@ async fn begin_renewals<'a>(state: &Services, site: &Site, jobs: &'a [Job]) -> R
         let own: Vec<&Charge> = charges.iter().filter(|c| Some(c.subscription_id) == id).collect();
         let lines: Vec<_> =
             adjustments.iter().filter(|a| a.line.subscription_uuid.as_deref() == Some(job.subject.as_str())).collect();
-        match plan_renewal(state, job, held, &own, &lines, &payers) {
+        match plan_renewal(state, job, held.clone(), &own, &lines, &payers) {
             Some(p) => planned.push(p),
-            None => break,
+            None => {
+                // Released with the others below: the job runs alone next.
+                if let Some(held) = held {
+                    claimed.insert(job.subject.clone(), held);
+                }
+                break;
+            }
         }
     }
     if planned.is_empty() {
@@ -289,9 +291,15 @@ async fn finish_renewals(
         .map(|((b, r), events)| (b.transaction.id, r, b.planned.at, &events[..]))
         .collect();
     work.complete_transactions(&completed).await?;
-    let paid: Vec<(i64, i64, &[NewEvent])> =
-        approved.iter().zip(&paid_events).map(|(b, events)| (b.invoice.id, b.planned.at, &events[..])).collect();
-    work.mark_invoices_paid(&paid).await?;
+    // invoicing::transition's write of InvoiceTransition::Pay, for every approved renewal.
+    let pay = InvoiceTransition::Pay;
+    let change = InvoiceChange { state: pay.to(), attempt_next_collection_at: None, collection_attempts: None };
+    let paid: Vec<InvoiceStateChange<'_>> = approved
+        .iter()
+        .zip(&paid_events)
+        .map(|(b, events)| InvoiceStateChange { id: b.invoice.id, change, now: b.planned.at, events: &events[..] })
+        .collect();
+    work.set_invoice_states(pay.from_states(), &paid).await?;
     let numbers: Vec<String> = approved.iter().map(|b| b.invoice.invoice_number.to_string()).collect();
     let billed: Vec<(&Charge, Option<&str>, i64)> =
         approved.iter().zip(&numbers).map(|(b, n)| (&b.charge, Some(n.as_str()), b.planned.job.due_at)).collect();
@@ -314,7 +322,7 @@ async fn finish_renewals(
 }
 
 /// A renewal whose payment was declined, after its transaction is recorded: what
-/// `bill_pending` and [`run_job`] do next (dunning retries, the charge billed, the
+/// `bill_pending` and `subscriptions::run_job` do next (dunning retries, the charge billed, the
 /// subscription past due, its next job).
 async fn renewal_declined(
     state: &Services,
@@ -326,7 +334,7 @@ async fn renewal_declined(
     invoicing::attempted(
         state,
         invoice,
-        Collect::Automatic,
+        planned.collect,
         0,
         Attempt::Declined,
         invoicing::SETTLED_BY_INVOICING,
@@ -336,12 +344,7 @@ async fn renewal_declined(
     let number = invoice.invoice_number.to_string();
     let now = planned.job.due_at;
     state.store.mark_charge_billed(charge, Some(&number), now).await?;
-    if !planned.loaded.sub.past_due {
-        let failed = lifecycle::fail_renewal(&planned.loaded.sub).map_err(SubscriptionError::from)?;
-        let step = Step::of(crate::events::SUBSCRIPTION_PAST_DUE, now, &failed, None);
-        let events = vec![step_event(state, &step, &planned.loaded.details)];
-        save_plain(state, &planned.claim, &mut planned.loaded, failed, events, now).await?;
-    }
+    fall_past_due(state, &planned.claim, &mut planned.loaded, now).await?;
     reschedule(state, site.id, &planned.loaded.sub, Some(planned.job.id)).await?;
     Ok(())
 }

@@ -1,8 +1,15 @@
 //! The scheduler: claims due jobs from the store (any number of service processes may run it on
 //! one database) and runs them, each at its own due time. Every job is idempotent, because a job
-//! whose process dies is claimed again when its lease ends. Renewals that come due together run
-//! in batches (see [`run_due`]), a few statements for the whole batch instead of a few dozen per
-//! renewal.
+//! whose process dies is claimed again when its lease ends.
+//!
+//! A renewal has one path: [`crate::renewals::run_renewals`]. Renewals that come due together
+//! run there as one batch (a few statements for the whole batch instead of a few dozen per
+//! renewal), and a renewal job claimed alone runs there too, as a batch of one. Only what is not
+//! a plain renewal (manual collection, nothing to charge, no payment method, an earlier charge
+//! not invoiced yet, a subscription held by another change, and every other kind of job) goes
+//! to the general path of its kind (`subscriptions::run_job` for subscriptions). The
+//! differential test `tests/renewal_paths.rs` checks that claiming one job at a time, claiming
+//! them all at once and the general path alone leave the same rows.
 
 use std::time::Duration;
 
@@ -16,8 +23,8 @@ use crate::jobs::{JobError, settle};
 
 /// Seconds a claimed job stays with its process.
 pub const LEASE_SECONDS: i64 = 300;
-/// Jobs claimed at a time.
-const BATCH: i64 = 50;
+/// Jobs claimed at a time by [`run_due`].
+pub const BATCH: i64 = 50;
 
 /// Runs one job at its due time (`site`: the job's site, if it still exists).
 async fn run_job(state: &Services, site: Option<&Site>, job: &Job) -> Result<(), JobError> {
@@ -37,8 +44,14 @@ async fn run_job(state: &Services, site: Option<&Site>, job: &Job) -> Result<(),
 /// Consecutive renewal jobs of one site are offered to [`crate::renewals::run_renewals`],
 /// which runs the first of them that are plain renewals together (one statement per step for
 /// all of them); the job where it stops, and every other job, runs alone. Either way jobs
-/// finish in due order.
+/// finish in due order. Claims [`BATCH`] jobs at a time.
 pub async fn run_due(state: &Services, site: Option<&Site>) -> Result<usize, StoreError> {
+    run_due_with(state, site, BATCH).await
+}
+
+/// [`run_due`] claiming `batch` jobs at a time (at least one): with 1, every renewal runs as a
+/// batch of one.
+pub async fn run_due_with(state: &Services, site: Option<&Site>, batch: i64) -> Result<usize, StoreError> {
     // Reactions to events that a crash interrupted (their use case records and drains its own).
     let scope = site.map_or(Awaiting::All, |s| Awaiting::Site(s.id));
     if let Err(e) = crate::events::sweep(state, scope).await {
@@ -47,7 +60,7 @@ pub async fn run_due(state: &Services, site: Option<&Site>) -> Result<usize, Sto
     let mut ran = 0;
     loop {
         let now = state.clock.now();
-        let jobs = state.store.claim_due_jobs(site, now, LEASE_SECONDS, BATCH).await?;
+        let jobs = state.store.claim_due_jobs(site, now, LEASE_SECONDS, batch.max(1)).await?;
         if jobs.is_empty() {
             return Ok(ran);
         }
@@ -59,6 +72,7 @@ pub async fn run_due(state: &Services, site: Option<&Site>) -> Result<usize, Sto
         let renewal = DueKind::Renewal.name();
         while let Some(job) = rest.first() {
             let site = sites.iter().find(|s| s.id == job.site_id);
+            // The renewal path first (a batch, or a batch of one); what it declines goes on alone.
             let together = match site {
                 Some(site) if job.kind == renewal => {
                     let run = rest.iter().take_while(|j| j.site_id == site.id && j.kind == renewal).count();

@@ -283,6 +283,52 @@ fn charge_origin(charge: &Charge) -> Result<InvoiceOrigin, SubscriptionError> {
     })
 }
 
+/// How the invoice of a charge is collected: not at all with the manual collection method, the
+/// first payment of a new subscription once (a decline refuses the creation), any later charge
+/// automatically (a decline leaves the invoice past due, with dunning retries).
+pub fn collection(terms: &InvoiceTerms, origin: InvoiceOrigin) -> Collect {
+    if terms.collection_method == InvoiceCollection::Manual {
+        Collect::Manual
+    } else if origin == InvoiceOrigin::Purchase {
+        Collect::Once
+    } else {
+        Collect::Automatic
+    }
+}
+
+/// Whether a charge with `lines` is on the invoices already: `recorded` are the lines of the
+/// subscription's earlier charges, `invoiced` the lines its invoices hold (it was invoiced, then
+/// the process stopped before recording it). A charge without lines is never invoiced.
+pub fn already_invoiced(
+    recorded: &[LineItem],
+    lines: &[LineItem],
+    invoiced: &[LineItem],
+) -> Result<bool, SubscriptionError> {
+    if lines.is_empty() {
+        return Ok(true);
+    }
+    let mut with_charge = recorded.to_vec();
+    with_charge.extend(lines.iter().cloned());
+    Ok(rebill_billing::invoice::diff(&with_charge, invoiced)?.is_empty())
+}
+
+/// A declined charge other than a first payment: the subscription falls past due (saved under
+/// the held claim with its event), unless it is already.
+pub async fn fall_past_due(
+    state: &Services,
+    claim: &SubscriptionClaim,
+    loaded: &mut Loaded,
+    now: i64,
+) -> Result<(), SubscriptionError> {
+    if loaded.sub.past_due {
+        return Ok(());
+    }
+    let failed = lifecycle::fail_renewal(&loaded.sub)?;
+    let event = Step::of(events::SUBSCRIPTION_PAST_DUE, now, &failed, None);
+    let events = vec![step_event(state, &event, &loaded.details)];
+    save_plain(state, claim, loaded, failed, events, now).await
+}
+
 /// Invoices one charge of the subscription's account (one invoice per charge) and collects it:
 /// the first payment of a new subscription once (a decline refuses the creation), any later
 /// charge automatically (a decline leaves the invoice past due, with dunning retries), or not
@@ -301,19 +347,6 @@ pub async fn invoice_charge(
     let draft = Draft { terms, ..Draft::of_lines(lines, origin) };
     let invoiced = invoicing::invoice(state, site, account, draft, charge.at, collect, None).await?;
     Ok(collected(&invoiced, collect))
-}
-
-/// How an invoice of a subscription's charge is collected: not at all with the manual
-/// collection method, once for the first payment of a new subscription (a decline refuses the
-/// creation), automatically (with dunning retries) for any later charge.
-fn collection(terms: &InvoiceTerms, origin: InvoiceOrigin) -> Collect {
-    if terms.collection_method == InvoiceCollection::Manual {
-        Collect::Manual
-    } else if origin == InvoiceOrigin::Purchase {
-        Collect::Once
-    } else {
-        Collect::Automatic
-    }
 }
 
 /// What invoicing a charge did, from its invoice as collected.
@@ -378,9 +411,7 @@ pub async fn bill_pending(
     for charge in all.iter().filter(|c| c.billed_at.is_none()) {
         let lines: Vec<LineItem> = from_json(&charge.lines)?;
         let invoiced = invoicing::billed_lines(state, &loaded.record.uuid).await?;
-        let mut with_charge = recorded.clone();
-        with_charge.extend(lines.iter().cloned());
-        let already = !lines.is_empty() && rebill_billing::invoice::diff(&with_charge, &invoiced)?.is_empty();
+        let already = already_invoiced(&recorded, &lines, &invoiced)?;
         recorded.extend(lines.iter().cloned());
         if !state.store.holds_subscription_claim(claim).await? {
             return Err(SubscriptionError::ClaimLost);
@@ -401,11 +432,8 @@ pub async fn bill_pending(
         };
         state.store.mark_charge_billed(charge, invoice.as_deref(), now).await?;
         if let Collected::Declined(_, transaction) = outcome {
-            if !loaded.sub.past_due && charge.origin != "purchase" {
-                let failed = lifecycle::fail_renewal(&loaded.sub)?;
-                let event = Step::of(events::SUBSCRIPTION_PAST_DUE, now, &failed, None);
-                let events = vec![step_event(state, &event, &loaded.details)];
-                save_plain(state, claim, loaded, failed, events, now).await?;
+            if charge.origin != "purchase" {
+                fall_past_due(state, claim, loaded, now).await?;
             }
             declined.get_or_insert(Declined { transaction });
         }
@@ -490,14 +518,7 @@ pub async fn run_job_held(
     let mut progress = Progress::default();
     let sub = catch_up(&loaded.sub, at, &mut progress).map_err(SubscriptionError::from)?;
     if sub != loaded.sub {
-        let change = SubscriptionChange {
-            indexed: indexed(&sub),
-            value: serde_json::to_string(&sub).map_err(SubscriptionError::from)?,
-            details: loaded.record.details.clone(),
-            events: step_events(state, &progress.steps, &loaded.details),
-            charges: new_charges(&progress.charges)?,
-            ..SubscriptionChange::default()
-        };
+        let change = caught_up_change(state, &loaded, &sub, &progress)?;
         match state.store.save_subscription(claim, &change, job.due_at).await? {
             Some(saved) => loaded = Loaded { record: saved, sub, details: loaded.details },
             None => return Err(SubscriptionError::ClaimLost.into()),
@@ -506,6 +527,24 @@ pub async fn run_job_held(
     bill_pending(state, site, claim, &mut loaded, job.due_at).await?;
     reschedule(state, site.id, &loaded.sub, Some(job.id)).await?;
     Ok(())
+}
+
+/// What a scheduled job saves after catching `loaded` up to `sub`: the new value, the events of
+/// the steps and the charges made (the details as they are). The renewal path saves the same.
+pub fn caught_up_change(
+    state: &Services,
+    loaded: &Loaded,
+    sub: &Engine,
+    progress: &Progress,
+) -> Result<SubscriptionChange, SubscriptionError> {
+    Ok(SubscriptionChange {
+        indexed: indexed(sub),
+        value: to_json(sub)?,
+        details: loaded.record.details.clone(),
+        events: step_events(state, &progress.steps, &loaded.details),
+        charges: new_charges(&progress.charges)?,
+        ..SubscriptionChange::default()
+    })
 }
 
 /// Applies `f` to each subscription billed on the invoice (renewal lines name their

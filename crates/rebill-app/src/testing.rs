@@ -56,12 +56,16 @@ pub enum Script {
     Hang,
 }
 
-/// The sandbox gateway, except for the purchase calls whose (1-based) numbers are scripted.
+/// The sandbox gateway, except for the purchase calls whose (1-based) numbers are scripted and
+/// those of the amounts in `decline_amounts`.
 /// Every call's amount and idempotency key are recorded, so a test sees each call the gateway
 /// got; like a real gateway it charges an idempotency key once (a call repeating a key that
 /// was charged is answered, not charged again).
 pub struct Scripted {
     script: Vec<(usize, Script)>,
+    /// Purchases of these amounts (in cents) are declined too, whatever their number, so a
+    /// decline does not depend on the order in which the purchases come.
+    pub decline_amounts: Mutex<Vec<i64>>,
     /// The amount of every purchase call, in order.
     pub purchases: Mutex<Vec<i64>>,
     /// The idempotency key of every purchase call, in order.
@@ -76,7 +80,12 @@ impl Scripted {
 
     /// Does what `script` says with the purchase calls of these (1-based) numbers.
     pub fn following(script: &[(usize, Script)]) -> Arc<Self> {
-        Arc::new(Self { script: script.to_vec(), purchases: Mutex::new(Vec::new()), keys: Mutex::new(Vec::new()) })
+        Arc::new(Self {
+            script: script.to_vec(),
+            decline_amounts: Mutex::new(Vec::new()),
+            purchases: Mutex::new(Vec::new()),
+            keys: Mutex::new(Vec::new()),
+        })
     }
 
     /// Purchase calls so far.
@@ -123,7 +132,9 @@ impl Gateway for Scripted {
             };
             Box::pin(async move { Outcome::Declined(decline) }) as GatewayFuture<'a>
         };
+        let by_amount = self.decline_amounts.lock().is_ok_and(|a| a.contains(&request.amount_in_cents));
         match self.script.iter().find(|(at, _)| *at == n).map(|(_, s)| *s) {
+            _ if by_amount => declined("declined"),
             Some(Script::Decline) => declined("declined"),
             Some(Script::Error) => declined("gateway_unavailable"),
             Some(Script::Hang) => Box::pin(std::future::pending()),

@@ -174,7 +174,7 @@ impl Invoice {
     }
 }
 
-/// A state change of an invoice ([`Store::set_invoice_state`]).
+/// A state change of an invoice ([`Store::set_invoice_state`], [`Work::set_invoice_states`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InvoiceChange {
     pub state: InvoiceState,
@@ -182,6 +182,16 @@ pub struct InvoiceChange {
     pub attempt_next_collection_at: Option<i64>,
     /// New count of dunning retries made (unchanged when `None`).
     pub collection_attempts: Option<i64>,
+}
+
+/// One invoice's state change for [`Work::set_invoice_states`]: the invoice, the change, its
+/// time and the events to record with it.
+#[derive(Debug, Clone, Copy)]
+pub struct InvoiceStateChange<'a> {
+    pub id: i64,
+    pub change: InvoiceChange,
+    pub now: i64,
+    pub events: &'a [NewEvent],
 }
 
 /// Narrows an invoice list.
@@ -858,7 +868,8 @@ impl Store {
     /// Moves an invoice that is in one of the states `from` to `change.state`; `None` (and no
     /// change) when it is in another state. `paid` also records the total as paid (balance 0);
     /// `paid` and `failed` close the invoice at `now`. `events` are recorded with the change
-    /// (subject: the invoice's number), only when it is made.
+    /// (subject: the invoice's number), only when it is made. [`Work::set_invoice_states`] with
+    /// one invoice, in a database transaction of its own.
     pub async fn set_invoice_state(
         &self,
         id: i64,
@@ -867,37 +878,12 @@ impl Store {
         now: i64,
         events: &[NewEvent],
     ) -> Result<Option<Invoice>, StoreError> {
-        let mut conditions = Conditions::default();
-        let state = conditions.arg(Arg::Text(change.state.as_str().to_owned()));
-        let next = match change.attempt_next_collection_at {
-            Some(at) => conditions.arg(Arg::Int(at)),
-            None => "NULL".to_owned(),
-        };
-        let attempts = match change.collection_attempts {
-            Some(n) => conditions.arg(Arg::Int(n)),
-            None => "collection_attempts".to_owned(),
-        };
-        let now_p = conditions.arg(Arg::Int(now));
-        let (paid, closed) = match change.state {
-            InvoiceState::Paid => ("paid = total, balance = 0,".to_owned(), now_p.clone()),
-            InvoiceState::Failed => (String::new(), now_p.clone()),
-            _ => (String::new(), "NULL".to_owned()),
-        };
-        let id_p = conditions.arg(Arg::Int(id));
-        conditions.push(format!("id = {id_p}"));
-        any_of(&mut conditions, "state", from.iter().map(|s| s.as_str().to_owned()));
-        let sql = format!(
-            "UPDATE invoices SET state = {state}, {paid} attempt_next_collection_at = {next}, \
-             collection_attempts = {attempts}, closed_at = {closed}, updated_at = {now_p}{} \
-             RETURNING site_id, invoice_number",
-            conditions.sql()
-        );
         let mut work = self.begin_work().await?;
-        let Some(row) = conditions.bind(sqlx::query(&sql)).fetch_optional(&mut *work.tx).await? else {
+        let changed = work.set_invoice_states(from, &[InvoiceStateChange { id, change, now, events }]).await?;
+        if changed.is_empty() {
+            // Dropped: rolled back, nothing written.
             return Ok(None);
-        };
-        let number: i64 = row.try_get("invoice_number")?;
-        work.append_item_events(row.try_get("site_id")?, &number.to_string(), events).await?;
+        }
         work.commit().await?;
         self.invoice_by_id(id).await
     }
@@ -1439,25 +1425,41 @@ impl Work {
         Ok(completed.len() as u64)
     }
 
-    /// Marks open invoices (pending, processing or past due) paid, each at its time, as
-    /// [`Store::set_invoice_state`] does: (invoice id, time, events). Answers the ids of the
-    /// invoices paid; the others were settled before (and their events are not recorded).
-    pub async fn mark_invoices_paid(&mut self, paid: &[(i64, i64, &[NewEvent])]) -> Result<Vec<i64>, StoreError> {
-        if paid.is_empty() {
+    /// Moves the invoices of `changes` that are in one of the states `from` to their change's
+    /// state, each at its time, as [`Store::set_invoice_state`] says (paid records the total as
+    /// paid; paid and failed close the invoice); the events of an invoice are recorded only when
+    /// it changed. Answers the ids of the invoices changed; the others were in another state.
+    pub async fn set_invoice_states(
+        &mut self,
+        from: &[InvoiceState],
+        changes: &[InvoiceStateChange<'_>],
+    ) -> Result<Vec<i64>, StoreError> {
+        if changes.is_empty() || from.is_empty() {
             return Ok(Vec::new());
         }
-        let open = InvoiceState::OPEN.map(|s| format!("'{}'", s.as_str())).join(", ");
+        // States are fixed schema names, written as literals.
+        let from = from.iter().map(|s| format!("'{}'", s.as_str())).collect::<Vec<_>>().join(", ");
+        let (paid, failed) = (InvoiceState::Paid.as_str(), InvoiceState::Failed.as_str());
         let sql = format!(
-            "UPDATE invoices SET state = '{}', paid = invoices.total, balance = 0, attempt_next_collection_at = NULL, \
-             closed_at = v.column2, updated_at = v.column2 FROM (VALUES {}) AS v \
-             WHERE invoices.id = v.column1 AND invoices.state IN ({open}) \
+            "UPDATE invoices SET state = v.column2, \
+             paid = CASE WHEN v.column2 = '{paid}' THEN invoices.total ELSE invoices.paid END, \
+             balance = CASE WHEN v.column2 = '{paid}' THEN 0 ELSE invoices.balance END, \
+             attempt_next_collection_at = CAST(v.column3 AS BIGINT), \
+             collection_attempts = COALESCE(CAST(v.column4 AS BIGINT), invoices.collection_attempts), \
+             closed_at = CASE WHEN v.column2 IN ('{paid}', '{failed}') THEN v.column5 ELSE NULL END, \
+             updated_at = v.column5 FROM (VALUES {}) AS v \
+             WHERE invoices.id = v.column1 AND invoices.state IN ({from}) \
              RETURNING invoices.id, invoices.site_id, invoices.invoice_number",
-            InvoiceState::Paid.as_str(),
-            self.backend.rows(paid.len(), 2, 1)
+            self.backend.rows(changes.len(), 5, 1)
         );
         let mut query = sqlx::query(&sql);
-        for (id, at, _) in paid {
-            query = query.bind(*id).bind(*at);
+        for c in changes {
+            query = query
+                .bind(c.id)
+                .bind(c.change.state.as_str())
+                .bind(c.change.attempt_next_collection_at)
+                .bind(c.change.collection_attempts)
+                .bind(c.now);
         }
         let rows = query.fetch_all(&mut *self.tx).await?;
         let mut done: Vec<(i64, i64, String)> = Vec::with_capacity(rows.len());
@@ -1468,15 +1470,26 @@ impl Work {
                 row.try_get::<i64, _>("invoice_number")?.to_string(),
             ));
         }
-        let events: Vec<(i64, &str, &NewEvent)> = paid
+        let events: Vec<(i64, &str, &NewEvent)> = changes
             .iter()
-            .filter_map(|(id, _, events)| {
-                done.iter().find(|(d, _, _)| d == id).map(|(_, site, number)| (*site, number.as_str(), *events))
+            .filter_map(|c| {
+                done.iter().find(|(d, _, _)| *d == c.id).map(|(_, site, number)| (*site, number.as_str(), c.events))
             })
             .flat_map(|(site, number, events)| events.iter().map(move |e| (site, number, e)))
             .collect();
         self.append_events(&events).await?;
         Ok(done.into_iter().map(|(id, _, _)| id).collect())
+    }
+}
+
+impl Store {
+    /// The site's account with this code and its billing info's payment method, as charging
+    /// needs them ([`Work::payers`] with one account).
+    pub async fn payer(&self, site_id: i64, account_code: &str) -> Result<Option<Payer>, StoreError> {
+        let mut work = self.begin_work().await?;
+        let payer = work.payers(site_id, &[account_code]).await?.pop();
+        work.commit().await?;
+        Ok(payer)
     }
 }
 
@@ -1905,11 +1918,38 @@ mod tests {
             assert_eq!(work.complete_transactions(&results).await.expect("complete"), 2);
             assert_eq!(work.complete_transactions(&results).await.expect("again"), 0, "completed once");
             let paid_event = [event("invoice.paid", NOW + 4)];
-            let paid = work.mark_invoices_paid(&[(made[0].0.id, NOW + 4, &paid_event[..])]).await.expect("paid");
+            let pay = InvoiceChange {
+                state: InvoiceState::Paid,
+                attempt_next_collection_at: None,
+                collection_attempts: None,
+            };
+            let paying_first = |now| InvoiceStateChange { id: made[0].0.id, change: pay, now, events: &paid_event[..] };
+            let paid = work.set_invoice_states(&InvoiceState::OPEN, &[paying_first(NOW + 4)]).await.expect("paid");
             assert_eq!(paid, [made[0].0.id]);
-            let again = work.mark_invoices_paid(&[(made[0].0.id, NOW + 5, &paid_event[..])]).await.expect("again");
+            let again = work.set_invoice_states(&InvoiceState::OPEN, &[paying_first(NOW + 5)]).await.expect("again");
             assert!(again.is_empty(), "paid once");
+            // A batch moves each invoice as its change says: the second falls past due with a
+            // retry scheduled and one attempt counted, and stays open.
+            let retry = InvoiceChange {
+                state: InvoiceState::PastDue,
+                attempt_next_collection_at: Some(NOW + 86_400),
+                collection_attempts: Some(1),
+            };
+            let changes = [
+                paying_first(NOW + 6),
+                InvoiceStateChange { id: made[1].0.id, change: retry, now: NOW + 6, events: &[] },
+            ];
+            let moved = work.set_invoice_states(&[InvoiceState::Pending], &changes).await.expect("past due");
+            assert_eq!(moved, [made[1].0.id], "the paid one is not pending any more");
             work.commit().await.expect("commit");
+            let first = store.invoice_by_id(made[0].0.id).await.expect("read").expect("first");
+            assert_eq!((first.state, first.amounts.balance, first.closed_at), (InvoiceState::Paid, 0, Some(NOW + 4)));
+
+            // One account's paying side is the batch read with one code.
+            let single = store.payer(s, "c1").await.expect("payer").expect("c1");
+            assert_eq!(single.account_id, paying.id);
+            assert_eq!(single.payment.map(|p| p.gateway_reference), Some(Some("ref-1".to_owned())));
+            assert_eq!(store.payer(s, "nope").await.expect("payer"), None);
 
             // Each change recorded its events, with its item as the subject, once.
             let kinds = |events: Vec<crate::events::Event>| {
@@ -1940,7 +1980,14 @@ mod tests {
                 (settled.state, settled.amounts.paid, settled.amounts.balance, settled.closed_at),
                 (InvoiceState::Paid, 700, 0, Some(NOW + 4))
             );
-            assert_eq!(store.invoice_by_id(made[1].0.id).await.expect("read"), Some(made[1].0.clone()));
+            let past_due = Invoice {
+                state: InvoiceState::PastDue,
+                attempt_next_collection_at: Some(NOW + 86_400),
+                collection_attempts: 1,
+                updated_at: NOW + 6,
+                ..made[1].0.clone()
+            };
+            assert_eq!(store.invoice_by_id(made[1].0.id).await.expect("read"), Some(past_due));
             let stored = store.transaction(s, &begun[1].uuid).await.expect("read").expect("exists");
             assert_eq!((&stored.result, stored.updated_at, &stored.new), (&approved, NOW + 3, &new[1]));
             assert_eq!(store.begin_transaction(s, &new[0], NOW + 9).await.expect("same key").id, begun[0].id);
