@@ -9,11 +9,12 @@
 //! - **Notes**: customer notes, terms and conditions and VAT reverse-charge notes, those set.
 //! - Sandbox sites' invoices carry the "TEST INVOICE" watermark.
 
+use rebill_billing::states::{InvoiceState, TransactionStatus};
 use rebill_pdf::{InvoiceDocument, Line, Payment, Totals};
 use rebill_store::Mode;
 use rebill_store::accounts::Account;
 use rebill_store::billing_info::{BillingInfo, PaymentKind};
-use rebill_store::invoicing::{CollectionMethod, Invoice, InvoiceState, TransactionStatus};
+use rebill_store::invoicing::{CollectionMethod, Invoice};
 
 use crate::queries::{self, InvoiceDetails, ReadError};
 use crate::{Context, Services, error::Missing, time};

@@ -377,8 +377,9 @@ impl From<SiteError> for AppError {
 #[cfg(test)]
 mod tests {
     use rebill_billing::card::{Field, FieldError, Problem};
+    use rebill_billing::states::TransactionStatus;
     use rebill_store::billing_info::{BillingFields, PaymentKind};
-    use rebill_store::invoicing::{AccountSnapshot, NewTransaction, TransactionResult, TransactionStatus};
+    use rebill_store::invoicing::{AccountSnapshot, NewTransaction, TransactionResult};
 
     use super::*;
 

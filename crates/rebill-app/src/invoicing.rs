@@ -48,13 +48,14 @@ use rebill_billing::gateway::{AvsAddress, Outcome, PaymentMethod, PaymentRequest
 use rebill_billing::invoice::{InvoiceError, InvoiceOrigin, ItemRef, LineItem, LineKind, OriginKey};
 use rebill_billing::proration::Proration;
 use rebill_billing::states::InvoiceTransition;
+use rebill_billing::states::{InvoiceState, TransactionStatus};
 use rebill_store::accounts::Account;
 use rebill_store::billing_info::{BillingFields, PaymentKind};
 use rebill_store::events::{Awaiting, NewEvent};
 use rebill_store::invoicing::{
     AccountSnapshot, Adjustment, AdjustmentKind, Check, CollectionMethod, EngineKey, Invoice, InvoiceAmounts,
-    InvoiceChange, InvoiceState, InvoiceTerms, NewAdjustment, NewInvoice, NewTransaction, StoredPayment, Transaction,
-    TransactionFailure, TransactionResult, TransactionStatus,
+    InvoiceChange, InvoiceTerms, NewAdjustment, NewInvoice, NewTransaction, StoredPayment, Transaction,
+    TransactionFailure, TransactionResult,
 };
 use rebill_store::{Site, StoreError};
 use serde_json::json;

@@ -19,10 +19,11 @@ pub mod billing_info {
 
 /// Invoices, their lines (adjustments) and transactions.
 pub mod invoicing {
+    pub use rebill_billing::states::{InvoiceState, TransactionStatus};
     pub use rebill_store::invoicing::{
         AccountSnapshot, Adjustment, AdjustmentFilter, AdjustmentKind, AdjustmentState, Check, CollectionMethod,
-        Invoice, InvoiceAmounts, InvoiceFilter, InvoiceState, InvoiceTerms, NewAdjustment, NewTransaction, Transaction,
-        TransactionFailure, TransactionFilter, TransactionResult, TransactionStatus,
+        Invoice, InvoiceAmounts, InvoiceFilter, InvoiceTerms, NewAdjustment, NewTransaction, Transaction,
+        TransactionFailure, TransactionFilter, TransactionResult,
     };
 }
 

@@ -16,10 +16,11 @@ use rebill_billing::collection::{Attempt, Collect, FirstStep, first_step};
 use rebill_billing::invoice::{InvoiceOrigin, LineItem};
 use rebill_billing::lifecycle;
 use rebill_billing::states::InvoiceTransition;
+use rebill_billing::states::{InvoiceState, TransactionStatus};
 use rebill_store::events::NewEvent;
 use rebill_store::invoicing::{
-    AccountSnapshot, Adjustment, Invoice, InvoiceChange, InvoiceDraft, InvoiceState, InvoiceStateChange,
-    NewTransaction, Payer, Transaction, TransactionResult, TransactionStatus,
+    AccountSnapshot, Adjustment, Invoice, InvoiceChange, InvoiceDraft, InvoiceStateChange, NewTransaction, Payer,
+    Transaction, TransactionResult,
 };
 use rebill_store::jobs::Job;
 use rebill_store::subscriptions::{

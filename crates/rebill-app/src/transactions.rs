@@ -6,9 +6,10 @@
 //! account's billing info; without one the stored billing info is charged.
 
 use rebill_billing::invoice::InvoiceOrigin;
+use rebill_billing::states::TransactionStatus;
 use rebill_store::StoreError;
 use rebill_store::accounts::{Account, AccountFields};
-use rebill_store::invoicing::{AdjustmentKind, InvoiceTerms, NewAdjustment, Transaction, TransactionStatus};
+use rebill_store::invoicing::{AdjustmentKind, InvoiceTerms, NewAdjustment, Transaction};
 
 use crate::invoicing::{self, BillingError, Collect, Draft, PaymentSource};
 use crate::payment_methods::{self, BillingRequest, PaymentMethodError};

@@ -11,9 +11,8 @@ use std::time::Duration;
 
 use rebill_app::scheduler;
 use rebill_app::testing::{DAY, Script, Scripted, T0, TestClock, subscribers};
-use rebill_store::invoicing::{
-    Invoice, InvoiceFilter, InvoiceState, Transaction, TransactionFilter, TransactionStatus,
-};
+use rebill_billing::states::{InvoiceState, TransactionStatus};
+use rebill_store::invoicing::{Invoice, InvoiceFilter, Transaction, TransactionFilter};
 use rebill_store::testing::both_backends;
 use rebill_store::{PageRequest, Store};
 

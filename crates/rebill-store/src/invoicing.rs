@@ -28,7 +28,7 @@ use crate::list::{Arg, Conditions, Page, PageRequest, Position, Sort, into_page,
 use crate::subscriptions::{Work, placeholders};
 use crate::{Store, StoreError, flag, get_flag};
 
-pub use rebill_billing::states::{InvoiceState, TransactionStatus};
+use rebill_billing::states::{InvoiceState, TransactionStatus};
 
 /// The number of a site's first invoice.
 pub const FIRST_INVOICE_NUMBER: i64 = 1001;
