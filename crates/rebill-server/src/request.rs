@@ -14,7 +14,7 @@ use rebill_app::model::billing_info::BillingFields;
 use rebill_models::api::EndpointId;
 use rebill_models::validate::{Operation, Rejection, Validate, reject_decode, validate};
 use rebill_models::{ApiEndpoint, BankAccountType, BillingInfo, Endpoint, LaterResponse};
-use rebill_xml::{Href, Mode, XmlResource};
+use rebill_xml::{Href, Mode, WireContext, XmlResource};
 use std::marker::PhantomData;
 
 use crate::lists::{self, ListBody, ListQuery};
@@ -82,7 +82,7 @@ impl<E> std::ops::Deref for Routed<'_, E> {
 impl<'c, E: ApiEndpoint> Routed<'c, E> {
     /// `call` as a call of `E`; `None` when it was routed to another endpoint.
     pub(crate) fn bind(call: &'c Call) -> Option<Self> {
-        std::ptr::eq(call.endpoint, E::ENDPOINT).then_some(Routed { call, endpoint: PhantomData })
+        is_endpoint::<E>(call.endpoint).then_some(Routed { call, endpoint: PhantomData })
     }
 
     /// Reads and decodes the request document (400 `invalid_xml` or 422 for a refused one; an
@@ -116,25 +116,13 @@ impl<'c, E: ApiEndpoint> Routed<'c, E> {
             .map_err(|e| respond::rejection(&reject_decode(&e), ctx))
     }
 
-    /// The table's success status of `E`.
-    fn status(&self) -> StatusCode {
-        StatusCode::from_u16(E::ENDPOINT.status).unwrap_or(StatusCode::OK)
-    }
-
     /// The answer: `body` with the table's status. At a version where the table names a later
     /// resource ([`Routed::answer_by_version`]) this is a 500: the handler is wrong.
     pub(crate) fn answer(&self, body: &E::Response) -> Response
     where
         E::Response: XmlResource,
     {
-        if E::ENDPOINT.response_at(self.ctx.version) != E::ENDPOINT.response {
-            return respond::internal(&format!(
-                "{} answered its earlier resource at {}",
-                E::ENDPOINT.name,
-                self.ctx.version
-            ));
-        }
-        respond::resource(self.status(), body, &self.ctx.wire)
+        answer::<E>(&self.ctx.wire, body)
     }
 
     /// The answer of an endpoint whose resource changes at a version: `body` below it, `later(body)`
@@ -145,11 +133,7 @@ impl<'c, E: ApiEndpoint> Routed<'c, E> {
         E::Response: XmlResource,
         E::Later: XmlResource,
     {
-        if E::later_at(self.ctx.version) {
-            respond::resource(self.status(), &later(body), &self.ctx.wire)
-        } else {
-            respond::resource(self.status(), &body, &self.ctx.wire)
-        }
+        answer_by_version::<E>(&self.ctx.wire, body, later)
     }
 
     /// The answer without a body (the table's status: 204, or 202 with a `Location`).
@@ -157,7 +141,7 @@ impl<'c, E: ApiEndpoint> Routed<'c, E> {
     where
         E: ApiEndpoint<Response = ()>,
     {
-        self.status().into_response()
+        status::<E>().into_response()
     }
 
     /// A list page (HEAD: only the count): `items` of the table's element type, `X-Records`, `Link`.
@@ -173,6 +157,41 @@ impl<'c, E: ApiEndpoint> Routed<'c, E> {
         E::Response: ListBody,
     {
         lists::page_response(&self.ctx.wire, path, query, items, next, total, self.head)
+    }
+}
+
+/// Whether `endpoint` is the table entry of the marker type `E`.
+fn is_endpoint<E: ApiEndpoint>(endpoint: &Endpoint) -> bool {
+    std::ptr::eq(endpoint, E::ENDPOINT)
+}
+
+/// The table's success status of `E`.
+fn status<E: ApiEndpoint>() -> StatusCode {
+    StatusCode::from_u16(E::ENDPOINT.status).unwrap_or(StatusCode::OK)
+}
+
+/// `E`'s answer `body` in `ctx` (see [`Routed::answer`]).
+fn answer<E: ApiEndpoint>(ctx: &WireContext, body: &E::Response) -> Response
+where
+    E::Response: XmlResource,
+{
+    if E::ENDPOINT.response_at(ctx.version) != E::ENDPOINT.response {
+        return respond::internal(&format!("{} answered its earlier resource at {}", E::ENDPOINT.name, ctx.version));
+    }
+    respond::resource(status::<E>(), body, ctx)
+}
+
+/// `E`'s answer `body` or `later(body)` in `ctx` (see [`Routed::answer_by_version`]).
+fn answer_by_version<E>(ctx: &WireContext, body: E::Response, later: impl FnOnce(E::Response) -> E::Later) -> Response
+where
+    E: LaterResponse,
+    E::Response: XmlResource,
+    E::Later: XmlResource,
+{
+    if E::later_at(ctx.version) {
+        respond::resource(status::<E>(), &later(body), ctx)
+    } else {
+        respond::resource(status::<E>(), &body, ctx)
     }
 }
 
@@ -255,7 +274,7 @@ mod tests {
     use super::*;
     use axum::body::Body;
     use rebill_models::api;
-    use rebill_xml::{ApiVersion, Features, WireContext};
+    use rebill_xml::{ApiVersion, Features};
 
     fn request(body: &'static [u8]) -> Request {
         Request::new(Body::from(body))
@@ -272,32 +291,8 @@ mod tests {
         assert!(text.contains("<symbol>request_too_large</symbol>"), "{text}");
     }
 
-    /// A routed call of `endpoint` at `version`.
-    fn call(id: EndpointId, version: ApiVersion) -> Call {
-        use rebill_app::model::{ApiKey, Mode, Site};
-        let site = Site {
-            id: 1,
-            name: "s".into(),
-            mode: Mode::Sandbox,
-            plan: rebill_store::Plan::Core,
-            credit_memos: false,
-            good_standing: true,
-            contact: None,
-            public_key: "pk".into(),
-            created_at: 0,
-            rate_limit_per_minute: None,
-            clock_offset: 0,
-        };
-        let key =
-            ApiKey { id: 1, site_id: 1, number: 1, hint: "abcd".into(), read_only: false, created_at: 0, expires_at: None };
-        let wire = WireContext::new(version, Features::none(), "http://rebill.test");
-        Call {
-            id,
-            endpoint: id.endpoint(),
-            params: vec!["a".into()],
-            ctx: RequestContext { version, site, key, wire, now: 0 },
-            head: false,
-        }
+    fn at(version: ApiVersion) -> WireContext {
+        WireContext::new(version, Features::none(), "http://rebill.test")
     }
 
     async fn text(response: Response) -> String {
@@ -307,23 +302,22 @@ mod tests {
 
     #[test]
     fn a_call_binds_only_to_the_marker_of_its_endpoint() {
-        let create = call(EndpointId::CreateAccount, ApiVersion::new(2, 11));
-        assert!(Routed::<api::CreateAccount>::bind(&create).is_some());
-        assert!(Routed::<api::UpdateAccount>::bind(&create).is_none());
-        assert!(Routed::<api::GetAccount>::bind(&create).is_none());
+        let create = EndpointId::CreateAccount.endpoint();
+        assert!(is_endpoint::<api::CreateAccount>(create));
+        // Same resource, other entries of the table.
+        assert!(!is_endpoint::<api::UpdateAccount>(create));
+        assert!(!is_endpoint::<api::GetAccount>(create));
     }
 
     #[tokio::test]
     async fn answers_carry_the_table_status_and_body() {
-        let create = call(EndpointId::CreateAccount, ApiVersion::new(2, 11));
-        let routed = Routed::<api::CreateAccount>::bind(&create).expect("bound");
         let account = rebill_models::Account { account_code: Some("a".into()), ..Default::default() };
-        let response = routed.answer(&account);
+        let response = answer::<api::CreateAccount>(&at(ApiVersion::new(2, 11)), &account);
         assert_eq!(response.status(), StatusCode::CREATED);
         assert!(text(response).await.contains("<account_code>a</account_code>"));
-        let close = call(EndpointId::CloseAccount, ApiVersion::new(2, 11));
-        let response = Routed::<api::CloseAccount>::bind(&close).expect("bound").answer_empty();
-        assert_eq!(response.status(), StatusCode::NO_CONTENT);
+        let response = answer::<api::GetAccount>(&at(ApiVersion::new(2, 11)), &account);
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(status::<api::CloseAccount>(), StatusCode::NO_CONTENT);
     }
 
     #[tokio::test]
@@ -333,21 +327,20 @@ mod tests {
             charge_invoice: Some(Box::new(i)),
             credit_invoices: Some(Vec::new()),
         };
-        let before = call(EndpointId::MarkInvoiceFailed, ApiVersion::new(2, 9));
-        let routed = Routed::<api::MarkInvoiceFailed>::bind(&before).expect("bound");
-        let body = text(routed.answer_by_version(invoice(), wrap)).await;
+        let before = at(ApiVersion::new(2, 9));
+        let body = text(answer_by_version::<api::MarkInvoiceFailed>(&before, invoice(), wrap)).await;
         assert!(body.contains("<invoice ") && !body.contains("<invoice_collection"), "{body}");
         // The earlier resource is still right below the change.
-        assert_eq!(routed.answer(&invoice()).status(), StatusCode::OK);
+        assert_eq!(answer::<api::MarkInvoiceFailed>(&before, &invoice()).status(), StatusCode::OK);
 
-        let after = call(EndpointId::MarkInvoiceFailed, ApiVersion::new(2, 10));
-        let routed = Routed::<api::MarkInvoiceFailed>::bind(&after).expect("bound");
-        let response = routed.answer_by_version(invoice(), wrap);
-        assert_eq!(response.status(), StatusCode::OK);
+        let after = at(ApiVersion::new(2, 10));
+        let response = answer_by_version::<api::CreateInvoice>(&after, invoice(), wrap);
+        assert_eq!(response.status(), StatusCode::CREATED);
         let body = text(response).await;
         assert!(body.contains("<invoice_collection") && body.contains("<charge_invoice"), "{body}");
         // From the change on, answering the earlier resource is a handler's mistake: a 500.
-        assert_eq!(routed.answer(&invoice()).status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let wrong = answer::<api::MarkInvoiceFailed>(&after, &invoice());
+        assert_eq!(wrong.status(), StatusCode::INTERNAL_SERVER_ERROR);
     }
 
     #[test]
