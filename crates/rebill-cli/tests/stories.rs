@@ -4,8 +4,8 @@
 //! a dunning retry after the card is replaced, a pause of two cycles with its automatic resume,
 //! a second pause ended by a manual resume (which invoices at once and applies a change pending
 //! for the renewal), a cancel undone by a reactivate, a plan change now (prorated) and one at
-//! renewal. Afterwards every invoice of the account is read back through the API (following the
-//! `Link` pages) and compared, to the cent, with what the rules say it must be.
+//! renewal. Afterwards every invoice of the account is read back through the API with
+//! `rebill-client` (page by page) and compared, to the cent, with what the rules say it must be.
 //!
 //! The expected invoices are computed here, independently of the service, from the rules in
 //! `billing-behaviour.md` §4 and the spec ("States and transitions"):
@@ -30,8 +30,12 @@
 
 mod common;
 
+use std::future::Future;
+
 use chrono::{DateTime, Months, TimeDelta, Utc};
 use common::*;
+use rebill_client::models::{AdjustmentType, Invoice};
+use rebill_client::{Client, Order};
 
 /// 2027-01-15T08:00:00Z: the start of every story.
 const T0: i64 = 1_800_000_000;
@@ -474,10 +478,20 @@ fn change_body(plan_code: &str, timeframe: &str) -> String {
     format!("<subscription><plan_code>{plan_code}</plan_code><timeframe>{timeframe}</timeframe></subscription>")
 }
 
-/// The number of the account's invoices equals the number expected so far.
+/// A client of the server at API 2.11.
+fn client(s: &Server) -> Client {
+    Client::builder().base_url(format!("http://{}", s.addr)).api_key(&s.key).build().expect("client")
+}
+
+fn run<F: Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime").block_on(f)
+}
+
+/// The number of the account's invoices (HEAD, `X-Records`) equals the number expected so far.
 #[track_caller]
 fn check_count(s: &Server, code: &str, want: &Ledger, when: &str) {
-    assert_eq!(records(s, &format!("/v2/accounts/{code}/invoices")), want.bills.len(), "{when}");
+    let count = run(client(s).accounts().list_invoices(code).count()).expect("X-Records");
+    assert_eq!(count, want.bills.len() as u64, "{when}");
 }
 
 /// `X-Records` of a list (HEAD).
@@ -488,60 +502,49 @@ fn records(s: &Server, path: &str) -> usize {
 }
 
 /// Every invoice of the account through `GET /v2/accounts/:code/invoices`, ten a page, following
-/// the `Link` header's `next`, in invoice-number order.
+/// the pages' cursors, in invoice-number order; and the number of pages.
 fn all_invoices(s: &Server, code: &str) -> (Vec<Bill>, usize) {
-    let mut bills = Vec::new();
-    let mut next = Some(format!("/v2/accounts/{code}/invoices?per_page=10&order=asc"));
-    let mut pages = 0;
-    while let Some(page) = next.take() {
-        pages += 1;
-        assert!(pages <= 10, "too many pages");
-        let r = ok(get(s, &page), 200);
-        // Line items and transactions link their invoice with a self-closing `<invoice …/>`, so
-        // only the list's invoices have a closing tag.
-        bills.extend(r.body.split("</invoice>").filter_map(|c| c.find("<invoice href=").map(|i| bill_of(&c[i..]))));
-        let prefix = format!("http://{}", s.addr);
-        next = r.header("link").and_then(|links| {
-            links.split(", ").find(|l| l.ends_with("rel=\"next\"")).map(|l| {
-                let url = l.trim_start_matches('<').split('>').next().expect("link");
-                url.strip_prefix(&prefix).unwrap_or(url).to_owned()
-            })
-        });
-    }
+    let list = client(s).accounts().list_invoices(code).per_page(10).order(Order::Asc);
+    let (mut bills, pages) = run(async {
+        let mut bills = Vec::new();
+        let mut page = list.page().await.expect("the first page");
+        let mut pages = 1;
+        loop {
+            bills.extend(page.items.iter().map(bill_of));
+            let Some(cursor) = page.cursor() else { break };
+            pages += 1;
+            assert!(pages <= 10, "too many pages");
+            page = list.clone().cursor(cursor).page().await.expect("a page");
+        }
+        (bills, pages)
+    });
     bills.sort_by_key(|b| b.number);
     (bills, pages)
 }
 
-/// One invoice of a list, from its `<invoice href=` to its end.
-fn bill_of(chunk: &str) -> Bill {
-    let head = &chunk[..chunk.find("<line_items").expect("line_items")];
-    let section = |name: &str| {
-        let from = chunk.find(&format!("<{name} ")).unwrap_or(chunk.len());
-        let to = chunk.find(&format!("</{name}>")).unwrap_or(chunk.len());
-        &chunk[from..to.max(from)]
-    };
-    let lines = section("line_items")
-        .split("<adjustment href=")
-        .skip(1)
+/// One invoice of a list as the ledger writes it.
+fn bill_of(invoice: &Invoice) -> Bill {
+    let time = |t: Option<DateTime<Utc>>| t.map(iso).unwrap_or_default();
+    let lines = (invoice.line_items.iter().flatten())
         .map(|a| Line {
-            kind: if a[..a.find('>').expect("tag end")].contains("type=\"credit\"") { "credit" } else { "charge" }
-                .into(),
-            origin: field(a, "origin"),
-            total: field(a, "total_in_cents").parse().expect("total"),
-            start: field(a, "start_date"),
-            end: field(a, "end_date"),
+            kind: if a.kind == Some(AdjustmentType::Credit) { "credit" } else { "charge" }.into(),
+            origin: a.origin.as_ref().map(|o| o.name().to_owned()).unwrap_or_default(),
+            total: a.total_in_cents.expect("total"),
+            start: time(a.start_date),
+            end: time(a.end_date),
         })
         .collect();
-    let transactions = section("transactions")
-        .split("<transaction href=")
-        .skip(1)
-        .map(|t| format!("{}:{}", field(t, "status"), field(t, "amount_in_cents")))
+    let transactions = (invoice.transactions.iter().flatten())
+        .map(|t| {
+            let status = t.status.as_ref().map(|s| s.name().to_owned()).unwrap_or_default();
+            format!("{status}:{}", t.amount_in_cents.expect("amount"))
+        })
         .collect();
     Bill {
-        number: field(head, "invoice_number").parse().expect("number"),
-        state: field(head, "state"),
-        total: field(head, "total_in_cents").parse().expect("total"),
-        created_at: field(head, "created_at"),
+        number: invoice.invoice_number.expect("number"),
+        state: invoice.state.as_ref().map(|s| s.name().to_owned()).unwrap_or_default(),
+        total: invoice.total_in_cents.expect("total"),
+        created_at: time(invoice.created_at),
         lines,
         transactions,
     }

@@ -3,7 +3,7 @@
 
 use std::marker::PhantomData;
 
-use rebill_models::{ApiEndpoint, Body, Endpoint};
+use rebill_models::{ApiEndpoint, Body, Endpoint, LaterResponse};
 use rebill_xml::{Mode, WireContext, XmlResource, from_xml, to_xml};
 use reqwest::Method;
 
@@ -106,17 +106,20 @@ impl<E: ApiEndpoint> Call<E> {
         read(&answer.body, client.wire_context())
     }
 
-    /// Sends the call and reads the resource of the client's version.
-    pub(crate) async fn by_version<L: XmlResource>(self) -> Result<ByVersion<E::Response, L>, Error>
+    /// Sends the call and reads the resource of the client's version (the marker's later
+    /// resource from the version of the change on).
+    pub(crate) async fn by_version(self) -> Result<ByVersion<E::Response, E::Later>, Error>
     where
+        E: LaterResponse,
         E::Response: XmlResource,
+        E::Later: XmlResource,
     {
         let (client, answer) = self.send().await?;
         let ctx = client.wire_context();
-        if E::ENDPOINT.response_at(ctx.version) == E::ENDPOINT.response {
-            read(&answer.body, ctx).map(ByVersion::Earlier)
-        } else {
+        if E::later_at(ctx.version) {
             read(&answer.body, ctx).map(ByVersion::Later)
+        } else {
+            read(&answer.body, ctx).map(ByVersion::Earlier)
         }
     }
 

@@ -171,7 +171,7 @@ fn group_file(schema: &Schema, group: &Group) -> TokenStream {
                     // The resource of the latest change (the table changes each response once).
                     Some((_, later)) => {
                         let l = rust_type(schema, later);
-                        (quote!(ByVersion<#t, #l>), quote!(by_version::<#l>()))
+                        (quote!(ByVersion<#t, #l>), quote!(by_version()))
                     }
                 }
             }

@@ -538,6 +538,15 @@ fn api_file(schema: &Schema) -> TokenStream {
         let marker_doc = doc_attrs(&format!("{doc}\n\n{facts}"));
         ids.push(quote! { #marker_doc #id, });
         all_ids.push(quote! { EndpointId::#id, });
+        // The response from a later version on (the last change counts, as in the client).
+        let later_impl = e.later.last().map(|(_, r)| {
+            let t = rust_type(r);
+            quote! {
+                impl LaterResponse for #id {
+                    type Later = #t;
+                }
+            }
+        });
         markers.push(quote! {
             #marker_doc
             #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -548,6 +557,8 @@ fn api_file(schema: &Schema) -> TokenStream {
                 type Request = #request_type;
                 type Response = #response_type;
             }
+
+            #later_impl
         });
     }
     let count = schema.endpoints.len();
@@ -556,7 +567,7 @@ fn api_file(schema: &Schema) -> TokenStream {
         //! [`EndpointId`] enum in the same order, and one marker type per endpoint.
         #![allow(unused_imports)]
         use super::*;
-        use crate::endpoint::{ApiEndpoint, Body, Endpoint, Method};
+        use crate::endpoint::{ApiEndpoint, Body, Endpoint, LaterResponse, Method};
 
         /// Every endpoint, in the order of `schema/endpoints.toml`.
         pub static ENDPOINTS: [Endpoint; #count] = [#(#entries)*];

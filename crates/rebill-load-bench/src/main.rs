@@ -2,9 +2,10 @@
 //! axum handler serving the same bytes, both measured with `wrk` on this machine.
 //!
 //! `rebill-load-bench [--database URL] [--duration 10s] [--connections 32]`, normally through
-//! `cargo xtask load-bench`, which builds the release binaries first. It creates 200 accounts,
-//! then measures `GET /v2/accounts/:code` and `GET /v2/accounts?per_page=200` (API 2.11) and
-//! prints a Markdown table with requests per second and the ratio to the baseline.
+//! `cargo xtask load-bench`, which builds the release binaries first. It creates 200 accounts
+//! through `rebill-client`, then measures `GET /v2/accounts/:code` and
+//! `GET /v2/accounts?per_page=200` (API 2.11) and prints a Markdown table with requests per
+//! second and the ratio to the baseline.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -13,6 +14,7 @@ use std::process::{Child, Command, Stdio};
 
 use anyhow::{Context, bail};
 use base64::Engine;
+use rebill_client::models::{Account, Address};
 
 struct Running(Child);
 
@@ -57,6 +59,34 @@ fn call(addr: &str, key: &str, method: &str, path: &str, body: &str) -> anyhow::
     let (head, body) = reply.split_once("\r\n\r\n").context("an HTTP reply")?;
     let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).context("a status")?;
     Ok((status, body.to_owned()))
+}
+
+/// Creates the 200 accounts the cases read, through the Rust client at API 2.11.
+fn seed(addr: &str, key: &str) -> anyhow::Result<()> {
+    let client = rebill_client::Client::builder().base_url(format!("http://{addr}")).api_key(key).build()?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(async {
+        for i in 0..200 {
+            let account = Account {
+                account_code: Some(format!("acct-{i:04}")),
+                email: Some(format!("customer{i}@example.com")),
+                first_name: Some("Ada".into()),
+                last_name: Some("Lovelace".into()),
+                company_name: Some("Analytical Engines".into()),
+                address: Some(Box::new(Address {
+                    address1: Some("12 Loop Street".into()),
+                    city: Some("London".into()),
+                    zip: Some("N1 9GU".into()),
+                    country: Some("GB".into()),
+                    ..Address::default()
+                })),
+                preferred_locale: Some("en-GB".into()),
+                ..Account::default()
+            };
+            client.accounts().create(&account).await.with_context(|| format!("creating account {i}"))?;
+        }
+        Ok(())
+    })
 }
 
 struct Measure {
@@ -142,18 +172,7 @@ fn main() -> anyhow::Result<()> {
     if !status.success() {
         bail!("could not raise the benchmark site's rate limit");
     }
-    for i in 0..200 {
-        let body = format!(
-            "<account><account_code>acct-{i:04}</account_code><email>customer{i}@example.com</email>\
-             <first_name>Ada</first_name><last_name>Lovelace</last_name><company_name>Analytical Engines</company_name>\
-             <address><address1>12 Loop Street</address1><city>London</city><zip>N1 9GU</zip><country>GB</country></address>\
-             <preferred_locale>en-GB</preferred_locale></account>"
-        );
-        let (status, reply) = call(&addr, &key, "POST", "/v2/accounts", &body)?;
-        if status != 201 {
-            bail!("creating account {i}: {status}\n{reply}");
-        }
-    }
+    seed(&addr, &key)?;
     let one_path = "/v2/accounts/acct-0100";
     let page_path = "/v2/accounts?per_page=200";
     let (s1, one) = call(&addr, &key, "GET", one_path, "")?;

@@ -132,6 +132,19 @@ pub trait ApiEndpoint {
     type Response;
 }
 
+/// An endpoint whose response resource changes at a version (its `ENDPOINT.later`, e.g. `invoice`
+/// → `invoice_collection` at 2.10): generated for those endpoints only, so only they can answer
+/// the later resource.
+pub trait LaterResponse: ApiEndpoint {
+    /// The response body from the version of the change on (below it, [`ApiEndpoint::Response`]).
+    type Later;
+
+    /// Whether the response at `version` is [`Self::Later`].
+    fn later_at(version: ApiVersion) -> bool {
+        Self::ENDPOINT.response_at(version) != Self::ENDPOINT.response
+    }
+}
+
 /// The endpoint for a method and path, with its raw path parameters. Literal segments win over
 /// parameters (`/v2/subscriptions/preview` before `/v2/subscriptions/{uuid}`).
 pub fn route<'p>(

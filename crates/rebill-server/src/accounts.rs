@@ -18,19 +18,20 @@
 
 use axum::extract::Request;
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use rebill_app::error::AppError;
 use rebill_app::model::accounts::{
     Account as Stored, AccountActivity, AccountFields, AccountFilter, AccountState as StoredState, AddressFields,
 };
 use rebill_app::queries;
-use rebill_models::api::EndpointId;
+use rebill_models::ApiEndpoint;
+use rebill_models::api::{self, EndpointId};
 use rebill_models::validate::Operation;
 use rebill_models::{Account, AccountBalance, AccountState, Address};
 use rebill_xml::{Money, WireContext};
 
 use crate::lists::{ListQuery, invalid_choice};
-use crate::request::{Call, billing_request, decode, href, validated};
+use crate::request::{Routed, billing_request, href, validated};
 use crate::respond::{field_error, time, with_location};
 use crate::views::refusal_response;
 use crate::{AppState, respond};
@@ -131,18 +132,27 @@ async fn views(state: &AppState, accounts: &[Stored]) -> Result<Vec<Account>, Ap
     Ok(accounts.iter().enumerate().map(|(i, a)| view(a, activity.get(i).copied().unwrap_or_default())).collect())
 }
 
-/// 200 (or `status`) with the account document.
-async fn respond_account(state: &AppState, account: &Stored, status: StatusCode, ctx: &WireContext) -> Response {
+/// The endpoint's answer with the account document.
+async fn respond_account<E: ApiEndpoint<Response = Account>>(
+    state: &AppState,
+    call: &Routed<'_, E>,
+    account: &Stored,
+) -> Response {
     match views(state, std::slice::from_ref(account)).await.map(|mut v| v.pop()) {
-        Ok(Some(view)) => respond::resource(status, &view, ctx),
+        Ok(Some(view)) => call.answer(&view),
         Ok(None) => respond::internal(&"no view of a stored account"),
         Err(e) => respond::internal(&e),
     }
 }
 
 /// Reads, decodes and validates an `<account>` request body.
-async fn account_request(state: &AppState, call: &Call, request: Request, op: Operation) -> Result<Account, Response> {
-    let account: Account = decode(state, call, request).await?;
+async fn account_request<E: ApiEndpoint<Request = Account>>(
+    state: &AppState,
+    call: &Routed<'_, E>,
+    request: Request,
+    op: Operation,
+) -> Result<Account, Response> {
+    let account = call.decode(state, request).await?;
     let unbuilt = [
         ("shipping_addresses", account.shipping_addresses.as_ref().is_some_and(|l| !l.is_empty())),
         ("shipping_address", account.shipping_address.is_some()),
@@ -162,7 +172,7 @@ async fn account_request(state: &AppState, call: &Call, request: Request, op: Op
 }
 
 /// `GET /v2/accounts` (and HEAD: the count).
-pub(crate) async fn list(state: &AppState, call: &Call, query: Option<&str>) -> Response {
+pub(crate) async fn list(state: &AppState, call: &Routed<'_, api::ListAccounts>, query: Option<&str>) -> Response {
     let query = match ListQuery::parse(query, call.endpoint.filters) {
         Ok(q) => q,
         Err(e) => return e.response(),
@@ -188,7 +198,7 @@ pub(crate) async fn list(state: &AppState, call: &Call, query: Option<&str>) -> 
         }
     };
     let path = call.endpoint.render(&[]);
-    crate::lists::page_response(&call.ctx.wire, &path, &query, &items, page.next, page.total, call.head)
+    call.answer_page(&path, &query, &items, page.next, page.total)
 }
 
 /// The answer to a refused account operation.
@@ -201,7 +211,7 @@ fn account_error(ctx: &WireContext, error: AccountError) -> Response {
 }
 
 /// `POST /v2/accounts`: 201 with `Location`.
-pub(crate) async fn create(state: &AppState, call: &Call, request: Request) -> Response {
+pub(crate) async fn create(state: &AppState, call: &Routed<'_, api::CreateAccount>, request: Request) -> Response {
     let ctx = &call.ctx.wire;
     let account = match account_request(state, call, request, Operation::Create).await {
         Ok(a) => a,
@@ -217,23 +227,23 @@ pub(crate) async fn create(state: &AppState, call: &Call, request: Request) -> R
         Ok(created) => created,
         Err(e) => return account_error(ctx, e),
     };
-    let response = respond_account(state, &created, StatusCode::CREATED, ctx).await;
-    if response.status() != StatusCode::CREATED {
+    let response = respond_account(state, call, &created).await;
+    if !response.status().is_success() {
         return response;
     }
     with_location(response, ctx, &EndpointId::GetAccount.endpoint().render(&[&code]))
 }
 
 /// `GET /v2/accounts/{account_code}`.
-pub(crate) async fn get(state: &AppState, call: &Call) -> Response {
+pub(crate) async fn get(state: &AppState, call: &Routed<'_, api::GetAccount>) -> Response {
     match accounts::find(state, &call.context(), &call.params[0]).await {
-        Ok(a) => respond_account(state, &a, StatusCode::OK, &call.ctx.wire).await,
+        Ok(a) => respond_account(state, call, &a).await,
         Err(e) => account_error(&call.ctx.wire, e),
     }
 }
 
 /// `PUT /v2/accounts/{account_code}`: only the elements sent change.
-pub(crate) async fn update(state: &AppState, call: &Call, request: Request) -> Response {
+pub(crate) async fn update(state: &AppState, call: &Routed<'_, api::UpdateAccount>, request: Request) -> Response {
     let ctx = &call.ctx.wire;
     let code = &call.params[0];
     let account = match account_request(state, call, request, Operation::Update).await {
@@ -245,14 +255,14 @@ pub(crate) async fn update(state: &AppState, call: &Call, request: Request) -> R
     }
     let billing_info = account.billing_info.as_deref().map(billing_request);
     match accounts::update(state, &call.context(), code, &fields(&account), billing_info.as_ref()).await {
-        Ok(a) => respond_account(state, &a, StatusCode::OK, ctx).await,
+        Ok(a) => respond_account(state, call, &a).await,
         Err(e) => account_error(ctx, e),
     }
 }
 
 /// `GET /v2/accounts/{account_code}/balance`: what the account's open invoices still owe in each
 /// of the site's currencies and whether one is past due. A closed account has a balance too.
-pub(crate) async fn balance(state: &AppState, call: &Call) -> Response {
+pub(crate) async fn balance(state: &AppState, call: &Routed<'_, api::GetAccountBalance>) -> Response {
     let (account, balance) = match accounts::balance(state, &call.context(), &call.params[0]).await {
         Ok(found) => found,
         Err(e) => return account_error(&call.ctx.wire, e),
@@ -263,21 +273,21 @@ pub(crate) async fn balance(state: &AppState, call: &Call) -> Response {
         past_due: Some(balance.past_due),
         balance_in_cents: Some(Money(balance.balance_in_cents)),
     };
-    respond::resource(StatusCode::OK, &view, &call.ctx.wire)
+    call.answer(&view)
 }
 
 /// `DELETE /v2/accounts/{account_code}`: 204.
-pub(crate) async fn close(state: &AppState, call: &Call) -> Response {
+pub(crate) async fn close(state: &AppState, call: &Routed<'_, api::CloseAccount>) -> Response {
     match accounts::close(state, &call.context(), &call.params[0]).await {
-        Ok(_) => StatusCode::NO_CONTENT.into_response(),
+        Ok(_) => call.answer_empty(),
         Err(e) => account_error(&call.ctx.wire, e),
     }
 }
 
 /// `PUT /v2/accounts/{account_code}/reopen`.
-pub(crate) async fn reopen(state: &AppState, call: &Call) -> Response {
+pub(crate) async fn reopen(state: &AppState, call: &Routed<'_, api::ReopenAccount>) -> Response {
     match accounts::reopen(state, &call.context(), &call.params[0]).await {
-        Ok(a) => respond_account(state, &a, StatusCode::OK, &call.ctx.wire).await,
+        Ok(a) => respond_account(state, call, &a).await,
         Err(e) => account_error(&call.ctx.wire, e),
     }
 }

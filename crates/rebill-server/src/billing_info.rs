@@ -26,34 +26,19 @@
 //! - Card expiry is checked on the site's clock; a token's lifetime on the service's clock.
 
 use axum::extract::Request;
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use rebill_app::model::billing_info::{BillingFields, BillingInfo as Stored, PaymentKind};
 use rebill_billing::card::Brand;
-use rebill_models::api::EndpointId;
+use rebill_models::api::{self, EndpointId};
 use rebill_models::validate::Operation;
 use rebill_models::{BankAccountType, BillingInfo, BillingInfoType};
 
-use crate::request::{Call, account_not_found, billing_request, decode, href, validated};
+use crate::request::{Routed, account_not_found, billing_request, href, validated};
 use crate::respond::time;
 use crate::views::refusal_response;
 use crate::{AppState, respond};
 use rebill_app::accounts::AccountError;
 use rebill_app::payment_methods::{self, BillingInfoError, apply};
-
-/// Whether this module serves the endpoint.
-pub(crate) fn handles(id: EndpointId) -> bool {
-    matches!(id, EndpointId::GetBillingInfo | EndpointId::UpdateBillingInfo | EndpointId::DeleteBillingInfo)
-}
-
-pub(crate) async fn handle(state: &AppState, call: &Call, request: Request) -> Response {
-    match call.id {
-        EndpointId::GetBillingInfo => get(state, call).await,
-        EndpointId::UpdateBillingInfo => update(state, call, request).await,
-        EndpointId::DeleteBillingInfo => delete(state, call).await,
-        _ => respond::internal(&format!("{} routed to a module that does not serve it", call.endpoint.name)),
-    }
-}
 
 fn billing_info_not_found(code: &str) -> Response {
     respond::missing(&rebill_app::error::Missing::billing_info(code))
@@ -108,10 +93,10 @@ fn card_type(f: &BillingFields) -> Option<String> {
 }
 
 /// `GET /v2/accounts/{account_code}/billing_info`.
-async fn get(state: &AppState, call: &Call) -> Response {
+pub(crate) async fn get(state: &AppState, call: &Routed<'_, api::GetBillingInfo>) -> Response {
     let code = &call.params[0];
     match payment_methods::billing_info(state, &call.context(), code).await {
-        Ok(stored) => respond::resource(StatusCode::OK, &view(code, &stored), &call.ctx.wire),
+        Ok(stored) => call.answer(&view(code, &stored)),
         Err(e) => billing_info_error(code, &e),
     }
 }
@@ -126,16 +111,16 @@ fn billing_info_error(code: &str, error: &BillingInfoError) -> Response {
 }
 
 /// `DELETE /v2/accounts/{account_code}/billing_info`: 204.
-async fn delete(state: &AppState, call: &Call) -> Response {
+pub(crate) async fn delete(state: &AppState, call: &Routed<'_, api::DeleteBillingInfo>) -> Response {
     let code = &call.params[0];
     match payment_methods::remove(state, &call.context(), code).await {
-        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Ok(()) => call.answer_empty(),
         Err(e) => billing_info_error(code, &e),
     }
 }
 
 /// `PUT /v2/accounts/{account_code}/billing_info`.
-async fn update(state: &AppState, call: &Call, request: Request) -> Response {
+pub(crate) async fn update(state: &AppState, call: &Routed<'_, api::UpdateBillingInfo>, request: Request) -> Response {
     let ctx = &call.ctx.wire;
     let code = &call.params[0];
     let account = match rebill_app::accounts::find(state, &call.context(), code).await {
@@ -143,7 +128,7 @@ async fn update(state: &AppState, call: &Call, request: Request) -> Response {
         Err(AccountError::NotFound(code)) => return account_not_found(&code),
         Err(e) => return respond::internal(&e),
     };
-    let info: BillingInfo = match decode(state, call, request).await {
+    let info = match call.decode(state, request).await {
         Ok(info) => info,
         Err(response) => return response,
     };
@@ -151,7 +136,7 @@ async fn update(state: &AppState, call: &Call, request: Request) -> Response {
         return response;
     }
     match apply(state, &call.context(), &account, &billing_request(&info)).await {
-        Ok(stored) => respond::resource(StatusCode::OK, &view(code, &stored), ctx),
+        Ok(stored) => call.answer(&view(code, &stored)),
         Err(refusal) => refusal_response(ctx, &refusal),
     }
 }

@@ -237,8 +237,18 @@ impl ListQuery {
     }
 }
 
+/// A list body: `Vec` of its element type (what the table's list endpoints answer).
+pub(crate) trait ListBody {
+    type Item: XmlResource;
+}
+
+impl<T: XmlResource> ListBody for Vec<T> {
+    type Item = T;
+}
+
 /// The response of a list page: 200 with the list document (no body for HEAD), `X-Records` and
-/// `Link`. `path` is the list's path (its links are built on the request's base URL).
+/// `Link`. `path` is the list's path (its links are built on the request's base URL). Handlers
+/// answer pages through `Routed::answer_page`, typed by the endpoint.
 pub(crate) fn page_response<T: XmlResource>(
     ctx: &WireContext,
     path: &str,

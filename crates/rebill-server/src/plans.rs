@@ -24,60 +24,25 @@
 //! - An empty request body is not a `<plan>` or `<add_on>` document: 400 `invalid_xml`.
 
 use axum::extract::Request;
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use rebill_app::catalog::{self, CatalogError};
 use rebill_app::model::plans::{
     AddOn as StoredAddOn, AddOnFields, AddOnType as StoredAddOnType, Amounts, IntervalUnit as StoredUnit, Percentage,
     Plan as StoredPlan, PlanFields, RevenueScheduleType as StoredSchedule, UsageType as StoredUsageType,
 };
-use rebill_models::api::EndpointId;
+use rebill_models::ApiEndpoint;
+use rebill_models::api::{self, EndpointId};
 use rebill_models::validate::{Operation, Rejection, Validate, Validation};
 use rebill_models::{AddOn, AddOnType, IntervalUnit, Plan, RevenueScheduleType, UsageType};
 use rebill_xml::{Href, Money, WireContext, XmlResource};
 
 use crate::lists::ListQuery;
-use crate::request::{Call, decode};
+use crate::request::{Call, Routed};
 use crate::respond::{field_error, time, with_location};
 use crate::{AppState, respond};
 
 /// Largest amount in cents (one million in the currency's major unit).
 const MAX_CENTS: i64 = 100_000_000;
-
-/// Whether this module serves the endpoint.
-pub(crate) fn handles(id: EndpointId) -> bool {
-    matches!(
-        id,
-        EndpointId::ListPlans
-            | EndpointId::CreatePlan
-            | EndpointId::GetPlan
-            | EndpointId::UpdatePlan
-            | EndpointId::DeletePlan
-            | EndpointId::ListAddOns
-            | EndpointId::CreateAddOn
-            | EndpointId::GetAddOn
-            | EndpointId::UpdateAddOn
-            | EndpointId::DeleteAddOn
-    )
-}
-
-pub(crate) async fn handle(state: &AppState, call: &Call, request: Request) -> Response {
-    // Only the owned request may be held across an await (a body is not `Sync`).
-    let query = request.uri().query().map(str::to_owned);
-    match call.id {
-        EndpointId::ListPlans => list(state, call, query.as_deref()).await,
-        EndpointId::CreatePlan => create(state, call, request).await,
-        EndpointId::GetPlan => get(state, call).await,
-        EndpointId::UpdatePlan => update(state, call, request).await,
-        EndpointId::DeletePlan => delete(state, call).await,
-        EndpointId::ListAddOns => list_add_ons(state, call, query.as_deref()).await,
-        EndpointId::CreateAddOn => create_add_on(state, call, request).await,
-        EndpointId::GetAddOn => get_add_on(state, call).await,
-        EndpointId::UpdateAddOn => update_add_on(state, call, request).await,
-        EndpointId::DeleteAddOn => delete_add_on(state, call).await,
-        _ => respond::internal(&format!("{} routed to a module that does not serve it", call.endpoint.name)),
-    }
-}
 
 fn money(amounts: &Amounts) -> Money {
     Money(amounts.iter().map(|(currency, cents)| (currency.clone(), *cents)).collect())
@@ -259,9 +224,12 @@ fn add_on_fields(add_on: &AddOn) -> AddOnFields {
     }
 }
 
-/// 201 with the document and `Location` (the absolute URL of `path`).
-fn created<T: XmlResource>(value: &T, path: &str, ctx: &WireContext) -> Response {
-    with_location(respond::resource(StatusCode::CREATED, value, ctx), ctx, path)
+/// The endpoint's answer (201) with `Location` (the absolute URL of `path`).
+fn created<E: ApiEndpoint>(call: &Routed<'_, E>, value: &E::Response, path: &str) -> Response
+where
+    E::Response: XmlResource,
+{
+    with_location(call.answer(value), &call.ctx.wire, path)
 }
 
 /// A string that is sent but holds nothing.
@@ -405,9 +373,14 @@ fn add_on_rules(add_on: &AddOn, on: &AddOnContext<'_>, v: &mut Validation<'_>) {
 }
 
 /// Reads, decodes and validates a `<plan>` request body.
-async fn plan_request(state: &AppState, call: &Call, request: Request, op: Operation) -> Result<Plan, Response> {
+async fn plan_request<E: ApiEndpoint<Request = Plan>>(
+    state: &AppState,
+    call: &Routed<'_, E>,
+    request: Request,
+    op: Operation,
+) -> Result<Plan, Response> {
     let ctx = &call.ctx.wire;
-    let plan: Plan = decode(state, call, request).await?;
+    let plan = call.decode(state, request).await?;
     let mut v = Validation::new(ctx, op);
     plan.validate(&mut v, Plan::ROOT);
     plan_rules(&plan, &mut v);
@@ -416,14 +389,14 @@ async fn plan_request(state: &AppState, call: &Call, request: Request, op: Opera
 }
 
 /// Reads, decodes and validates an `<add_on>` request body.
-async fn add_on_request(
+async fn add_on_request<E: ApiEndpoint<Request = AddOn>>(
     state: &AppState,
-    call: &Call,
+    call: &Routed<'_, E>,
     request: Request,
     on: &AddOnContext<'_>,
 ) -> Result<AddOn, Response> {
     let ctx = &call.ctx.wire;
-    let add_on: AddOn = decode(state, call, request).await?;
+    let add_on = call.decode(state, request).await?;
     let op = if on.stored.is_some() { Operation::Update } else { Operation::Create };
     let mut v = Validation::new(ctx, op);
     add_on.validate(&mut v, AddOn::ROOT);
@@ -450,7 +423,7 @@ fn catalog_error(ctx: &WireContext, error: CatalogError) -> Response {
 }
 
 /// `GET /v2/plans` (and HEAD: the count): the site's plans, deleted ones left out.
-pub(crate) async fn list(state: &AppState, call: &Call, query: Option<&str>) -> Response {
+pub(crate) async fn list(state: &AppState, call: &Routed<'_, api::ListPlans>, query: Option<&str>) -> Response {
     let query = match ListQuery::parse(query, call.endpoint.filters) {
         Ok(q) => q,
         Err(e) => return e.response(),
@@ -462,11 +435,11 @@ pub(crate) async fn list(state: &AppState, call: &Call, query: Option<&str>) -> 
     // HEAD only counts.
     let items: Vec<Plan> = if call.head { Vec::new() } else { page.items.iter().map(view).collect() };
     let path = call.endpoint.render(&[]);
-    crate::lists::page_response(&call.ctx.wire, &path, &query, &items, page.next, page.total, call.head)
+    call.answer_page(&path, &query, &items, page.next, page.total)
 }
 
 /// `POST /v2/plans`: 201 with `Location`.
-pub(crate) async fn create(state: &AppState, call: &Call, request: Request) -> Response {
+pub(crate) async fn create(state: &AppState, call: &Routed<'_, api::CreatePlan>, request: Request) -> Response {
     let ctx = &call.ctx.wire;
     let plan = match plan_request(state, call, request, Operation::Create).await {
         Ok(p) => p,
@@ -474,21 +447,21 @@ pub(crate) async fn create(state: &AppState, call: &Call, request: Request) -> R
     };
     let code = plan.plan_code.clone().unwrap_or_default();
     match catalog::create_plan(state, &call.context(), &code, &plan_fields(&plan)).await {
-        Ok(p) => created(&view(&p), &EndpointId::GetPlan.endpoint().render(&[&code]), ctx),
+        Ok(p) => created(call, &view(&p), &EndpointId::GetPlan.endpoint().render(&[&code])),
         Err(e) => catalog_error(ctx, e),
     }
 }
 
 /// `GET /v2/plans/{plan_code}`.
-pub(crate) async fn get(state: &AppState, call: &Call) -> Response {
+pub(crate) async fn get(state: &AppState, call: &Routed<'_, api::GetPlan>) -> Response {
     match live_plan(state, call).await {
-        Ok(plan) => respond::resource(StatusCode::OK, &view(&plan), &call.ctx.wire),
+        Ok(plan) => call.answer(&view(&plan)),
         Err(response) => response,
     }
 }
 
 /// `PUT /v2/plans/{plan_code}`: only the elements sent change.
-pub(crate) async fn update(state: &AppState, call: &Call, request: Request) -> Response {
+pub(crate) async fn update(state: &AppState, call: &Routed<'_, api::UpdatePlan>, request: Request) -> Response {
     let ctx = &call.ctx.wire;
     let code = &call.params[0];
     let plan = match plan_request(state, call, request, Operation::Update).await {
@@ -499,21 +472,25 @@ pub(crate) async fn update(state: &AppState, call: &Call, request: Request) -> R
         return field_error(ctx, "plan.plan_code", "invalid", "can't be changed");
     }
     match catalog::update_plan(state, &call.context(), code, &plan_fields(&plan)).await {
-        Ok(p) => respond::resource(StatusCode::OK, &view(&p), ctx),
+        Ok(p) => call.answer(&view(&p)),
         Err(e) => catalog_error(ctx, e),
     }
 }
 
 /// `DELETE /v2/plans/{plan_code}`: 204.
-pub(crate) async fn delete(state: &AppState, call: &Call) -> Response {
+pub(crate) async fn delete(state: &AppState, call: &Routed<'_, api::DeletePlan>) -> Response {
     match catalog::delete_plan(state, &call.context(), &call.params[0]).await {
-        Ok(_) => StatusCode::NO_CONTENT.into_response(),
+        Ok(_) => call.answer_empty(),
         Err(e) => catalog_error(&call.ctx.wire, e),
     }
 }
 
 /// `GET /v2/plans/{plan_code}/add_ons` (and HEAD: the count).
-pub(crate) async fn list_add_ons(state: &AppState, call: &Call, query: Option<&str>) -> Response {
+pub(crate) async fn list_add_ons(
+    state: &AppState,
+    call: &Routed<'_, api::ListAddOns>,
+    query: Option<&str>,
+) -> Response {
     let query = match ListQuery::parse(query, call.endpoint.filters) {
         Ok(q) => q,
         Err(e) => return e.response(),
@@ -529,11 +506,11 @@ pub(crate) async fn list_add_ons(state: &AppState, call: &Call, query: Option<&s
     let items: Vec<AddOn> =
         if call.head { Vec::new() } else { page.items.iter().map(|a| add_on_view(&plan.plan_code, a)).collect() };
     let path = call.endpoint.render(&[&plan.plan_code]);
-    crate::lists::page_response(&call.ctx.wire, &path, &query, &items, page.next, page.total, call.head)
+    call.answer_page(&path, &query, &items, page.next, page.total)
 }
 
 /// `POST /v2/plans/{plan_code}/add_ons`: 201 with `Location`.
-pub(crate) async fn create_add_on(state: &AppState, call: &Call, request: Request) -> Response {
+pub(crate) async fn create_add_on(state: &AppState, call: &Routed<'_, api::CreateAddOn>, request: Request) -> Response {
     let ctx = &call.ctx.wire;
     let plan = match live_plan(state, call).await {
         Ok(plan) => plan,
@@ -547,26 +524,26 @@ pub(crate) async fn create_add_on(state: &AppState, call: &Call, request: Reques
     match catalog::create_add_on(state, &call.context(), &plan, &code, &add_on_fields(&add_on)).await {
         Ok(a) => {
             let path = EndpointId::GetAddOn.endpoint().render(&[&plan.plan_code, &code]);
-            created(&add_on_view(&plan.plan_code, &a), &path, ctx)
+            created(call, &add_on_view(&plan.plan_code, &a), &path)
         }
         Err(e) => catalog_error(ctx, e),
     }
 }
 
 /// `GET /v2/plans/{plan_code}/add_ons/{add_on_code}`.
-pub(crate) async fn get_add_on(state: &AppState, call: &Call) -> Response {
+pub(crate) async fn get_add_on(state: &AppState, call: &Routed<'_, api::GetAddOn>) -> Response {
     let plan = match live_plan(state, call).await {
         Ok(plan) => plan,
         Err(response) => return response,
     };
     match live_add_on(state, call, &plan).await {
-        Ok(a) => respond::resource(StatusCode::OK, &add_on_view(&plan.plan_code, &a), &call.ctx.wire),
+        Ok(a) => call.answer(&add_on_view(&plan.plan_code, &a)),
         Err(response) => response,
     }
 }
 
 /// `PUT /v2/plans/{plan_code}/add_ons/{add_on_code}`: only the elements sent change.
-pub(crate) async fn update_add_on(state: &AppState, call: &Call, request: Request) -> Response {
+pub(crate) async fn update_add_on(state: &AppState, call: &Routed<'_, api::UpdateAddOn>, request: Request) -> Response {
     let ctx = &call.ctx.wire;
     let plan = match live_plan(state, call).await {
         Ok(plan) => plan,
@@ -586,19 +563,19 @@ pub(crate) async fn update_add_on(state: &AppState, call: &Call, request: Reques
         return field_error(ctx, "add_on.add_on_code", "invalid", "can't be changed");
     }
     match catalog::update_add_on(state, &call.context(), &plan, code, &add_on_fields(&add_on)).await {
-        Ok(a) => respond::resource(StatusCode::OK, &add_on_view(&plan.plan_code, &a), ctx),
+        Ok(a) => call.answer(&add_on_view(&plan.plan_code, &a)),
         Err(e) => catalog_error(ctx, e),
     }
 }
 
 /// `DELETE /v2/plans/{plan_code}/add_ons/{add_on_code}`: 204.
-pub(crate) async fn delete_add_on(state: &AppState, call: &Call) -> Response {
+pub(crate) async fn delete_add_on(state: &AppState, call: &Routed<'_, api::DeleteAddOn>) -> Response {
     let plan = match live_plan(state, call).await {
         Ok(plan) => plan,
         Err(response) => return response,
     };
     match catalog::delete_add_on(state, &call.context(), &plan, &call.params[1]).await {
-        Ok(_) => StatusCode::NO_CONTENT.into_response(),
+        Ok(_) => call.answer_empty(),
         Err(e) => catalog_error(&call.ctx.wire, e),
     }
 }
@@ -648,13 +625,6 @@ mod tests {
         let mut v = Validation::new(&ctx, op);
         f(&mut v);
         v.violations().iter().map(|x| (x.field.clone(), x.symbol)).collect()
-    }
-
-    #[test]
-    fn every_endpoint_of_the_module_is_handled() {
-        let ids = EndpointId::ALL.iter().filter(|id| handles(**id)).count();
-        assert_eq!(ids, 10);
-        assert!(!handles(EndpointId::ListAccounts));
     }
 
     #[test]

@@ -8,16 +8,19 @@
 
 use axum::extract::Request;
 use axum::http::StatusCode;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use rebill_app::error::Missing;
 use rebill_app::model::billing_info::BillingFields;
 use rebill_models::api::EndpointId;
 use rebill_models::validate::{Operation, Rejection, Validate, reject_decode, validate};
-use rebill_models::{BankAccountType, BillingInfo, Endpoint};
-use rebill_xml::{Href, Mode, XmlResource};
+use rebill_models::{ApiEndpoint, BankAccountType, BillingInfo, Endpoint, LaterResponse};
+use rebill_xml::{Href, Mode, WireContext, XmlResource};
+use std::marker::PhantomData;
 
+use crate::lists::{self, ListBody, ListQuery};
 use crate::{AppState, RequestContext, respond};
 use rebill_app::Context;
+use rebill_app::model::Position;
 use rebill_app::payment_methods::BillingRequest;
 
 /// One routed request.
@@ -57,29 +60,143 @@ pub(crate) async fn read_body(request: Request, limit: usize) -> Result<axum::bo
     })
 }
 
-/// Reads and decodes a request document (400 `invalid_xml` or 422 for a refused one; an empty
-/// body is not a document).
-pub(crate) async fn decode<T: XmlResource>(state: &AppState, call: &Call, request: Request) -> Result<T, Response> {
-    let ctx = &call.ctx.wire;
-    let body = read_body(request, state.config.body_limit).await?;
-    rebill_xml::from_xml::<T>(&body, ctx, Mode::Request).map_err(|e| respond::rejection(&reject_decode(&e), ctx))
+/// A routed call of endpoint `E`: the [`Call`] bound to the marker type of its table entry
+/// (`rebill_models::api::*`), made only by the dispatch in `handlers.rs` (from the id whose name
+/// is the marker's). The endpoint's body types come from the marker: the request decodes only
+/// as `E::Request`, the answer is only `E::Response` (a list: its element type; an endpoint
+/// whose resource changes at a version: `E::Later` from then on), written with the table's
+/// status. A handler naming another type does not compile.
+pub(crate) struct Routed<'c, E> {
+    call: &'c Call,
+    endpoint: PhantomData<fn() -> E>,
 }
 
-/// Reads and decodes an optional request document (`None` when the body is empty or blank).
-pub(crate) async fn decode_optional<T: XmlResource>(
-    state: &AppState,
-    call: &Call,
-    request: Request,
-) -> Result<Option<T>, Response> {
-    let ctx = &call.ctx.wire;
-    let bytes = read_body(request, state.config.body_limit).await?;
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Ok(None);
+impl<E> std::ops::Deref for Routed<'_, E> {
+    type Target = Call;
+
+    fn deref(&self) -> &Call {
+        self.call
     }
-    rebill_xml::from_xml::<T>(&bytes, ctx, Mode::Request)
-        .map(Some)
-        .map_err(|e| respond::rejection(&reject_decode(&e), ctx))
 }
+
+impl<'c, E: ApiEndpoint> Routed<'c, E> {
+    /// `call` as a call of `E`; `None` when it was routed to another endpoint.
+    pub(crate) fn bind(call: &'c Call) -> Option<Self> {
+        is_endpoint::<E>(call.endpoint).then_some(Routed { call, endpoint: PhantomData })
+    }
+
+    /// Reads and decodes the request document (400 `invalid_xml` or 422 for a refused one; an
+    /// empty body is not a document).
+    pub(crate) async fn decode(&self, state: &AppState, request: Request) -> Result<E::Request, Response>
+    where
+        E::Request: XmlResource,
+    {
+        let ctx = &self.ctx.wire;
+        let body = read_body(request, state.config.body_limit).await?;
+        rebill_xml::from_xml::<E::Request>(&body, ctx, Mode::Request)
+            .map_err(|e| respond::rejection(&reject_decode(&e), ctx))
+    }
+
+    /// Reads and decodes an optional request document (`None` when the body is empty or blank).
+    pub(crate) async fn decode_optional(
+        &self,
+        state: &AppState,
+        request: Request,
+    ) -> Result<Option<E::Request>, Response>
+    where
+        E::Request: XmlResource,
+    {
+        let ctx = &self.ctx.wire;
+        let bytes = read_body(request, state.config.body_limit).await?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(None);
+        }
+        rebill_xml::from_xml::<E::Request>(&bytes, ctx, Mode::Request)
+            .map(Some)
+            .map_err(|e| respond::rejection(&reject_decode(&e), ctx))
+    }
+
+    /// The answer: `body` with the table's status. At a version where the table names a later
+    /// resource ([`Routed::answer_by_version`]) this is a 500: the handler is wrong.
+    pub(crate) fn answer(&self, body: &E::Response) -> Response
+    where
+        E::Response: XmlResource,
+    {
+        answer::<E>(&self.ctx.wire, body)
+    }
+
+    /// The answer of an endpoint whose resource changes at a version: `body` below it, `later(body)`
+    /// from it on, with the table's status.
+    pub(crate) fn answer_by_version(&self, body: E::Response, later: impl FnOnce(E::Response) -> E::Later) -> Response
+    where
+        E: LaterResponse,
+        E::Response: XmlResource,
+        E::Later: XmlResource,
+    {
+        answer_by_version::<E>(&self.ctx.wire, body, later)
+    }
+
+    /// The answer without a body (the table's status: 204, or 202 with a `Location`).
+    pub(crate) fn answer_empty(&self) -> Response
+    where
+        E: ApiEndpoint<Response = ()>,
+    {
+        status::<E>().into_response()
+    }
+
+    /// A list page (HEAD: only the count): `items` of the table's element type, `X-Records`, `Link`.
+    pub(crate) fn answer_page(
+        &self,
+        path: &str,
+        query: &ListQuery,
+        items: &[ListItem<E>],
+        next: Option<Position>,
+        total: i64,
+    ) -> Response
+    where
+        E::Response: ListBody,
+    {
+        lists::page_response(&self.ctx.wire, path, query, items, next, total, self.head)
+    }
+}
+
+/// Whether `endpoint` is the table entry of the marker type `E`.
+fn is_endpoint<E: ApiEndpoint>(endpoint: &Endpoint) -> bool {
+    std::ptr::eq(endpoint, E::ENDPOINT)
+}
+
+/// The table's success status of `E`.
+fn status<E: ApiEndpoint>() -> StatusCode {
+    StatusCode::from_u16(E::ENDPOINT.status).unwrap_or(StatusCode::OK)
+}
+
+/// `E`'s answer `body` in `ctx` (see [`Routed::answer`]).
+fn answer<E: ApiEndpoint>(ctx: &WireContext, body: &E::Response) -> Response
+where
+    E::Response: XmlResource,
+{
+    if E::ENDPOINT.response_at(ctx.version) != E::ENDPOINT.response {
+        return respond::internal(&format!("{} answered its earlier resource at {}", E::ENDPOINT.name, ctx.version));
+    }
+    respond::resource(status::<E>(), body, ctx)
+}
+
+/// `E`'s answer `body` or `later(body)` in `ctx` (see [`Routed::answer_by_version`]).
+fn answer_by_version<E>(ctx: &WireContext, body: E::Response, later: impl FnOnce(E::Response) -> E::Later) -> Response
+where
+    E: LaterResponse,
+    E::Response: XmlResource,
+    E::Later: XmlResource,
+{
+    if E::later_at(ctx.version) {
+        respond::resource(status::<E>(), &later(body), ctx)
+    } else {
+        respond::resource(status::<E>(), &body, ctx)
+    }
+}
+
+/// The element type of the list endpoint `E`.
+pub(crate) type ListItem<E> = <<E as ApiEndpoint>::Response as ListBody>::Item;
 
 /// Validates a decoded request document for `op` (422 `<errors>`).
 pub(crate) fn validated<T: Validate + XmlResource>(call: &Call, doc: &T, op: Operation) -> Result<(), Response> {
@@ -156,6 +273,8 @@ pub(crate) fn account_not_found(code: &str) -> Response {
 mod tests {
     use super::*;
     use axum::body::Body;
+    use rebill_models::api;
+    use rebill_xml::{ApiVersion, Features};
 
     fn request(body: &'static [u8]) -> Request {
         Request::new(Body::from(body))
@@ -170,6 +289,58 @@ mod tests {
         let body = axum::body::to_bytes(refused.into_body(), 4096).await.expect("body");
         let text = String::from_utf8_lossy(&body);
         assert!(text.contains("<symbol>request_too_large</symbol>"), "{text}");
+    }
+
+    fn at(version: ApiVersion) -> WireContext {
+        WireContext::new(version, Features::none(), "http://rebill.test")
+    }
+
+    async fn text(response: Response) -> String {
+        let body = axum::body::to_bytes(response.into_body(), 1 << 16).await.expect("body");
+        String::from_utf8_lossy(&body).into_owned()
+    }
+
+    #[test]
+    fn a_call_binds_only_to_the_marker_of_its_endpoint() {
+        let create = EndpointId::CreateAccount.endpoint();
+        assert!(is_endpoint::<api::CreateAccount>(create));
+        // Same resource, other entries of the table.
+        assert!(!is_endpoint::<api::UpdateAccount>(create));
+        assert!(!is_endpoint::<api::GetAccount>(create));
+    }
+
+    #[tokio::test]
+    async fn answers_carry_the_table_status_and_body() {
+        let account = rebill_models::Account { account_code: Some("a".into()), ..Default::default() };
+        let response = answer::<api::CreateAccount>(&at(ApiVersion::new(2, 11)), &account);
+        assert_eq!(response.status(), StatusCode::CREATED);
+        assert!(text(response).await.contains("<account_code>a</account_code>"));
+        let response = answer::<api::GetAccount>(&at(ApiVersion::new(2, 11)), &account);
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(status::<api::CloseAccount>(), StatusCode::NO_CONTENT);
+    }
+
+    #[tokio::test]
+    async fn a_response_that_changes_at_a_version_is_the_table_s_resource_at_each_version() {
+        let invoice = || rebill_models::Invoice { invoice_number: Some(7), ..Default::default() };
+        let wrap = |i: rebill_models::Invoice| rebill_models::InvoiceCollection {
+            charge_invoice: Some(Box::new(i)),
+            credit_invoices: Some(Vec::new()),
+        };
+        let before = at(ApiVersion::new(2, 9));
+        let body = text(answer_by_version::<api::MarkInvoiceFailed>(&before, invoice(), wrap)).await;
+        assert!(body.contains("<invoice ") && !body.contains("<invoice_collection"), "{body}");
+        // The earlier resource is still right below the change.
+        assert_eq!(answer::<api::MarkInvoiceFailed>(&before, &invoice()).status(), StatusCode::OK);
+
+        let after = at(ApiVersion::new(2, 10));
+        let response = answer_by_version::<api::CreateInvoice>(&after, invoice(), wrap);
+        assert_eq!(response.status(), StatusCode::CREATED);
+        let body = text(response).await;
+        assert!(body.contains("<invoice_collection") && body.contains("<charge_invoice"), "{body}");
+        // From the change on, answering the earlier resource is a handler's mistake: a 500.
+        let wrong = answer::<api::MarkInvoiceFailed>(&after, &invoice());
+        assert_eq!(wrong.status(), StatusCode::INTERNAL_SERVER_ERROR);
     }
 
     #[test]

@@ -56,7 +56,8 @@ use rebill_billing::lifecycle::{
     SubscriptionState as EngineState, SubscriptionTerms, Timeframe as EngineTimeframe, Trial,
 };
 use rebill_billing::period::{Interval, IntervalUnit};
-use rebill_models::api::EndpointId;
+use rebill_models::ApiEndpoint;
+use rebill_models::api::{self, EndpointId};
 use rebill_models::validate::{Operation, Rejection, Violation, errors_document};
 use rebill_models::{
     Account as AccountDoc, CollectionMethod, Subscription, SubscriptionAddOn, SubscriptionPlan, SubscriptionState,
@@ -65,61 +66,19 @@ use rebill_models::{
 use rebill_xml::WireContext;
 
 use crate::lists::{ListQuery, invalid_choice};
-use crate::request::{Call, account_not_found, billing_request, decode, href, query_param, validated};
+use crate::request::{Call, Routed, account_not_found, billing_request, href, query_param, validated};
 use crate::respond::{time, with_location};
 use crate::views::{self, DeclineFields, payment_method_error, refusal_response};
 use crate::{AppState, respond};
 use rebill_app::subscriptions::{self, ChangeError, CreateError, Details, Loaded, Subscribe, new_uuid};
 
-/// Whether this module serves the endpoint.
-pub(crate) fn handles(id: EndpointId) -> bool {
-    matches!(
-        id,
-        EndpointId::ListSubscriptions
-            | EndpointId::ListAccountSubscriptions
-            | EndpointId::CreateSubscription
-            | EndpointId::CreateAccountSubscription
-            | EndpointId::PreviewSubscription
-            | EndpointId::GetSubscription
-            | EndpointId::UpdateSubscription
-            | EndpointId::PreviewSubscriptionChange
-            | EndpointId::CancelSubscription
-            | EndpointId::TerminateSubscription
-            | EndpointId::ReactivateSubscription
-            | EndpointId::PostponeSubscription
-            | EndpointId::UpdateSubscriptionNotes
-            | EndpointId::PauseSubscription
-            | EndpointId::ResumeSubscription
-    )
-}
+/// An endpoint answering a subscription.
+pub(crate) trait AnswersSubscription: ApiEndpoint<Response = Subscription> {}
+impl<E: ApiEndpoint<Response = Subscription>> AnswersSubscription for E {}
 
-pub(crate) async fn handle(state: &AppState, call: &Call, request: Request) -> Response {
-    let query = request.uri().query().map(str::to_owned);
-    match call.id {
-        EndpointId::ListSubscriptions => list(state, call, query.as_deref(), None).await,
-        EndpointId::ListAccountSubscriptions => {
-            match rebill_app::accounts::find(state, &call.context(), &call.params[0]).await {
-                Ok(account) => list(state, call, query.as_deref(), Some(&account)).await,
-                Err(e) => respond::app_error(&call.ctx.wire, "account", e.into()),
-            }
-        }
-        EndpointId::CreateSubscription | EndpointId::CreateAccountSubscription => {
-            create(state, call, request, false).await
-        }
-        EndpointId::PreviewSubscription => create(state, call, request, true).await,
-        EndpointId::GetSubscription => get(state, call).await,
-        EndpointId::UpdateSubscription => update(state, call, request, false).await,
-        EndpointId::PreviewSubscriptionChange => update(state, call, request, true).await,
-        EndpointId::CancelSubscription => simple_action(state, call, Action::Cancel).await,
-        EndpointId::ReactivateSubscription => simple_action(state, call, Action::Reactivate).await,
-        EndpointId::ResumeSubscription => simple_action(state, call, Action::Resume).await,
-        EndpointId::TerminateSubscription => terminate(state, call, query.as_deref()).await,
-        EndpointId::PostponeSubscription => postpone(state, call, query.as_deref()).await,
-        EndpointId::UpdateSubscriptionNotes => notes(state, call, request).await,
-        EndpointId::PauseSubscription => pause(state, call, request).await,
-        _ => respond::internal(&format!("{} routed to a module that does not serve it", call.endpoint.name)),
-    }
-}
+/// An endpoint reading and answering a subscription.
+pub(crate) trait TakesSubscription: AnswersSubscription + ApiEndpoint<Request = Subscription> {}
+impl<E: AnswersSubscription + ApiEndpoint<Request = Subscription>> TakesSubscription for E {}
 
 // ---------------------------------------------------------------------------------------------
 // Requests
@@ -320,9 +279,9 @@ async fn view(
     })
 }
 
-async fn respond_view(state: &AppState, call: &Call, loaded: &Loaded, status: StatusCode) -> Response {
+async fn respond_view<E: AnswersSubscription>(state: &AppState, call: &Routed<'_, E>, loaded: &Loaded) -> Response {
     match view(state, &call.context(), &loaded.sub, &loaded.details, Some(&loaded.record)).await {
-        Ok(doc) => respond::resource(status, &doc, &call.ctx.wire),
+        Ok(doc) => call.answer(&doc),
         Err(e) => respond::internal(&e),
     }
 }
@@ -331,13 +290,13 @@ async fn respond_view(state: &AppState, call: &Call, loaded: &Loaded, status: St
 // Reading requests
 
 /// Reads and decodes a `<subscription>` body and validates it for `op`.
-async fn read_request(
+async fn read_request<E: ApiEndpoint<Request = Subscription>>(
     state: &AppState,
-    call: &Call,
+    call: &Routed<'_, E>,
     request: Request,
     op: Operation,
 ) -> Result<Subscription, Response> {
-    let doc: Subscription = decode(state, call, request).await?;
+    let doc = call.decode(state, request).await?;
     validated(call, &doc, op)?;
     Ok(doc)
 }
@@ -481,7 +440,25 @@ fn account_fields(account: &AccountDoc) -> AccountFields {
 // Endpoints
 
 /// `GET /v2/subscriptions` and `GET /v2/accounts/{account_code}/subscriptions` (and HEAD).
-async fn list(state: &AppState, call: &Call, query: Option<&str>, account: Option<&Account>) -> Response {
+/// `GET /v2/accounts/{account_code}/subscriptions`.
+pub(crate) async fn list_account_subscriptions(
+    state: &AppState,
+    call: &Routed<'_, api::ListAccountSubscriptions>,
+    query: Option<&str>,
+) -> Response {
+    match rebill_app::accounts::find(state, &call.context(), &call.params[0]).await {
+        Ok(account) => list(state, call, query, Some(&account)).await,
+        Err(e) => respond::app_error(&call.ctx.wire, "account", e.into()),
+    }
+}
+
+/// `GET /v2/subscriptions` and an account's subscriptions.
+pub(crate) async fn list<E: ApiEndpoint<Response = Vec<Subscription>>>(
+    state: &AppState,
+    call: &Routed<'_, E>,
+    query: Option<&str>,
+    account: Option<&Account>,
+) -> Response {
     let query = match ListQuery::parse(query, call.endpoint.filters) {
         Ok(q) => q,
         Err(e) => return e.response(),
@@ -517,14 +494,14 @@ async fn list(state: &AppState, call: &Call, query: Option<&str>, account: Optio
     }
     let params: Vec<&str> = call.params.iter().map(String::as_str).collect();
     let path = call.endpoint.render(&params);
-    crate::lists::page_response(&call.ctx.wire, &path, &query, &items, page.next, page.total, call.head)
+    call.answer_page(&path, &query, &items, page.next, page.total)
 }
 
 /// `GET /v2/subscriptions/{uuid}`.
-async fn get(state: &AppState, call: &Call) -> Response {
+pub(crate) async fn get(state: &AppState, call: &Routed<'_, api::GetSubscription>) -> Response {
     match queries::subscription(state, &call.context(), &call.params[0]).await {
         Ok(record) => match Loaded::of(record) {
-            Ok(loaded) => respond_view(state, call, &loaded, StatusCode::OK).await,
+            Ok(loaded) => respond_view(state, call, &loaded).await,
             Err(e) => respond::internal(&e),
         },
         Err(e) => respond::app_error(&call.ctx.wire, "subscription", e.into()),
@@ -533,7 +510,12 @@ async fn get(state: &AppState, call: &Call) -> Response {
 
 /// `POST /v2/subscriptions`, `POST /v2/accounts/{account_code}/subscriptions` (201 with
 /// `Location`) and `POST /v2/subscriptions/preview` (200, nothing written).
-async fn create(state: &AppState, call: &Call, request: Request, preview: bool) -> Response {
+pub(crate) async fn create<E: TakesSubscription>(
+    state: &AppState,
+    call: &Routed<'_, E>,
+    request: Request,
+    preview: bool,
+) -> Response {
     let ctx = &call.ctx.wire;
     let doc = match read_request(state, call, request, Operation::Create).await {
         Ok(doc) => doc,
@@ -599,7 +581,7 @@ async fn create(state: &AppState, call: &Call, request: Request, preview: bool) 
         return match view(state, &call.context(), &drafted.sub, &details, None).await {
             Ok(mut view) => {
                 view.cost_in_cents = Some(drafted.cost_in_cents());
-                respond::resource(StatusCode::OK, &view, ctx)
+                call.answer(&view)
             }
             Err(e) => respond::internal(&e),
         };
@@ -645,8 +627,8 @@ async fn create(state: &AppState, call: &Call, request: Request, preview: bool) 
         }
         Err(CreateError::Failed(e)) => return respond::internal(&e),
     };
-    let response = respond_view(state, call, &loaded, StatusCode::CREATED).await;
-    if response.status() != StatusCode::CREATED {
+    let response = respond_view(state, call, &loaded).await;
+    if !response.status().is_success() {
         return response;
     }
     with_location(response, ctx, &EndpointId::GetSubscription.endpoint().render(&[&uuid]))
@@ -654,13 +636,13 @@ async fn create(state: &AppState, call: &Call, request: Request, preview: bool) 
 
 /// One action on a stored subscription (`rebill_app::subscriptions::change`), answered with the
 /// subscription.
-async fn change(
+async fn change<E: AnswersSubscription>(
     state: &AppState,
-    call: &Call,
+    call: &Routed<'_, E>,
     build: impl FnOnce(&Engine, &mut Details, DateTime<Utc>) -> Vec<Action>,
 ) -> Response {
     match subscriptions::change(state, &call.context(), &call.params[0], build).await {
-        Ok(loaded) => respond_view(state, call, &loaded, StatusCode::OK).await,
+        Ok(loaded) => respond_view(state, call, &loaded).await,
         Err(ChangeError::NotFound(uuid)) => not_found(&uuid),
         Err(ChangeError::Busy) => simultaneous_request(),
         Err(ChangeError::Refused(e)) => lifecycle_error(&call.ctx.wire, &e),
@@ -669,12 +651,20 @@ async fn change(
 }
 
 /// An action without a body.
-async fn simple_action(state: &AppState, call: &Call, action: Action) -> Response {
+pub(crate) async fn simple_action<E: AnswersSubscription>(
+    state: &AppState,
+    call: &Routed<'_, E>,
+    action: Action,
+) -> Response {
     change(state, call, move |_, _, _| vec![action]).await
 }
 
 /// `PUT /v2/subscriptions/{uuid}/terminate?refund=none|partial|full`.
-async fn terminate(state: &AppState, call: &Call, query: Option<&str>) -> Response {
+pub(crate) async fn terminate(
+    state: &AppState,
+    call: &Routed<'_, api::TerminateSubscription>,
+    query: Option<&str>,
+) -> Response {
     match query_param(query, "refund").as_deref() {
         None | Some("none") => simple_action(state, call, Action::Terminate { refund: Refund::None }).await,
         Some("partial" | "full") => respond::error(
@@ -689,7 +679,11 @@ async fn terminate(state: &AppState, call: &Call, query: Option<&str>) -> Respon
 
 /// `PUT /v2/subscriptions/{uuid}/postpone?next_renewal_date=…` (or `next_bill_date=…`; `bulk`
 /// is accepted and changes nothing).
-async fn postpone(state: &AppState, call: &Call, query: Option<&str>) -> Response {
+pub(crate) async fn postpone(
+    state: &AppState,
+    call: &Routed<'_, api::PostponeSubscription>,
+    query: Option<&str>,
+) -> Response {
     match postpone_date(query) {
         Ok(next_renewal) => simple_action(state, call, Action::Postpone { next_renewal }).await,
         Err(e) => e.response(),
@@ -723,7 +717,11 @@ fn postpone_date(query: Option<&str>) -> Result<DateTime<Utc>, crate::lists::Inv
 }
 
 /// `PUT /v2/subscriptions/{uuid}/notes`.
-async fn notes(state: &AppState, call: &Call, request: Request) -> Response {
+pub(crate) async fn notes(
+    state: &AppState,
+    call: &Routed<'_, api::UpdateSubscriptionNotes>,
+    request: Request,
+) -> Response {
     let doc = match read_request(state, call, request, Operation::Update).await {
         Ok(doc) => doc,
         Err(response) => return response,
@@ -743,7 +741,7 @@ async fn notes(state: &AppState, call: &Call, request: Request) -> Response {
 }
 
 /// `PUT /v2/subscriptions/{uuid}/pause` with `remaining_pause_cycles`.
-async fn pause(state: &AppState, call: &Call, request: Request) -> Response {
+pub(crate) async fn pause(state: &AppState, call: &Routed<'_, api::PauseSubscription>, request: Request) -> Response {
     let doc = match read_request(state, call, request, Operation::Update).await {
         Ok(doc) => doc,
         Err(response) => return response,
@@ -756,7 +754,12 @@ async fn pause(state: &AppState, call: &Call, request: Request) -> Response {
 
 /// `PUT /v2/subscriptions/{uuid}` (a change now or at renewal, `imported_trial`, notes) and
 /// `POST /v2/subscriptions/{uuid}/preview` (the same, nothing written).
-async fn update(state: &AppState, call: &Call, request: Request, preview: bool) -> Response {
+pub(crate) async fn update<E: TakesSubscription>(
+    state: &AppState,
+    call: &Routed<'_, E>,
+    request: Request,
+    preview: bool,
+) -> Response {
     let ctx = &call.ctx.wire;
     let uuid = &call.params[0];
     let doc = match read_request(state, call, request, Operation::Update).await {
@@ -835,9 +838,9 @@ async fn update(state: &AppState, call: &Call, request: Request, preview: bool) 
 }
 
 /// The subscription as a change would leave it, with `cost_in_cents`; nothing is written.
-async fn preview_change(
+async fn preview_change<E: AnswersSubscription>(
     state: &AppState,
-    call: &Call,
+    call: &Routed<'_, E>,
     current: Loaded,
     build: impl FnOnce(&Engine, &mut Details, DateTime<Utc>) -> Vec<Action>,
 ) -> Response {
@@ -850,7 +853,7 @@ async fn preview_change(
     match view(state, &call.context(), &previewed.sub, &previewed.details, Some(&current.record)).await {
         Ok(mut doc) => {
             doc.cost_in_cents = Some(previewed.cost_in_cents);
-            respond::resource(StatusCode::OK, &doc, ctx)
+            call.answer(&doc)
         }
         Err(e) => respond::internal(&e),
     }

@@ -103,7 +103,7 @@ impl Accounts {
     > {
         Call::<api::CreateInvoice>::new(&self.client, &[account_code])
             .body(invoice)
-            .by_version::<rebill_models::InvoiceCollection>()
+            .by_version()
             .await
     }
     /// Previews invoicing the pending charges; nothing is written.
@@ -119,7 +119,7 @@ impl Accounts {
     > {
         Call::<api::PreviewInvoice>::new(&self.client, &[account_code])
             .body(invoice)
-            .by_version::<rebill_models::InvoiceCollection>()
+            .by_version()
             .await
     }
     /// The account's credit payments.

@@ -88,7 +88,7 @@ impl Invoices {
         Error,
     > {
         Call::<api::MarkInvoiceFailed>::new(&self.client, &[invoice_number])
-            .by_version::<rebill_models::InvoiceCollection>()
+            .by_version()
             .await
     }
     /// Collects a past-due invoice now (an invoice collection from 2.10).
@@ -102,7 +102,7 @@ impl Invoices {
         Error,
     > {
         Call::<api::CollectInvoice>::new(&self.client, &[invoice_number])
-            .by_version::<rebill_models::InvoiceCollection>()
+            .by_version()
             .await
     }
     /// Charge invoices a credit invoice came from.

@@ -26,7 +26,7 @@ impl Purchases {
     > {
         Call::<api::CreatePurchase>::new(&self.client, &[])
             .body(purchase)
-            .by_version::<rebill_models::InvoiceCollection>()
+            .by_version()
             .await
     }
     /// Previews a purchase; nothing is written.
@@ -41,7 +41,7 @@ impl Purchases {
     > {
         Call::<api::PreviewPurchase>::new(&self.client, &[])
             .body(purchase)
-            .by_version::<rebill_models::InvoiceCollection>()
+            .by_version()
             .await
     }
     /// Authorizes a purchase without capturing it.
@@ -56,7 +56,7 @@ impl Purchases {
     > {
         Call::<api::AuthorizePurchase>::new(&self.client, &[])
             .body(purchase)
-            .by_version::<rebill_models::InvoiceCollection>()
+            .by_version()
             .await
     }
 }

@@ -7,9 +7,9 @@
 //! 1. A fresh database: an SQLite file in the temporary directory, or a new database on the
 //!    PostgreSQL test server (`REBILL_TEST_POSTGRES`, by default `127.0.0.1:5432` with trust
 //!    authentication), and a sandbox site.
-//! 2. One subscription made through the API, in process (`rebill_server::router`): a monthly plan,
-//!    a card token from `/js/v1/token` for a sandbox card that approves, and
-//!    `POST /v2/subscriptions` creating the account inline. Its account, billing info with the
+//! 2. One subscription made through the API (`rebill_server::router`): a monthly plan and
+//!    `POST /v2/subscriptions` creating the account inline through `rebill-client`, with a card
+//!    token from `/js/v1/token` for a sandbox card that approves. Its account, billing info with the
 //!    gateway's stored reference, purchase invoice and line item, transactions, charge and renewal
 //!    job are exactly what the service writes.
 //! 3. Those rows copied N − 1 times with set-based SQL in one database transaction (new account
@@ -34,6 +34,8 @@ use axum::http::{Request, StatusCode};
 use chrono::{DateTime, SecondsFormat, Utc};
 use clap::{Parser, ValueEnum};
 use rebill_billing::lifecycle::{Subscription, SubscriptionState};
+use rebill_client::models::{Account, BillingInfo, Plan as PlanDoc, Subscription as SubscriptionDoc};
+use rebill_client::{Client, Money};
 use rebill_server::{AppState, Clock, Config, SystemClock};
 use rebill_store::testing::{drop_postgres_database, fresh_postgres_url, fresh_sqlite_url};
 use rebill_store::{Mode, NewSite, Plan, Store};
@@ -104,7 +106,7 @@ impl Figures {
 /// The service's router with a private key of the site.
 struct Api {
     app: axum::Router,
-    authorization: String,
+    key: String,
 }
 
 impl Api {
@@ -112,7 +114,7 @@ impl Api {
         let request = Request::builder()
             .method(method)
             .uri(path)
-            .header("Authorization", &self.authorization)
+            .header("Authorization", basic(&self.key))
             .header("Accept", "application/xml")
             .header("X-Api-Version", "2.11")
             .header("Content-Type", content_type)
@@ -138,17 +140,20 @@ fn basic(key: &str) -> String {
     format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{key}:")))
 }
 
-/// Makes the template subscription through the API: plan, card token, subscription.
+/// Makes the template subscription through the API: the plan and the subscription with the Rust
+/// client (over a local listener serving the same router), the card token as the browser library
+/// asks for it.
 async fn template_subscription(api: &Api, public_key: &str) -> anyhow::Result<()> {
-    api.xml(
-        "/v2/plans",
-        format!(
-            "<plan><plan_code>monthly</plan_code><name>Monthly</name>\
-             <unit_amount_in_cents><USD>{PRICE}</USD></unit_amount_in_cents></plan>"
-        ),
-        StatusCode::CREATED,
-    )
-    .await?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let client = Client::builder().base_url(format!("http://{}", listener.local_addr()?)).api_key(&api.key).build()?;
+    let server = tokio::spawn(axum::serve(listener, api.app.clone()).into_future());
+    let plan = PlanDoc {
+        plan_code: Some("monthly".into()),
+        name: Some("Monthly".into()),
+        unit_amount_in_cents: Some(Money::single("USD", PRICE)),
+        ..PlanDoc::default()
+    };
+    client.plans().create(&plan).await.context("creating the plan")?;
     let form = format!(
         "key={public_key}&number=4111111111111111&month=12&year=2031&cvv=123&first_name=Verena\
          &last_name=Example&address1=123+Main+St.&city=San+Francisco&state=CA&postal_code=94105&country=US"
@@ -157,18 +162,22 @@ async fn template_subscription(api: &Api, public_key: &str) -> anyhow::Result<()
     ensure!(status == 200, "POST /js/v1/token: {status}\n{reply}");
     let token: serde_json::Value = serde_json::from_str(&reply).context("the token reply")?;
     let token = token["id"].as_str().context("a token id")?;
-    api.xml(
-        "/v2/subscriptions",
-        format!(
-            "<subscription><plan_code>monthly</plan_code><currency>USD</currency>\
-             <account><account_code>{TEMPLATE_ACCOUNT}</account_code>\
-             <email>{TEMPLATE_ACCOUNT}@example.com</email><first_name>Verena</first_name>\
-             <last_name>Example</last_name><billing_info><token_id>{token}</token_id></billing_info>\
-             </account></subscription>"
-        ),
-        StatusCode::CREATED,
-    )
-    .await?;
+    let account = Account {
+        account_code: Some(TEMPLATE_ACCOUNT.into()),
+        email: Some(format!("{TEMPLATE_ACCOUNT}@example.com")),
+        first_name: Some("Verena".into()),
+        last_name: Some("Example".into()),
+        billing_info: Some(Box::new(BillingInfo { token_id: Some(token.into()), ..BillingInfo::default() })),
+        ..Account::default()
+    };
+    let subscription = SubscriptionDoc {
+        plan_code: Some("monthly".into()),
+        currency: Some("USD".into()),
+        account: Some(Box::new(account)),
+        ..SubscriptionDoc::default()
+    };
+    client.subscriptions().create(&subscription).await.context("creating the subscription")?;
+    server.abort();
     Ok(())
 }
 
@@ -472,7 +481,7 @@ async fn run(backend: Backend, url: &str, n: u32) -> anyhow::Result<Figures> {
     };
     let (site, key) = store.create_site(&new, clock.now()).await?;
     let state = AppState::new(store.clone(), clock, Config::default());
-    let api = Api { app: rebill_server::router(state), authorization: basic(&key) };
+    let api = Api { app: rebill_server::router(state), key };
 
     let seeding = Instant::now();
     template_subscription(&api, &site.public_key).await.context("the template subscription")?;

@@ -4,7 +4,7 @@
 //! [`EndpointId`] enum in the same order, and one marker type per endpoint.
 #![allow(unused_imports)]
 use super::*;
-use crate::endpoint::{ApiEndpoint, Body, Endpoint, Method};
+use crate::endpoint::{ApiEndpoint, Body, Endpoint, LaterResponse, Method};
 /// Every endpoint, in the order of `schema/endpoints.toml`.
 pub static ENDPOINTS: [Endpoint; 90usize] = [
     Endpoint {
@@ -1824,6 +1824,9 @@ impl ApiEndpoint for CreateInvoice {
     type Request = Invoice;
     type Response = Invoice;
 }
+impl LaterResponse for CreateInvoice {
+    type Later = InvoiceCollection;
+}
 /// Previews invoicing the pending charges; nothing is written.
 ///
 /// `POST /v2/accounts/{account_code}/invoices/preview` → 200, responds `invoice_collection` from 2.10
@@ -1833,6 +1836,9 @@ impl ApiEndpoint for PreviewInvoice {
     const ENDPOINT: &'static Endpoint = &ENDPOINTS[9usize];
     type Request = Invoice;
     type Response = Invoice;
+}
+impl LaterResponse for PreviewInvoice {
+    type Later = InvoiceCollection;
 }
 /// The account's credit payments.
 ///
@@ -2444,6 +2450,9 @@ impl ApiEndpoint for MarkInvoiceFailed {
     type Request = ();
     type Response = Invoice;
 }
+impl LaterResponse for MarkInvoiceFailed {
+    type Later = InvoiceCollection;
+}
 /// Collects a past-due invoice now (an invoice collection from 2.10).
 ///
 /// `PUT /v2/invoices/{invoice_number}/collect` → 200, since 2.5, responds `invoice_collection` from 2.10
@@ -2453,6 +2462,9 @@ impl ApiEndpoint for CollectInvoice {
     const ENDPOINT: &'static Endpoint = &ENDPOINTS[71usize];
     type Request = ();
     type Response = Invoice;
+}
+impl LaterResponse for CollectInvoice {
+    type Later = InvoiceCollection;
 }
 /// Charge invoices a credit invoice came from.
 ///
@@ -2564,6 +2576,9 @@ impl ApiEndpoint for CreatePurchase {
     type Request = Purchase;
     type Response = Invoice;
 }
+impl LaterResponse for CreatePurchase {
+    type Later = InvoiceCollection;
+}
 /// Previews a purchase; nothing is written.
 ///
 /// `POST /v2/purchases/preview` → 200, responds `invoice_collection` from 2.10
@@ -2574,6 +2589,9 @@ impl ApiEndpoint for PreviewPurchase {
     type Request = Purchase;
     type Response = Invoice;
 }
+impl LaterResponse for PreviewPurchase {
+    type Later = InvoiceCollection;
+}
 /// Authorizes a purchase without capturing it.
 ///
 /// `POST /v2/purchases/authorize` → 201, since 2.9, responds `invoice_collection` from 2.10
@@ -2583,6 +2601,9 @@ impl ApiEndpoint for AuthorizePurchase {
     const ENDPOINT: &'static Endpoint = &ENDPOINTS[84usize];
     type Request = Purchase;
     type Response = Invoice;
+}
+impl LaterResponse for AuthorizePurchase {
+    type Later = InvoiceCollection;
 }
 /// Gift cards of the site.
 ///
