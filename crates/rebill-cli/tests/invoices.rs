@@ -299,6 +299,53 @@ fn manual_due_scenario(db: &str) {
     has(&get(&s, "2.11", "/v2/accounts/m1"), "<has_past_due_invoice type=\"boolean\">false</has_past_due_invoice>");
 }
 
+/// `GET /v2/invoices/{n}` with `Accept: application/pdf`: the invoice's PDF; XML errors.
+fn pdf_scenario(db: &str) {
+    let s = serve(db);
+    create_account(&s, "a1");
+    status(&adjustment(&s, "a1", 1250, 2, "Widgets"), 201);
+    let r = post(
+        &s,
+        "2.11",
+        "/v2/accounts/a1/invoices",
+        "<invoice><collection_method>manual</collection_method></invoice>",
+    );
+    status(&r, 201);
+    let pdf_request = |path: &str, accept: &str| {
+        let auth = format!("Basic {}", basic(&s.key));
+        let request = format!(
+            "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nAuthorization: {auth}\r\nAccept: {accept}\r\n\
+             X-Api-Version: 2.11\r\n\r\n",
+            s.addr
+        );
+        raw_bytes(&s.addr, &request)
+    };
+    let (code, head, body) = pdf_request("/v2/invoices/1001", "application/pdf");
+    assert_eq!(code, 200, "{head}");
+    assert!(head.to_ascii_lowercase().contains("content-type: application/pdf"), "{head}");
+    let doc = lopdf::Document::load_mem(&body).expect("a PDF");
+    let pages: Vec<u32> = doc.get_pages().keys().copied().collect();
+    let text = doc.extract_text(&pages).expect("text");
+    for expected in ["Invoice 1001", "Widgets", "25.00 USD", "Pending", "TEST INVOICE"] {
+        assert!(text.contains(expected), "{expected:?} missing from:\n{text}");
+    }
+    // Errors stay XML documents; a PDF is only an invoice's.
+    let (code, head, body) = pdf_request("/v2/invoices/999", "application/pdf");
+    assert_eq!(code, 404, "{head}");
+    assert!(String::from_utf8_lossy(&body).contains("<symbol>not_found</symbol>"), "{head}");
+    let (code, _, _) = pdf_request("/v2/accounts/a1", "application/pdf");
+    assert_eq!(code, 406);
+    // XML is still what an XML client gets.
+    let r = get(&s, "2.11", "/v2/invoices/1001");
+    status(&r, 200);
+    has(&r, "<invoice href=");
+}
+
+#[test]
+fn invoices_download_as_pdf() {
+    on_both_backends("invoices_pdf", pdf_scenario);
+}
+
 #[test]
 fn manual_invoices_are_past_due_after_their_net_terms() {
     on_both_backends("invoices_manual_due", manual_due_scenario);

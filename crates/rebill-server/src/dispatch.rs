@@ -41,6 +41,12 @@ fn forbidden_query_parameter(query: Option<&str>) -> Option<String> {
     })
 }
 
+/// The endpoint of the table a method and path route to (`None`: no route).
+pub(crate) fn endpoint_of(method: &axum::http::Method, path: &str) -> Option<EndpointId> {
+    let (endpoint, _) = route(&ENDPOINTS, table_method(method)?, path)?;
+    EndpointId::of(endpoint)
+}
+
 pub(crate) async fn dispatch(State(state): State<AppState>, request: Request<Body>) -> Response {
     let path = request.uri().path().to_owned();
     let Some(ctx) = request.extensions().get::<RequestContext>().cloned() else {

@@ -302,7 +302,15 @@ async fn path_invoice(state: &AppState, call: &Call) -> Result<Invoice, Response
         .map_err(|e| respond::app_error(&call.ctx.wire, "invoice", e.into()))
 }
 
-pub(crate) async fn get_invoice(state: &AppState, call: &Routed<'_, api::GetInvoice>) -> Response {
+/// `GET /v2/invoices/{invoice_number}`: the invoice, or its PDF document when the client asked
+/// for `application/pdf` (`pdf`).
+pub(crate) async fn get_invoice(state: &AppState, call: &Routed<'_, api::GetInvoice>, pdf: bool) -> Response {
+    if pdf {
+        return match rebill_app::documents::invoice_pdf(state, &call.context(), &call.params[0]).await {
+            Ok(bytes) => respond::pdf(bytes),
+            Err(e) => respond::app_error(&call.ctx.wire, "invoice", e.into()),
+        };
+    }
     let invoice = match path_invoice(state, call).await {
         Ok(i) => i,
         Err(r) => return r,

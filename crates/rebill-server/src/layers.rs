@@ -53,22 +53,35 @@ pub(crate) async fn body_limit(State(state): State<AppState>, request: Request, 
     next.run(request).await
 }
 
-fn accepts_xml(headers: &HeaderMap) -> bool {
+fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
     let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else { return false };
     accept.split(',').any(|part| {
         let media = part.split(';').next().unwrap_or_default().trim();
-        media.eq_ignore_ascii_case("application/xml")
+        media.eq_ignore_ascii_case(wanted)
     })
 }
 
-/// 406 unless the client accepts `application/xml`.
-pub(crate) async fn accept(request: Request, next: Next) -> Response {
-    if !accepts_xml(request.headers()) {
-        return respond::error(
-            StatusCode::NOT_ACCEPTABLE,
-            "not_acceptable",
-            "The Accept header must be application/xml.",
-        );
+/// The request asks for an invoice's PDF document (`Accept: application/pdf` on
+/// `GET /v2/invoices/{invoice_number}`, without `application/xml`): set by [`accept`], read by
+/// the invoice lookup.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WantsPdf;
+
+/// 406 unless the client accepts `application/xml`, or `application/pdf` on the lookup of an
+/// invoice (its PDF; errors are still XML documents, as clients read them).
+pub(crate) async fn accept(mut request: Request, next: Next) -> Response {
+    if !accepts(request.headers(), "application/xml") {
+        let invoice_lookup = request.method() == axum::http::Method::GET
+            && crate::dispatch::endpoint_of(request.method(), request.uri().path())
+                == Some(rebill_models::api::EndpointId::GetInvoice);
+        if !(invoice_lookup && accepts(request.headers(), "application/pdf")) {
+            return respond::error(
+                StatusCode::NOT_ACCEPTABLE,
+                "not_acceptable",
+                "The Accept header must be application/xml (or application/pdf for an invoice).",
+            );
+        }
+        request.extensions_mut().insert(WantsPdf);
     }
     next.run(request).await
 }

@@ -18,6 +18,13 @@ pub fn xml(status: StatusCode, body: String) -> Response {
 }
 
 /// One resource document written for the request's context.
+/// 200 with a PDF document (an invoice's).
+pub fn pdf(bytes: Vec<u8>) -> Response {
+    let mut response = (StatusCode::OK, bytes).into_response();
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/pdf"));
+    response
+}
+
 pub fn resource<T: XmlResource>(status: StatusCode, value: &T, ctx: &WireContext) -> Response {
     xml(status, rebill_xml::to_xml(value, ctx, Mode::Response))
 }

@@ -177,14 +177,20 @@ impl Reply {
 
 /// Sends one raw request and reads the whole reply (the request should say `Connection: close`).
 pub fn raw(addr: &str, request: &str) -> Reply {
+    let (status, head, body) = raw_bytes(addr, request);
+    Reply { status, head, body: String::from_utf8(body).expect("utf-8 reply") }
+}
+
+/// Sends `request` and answers the status, the head and the body's bytes (any content).
+pub fn raw_bytes(addr: &str, request: &str) -> (u16, String, Vec<u8>) {
     let mut stream = TcpStream::connect(addr).expect("connect");
     stream.write_all(request.as_bytes()).expect("send");
     let mut bytes = Vec::new();
     stream.read_to_end(&mut bytes).expect("read");
-    let text = String::from_utf8(bytes).expect("utf-8 reply");
-    let (head, body) = text.split_once("\r\n\r\n").expect("head and body");
+    let split = bytes.windows(4).position(|w| w == b"\r\n\r\n").expect("head and body");
+    let head = String::from_utf8(bytes[..split].to_vec()).expect("utf-8 head");
     let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("status");
-    Reply { status, head: head.to_owned(), body: body.to_owned() }
+    (status, head, bytes[split + 4..].to_vec())
 }
 
 pub fn basic(key: &str) -> String {
