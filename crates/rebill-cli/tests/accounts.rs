@@ -3,9 +3,7 @@
 //! reopen, request decoding and validation per API version, nested billing info (all or nothing
 //! with its account) and the refusal of nested records that are not built yet.
 
-mod common;
-
-use common::*;
+use rebill_testkit::*;
 
 /// 2027-01-15T08:00:00Z.
 const T0: i64 = 1_800_000_000;

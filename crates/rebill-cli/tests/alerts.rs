@@ -1,14 +1,9 @@
 //! Alert e-mails end to end: `rebill serve --smtp-url …` delivers a key-change alert queued by
 //! the CLI to the site's technical contact; without SMTP the alert stays in the outbox.
 
-mod common;
-#[allow(dead_code)]
-#[path = "../../rebill-mail/tests/sink/mod.rs"]
-mod sink;
-
 use std::time::{Duration, Instant};
 
-use common::*;
+use rebill_testkit::*;
 
 fn wait_for(mut done: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -24,7 +19,7 @@ fn wait_for(mut done: impl FnMut() -> bool) -> bool {
 #[test]
 fn key_change_alert_is_mailed_to_the_contact() {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
-    let sink = runtime.block_on(sink::Sink::start());
+    let sink = runtime.block_on(rebill_testkit::sink::Sink::start());
     let url = sink.url();
     let s = start_with(
         &rebill_store::testing::fresh_sqlite_url("alerts"),

@@ -3,13 +3,11 @@
 //! 422 transaction error document of declining cards and accounts, delete, 404s, and that no
 //! card number, CVV or bank account number reaches the database files or the service's log.
 
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use common::*;
+use rebill_testkit::*;
 use serde_json::Value;
 
 /// 2027-01-15T08:00:00Z.
@@ -694,7 +692,7 @@ fn start_logged(db: &str, dir: &Path) -> LoggedServer {
     std::fs::write(&clock, T0.to_string()).expect("clock file");
     let log = dir.join("stderr.log");
     let key_file = dir.join("vault.key");
-    let mut child = Command::new(BIN)
+    let mut child = Command::new(bin())
         .args(["--database", db, "serve", "--listen", "127.0.0.1:0", "--vault-key-file"])
         .arg(&key_file)
         .env("REBILL_CLOCK_FILE", &clock)

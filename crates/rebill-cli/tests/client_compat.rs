@@ -4,9 +4,7 @@
 //! subscription, the account balance every account links to, and verification transactions
 //! that are neither refundable nor voidable.
 
-mod common;
-
-use common::*;
+use rebill_testkit::*;
 
 /// 2027-01-15T08:00:00Z.
 const T0: i64 = 1_800_000_000;

@@ -2,9 +2,7 @@
 //! amount or to a time, never back), business times of the site follow it, other sites and
 //! production sites are unaffected, and the CLI does the same.
 
-mod common;
-
-use common::*;
+use rebill_testkit::*;
 
 /// 2027-01-31T10:00:00Z.
 const T0: i64 = 1_801_389_600;

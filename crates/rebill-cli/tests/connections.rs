@@ -2,14 +2,12 @@
 //! on open connections, links built from `--public-url` instead of the Host header, and the
 //! request log.
 
-mod common;
-
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::*;
+use rebill_testkit::*;
 
 const XML: &str = "application/xml; charset=utf-8";
 
@@ -191,7 +189,7 @@ fn stalled_bodies_get_408_and_lose_their_connection() {
 
 #[test]
 fn the_body_timeout_is_checked_at_start() {
-    let out = Command::new(BIN)
+    let out = Command::new(bin())
         .args(["--database", &rebill_store::testing::fresh_sqlite_url("timeout_arg"), "serve"])
         .args(["--listen", "127.0.0.1:0", "--body-timeout", "0"])
         .output()
@@ -319,7 +317,7 @@ fn the_public_url_comes_from_the_environment_too_and_is_checked_at_start() {
         ("https://", "a host is required"),
         ("https://user:pw@billing.example.com", "user information is not allowed"),
     ] {
-        let out = Command::new(BIN)
+        let out = Command::new(bin())
             .args(["--database", &db, "serve", "--listen", "127.0.0.1:0", "--public-url", bad])
             .output()
             .expect("run");

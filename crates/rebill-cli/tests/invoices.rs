@@ -5,9 +5,7 @@
 //! decline stored), dunning of a declined invoice (paid by a retry after the billing info is
 //! updated; failed when the retries run out), and no card number in the database.
 
-mod common;
-
-use common::*;
+use rebill_testkit::*;
 use serde_json::Value;
 
 /// 2027-01-15T08:00:00Z.

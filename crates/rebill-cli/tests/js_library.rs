@@ -12,12 +12,10 @@
 //!   `playwright-core` are installed by `crates/rebill-server/js/test/setup.sh` when missing; a
 //!   failure to install fails the test.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::*;
+use rebill_testkit::*;
 use serde_json::{Value, json};
 
 const FORM: (&str, &str) = ("Content-Type", "application/x-www-form-urlencoded");

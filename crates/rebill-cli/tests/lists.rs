@@ -2,9 +2,7 @@
 //! and their 400s, keyset pages followed through `Link` headers, `X-Records`, HEAD, and the
 //! spec's list rules 1–5.
 
-mod common;
-
-use common::*;
+use rebill_testkit::*;
 
 /// 2027-01-15T08:00:00Z.
 const T0: i64 = 1_800_000_000;

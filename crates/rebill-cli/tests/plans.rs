@@ -4,9 +4,7 @@
 //! taken), validation (422 with field and symbol, 400 for foreign elements), and lists with
 //! keyset pages, `Link`, `X-Records` and HEAD.
 
-mod common;
-
-use common::*;
+use rebill_testkit::*;
 
 /// 2027-01-15T08:00:00Z.
 const T0: i64 = 1_800_000_000;

@@ -4,12 +4,10 @@
 //! deprecated and sunset API versions, key regeneration with and without the 12-hour grace, and
 //! header-name casing checked on the raw bytes.
 
-mod common;
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 
-use common::*;
+use rebill_testkit::*;
 
 /// A minute-aligned instant (2026-11-22T06:00:00Z) plus 30 seconds.
 const T0: i64 = 1_795_327_200 + 30;
@@ -237,7 +235,7 @@ fn versions_and_casing(db: &str) {
     let r = authed(&s, "GET", "/v2/coupons", &[("X-Api-Version", "2.3")], "");
     assert_eq!(r.header("X-RateLimit-Limit").as_deref(), Some("2000"));
     // A bad setting stops the service before it starts.
-    let out = std::process::Command::new(BIN)
+    let out = std::process::Command::new(bin())
         .args(["--database", db, "serve", "--listen", "127.0.0.1:0", "--deprecate", "2.2=someday"])
         .output()
         .expect("run");
@@ -282,7 +280,7 @@ fn key_regeneration(db: &str) {
     for _ in 0..4 {
         s.cli(&["keys", "create", "--site", "sandbox"]);
     }
-    let out = std::process::Command::new(BIN)
+    let out = std::process::Command::new(bin())
         .args(["--database", db, "keys", "create", "--site", "sandbox"])
         .output()
         .expect("run");

@@ -10,14 +10,12 @@
 //! failed. A missing `python3`, a virtualenv that cannot be made or a package registry that cannot
 //! be reached fails this test; nothing here is ever skipped.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Mutex;
 use std::time::Instant;
 
-use common::*;
+use rebill_testkit::*;
 
 /// The pinned requirements; the virtualenv records the text it was built from.
 const REQUIREMENTS: &str = include_str!("python/requirements.txt");
@@ -30,11 +28,11 @@ fn python_dir() -> PathBuf {
 /// The cargo target directory this test was built in (the `rebill` binary is `<target>/<profile>/rebill`,
 /// also under `CARGO_TARGET_DIR` or a target triple directory).
 fn target_dir() -> PathBuf {
-    let bin = Path::new(BIN);
+    let bin = bin();
     bin.parent()
         .and_then(Path::parent)
         .map(Path::to_path_buf)
-        .unwrap_or_else(|| panic!("no target directory above {BIN}"))
+        .unwrap_or_else(|| panic!("no target directory above {}", bin.display()))
 }
 
 /// The client's version pinned in the requirements (`recurly==…`).

@@ -6,9 +6,7 @@
 //! no `transaction_error` (nor `fraud`/`fraud_info`); single-error descriptions carry
 //! `lang="en-US"`.
 
-mod common;
-
-use common::*;
+use rebill_testkit::*;
 
 const DECL: &str = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
 

@@ -4,19 +4,17 @@
 //! HEAD, every error variant from a real answer, and the retry and rate-limit policies against
 //! a site whose limit is set low.
 
-mod common;
-
 use std::collections::HashSet;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use common::*;
 use futures_util::{StreamExt, TryStreamExt};
 use rebill_client::models::{
     Account, AccountState, AddOn, Adjustment, BillingInfo, CollectionMethod, Invoice, InvoiceState, Plan, Subscription,
     SubscriptionState, Timeframe, Transaction, TransactionStatus,
 };
 use rebill_client::{ApiVersion, ByVersion, Client, Error, Money, Order, RetryPolicy};
+use rebill_testkit::*;
 
 /// 2027-01-15T08:00:00Z.
 const T0: i64 = 1_800_000_000;

@@ -1,11 +1,9 @@
 //! `rebill serve` over HTTP: the protocol layers and the routing over the endpoint table, on
 //! SQLite and on PostgreSQL, through raw HTTP/1.1 requests (so the exact bytes are visible).
 
-mod common;
-
 use std::process::Command;
 
-use common::*;
+use rebill_testkit::*;
 
 fn scenario(s: &Server) {
     // 401: no key, a wrong key, a password-only header.
@@ -77,7 +75,7 @@ fn scenario(s: &Server) {
     assert!(r.body.contains("list_coupons"), "{}", r.body);
 
     // 403: a read-only key may read but not write.
-    let out = Command::new(BIN)
+    let out = Command::new(bin())
         .args(["--database", &s.database, "keys", "create", "--site", "sandbox", "--read-only", "--json"])
         .output()
         .expect("create read-only key");
@@ -91,7 +89,7 @@ fn scenario(s: &Server) {
 
     // 402: a production site not in good standing; a sandbox site never gets it.
     let update = |args: &[&str]| {
-        let out = Command::new(BIN)
+        let out = Command::new(bin())
             .args(["--database", &s.database, "site", "update", "--name", "sandbox"])
             .args(args)
             .output()

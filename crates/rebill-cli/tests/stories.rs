@@ -28,14 +28,12 @@
 //!   the invoice `past_due`, retried 1, 3, 5 and 7 days after it was created with the billing info
 //!   on file at the retry.
 
-mod common;
-
 use std::future::Future;
 
 use chrono::{DateTime, Months, TimeDelta, Utc};
-use common::*;
 use rebill_client::models::{AdjustmentType, Invoice};
 use rebill_client::{Client, Order};
+use rebill_testkit::*;
 
 /// 2027-01-15T08:00:00Z: the start of every story.
 const T0: i64 = 1_800_000_000;

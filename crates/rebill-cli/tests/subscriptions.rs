@@ -5,9 +5,7 @@
 //! simultaneous changes, account flags, the CLI clock and two service processes sharing one
 //! PostgreSQL database.
 
-mod common;
-
-use common::*;
+use rebill_testkit::*;
 
 /// 2027-01-15T08:00:00Z.
 const T0: i64 = 1_800_000_000;

@@ -4,9 +4,7 @@
 //! the 20-minute lifetime on the service's clock (valid at 19:59, refused and
 //! deleted at 20:00), single use, and the periodic purge of expired tokens.
 
-mod common;
-
-use common::*;
+use rebill_testkit::*;
 use serde_json::{Value, json};
 
 /// 2027-01-15T08:00:00Z.

@@ -24,8 +24,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("{uuid} is {:?}: pausing it for {cycles} cycle(s) from its next renewal", subscription.state);
         client.subscriptions().pause_cycles(&uuid, cycles).await?
     };
+    let price =
+        common::money(after.unit_amount_in_cents.unwrap_or_default(), after.currency.as_deref().unwrap_or("USD"));
     println!(
-        "state {:?}, paused at {}, remaining pause cycles {}, period ends {}",
+        "state {:?} at {price} a cycle, paused at {}, remaining pause cycles {}, period ends {}",
         after.state,
         after.paused_at.map(|t| t.to_rfc3339()).unwrap_or_else(|| "-".into()),
         after.remaining_pause_cycles.map(|c| c.to_string()).unwrap_or_else(|| "-".into()),

@@ -1,8 +1,6 @@
 //! Alert e-mails end to end: alerts queued by the store on a real database (SQLite and a fresh
 //! PostgreSQL database), sent by the mailer with lettre to an in-test SMTP server.
 
-mod sink;
-
 use std::collections::HashSet;
 use std::io::Write;
 use std::sync::Arc;
@@ -13,7 +11,7 @@ use rebill_mail::{Clock, DEFAULT_FROM, Drained, MailConfig, Mailer, drain_once, 
 use rebill_store::outbox::RETRY_BASE_SECONDS;
 use rebill_store::testing::{TestDatabase, fresh_postgres_database, fresh_sqlite_url};
 use rebill_store::{Alert, Mode, NewSite, Plan, Site, Store};
-use sink::{Sink, closed_url};
+use rebill_testkit::sink::{Sink, closed_url};
 
 const NOW: i64 = 1_800_000_000;
 

@@ -1,5 +1,5 @@
-//! What the examples share: a client from `REBILL_BASE_URL` and `REBILL_API_KEY`.
-#![allow(dead_code)]
+//! What the examples share (each uses all of it): a client from `REBILL_BASE_URL` and
+//! `REBILL_API_KEY`, and amounts as text.
 
 use rebill_client::{ApiVersion, Client};
 

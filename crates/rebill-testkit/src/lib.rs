@@ -1,6 +1,8 @@
-//! Shared helpers of the end-to-end suites: start `rebill serve` on a database, send raw
-//! HTTP/1.1 requests (so the exact bytes on the wire are visible) and run the `rebill` CLI.
-#![allow(dead_code)]
+//! What rebill's end-to-end suites share (a dev-dependency, never a dependency): start
+//! `rebill serve` on a database, send raw HTTP/1.1 requests (so the exact bytes on the wire are
+//! visible), run the `rebill` CLI, run a scenario on both backends, and an SMTP sink ([`sink`]).
+
+pub mod sink;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -9,7 +11,17 @@ use std::process::{Child, Command, Stdio};
 
 use base64::Engine;
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_rebill");
+/// The `rebill` binary the suites run: `CARGO_BIN_EXE_rebill` when cargo sets it, else the
+/// `rebill` beside the test executable's `deps` directory (where cargo builds it for the
+/// integration tests of `rebill-cli`).
+pub fn bin() -> PathBuf {
+    if let Some(path) = std::env::var_os("CARGO_BIN_EXE_rebill") {
+        return PathBuf::from(path);
+    }
+    let exe = std::env::current_exe().expect("the test executable's path");
+    let dir = exe.parent().and_then(|deps| deps.parent()).expect("the target directory of the test executable");
+    dir.join(format!("rebill{}", std::env::consts::EXE_SUFFIX))
+}
 
 /// A running `rebill serve` (killed on drop).
 pub struct Server {
@@ -70,7 +82,7 @@ pub fn start_with(database: &str, options: Options) -> Server {
             file
         })
     });
-    let mut command = Command::new(BIN);
+    let mut command = Command::new(bin());
     command.args(["--database", database, "serve", "--listen", "127.0.0.1:0"]).args(options.args);
     if let Some(file) = &clock {
         command.env("REBILL_CLOCK_FILE", file);
@@ -133,7 +145,7 @@ impl Server {
 
     /// Runs `rebill --database <db> ARGS…` (with the server's clock) and returns stdout.
     pub fn cli(&self, args: &[&str]) -> String {
-        let mut command = Command::new(BIN);
+        let mut command = Command::new(bin());
         command.args(["--database", &self.database]).args(args);
         if let Some(file) = &self.clock {
             command.env("REBILL_CLOCK_FILE", file);
