@@ -162,7 +162,7 @@ mod tests {
     use rebill_xml::Features;
 
     fn ctx() -> WireContext {
-        WireContext::new(ApiVersion::new(2, 11), Features::none(), "http://localhost")
+        WireContext::new(ApiVersion::V2_11, Features::none(), "http://localhost")
     }
 
     #[test]

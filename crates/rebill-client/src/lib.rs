@@ -15,7 +15,7 @@
 //! let client = Client::builder()
 //!     .base_url("http://127.0.0.1:8080")
 //!     .api_key("0123456789abcdef0123456789abcdef")
-//!     .api_version(ApiVersion::new(2, 11))
+//!     .api_version(ApiVersion::V2_11)
 //!     .build()?;
 //! let account = Account { account_code: Some("ada".into()), email: Some("ada@example.com".into()), ..Account::default() };
 //! client.accounts().create(&account).await?;

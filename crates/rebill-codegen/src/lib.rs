@@ -87,8 +87,22 @@ fn versions_file(schema: &Schema) -> Result<String, GenerateError> {
     let default = version(schema.default_version);
     let latest = version(schema.latest_version());
     let features = schema.features.iter().map(|f| &f.name);
+    let named = schema.versions.iter().map(|v| {
+        let name = quote::format_ident!("V{}_{}", v.major, v.minor);
+        let doc = format!(" API version {}.{}.", v.major, v.minor);
+        let value = version(*v);
+        quote! {
+            #[doc = #doc]
+            pub const #name: ApiVersion = #value;
+        }
+    });
     let tokens = quote! {
         use crate::version::ApiVersion;
+
+        /// Every supported version by name (`ApiVersion::V2_11`).
+        impl ApiVersion {
+            #(#named)*
+        }
 
         /// Every supported API version, oldest first.
         pub const SUPPORTED_VERSIONS: [ApiVersion; #count] = [#(#all),*];
