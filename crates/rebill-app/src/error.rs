@@ -3,6 +3,7 @@
 //! classifies it for an adapter (not found, refused with field errors, declined by the gateway,
 //! conflict, internal).
 
+use rebill_billing::invoice::InvoiceError;
 use rebill_billing::lifecycle::LifecycleError;
 use rebill_store::StoreError;
 use rebill_store::invoicing::Transaction;
@@ -169,8 +170,10 @@ impl From<BillingError> for AppError {
     fn from(e: BillingError) -> Self {
         match e {
             BillingError::Store(e) => e.into(),
-            BillingError::NothingToInvoice => Self::refused("base", "will_not_invoice", e.to_string()),
-            BillingError::MixedCurrencies(_) | BillingError::Invalid(_) => {
+            BillingError::Invoice(InvoiceError::NothingToInvoice) => {
+                Self::refused("base", "will_not_invoice", e.to_string())
+            }
+            BillingError::Invoice(InvoiceError::MixedCurrencies(..)) | BillingError::Invalid(_) => {
                 Self::refused("base", "invalid", e.to_string())
             }
             e @ BillingError::Invoice(_) => Self::internal(e),
@@ -478,7 +481,7 @@ mod tests {
         );
         assert_eq!((fields[0].field.as_str(), fields[0].symbol), ("number", "invalid"));
         assert_eq!(kind(&ClockError::Backwards(chrono::DateTime::UNIX_EPOCH).into()), "refused");
-        assert_eq!(kind(&BillingError::NothingToInvoice.into()), "refused");
+        assert_eq!(kind(&BillingError::Invoice(InvoiceError::NothingToInvoice).into()), "refused");
     }
 
     #[test]

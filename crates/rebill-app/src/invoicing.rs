@@ -86,14 +86,10 @@ pub const INVOICE_DUE_JOB: &str = "invoice_due";
 pub enum BillingError {
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The invoice computation refused: among others nothing to invoice (the API's 422
+    /// `will_not_invoice`) or lines in several currencies.
     #[error(transparent)]
     Invoice(#[from] InvoiceError),
-    /// No line items and no pending adjustments (the API's 422 `will_not_invoice`).
-    #[error("nothing to invoice")]
-    NothingToInvoice,
-    /// Line items in more than one currency cannot share an invoice.
-    #[error("line items in several currencies ({0})")]
-    MixedCurrencies(String),
     #[error("{0}")]
     Invalid(String),
 }
@@ -260,12 +256,7 @@ pub fn preview_for(account_id: i64, draft: &Draft, at: i64) -> Result<Preview, B
     let mut lines = draft.lines.iter().map(|l| adjustment_of_line(account_id, l)).collect::<Result<Vec<_>, _>>()?;
     lines.extend(draft.extra.iter().cloned());
     lines.extend(draft.pending.iter().map(|a| a.line.clone()));
-    let drafted =
-        rebill_billing::invoice::draft(lines.iter().map(|l| (l.currency.as_str(), l.total))).map_err(|e| match e {
-            InvoiceError::NothingToInvoice => BillingError::NothingToInvoice,
-            InvoiceError::MixedCurrencies(a, b) => BillingError::MixedCurrencies(format!("{a}, {b}")),
-            other => BillingError::Invoice(other),
-        })?;
+    let drafted = rebill_billing::invoice::draft(lines.iter().map(|l| (l.currency.as_str(), l.total)))?;
     let (currency, totals) = (drafted.currency, drafted.totals);
     let net_terms = draft.terms.net_terms.max(0);
     let due_on = due_date(at, net_terms);
@@ -957,11 +948,11 @@ mod tests {
         );
         assert!(matches!(
             preview(&a, &Draft::of_lines(Vec::new(), InvoiceOrigin::Purchase), 0),
-            Err(BillingError::NothingToInvoice)
+            Err(BillingError::Invoice(InvoiceError::NothingToInvoice))
         ));
         let mut eur = line(LineKind::Plan, ItemRef::Plan { plan_code: "gold".into() }, 1, 31, 1);
         eur.currency = "EUR".into();
         draft.lines.push(eur);
-        assert!(matches!(preview(&a, &draft, 0), Err(BillingError::MixedCurrencies(_))));
+        assert!(matches!(preview(&a, &draft, 0), Err(BillingError::Invoice(InvoiceError::MixedCurrencies(..)))));
     }
 }

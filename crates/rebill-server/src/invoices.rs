@@ -48,6 +48,7 @@ use rebill_app::model::invoicing::{
     InvoiceFilter, InvoiceState, InvoiceTerms, NewAdjustment, Transaction, TransactionFilter, TransactionStatus,
 };
 use rebill_app::queries;
+use rebill_billing::invoice::InvoiceError;
 use rebill_models::api::{self, EndpointId};
 use rebill_models::validate::{Operation, Rejection, refusals, validate};
 use rebill_models::{
@@ -387,7 +388,7 @@ where
 }
 
 fn billing_error(e: BillingError) -> Response {
-    if let BillingError::NothingToInvoice = e {
+    if let BillingError::Invoice(InvoiceError::NothingToInvoice) = e {
         return respond::api_error(StatusCode::UNPROCESSABLE_ENTITY, &refusals::will_not_invoice());
     }
     match AppError::from(e) {

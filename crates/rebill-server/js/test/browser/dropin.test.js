@@ -9,7 +9,7 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const path = require('node:path');
-const { REBILL, PUBLIC_KEY, SCREENSHOTS, PAGES, launch, startMerchant, api, tag, eventually } = require('./support.js');
+const { REBILL, PUBLIC_KEY, SCREENSHOTS, PAGES, launch, startMerchant, api, tag, eventually, openPage } = require('./support.js');
 
 const CARD = '4111111111111111';
 const API = `${REBILL}/js/v1`;
@@ -77,28 +77,23 @@ test.after(async () => {
   if (merchant) merchant.server.close();
 });
 
-async function open(name) {
-  const context = await browser.newContext();
-  const page = await context.newPage();
-  const problems = [];
-  page.on('pageerror', (e) => problems.push(String(e)));
-  page.on('console', (m) => {
-    // The card field's default font comes from the web-font catalogue, which an offline machine
-    // cannot reach (the fonts tests cover that case): its failed loads are not the page's problem.
-    if (m.type() === 'error' && !(m.location().url || '').startsWith('https://fonts.')) problems.push(m.text());
+function open(name) {
+  return openPage(browser, `${merchant.url}/${name}`, {
+    // The card field's default font comes from the web-font catalogue (the fonts tests cover an
+    // unreachable one): its failed loads are not the page's problem.
+    ignoreFontErrors: true,
+    before(page, problems) {
+      page.requests = [];
+      page.posted = [];
+      page.on('request', (r) => {
+        page.requests.push(`${r.method()} ${r.url()}`);
+        if (r.method() === 'POST') page.posted.push(new URLSearchParams(r.postData() || ''));
+      });
+      page.on('response', (r) => {
+        if (r.status() >= 400) problems.push(`${r.status()} ${r.url()}`);
+      });
+    },
   });
-  page.requests = [];
-  page.posted = [];
-  page.on('request', (r) => {
-    page.requests.push(`${r.method()} ${r.url()}`);
-    if (r.method() === 'POST') page.posted.push(new URLSearchParams(r.postData() || ''));
-  });
-  page.on('response', (r) => {
-    if (r.status() >= 400) problems.push(`${r.status()} ${r.url()}`);
-  });
-  await page.goto(`${merchant.url}/${name}`);
-  page.problems = problems;
-  return page;
 }
 
 /** The field frame inside `selector` (a placeholder or an Element's container). */

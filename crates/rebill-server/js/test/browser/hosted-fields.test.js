@@ -4,7 +4,7 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const path = require('node:path');
-const { REBILL, PUBLIC_KEY, SCREENSHOTS, launch, startMerchant, api, tag, fieldFrame, configure, token, eventually } = require('./support.js');
+const { REBILL, PUBLIC_KEY, SCREENSHOTS, launch, startMerchant, api, tag, fieldFrame, configure, token, eventually, openPage } = require('./support.js');
 
 const CARD = '4111111111111111';
 let browser;
@@ -20,17 +20,8 @@ test.after(async () => {
   if (merchant) merchant.server.close();
 });
 
-async function open(name) {
-  const context = await browser.newContext();
-  const page = await context.newPage();
-  const problems = [];
-  page.on('pageerror', (e) => problems.push(String(e)));
-  page.on('console', (m) => {
-    if (m.type() === 'error') problems.push(m.text());
-  });
-  await page.goto(`${merchant.url}/${name}`);
-  page.problems = problems;
-  return page;
+function open(name) {
+  return openPage(browser, `${merchant.url}/${name}`);
 }
 
 async function typeIn(page, type, text, selector = '.field') {

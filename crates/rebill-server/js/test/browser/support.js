@@ -171,6 +171,27 @@ function token(page) {
   );
 }
 
+/**
+ * Opens `url` in a fresh browser context. `page.problems` collects page errors and console
+ * errors (except failed loads from the web-font catalogue with `ignoreFontErrors`: an offline
+ * machine cannot reach it); `before(page, problems)` runs before the page loads.
+ */
+async function openPage(browser, url, { ignoreFontErrors = false, before } = {}) {
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  const problems = [];
+  page.on('pageerror', (e) => problems.push(String(e)));
+  page.on('console', (m) => {
+    if (m.type() !== 'error') return;
+    if (ignoreFontErrors && (m.location().url || '').startsWith('https://fonts.')) return;
+    problems.push(m.text());
+  });
+  if (before) before(page, problems);
+  await page.goto(url);
+  page.problems = problems;
+  return page;
+}
+
 /** Polls `probe` until it returns a truthy value (or fails after `ms`). */
 async function eventually(probe, ms = 10000) {
   const deadline = Date.now() + ms;
@@ -183,4 +204,4 @@ async function eventually(probe, ms = 10000) {
   throw new Error(`condition not met within ${ms} ms (last: ${JSON.stringify(last)})`);
 }
 
-module.exports = { REBILL, PUBLIC_KEY, PRIVATE_KEY, SCREENSHOTS, PAGES, launch, startMerchant, api, tag, fieldFrame, configure, token, eventually };
+module.exports = { REBILL, PUBLIC_KEY, PRIVATE_KEY, SCREENSHOTS, PAGES, launch, startMerchant, api, tag, fieldFrame, configure, token, eventually, openPage };
