@@ -40,6 +40,8 @@ pub(crate) struct Labels {
     pub amount: &'static str,
     /// `{}`: the credit invoice's number.
     pub credit_from: &'static str,
+    /// `{}`: the number of the invoice the credit paid.
+    pub credit_used: &'static str,
     /// `{}`: a payment method (`Visa`), then its last four digits.
     pub ending_in: &'static str,
     pub card: &'static str,
@@ -110,6 +112,7 @@ static EN_US: Labels = Labels {
     payments: "Payments",
     amount: "Amount",
     credit_from: "Credit from invoice {}",
+    credit_used: "Credit applied to invoice {}",
     ending_in: "{} ending in {}",
     card: "Card",
     bank_account: "Bank account",
@@ -152,6 +155,7 @@ static DE_DE: Labels = Labels {
     payments: "Zahlungen",
     amount: "Betrag",
     credit_from: "Guthaben aus Rechnung {}",
+    credit_used: "Guthaben angerechnet auf Rechnung {}",
     ending_in: "{} mit Endziffern {}",
     card: "Karte",
     bank_account: "Bankkonto",
@@ -203,6 +207,7 @@ static FR_FR: Labels = Labels {
     payments: "Paiements",
     amount: "Montant",
     credit_from: "Crédit de la facture {}",
+    credit_used: "Crédit appliqué à la facture {}",
     ending_in: "{} se terminant par {}",
     card: "Carte",
     bank_account: "Compte bancaire",
@@ -245,6 +250,7 @@ static ES_ES: Labels = Labels {
     payments: "Pagos",
     amount: "Importe",
     credit_from: "Crédito de la factura {}",
+    credit_used: "Crédito aplicado a la factura {}",
     ending_in: "{} terminada en {}",
     card: "Tarjeta",
     bank_account: "Cuenta bancaria",
@@ -270,7 +276,7 @@ mod tests {
     #[test]
     fn every_language_fills_every_label_and_keeps_the_placeholders() {
         let placeholders = |l: &Labels| {
-            [l.credit_for, l.refund_for, l.net_terms, l.more_lines, l.credit_from, l.ending_in, l.page]
+            [l.credit_for, l.refund_for, l.net_terms, l.more_lines, l.credit_from, l.credit_used, l.ending_in, l.page]
                 .map(|t| t.matches("{}").count())
         };
         let english = placeholders(&EN_US);

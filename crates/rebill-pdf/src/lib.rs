@@ -164,8 +164,12 @@ pub struct Payment {
 pub enum PaymentSource {
     /// A transaction on a payment method ("Visa ending in 1111").
     Transaction(PaymentMethod),
-    /// Credit from another invoice, by its number as shown ("Credit from invoice #1005").
+    /// Credit from another invoice, by its number as shown ("Credit from invoice #1005"): on
+    /// the invoice it paid.
     Credit { invoice_number: String },
+    /// This invoice's credit used on another invoice, by its number as shown ("Credit applied
+    /// to invoice #1003"): on the credit invoice it came from.
+    CreditUsed { invoice_number: String },
 }
 
 /// A payment method as a payment names it.
@@ -408,6 +412,7 @@ impl Page<'_> {
         let labels = self.labels;
         match source {
             PaymentSource::Credit { invoice_number } => fill(labels.credit_from, &[&format!("#{invoice_number}")]),
+            PaymentSource::CreditUsed { invoice_number } => fill(labels.credit_used, &[&format!("#{invoice_number}")]),
             PaymentSource::Transaction(method) => {
                 let (what, last_four) = match method {
                     PaymentMethod::Card { brand, last_four } => {

@@ -129,7 +129,14 @@ fn credit() -> InvoiceDocument {
             balance_in_cents: -1500,
             ..Totals::default()
         },
-        payments: vec![visa(at(6), -500)],
+        payments: vec![
+            Payment {
+                date: at(6),
+                source: PaymentSource::CreditUsed { invoice_number: "1003".into() },
+                amount_in_cents: 1000,
+            },
+            visa(at(6), -500),
+        ],
         ..document(0, false)
     }
 }
@@ -275,6 +282,7 @@ fn a_credit_invoice_names_the_invoices_it_credits_and_its_settlements_raise_the_
             "3.33 USD",
             "Balance",
             "-15.00 USD",
+            "Credit applied to invoice #1003",
             "Visa ending in 1111",
             "-5.00 USD",
         ],
