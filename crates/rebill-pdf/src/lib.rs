@@ -196,13 +196,16 @@ const RIGHT: f32 = WIDTH - 50.0;
 const TOP: f32 = HEIGHT - 56.0;
 const BOTTOM: f32 = 64.0;
 
-/// Columns of the line-item table: left edges of date and description, right edges of the
-/// numbers.
+/// Columns of the line-item table: left edges of date and description, and the right edges of
+/// the numbers (quantity and price move left of these when the amounts are wider, see
+/// [`Columns`]).
 const COL_DATE: f32 = LEFT;
 const COL_DESCRIPTION: f32 = LEFT + 78.0;
 const COL_QUANTITY: f32 = RIGHT - 170.0;
 const COL_UNIT: f32 = RIGHT - 85.0;
 const COL_TOTAL: f32 = RIGHT;
+/// Room kept for a description however wide the numbers are.
+const MIN_DESCRIPTION: f32 = 110.0;
 /// Left edge of the totals' labels.
 const COL_TOTALS: f32 = RIGHT - 230.0;
 /// Widest text of the bill-to block (points).
@@ -252,11 +255,16 @@ impl Page<'_> {
 
     fn header(&self, l: &mut Layout) {
         let (doc, labels) = (self.doc, self.labels);
+        // The site's name and the title on one line, or one below the other when both do not
+        // fit (the name cut to the width of the page).
         let title = self.title();
         let title_width = metrics::width(&title, Font::Bold, 18.0);
-        l.text_right(RIGHT, l.y, Font::Bold, 18.0, &title);
-        let name_width = (RIGHT - LEFT - title_width - 24.0).max(60.0);
-        l.text(LEFT, l.y, Font::Bold, 18.0, &text::truncate(&doc.site_name, name_width, Font::Bold, 18.0));
+        let name_width = metrics::width(&doc.site_name, Font::Bold, 18.0);
+        l.text(LEFT, l.y, Font::Bold, 18.0, &text::truncate(&doc.site_name, RIGHT - LEFT, Font::Bold, 18.0));
+        if name_width + 24.0 + title_width > RIGHT - LEFT {
+            l.y -= 24.0;
+        }
+        l.text_right(RIGHT, l.y, Font::Bold, 18.0, &text::truncate(&title, RIGHT - LEFT, Font::Bold, 18.0));
         l.y -= 20.0;
         let references: Vec<String> = match &doc.kind {
             DocumentKind::Charge => Vec::new(),
@@ -318,12 +326,30 @@ impl Page<'_> {
         l.y = l.y.min(y) - 18.0;
     }
 
-    fn table_head(&self, l: &mut Layout) {
+    /// The right edges of the quantity and price columns: where they are, or further left as
+    /// the widest total and price (and the heads) need, keeping a gap of 16 points.
+    fn columns(&self) -> Columns {
+        let lines = &self.doc.lines[..self.doc.lines.len().min(MAX_LINES)];
+        let widest = |head: &str, cell: &dyn Fn(&Line) -> String| {
+            lines
+                .iter()
+                .map(|line| metrics::width(&cell(line), Font::Regular, 9.0))
+                .fold(metrics::width(head, Font::Bold, 9.0), f32::max)
+        };
+        let labels = self.labels;
+        let total = widest(labels.total, &|line| self.money(line.total_in_cents));
+        let unit = (COL_TOTAL - total - 16.0).min(COL_UNIT);
+        let price = widest(labels.price, &|line| self.money(line.unit_amount_in_cents));
+        let quantity = (unit - price - 16.0).min(COL_QUANTITY).max(COL_DESCRIPTION + MIN_DESCRIPTION);
+        Columns { quantity, unit }
+    }
+
+    fn table_head(&self, l: &mut Layout, columns: &Columns) {
         let labels = self.labels;
         l.text(COL_DATE, l.y, Font::Bold, 9.0, labels.date);
         l.text(COL_DESCRIPTION, l.y, Font::Bold, 9.0, labels.description);
-        l.text_right(COL_QUANTITY, l.y, Font::Bold, 9.0, labels.quantity);
-        l.text_right(COL_UNIT, l.y, Font::Bold, 9.0, labels.price);
+        l.text_right(columns.quantity, l.y, Font::Bold, 9.0, labels.quantity);
+        l.text_right(columns.unit, l.y, Font::Bold, 9.0, labels.price);
         l.text_right(COL_TOTAL, l.y, Font::Bold, 9.0, labels.total);
         l.y -= 5.0;
         l.rule(LEFT);
@@ -332,15 +358,16 @@ impl Page<'_> {
 
     fn line_items(&self, l: &mut Layout) {
         let doc = self.doc;
-        self.table_head(l);
+        let columns = self.columns();
+        self.table_head(l, &columns);
         for line in doc.lines.iter().take(MAX_LINES) {
             if l.needs_page(14.0) {
                 l.new_page();
-                self.table_head(l);
+                self.table_head(l, &columns);
             }
             let quantity = self.locale.format_integer(line.quantity);
             let description_width =
-                COL_QUANTITY - COL_DESCRIPTION - 12.0 - metrics::width(&quantity, Font::Regular, 9.0);
+                columns.quantity - COL_DESCRIPTION - 12.0 - metrics::width(&quantity, Font::Regular, 9.0);
             l.text(COL_DATE, l.y, Font::Regular, 9.0, &self.date(line.date));
             l.text(
                 COL_DESCRIPTION,
@@ -349,8 +376,8 @@ impl Page<'_> {
                 9.0,
                 &text::truncate(&line.description, description_width, Font::Regular, 9.0),
             );
-            l.text_right(COL_QUANTITY, l.y, Font::Regular, 9.0, &quantity);
-            l.text_right(COL_UNIT, l.y, Font::Regular, 9.0, &self.money(line.unit_amount_in_cents));
+            l.text_right(columns.quantity, l.y, Font::Regular, 9.0, &quantity);
+            l.text_right(columns.unit, l.y, Font::Regular, 9.0, &self.money(line.unit_amount_in_cents));
             l.text_right(COL_TOTAL, l.y, Font::Regular, 9.0, &self.money(line.total_in_cents));
             l.y -= 14.0;
         }
@@ -359,8 +386,9 @@ impl Page<'_> {
             l.text(COL_DESCRIPTION, l.y, Font::Regular, 9.0, &fill(self.labels.more_lines, &[&more]));
             l.y -= 14.0;
         }
+        l.y += 4.0;
         l.rule(LEFT);
-        l.y -= 16.0;
+        l.y -= 20.0;
     }
 
     /// Subtotal, discount and tax (when not zero), total; the settlements that are not zero;
@@ -488,6 +516,12 @@ impl Page<'_> {
             l.y -= 10.0;
         }
     }
+}
+
+/// The right edges of the line-item table's quantity and price columns.
+struct Columns {
+    quantity: f32,
+    unit: f32,
 }
 
 /// The resource names of the two fonts.

@@ -4,163 +4,12 @@
 //! their table head and footers; the watermark is on sandbox invoices only; and any text
 //! renders to a document that parses.
 
-use chrono::{DateTime, TimeZone, Utc};
+mod samples;
+
 use lopdf::Document;
 use proptest::prelude::*;
-use rebill_pdf::{
-    DocumentKind, DocumentState, InvoiceDocument, Line, Locale, MAX_LINES, Notes, Payment, PaymentMethod,
-    PaymentSource, Totals, render,
-};
-
-fn at(day: u32) -> DateTime<Utc> {
-    Utc.with_ymd_and_hms(2027, 1, day, 12, 0, 0).single().expect("date")
-}
-
-fn line(i: usize) -> Line {
-    Line {
-        date: at(1),
-        description: format!("Gold plan, seat {i}"),
-        quantity: 2,
-        unit_amount_in_cents: 1000,
-        total_in_cents: 2000,
-    }
-}
-
-fn visa(date: DateTime<Utc>, amount_in_cents: i64) -> Payment {
-    Payment {
-        date,
-        source: PaymentSource::Transaction(PaymentMethod::Card {
-            brand: Some("Visa".into()),
-            last_four: Some("1111".into()),
-        }),
-        amount_in_cents,
-    }
-}
-
-/// A paid charge invoice of `lines` lines.
-fn document(lines: usize, test: bool) -> InvoiceDocument {
-    let total = 2000 * lines as i64;
-    InvoiceDocument {
-        site_name: "Northwind Coffee Club".into(),
-        invoice_number: "INV1001".into(),
-        kind: DocumentKind::Charge,
-        state: DocumentState::Paid,
-        created_at: at(1),
-        due_on: Some(at(31)),
-        net_terms: Some(30),
-        po_number: Some("PO-77".into()),
-        currency: "USD".into(),
-        bill_to: vec!["Verena Example".into(), "123 Main St.".into(), "San Francisco, CA 94105".into()],
-        lines: (0..lines).map(line).collect(),
-        totals: Totals { subtotal_in_cents: total, total_in_cents: total, paid_in_cents: total, ..Totals::default() },
-        payments: vec![visa(at(1), total)],
-        notes: Notes {
-            customer_notes: Some("Thank you for your order.".into()),
-            terms_and_conditions: Some(" ".into()),
-            vat_reverse_charge_notes: None,
-        },
-        test,
-    }
-}
-
-/// A charge invoice with a discount and tax, paid partly by card and partly by credit from a
-/// credit invoice, the rest written off.
-fn settled_charge() -> InvoiceDocument {
-    InvoiceDocument {
-        invoice_number: "1003".into(),
-        state: DocumentState::Failed,
-        lines: vec![Line {
-            date: at(2),
-            description: "Espresso machine".into(),
-            quantity: 1,
-            unit_amount_in_cents: 150_000,
-            total_in_cents: 150_000,
-        }],
-        totals: Totals {
-            subtotal_in_cents: 150_000,
-            discount_in_cents: 15_000,
-            tax_in_cents: 12_150,
-            total_in_cents: 147_150,
-            paid_in_cents: 100_000,
-            credit_applied_in_cents: 20_000,
-            write_off_in_cents: 27_150,
-            ..Totals::default()
-        },
-        payments: vec![
-            visa(at(2), 100_000),
-            Payment {
-                date: at(3),
-                source: PaymentSource::Credit { invoice_number: "1005".into() },
-                amount_in_cents: 20_000,
-            },
-            Payment {
-                date: at(4),
-                source: PaymentSource::Transaction(PaymentMethod::BankAccount { last_four: Some("6789".into()) }),
-                amount_in_cents: 0,
-            },
-        ],
-        ..document(0, false)
-    }
-}
-
-/// A credit invoice crediting two charge invoices: part used on another invoice, part refunded
-/// to the card, part voided, the rest open.
-fn credit() -> InvoiceDocument {
-    InvoiceDocument {
-        invoice_number: "1002".into(),
-        kind: DocumentKind::Credit { credited_invoices: vec!["1001".into(), "1000".into()] },
-        state: DocumentState::Open,
-        due_on: None,
-        net_terms: None,
-        po_number: None,
-        lines: vec![Line {
-            date: at(5),
-            description: "Unused time on Gold plan".into(),
-            quantity: 1,
-            unit_amount_in_cents: -3333,
-            total_in_cents: -3333,
-        }],
-        totals: Totals {
-            subtotal_in_cents: -3333,
-            total_in_cents: -3333,
-            credit_applied_in_cents: 1000,
-            payment_refund_in_cents: 500,
-            credit_voided_in_cents: 333,
-            balance_in_cents: -1500,
-            ..Totals::default()
-        },
-        payments: vec![
-            Payment {
-                date: at(6),
-                source: PaymentSource::CreditUsed { invoice_number: "1003".into() },
-                amount_in_cents: 1000,
-            },
-            visa(at(6), -500),
-        ],
-        ..document(0, false)
-    }
-}
-
-/// A refund invoice of the API before credit invoices: a negative line refunding a setup fee.
-fn legacy_refund() -> InvoiceDocument {
-    InvoiceDocument {
-        invoice_number: "1005".into(),
-        kind: DocumentKind::LegacyRefund { refunded_invoice: Some("1000".into()) },
-        state: DocumentState::Paid,
-        due_on: None,
-        net_terms: None,
-        lines: vec![Line {
-            date: at(7),
-            description: "Refund for Setup fee: IP Addresses".into(),
-            quantity: -1,
-            unit_amount_in_cents: 900,
-            total_in_cents: -900,
-        }],
-        totals: Totals { subtotal_in_cents: -900, total_in_cents: -900, paid_in_cents: 900, ..Totals::default() },
-        payments: vec![visa(at(7), -900)],
-        ..document(0, false)
-    }
-}
+use rebill_pdf::{DocumentKind, InvoiceDocument, Locale, MAX_LINES, Payment, PaymentSource, render};
+use samples::{at, credit, crowded, document, legacy_refund, settled_charge};
 
 /// The text of every page, in page order.
 fn pages(pdf: &[u8]) -> Vec<String> {
@@ -454,6 +303,36 @@ fn western_european_letters_render_as_themselves() {
             "¡Gracias! Größe: €12 “special” ??",
         ],
     );
+}
+
+#[test]
+fn texts_too_long_for_their_place_are_cut_and_amounts_stay_whole() {
+    let doc = crowded();
+    let text = text(&doc, Locale::DeDe);
+    let de = |cents: i64| Locale::DeDe.format_money(cents);
+    let t = doc.totals;
+    assert_shows(
+        &text,
+        &[
+            "The Extraordinarily Long-Named",
+            "Rechnung INV-2027-000001003",
+            "Quarterly enterprise roasting",
+            "…",
+            &Locale::DeDe.format_integer(1_234_567),
+            &de(123_456_789),
+            &de(doc.lines[0].total_in_cents),
+            &format!("{} USD", de(t.subtotal_in_cents)),
+            &format!("{} USD", de(-t.discount_in_cents)),
+            &format!("{} USD", de(t.total_in_cents)),
+            &format!("{} USD", de(t.balance_in_cents)),
+            "-50,00 USD",
+            "Guthaben aus Rechnung #CREDIT-NOTE",
+            "Hinweise zur Umkehr der Steuerschuld",
+            "§ 13b UStG",
+        ],
+    );
+    assert!(!text.contains(&doc.lines[0].description), "a description too long for its column is cut");
+    assert!(!text.contains(&"x".repeat(300)), "a word longer than the page is cut");
 }
 
 #[test]
