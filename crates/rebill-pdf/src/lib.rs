@@ -340,7 +340,7 @@ impl Page<'_> {
         let total = widest(labels.total, &|line| self.money(line.total_in_cents));
         let unit = (COL_TOTAL - total - 16.0).min(COL_UNIT);
         let price = widest(labels.price, &|line| self.money(line.unit_amount_in_cents));
-        let quantity = (unit - price - 16.0).min(COL_QUANTITY).max(COL_DESCRIPTION + MIN_DESCRIPTION);
+        let quantity = (unit - price - 16.0).clamp(COL_DESCRIPTION + MIN_DESCRIPTION, COL_QUANTITY);
         Columns { quantity, unit }
     }
 
