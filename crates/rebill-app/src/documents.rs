@@ -115,6 +115,9 @@ fn state_word(state: InvoiceState) -> &'static str {
         InvoiceState::PastDue => "Past due",
         InvoiceState::Paid => "Paid",
         InvoiceState::Failed => "Failed",
+        InvoiceState::Open => "Open",
+        InvoiceState::Closed => "Closed",
+        InvoiceState::Voided => "Voided",
     }
 }
 

@@ -91,6 +91,9 @@ fn view_invoice_state(state: InvoiceState) -> ViewInvoiceState {
         InvoiceState::PastDue => ViewInvoiceState::PastDue,
         InvoiceState::Paid => ViewInvoiceState::Paid,
         InvoiceState::Failed => ViewInvoiceState::Failed,
+        InvoiceState::Open => ViewInvoiceState::Open,
+        InvoiceState::Closed => ViewInvoiceState::Closed,
+        InvoiceState::Voided => ViewInvoiceState::Voided,
     }
 }
 
