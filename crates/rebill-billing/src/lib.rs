@@ -23,5 +23,6 @@ pub mod invoice;
 pub mod lifecycle;
 pub mod period;
 pub mod proration;
+pub mod refund;
 pub mod states;
 pub mod vault;

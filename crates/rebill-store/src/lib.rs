@@ -19,6 +19,7 @@ pub mod list;
 pub mod outbox;
 pub mod plans;
 pub mod rate;
+pub mod refunds;
 pub mod subscriptions;
 #[cfg(feature = "testing")]
 pub mod testing;
