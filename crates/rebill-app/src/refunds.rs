@@ -69,8 +69,10 @@ pub struct External {
 /// What to refund.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RefundRequest {
-    /// An open amount, or with neither this nor `lines` everything left.
+    /// An open amount, or with neither this, `percentage` nor `lines` everything left.
     pub amount: Option<i64>,
+    /// A percentage (1 to 100) of what is left to refund, rounded down to the cent.
+    pub percentage: Option<i64>,
     pub lines: Vec<LineRefund>,
     pub method: RefundMethod,
     /// Notes of the refund invoice.
@@ -129,32 +131,33 @@ struct Plan<'a> {
     split: Split,
 }
 
-/// What an invoice can give back, by how it was paid.
-fn refundable(services: &Services, invoice: &Invoice, lines: &[Adjustment], txns: &[Transaction]) -> Refundable {
-    let left = |t: &&Transaction| {
-        t.new.action == "purchase" && t.status() == TransactionStatus::Success && t.new.amount > t.refunded
-    };
+/// What an invoice can give back, by how it was paid: its successful purchases through the
+/// gateway and outside it, each less what was refunded of it; of the rest of what was paid (and
+/// not yet credited), what credit paid (credit payments, credit lines) is credit, anything more
+/// was marked paid outside the gateway.
+fn refundable(
+    services: &Services,
+    invoice: &Invoice,
+    lines: &[Adjustment],
+    txns: &[Transaction],
+    credit_paid: i64,
+) -> Refundable {
     let gateway_kind = services.gateway.kind();
     let mut r = Refundable::default();
-    for t in txns.iter().filter(left) {
+    for t in txns.iter().filter(|t| t.new.action == "purchase" && t.status() == TransactionStatus::Success) {
+        let left = (t.new.amount - t.refunded).max(0);
         if t.new.gateway_type == gateway_kind {
-            r.gateway += t.new.amount - t.refunded;
+            r.gateway += left;
         } else {
-            r.outside += t.new.amount - t.refunded;
+            r.outside += left;
         }
     }
     let total = (invoice.amounts.paid - invoice.credited).max(0);
     let credit_lines: i64 = lines.iter().filter(|l| l.line.kind == AdjustmentKind::Credit).map(|l| -l.line.total).sum();
     let rest = (total - r.gateway - r.outside).max(0);
-    r.credit = rest.min(credit_lines + invoice_credit_paid(invoice));
+    r.credit = rest.min(credit_paid + credit_lines);
     r.outside += rest - r.credit;
     r
-}
-
-/// What credit payments paid of the invoice: its paid amount not covered by its transactions is
-/// counted as credit first (the remainder is money marked paid outside the gateway).
-fn invoice_credit_paid(invoice: &Invoice) -> i64 {
-    invoice.amounts.paid.max(0)
 }
 
 /// Refunds the site's invoice `number` as `request` says; answers the refund invoice.
@@ -168,14 +171,14 @@ pub async fn refund_invoice(
     let cm = ctx.site.credit_memos;
     if request.method.needs_credit_memos() && !cm {
         return Err(refused(
-            "invoice.refund_method",
+            "refund_method",
             "invalid",
             format!("refund_method {} needs Credit Memos, which the site does not have", request.method.as_str()),
         ));
     }
     if original.kind != InvoiceKind::Charge || original.state != InvoiceState::Paid {
         return Err(refused(
-            "invoice.base",
+            "base",
             "not_refundable",
             format!("Invoice #{} is not a paid charge invoice; only those can be refunded", original.invoice_number),
         ));
@@ -188,17 +191,10 @@ pub async fn refund_invoice(
         work.commit().await?;
         paid
     };
-    let mut left = refundable(services, &original, &lines, &txns);
-    // Credit payments count as credit, the rest of what was not paid by transactions outside.
-    let credit = (left.credit + left.outside).min(
-        credit_paid
-            + lines.iter().filter(|l| l.line.kind == AdjustmentKind::Credit).map(|l| -l.line.total).sum::<i64>(),
-    );
-    left.outside = left.credit + left.outside - credit;
-    left.credit = credit;
+    let left = refundable(services, &original, &lines, &txns, credit_paid);
     if left.total() == 0 {
         return Err(refused(
-            "invoice.base",
+            "base",
             "not_refundable",
             format!("Nothing is left to refund on invoice #{}", original.invoice_number),
         ));
@@ -206,7 +202,7 @@ pub async fn refund_invoice(
     let plan = plan(ctx, &original, &lines, request, left)?;
     if cm && plan.split.to_outside > 0 && request.external.is_none() {
         return Err(refused(
-            "invoice.external_refund",
+            "external_refund",
             "blank",
             "Money paid outside the gateway can only be refunded with external_refund set to true",
         ));
@@ -226,20 +222,34 @@ fn plan<'a>(
         lines.iter().filter(|l| l.line.kind == AdjustmentKind::Charge && l.line.total > 0).collect();
     let line_left = |l: &Adjustment| (l.line.total - l.credited).max(0);
     let parts: Vec<Part<'a>> = if request.lines.is_empty() {
-        if request.amount.is_some() && charges.iter().any(|l| l.quantity_credited > 0) {
+        let open_amount = request.amount.is_some() || request.percentage.is_some();
+        if open_amount && charges.iter().any(|l| l.quantity_credited > 0) {
             return Err(refused(
-                "invoice.amount_in_cents",
+                "amount_in_cents",
                 "invalid",
                 "An invoice with a processed line item refund cannot accept refunds of an open amount",
             ));
         }
-        let amount = request.amount.unwrap_or(left.total());
+        let amount = match (request.amount, request.percentage) {
+            (Some(_), Some(_)) => {
+                return Err(refused(
+                    "percentage",
+                    "invalid",
+                    "An amount and a percentage cannot be refunded together",
+                ));
+            }
+            (None, Some(p)) if !(1..=100).contains(&p) => {
+                return Err(refused("percentage", "invalid", "The percentage must be from 1 to 100"));
+            }
+            (None, Some(p)) => left.total() * p / 100,
+            (amount, None) => amount.unwrap_or(left.total()),
+        };
         if amount <= 0 {
-            return Err(refused("invoice.amount_in_cents", "greater_than", "Amount in cents must be greater than 0"));
+            return Err(refused("amount_in_cents", "greater_than", "Amount in cents must be greater than 0"));
         }
         if amount > left.total() {
             return Err(refused(
-                "invoice.amount_in_cents",
+                "amount_in_cents",
                 "less_than_or_equal_to",
                 format!("Amount in cents must be less than or equal to {}", left.total()),
             ));
@@ -257,9 +267,9 @@ fn plan<'a>(
             })
             .collect()
     } else {
-        if request.amount.is_some() {
+        if request.amount.is_some() || request.percentage.is_some() {
             return Err(refused(
-                "invoice.amount_in_cents",
+                "amount_in_cents",
                 "invalid",
                 "An open amount cannot be refunded together with line items",
             ));
@@ -268,14 +278,14 @@ fn plan<'a>(
         for wanted in &request.lines {
             let Some(line) = charges.iter().find(|l| l.uuid == wanted.uuid) else {
                 return Err(refused(
-                    "invoice.line_items.adjustment.uuid",
+                    "line_items.adjustment.uuid",
                     "not_found",
                     format!("Invoice #{} has no refundable line item {}", original.invoice_number, wanted.uuid),
                 ));
             };
             if parts.iter().any(|p: &Part<'_>| p.line.id == line.id) {
                 return Err(refused(
-                    "invoice.line_items.adjustment.uuid",
+                    "line_items.adjustment.uuid",
                     "taken",
                     format!("Line item {} is given twice", wanted.uuid),
                 ));
@@ -284,14 +294,14 @@ fn plan<'a>(
             let units = wanted.quantity.unwrap_or(remaining);
             if units <= 0 {
                 return Err(refused(
-                    "invoice.line_items.adjustment.quantity",
+                    "line_items.adjustment.quantity",
                     "greater_than",
                     "Quantity must be greater than 0",
                 ));
             }
             if units > remaining {
                 return Err(refused(
-                    "invoice.line_items.adjustment.quantity",
+                    "line_items.adjustment.quantity",
                     "less_than_or_equal_to",
                     format!("Quantity must be less than or equal to {remaining}, the quantity remaining"),
                 ));
@@ -302,7 +312,7 @@ fn plan<'a>(
                     (Some(_), Some(start), Some(end)) if start <= ctx.now && ctx.now < end => (start, end),
                     _ => {
                         return Err(refused(
-                            "invoice.line_items.adjustment.prorate",
+                            "line_items.adjustment.prorate",
                             "invalid",
                             format!("Line item {} is not a subscription charge of the current period", wanted.uuid),
                         ));
@@ -318,17 +328,17 @@ fn plan<'a>(
     let amount: i64 = parts.iter().map(|p| p.amount).sum();
     let split = refund::split(amount, request.method, left).map_err(|e| match e {
         SplitError::NotPositive => refused(
-            "invoice.base",
+            "base",
             "not_refundable",
             format!("Nothing is left to refund on the line items of invoice #{}", original.invoice_number),
         ),
         SplitError::MoreThanRefundable(n) => refused(
-            "invoice.amount_in_cents",
+            "amount_in_cents",
             "less_than_or_equal_to",
             format!("The refund of {amount} cents is more than the {n} cents left to refund"),
         ),
         SplitError::MoreThanPayments(n) => refused(
-            "invoice.refund_method",
+            "refund_method",
             "invalid",
             format!("all_transaction can give back only the {n} cents the invoice's transactions paid"),
         ),

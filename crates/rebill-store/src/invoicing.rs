@@ -1194,6 +1194,15 @@ impl Store {
         row.as_ref().map(transaction_from_row).transpose()
     }
 
+    /// The transaction with this id (read on the writer).
+    pub async fn transaction_by_id(&self, id: i64) -> Result<Option<Transaction>, StoreError> {
+        let row = sqlx::query(&format!("SELECT {} FROM transactions WHERE id = $1", transaction_columns()))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(transaction_from_row).transpose()
+    }
+
     /// A page of the site's transactions.
     pub async fn list_transactions(
         &self,
