@@ -16,6 +16,7 @@
 //! nothing back, and the refund is answered as declined.
 
 use rebill_billing::gateway::RefundRequest as GatewayRefund;
+use rebill_billing::lifecycle::{Action, Refund};
 use rebill_billing::refund::{self, RefundMethod, Refundable, Split, SplitError};
 use rebill_billing::states::{InvoiceState, TransactionStatus, credit_state};
 use rebill_store::StoreError;
@@ -27,6 +28,7 @@ use rebill_store::invoicing::{
 use rebill_store::jobs::Job;
 use serde_json::json;
 
+use crate::error::SubscriptionError;
 use crate::error::{AppError, FieldRefusal, Missing};
 use crate::events;
 use crate::invoicing;
@@ -78,6 +80,8 @@ pub struct RefundRequest {
     /// Notes of the refund invoice.
     pub credit_customer_notes: Option<String>,
     pub external: Option<External>,
+    /// A refund made by terminating a subscription (the refund invoice's origin `termination`).
+    pub termination: bool,
 }
 
 /// Why a refund was not made.
@@ -232,11 +236,7 @@ fn plan<'a>(
         }
         let amount = match (request.amount, request.percentage) {
             (Some(_), Some(_)) => {
-                return Err(refused(
-                    "percentage",
-                    "invalid",
-                    "An amount and a percentage cannot be refunded together",
-                ));
+                return Err(refused("percentage", "invalid", "An amount and a percentage cannot be refunded together"));
             }
             (None, Some(p)) if !(1..=100).contains(&p) => {
                 return Err(refused("percentage", "invalid", "The percentage must be from 1 to 100"));
@@ -505,7 +505,7 @@ async fn write(
         kind: if cm { InvoiceKind::Credit } else { InvoiceKind::Legacy },
         original_invoice_id: Some(original.id),
         state,
-        origin: "refund".to_owned(),
+        origin: if request.termination { "termination" } else { "refund" }.to_owned(),
         currency: original.currency.clone(),
         amounts: InvoiceAmounts {
             subtotal_before_discount: -(amount - tax),
@@ -530,8 +530,14 @@ async fn write(
     };
     let created = [invoicing::created_event(services, &original.account_code, &new, now)];
     let mut work = services.store.begin_work().await?;
-    let locked = work.invoice(original.id).await?.ok_or_else(|| ReadError::NotFound(Missing::invoice(&original.invoice_number.to_string())))?;
-    if locked.credited != original.credited || locked.amounts.paid != original.amounts.paid || locked.state != original.state {
+    let locked = work
+        .invoice(original.id)
+        .await?
+        .ok_or_else(|| ReadError::NotFound(Missing::invoice(&original.invoice_number.to_string())))?;
+    if locked.credited != original.credited
+        || locked.amounts.paid != original.amounts.paid
+        || locked.state != original.state
+    {
         return Err(RefundError::Busy(original.invoice_number));
     }
     let draft = InvoiceDraft { invoice: &new, lines: &lines, now, events: &created, credit: None };
@@ -581,8 +587,7 @@ async fn write(
     if !pending {
         return Ok(refund);
     }
-    let waiting: Vec<Transaction> =
-        begun.into_iter().filter(|t| t.status() == TransactionStatus::Processing).collect();
+    let waiting: Vec<Transaction> = begun.into_iter().filter(|t| t.status() == TransactionStatus::Processing).collect();
     finish(services, &refund, original.invoice_number, &waiting, now).await
 }
 
@@ -625,9 +630,11 @@ async fn finish(
     let completions: Vec<(i64, &TransactionResult, i64, &[NewEvent])> =
         waiting.iter().zip(&results).zip(&outcome_events).map(|((t, r), e)| (t.id, r, at, &e[..])).collect();
     work.complete_transactions(&completions).await?;
-    let current = work.invoice(refund.id).await?.ok_or_else(|| StoreError::Invalid("the refund invoice is gone".into()))?;
+    let current =
+        work.invoice(refund.id).await?.ok_or_else(|| StoreError::Invalid("the refund invoice is gone".into()))?;
     let (state, balance, kind) = if declined == 0 {
-        let state = if cm { credit_state(current.amounts.total, current.amounts.balance, 0) } else { InvoiceState::Paid };
+        let state =
+            if cm { credit_state(current.amounts.total, current.amounts.balance, 0) } else { InvoiceState::Paid };
         (state, current.amounts.balance, events::INVOICE_REFUNDED)
     } else if cm {
         // Kept as credit on the credit invoice.
@@ -667,5 +674,54 @@ pub async fn run_refund_job(services: &Services, job: &Job) -> Result<(), JobErr
         Ok(_) | Err(RefundError::Declined(_)) => Ok(()),
         Err(RefundError::Store(e)) => Err(e.into()),
         Err(e) => Err(JobError::Refund(e.to_string())),
+    }
+}
+
+/// Terminates the subscription `uuid` now and gives back its last billed period: all of it
+/// (`Refund::Full`) or the part still to come (`Refund::Partial`, prorated by time), refunded on
+/// the paid invoice that billed the period, money from credit back as credit and the rest to the
+/// payment that paid it (`credit_first`), the refund invoice's origin `termination`. When that
+/// invoice cannot be refunded (unpaid, a credit-only invoice, nothing left) the refund is
+/// disregarded and the subscription is terminated all the same.
+pub async fn terminate(
+    services: &Services,
+    ctx: &Context,
+    uuid: &str,
+    refund: Refund,
+) -> Result<crate::subscriptions::Loaded, crate::subscriptions::ChangeError> {
+    let loaded =
+        crate::subscriptions::change(services, ctx, uuid, |_, _, _| vec![Action::Terminate { refund: Refund::None }])
+            .await?;
+    if refund == Refund::None {
+        return Ok(loaded);
+    }
+    let billed = services.store.subscription_adjustments(uuid).await.map_err(SubscriptionError::from)?;
+    // The lines of the period running now, on the last invoice that billed one.
+    let current: Vec<&Adjustment> = billed
+        .iter()
+        .filter(|a| a.line.kind == AdjustmentKind::Charge && a.invoice_id.is_some())
+        .filter(|a| matches!((a.line.start_date, a.line.end_date), (Some(s), Some(e)) if s <= ctx.now && ctx.now < e))
+        .collect();
+    let Some(last) = current.iter().filter_map(|a| a.invoice_number).max() else { return Ok(loaded) };
+    let request = RefundRequest {
+        amount: None,
+        percentage: None,
+        lines: current
+            .iter()
+            .filter(|a| a.invoice_number == Some(last))
+            .map(|a| LineRefund { uuid: a.uuid.clone(), quantity: None, prorate: refund == Refund::Partial })
+            .collect(),
+        method: RefundMethod::CreditFirst,
+        credit_customer_notes: None,
+        external: None,
+        termination: true,
+    };
+    match refund_invoice(services, ctx, &last.to_string(), &request).await {
+        Ok(_) | Err(RefundError::Refused(_) | RefundError::Declined(_) | RefundError::Read(_)) => Ok(loaded),
+        Err(RefundError::Busy(n)) => {
+            tracing::warn!(invoice = n, "the termination refund met another refund of the invoice; disregarded");
+            Ok(loaded)
+        }
+        Err(RefundError::Store(e)) => Err(SubscriptionError::from(e).into()),
     }
 }

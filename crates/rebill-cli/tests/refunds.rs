@@ -97,7 +97,11 @@ fn legacy(db: &str) {
     // $30 of $100 as an open amount: spread 600/1000 and 400/1000 over the lines.
     let r = refund(&s, "2.9", &number, "<invoice><amount_in_cents>3000</amount_in_cents></invoice>");
     status(&r, 201);
-    assert!(r.header("location").expect("Location").ends_with(&format!("/v2/invoices/{}", field(&r.body, "invoice_number"))));
+    assert!(
+        r.header("location")
+            .expect("Location")
+            .ends_with(&format!("/v2/invoices/{}", field(&r.body, "invoice_number")))
+    );
     has(&r, "<total_in_cents type=\"integer\">-3000</total_in_cents>");
     has(&r, "<state>collected</state>");
     has(&r, "<description>Refund for Seats</description>");
@@ -133,7 +137,8 @@ fn legacy(db: &str) {
     let r = refund(&s, "2.9", &number, "<invoice/>");
     status(&r, 422);
     has(&r, "field=\"invoice.base\" symbol=\"not_refundable\"");
-    let txns = sql(db, "SELECT CAST(SUM(amount) AS TEXT) FROM transactions WHERE action = 'refund' AND status = 'success'");
+    let txns =
+        sql(db, "SELECT CAST(SUM(amount) AS TEXT) FROM transactions WHERE action = 'refund' AND status = 'success'");
     assert_eq!(txns, vec!["10000"]);
 
     // Refusals of the request itself.
@@ -172,10 +177,13 @@ fn legacy(db: &str) {
 /// The stored kind, origin, state and balance of the invoice `r` answers.
 fn stored(db: &str, r: &Reply) -> String {
     let number = field(&r.body, "invoice_number");
-    sql(db, &format!(
-        "SELECT kind || ':' || origin || ':' || state || ':' || CAST(balance AS TEXT) FROM invoices \
+    sql(
+        db,
+        &format!(
+            "SELECT kind || ':' || origin || ':' || state || ':' || CAST(balance AS TEXT) FROM invoices \
          WHERE invoice_number = {number}"
-    ))
+        ),
+    )
     .join(",")
 }
 
@@ -187,13 +195,23 @@ fn credit_memos(db: &str) {
     customer(&s, "c1", "4111111111111111");
     let number = paid_invoice(&s, "c1", &[(10000, 1, "Plan year")]);
     // All to credit: a credit invoice with the whole refund as balance.
-    let r = refund(&s, "2.11", &number, "<invoice><refund_method>all_credit</refund_method><amount_in_cents>2000</amount_in_cents></invoice>");
+    let r = refund(
+        &s,
+        "2.11",
+        &number,
+        "<invoice><refund_method>all_credit</refund_method><amount_in_cents>2000</amount_in_cents></invoice>",
+    );
     status(&r, 201);
     assert_eq!(stored(db, &r), "credit:refund:open:-2000");
     has(&r, "<credit_reason_code>refund</credit_reason_code>");
     has(&r, "<unit_amount_in_cents type=\"integer\">-2000</unit_amount_in_cents>");
     // transaction_first: 3000 to the card, a closed credit invoice.
-    let r = refund(&s, "2.11", &number, "<invoice><refund_method>transaction_first</refund_method><amount_in_cents>3000</amount_in_cents></invoice>");
+    let r = refund(
+        &s,
+        "2.11",
+        &number,
+        "<invoice><refund_method>transaction_first</refund_method><amount_in_cents>3000</amount_in_cents></invoice>",
+    );
     status(&r, 201);
     assert_eq!(stored(db, &r), "credit:refund:closed:0");
     has(&r, "<action>refund</action>");
@@ -201,15 +219,19 @@ fn credit_memos(db: &str) {
     let next = paid_invoice(&s, "c1", &[(2500, 1, "Extra")]);
     let r = get(&s, "2.11", &format!("/v2/invoices/{next}"));
     has(&r, "<state>paid</state>");
-    let charged = sql(db, &format!(
-        "SELECT CAST(t.amount AS TEXT) FROM transactions t JOIN invoices i ON i.id = t.invoice_id \
+    let charged = sql(
+        db,
+        &format!(
+            "SELECT CAST(t.amount AS TEXT) FROM transactions t JOIN invoices i ON i.id = t.invoice_id \
          WHERE i.invoice_number = {next} AND t.action = 'purchase'"
-    ));
+        ),
+    );
     assert_eq!(charged, vec!["500"]);
     let used = sql(db, "SELECT action || ':' || CAST(amount AS TEXT) FROM credit_payments ORDER BY id");
     assert_eq!(used, vec!["payment:2000"]);
     // The credit invoice is closed now.
-    let credit = sql(db, "SELECT state || ':' || CAST(balance AS TEXT) FROM invoices WHERE kind = 'credit' ORDER BY id");
+    let credit =
+        sql(db, "SELECT state || ':' || CAST(balance AS TEXT) FROM invoices WHERE kind = 'credit' ORDER BY id");
     assert_eq!(credit, vec!["closed:0", "closed:0"]);
     // credit_first on the invoice paid 2000 by credit: 2000 back as credit, 500 to the card.
     let r = refund(&s, "2.11", &next, "<invoice><refund_method>credit_first</refund_method></invoice>");
@@ -220,13 +242,65 @@ fn credit_memos(db: &str) {
     // A declined refund keeps the amount as credit on the credit invoice.
     customer(&s, "c2", "4000000000002024");
     let number = paid_invoice(&s, "c2", &[(1500, 1, "Gadget")]);
-    let r = refund(&s, "2.11", &number, "<invoice><refund_method>transaction_first</refund_method><amount_in_cents>500</amount_in_cents></invoice>");
+    let r = refund(
+        &s,
+        "2.11",
+        &number,
+        "<invoice><refund_method>transaction_first</refund_method><amount_in_cents>500</amount_in_cents></invoice>",
+    );
     status(&r, 201);
     assert_eq!(stored(db, &r), "credit:refund:open:-500");
     has(&r, "<status>declined</status>");
     // all_transaction on an invoice partly paid by credit is refused beyond what cards paid.
     let r = refund(&s, "2.11", &next, "<invoice><refund_method>all_transaction</refund_method></invoice>");
     status(&r, 422);
+}
+
+/// Terminating with `refund=partial` and `refund=full`: the last period's charge given back on
+/// its invoice, prorated by the days still to come or whole (origin `termination`).
+fn terminations(db: &str) {
+    let s = serve(db);
+    let body = "<plan><plan_code>monthly</plan_code><name>Monthly</name>\
+                <unit_amount_in_cents><USD>3000</USD></unit_amount_in_cents></plan>";
+    status(&post(&s, "2.11", "/v2/plans", body), 201);
+    let mut uuids = Vec::new();
+    for code in ["t1", "t2"] {
+        let body = format!(
+            "<subscription><plan_code>monthly</plan_code><currency>USD</currency>\
+             <account><account_code>{code}</account_code><email>{code}@example.com</email>\
+             <billing_info><token_id>{}</token_id></billing_info></account></subscription>",
+            card_token(&s, "4111111111111111")
+        );
+        let r = post(&s, "2.11", "/v2/subscriptions", &body);
+        status(&r, 201);
+        uuids.push(field(&r.body, "uuid"));
+    }
+    // Ten days into the 31 days from 2027-01-15 to 2027-02-15: 21 days are left.
+    status(&sandbox_clock(&s, "<advance>10days</advance>"), 200);
+    let terminate = |uuid: &str, how: &str| {
+        authed(&s, "PUT", &format!("/v2/subscriptions/{uuid}/terminate?refund={how}"), &xml_at("2.11"), "")
+    };
+    let r = terminate(&uuids[0], "partial");
+    status(&r, 200);
+    has(&r, "<state>expired</state>");
+    let r = terminate(&uuids[1], "full");
+    status(&r, 200);
+    let refunds = sql(
+        db,
+        "SELECT i.origin || ':' || CAST(i.total AS TEXT) || ':' || CAST(t.amount AS TEXT) FROM invoices i \
+         JOIN transactions t ON t.invoice_id = i.id WHERE i.kind <> 'charge' ORDER BY i.id",
+    );
+    // 3000 × 21 / 31 = 2032.26 → 2032.
+    assert_eq!(refunds, vec!["termination:-2032:2032", "termination:-3000:3000"]);
+    // Terminating again is refused; nothing more is refunded.
+    status(&terminate(&uuids[1], "full"), 422);
+    let again = sql(db, "SELECT CAST(COUNT(*) AS TEXT) FROM invoices WHERE kind <> 'charge'");
+    assert_eq!(again, vec!["2"]);
+}
+
+#[test]
+fn terminations_refund_the_last_period() {
+    on_both_backends("refunds_terminate", terminations);
 }
 
 #[test]

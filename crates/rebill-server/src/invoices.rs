@@ -49,14 +49,15 @@ use rebill_app::model::invoicing::{
 };
 use rebill_app::queries;
 use rebill_app::refunds::{self, External, LineRefund, RefundError, RefundRequest};
-use rebill_billing::refund::RefundMethod;
 use rebill_billing::invoice::InvoiceError;
+use rebill_billing::refund::RefundMethod;
 use rebill_models::api::{self, EndpointId};
 use rebill_models::validate::{Operation, Rejection, refusals, validate};
 use rebill_models::{
     Adjustment as AdjustmentView, AdjustmentOrigin, AdjustmentState as ViewAdjustmentState, AdjustmentType,
     CollectionMethod as ViewCollectionMethod, Invoice as InvoiceView, InvoiceCollection,
-    InvoiceOrigin as ViewInvoiceOrigin, InvoiceState as ViewInvoiceState, InvoiceType, RefundMethod as ViewRefundMethod, Transaction as TransactionView,
+    InvoiceOrigin as ViewInvoiceOrigin, InvoiceState as ViewInvoiceState, InvoiceType,
+    RefundMethod as ViewRefundMethod, Transaction as TransactionView,
 };
 use rebill_models::{ApiEndpoint, LaterResponse};
 
@@ -725,7 +726,11 @@ pub(crate) async fn create_transaction(
 /// `POST /v2/invoices/{invoice_number}/refund`: 201, `Location` and the refund invoice (a credit
 /// invoice with Credit Memos, a legacy refund invoice without); refusals are 422 field errors, a
 /// refund the gateway declined on a site without Credit Memos the 422 transaction error document.
-pub(crate) async fn refund_invoice(state: &AppState, call: &Routed<'_, api::RefundInvoice>, request: Request) -> Response {
+pub(crate) async fn refund_invoice(
+    state: &AppState,
+    call: &Routed<'_, api::RefundInvoice>,
+    request: Request,
+) -> Response {
     let ctx = &call.ctx.wire;
     let body = match call.decode_optional(state, request).await {
         Ok(b) => b.unwrap_or_default(),
@@ -748,7 +753,11 @@ pub(crate) async fn refund_invoice(state: &AppState, call: &Routed<'_, api::Refu
         .line_items
         .iter()
         .flatten()
-        .map(|l| LineRefund { uuid: l.uuid.clone().unwrap_or_default(), quantity: l.quantity, prorate: l.prorate == Some(true) })
+        .map(|l| LineRefund {
+            uuid: l.uuid.clone().unwrap_or_default(),
+            quantity: l.quantity,
+            prorate: l.prorate == Some(true),
+        })
         .collect();
     let external = (body.external_refund == Some(true)).then(|| External {
         payment_method: body.payment_method.clone(),
@@ -762,6 +771,7 @@ pub(crate) async fn refund_invoice(state: &AppState, call: &Routed<'_, api::Refu
         method,
         credit_customer_notes: body.credit_customer_notes.clone(),
         external,
+        termination: false,
     };
     match refunds::refund_invoice(state, &call.context(), &call.params[0], &wanted).await {
         Ok(refund) => match full_view(state, &refund).await {

@@ -17,7 +17,13 @@ use rebill_billing::states::InvoiceState;
 impl Work {
     /// Schedules `kind` for `subject` at `due_at` (site clock) in this work, as
     /// [`crate::Store::schedule_job`] does.
-    pub async fn schedule_job(&mut self, site_id: i64, kind: &str, subject: &str, due_at: i64) -> Result<(), StoreError> {
+    pub async fn schedule_job(
+        &mut self,
+        site_id: i64,
+        kind: &str,
+        subject: &str,
+        due_at: i64,
+    ) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO jobs (site_id, kind, subject, due_at) VALUES ($1, $2, $3, $4) \
              ON CONFLICT (kind, subject, due_at) DO NOTHING",
