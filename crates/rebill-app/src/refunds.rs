@@ -646,11 +646,10 @@ async fn finish(
     let event = [refund_event(services, kind, &current, original_number, at)];
     work.settle_refund_invoice(refund.id, state, balance, at, &event).await?;
     work.commit().await?;
-    if !cm {
-        if let Some((t, _)) = waiting.iter().zip(&results).find(|(_, r)| r.status != TransactionStatus::Success) {
-            let declined = services.store.transaction_by_id(t.id).await?.unwrap_or_else(|| t.clone());
-            return Err(RefundError::Declined(Box::new(declined)));
-        }
+    let first_declined = waiting.iter().zip(&results).find(|(_, r)| r.status != TransactionStatus::Success);
+    if let (false, Some((t, _))) = (cm, first_declined) {
+        let declined = services.store.transaction_by_id(t.id).await?.unwrap_or_else(|| t.clone());
+        return Err(RefundError::Declined(Box::new(declined)));
     }
     Ok(services.store.invoice_by_id(refund.id).await?.unwrap_or(current))
 }

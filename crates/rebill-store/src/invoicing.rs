@@ -886,6 +886,7 @@ impl Store {
     /// `attach` that is no longer pending (another invoice took it, or it was deleted) fails the
     /// whole creation with [`StoreError::Conflict`] and nothing is written. `events` are
     /// recorded with it (subject: its number).
+    #[allow(clippy::too_many_arguments)]
     pub async fn create_invoice(
         &self,
         site_id: i64,
