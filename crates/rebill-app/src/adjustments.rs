@@ -95,6 +95,8 @@ pub async fn create(
         start_date: Some(charge.start_date.unwrap_or(ctx.now)),
         end_date: charge.end_date,
         engine: None,
+        original_adjustment_id: None,
+        reversed_quantity: 0,
     };
     Ok(services.store.create_adjustment(ctx.site.id, &new, ctx.now).await?)
 }

@@ -217,6 +217,9 @@ fn document_state(state: InvoiceState) -> DocumentState {
         InvoiceState::PastDue => DocumentState::PastDue,
         InvoiceState::Paid => DocumentState::Paid,
         InvoiceState::Failed => DocumentState::Failed,
+        InvoiceState::Open => DocumentState::Open,
+        InvoiceState::Closed => DocumentState::Closed,
+        InvoiceState::Voided => DocumentState::Voided,
     }
 }
 

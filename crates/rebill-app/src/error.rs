@@ -419,6 +419,7 @@ mod tests {
                 test: true,
                 gateway_type: "test".into(),
                 description: None,
+                original_transaction_id: None,
                 account: AccountSnapshot::default(),
                 billing: BillingFields::default(),
             },
@@ -433,6 +434,8 @@ mod tests {
                 avs: None,
                 collected_at: None,
             },
+            original_transaction_uuid: None,
+            refunded: 0,
             created_at: 0,
             updated_at: 0,
         })

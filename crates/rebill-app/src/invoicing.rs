@@ -51,10 +51,11 @@ use rebill_billing::states::InvoiceTransition;
 use rebill_billing::states::{InvoiceState, TransactionStatus};
 use rebill_store::accounts::Account;
 use rebill_store::billing_info::{BillingFields, PaymentKind};
+use rebill_store::credits::CreditUse;
 use rebill_store::events::{Awaiting, NewEvent};
 use rebill_store::invoicing::{
     AccountSnapshot, Adjustment, AdjustmentKind, Check, CollectionMethod, EngineKey, Invoice, InvoiceAmounts,
-    InvoiceChange, InvoiceTerms, NewAdjustment, NewInvoice, NewTransaction, StoredPayment, Transaction,
+    InvoiceChange, InvoiceKind, InvoiceTerms, NewAdjustment, NewInvoice, NewTransaction, StoredPayment, Transaction,
     TransactionFailure, TransactionResult,
 };
 use rebill_store::{Site, StoreError};
@@ -204,6 +205,8 @@ pub fn adjustment_of_line(account_id: i64, line: &LineItem) -> Result<NewAdjustm
             line_period_end: secs(line.period_end),
             proration: line.proration.map(|p| (p.part_seconds, p.whole_seconds)),
         }),
+        original_adjustment_id: None,
+        reversed_quantity: 0,
     })
 }
 
@@ -263,6 +266,8 @@ pub fn preview_for(account_id: i64, draft: &Draft, at: i64) -> Result<Preview, B
     Ok(Preview {
         invoice: NewInvoice {
             account_id,
+            kind: InvoiceKind::Charge,
+            original_invoice_id: None,
             state: InvoiceState::Pending,
             origin: draft.origin.name().to_owned(),
             currency,
@@ -284,6 +289,23 @@ pub fn preview_for(account_id: i64, draft: &Draft, at: i64) -> Result<Preview, B
     })
 }
 
+/// Makes an invoice whose lines total less than zero money owed to the account: a credit
+/// invoice (open, its whole total as balance) on a site with Credit Memos, else a legacy invoice
+/// (paid, its negative balance still credit for the account's next invoices).
+pub fn as_credit_when_negative(invoice: &mut NewInvoice, credit_memos: bool) {
+    if invoice.amounts.total >= 0 {
+        return;
+    }
+    (invoice.kind, invoice.state) = if credit_memos {
+        (InvoiceKind::Credit, InvoiceState::Open)
+    } else {
+        (InvoiceKind::Legacy, InvoiceState::Paid)
+    };
+    invoice.amounts.paid = 0;
+    invoice.amounts.balance = invoice.amounts.total;
+    invoice.due_on = None;
+}
+
 /// Creates the invoice of `draft` for `account` at `at` (site time) and collects it as `collect`
 /// says, charging `source` (the account's stored payment method when `None`).
 pub async fn invoice(
@@ -295,12 +317,18 @@ pub async fn invoice(
     collect: Collect,
     source: Option<PaymentSource>,
 ) -> Result<Invoiced, BillingError> {
-    let preview = preview(account, &draft, at)?;
+    let mut preview = preview(account, &draft, at)?;
+    as_credit_when_negative(&mut preview.invoice, site.credit_memos);
     let new_lines = &preview.lines[..preview.lines.len() - draft.pending.len()];
     let attach: Vec<i64> = draft.pending.iter().map(|a| a.id).collect();
     let created = created_event(state, &account.account_code, &preview.invoice, at);
+    let credit = (preview.invoice.kind == InvoiceKind::Charge).then(|| CreditUse { recorded_at: state.clock.now() });
     let (invoice, lines) =
-        state.store.create_invoice(site.id, &preview.invoice, new_lines, &attach, at, &[created]).await?;
+        state.store.create_invoice(site.id, &preview.invoice, new_lines, &attach, at, &[created], credit).await?;
+    if invoice.kind != InvoiceKind::Charge {
+        // Credit to use later, nothing to collect.
+        return Ok(Invoiced { invoice, lines, transaction: None });
+    }
     let recurring = draft.origin == InvoiceOrigin::Renewal;
     let (invoice, transaction) =
         first_collection(state, site, account, invoice, collect, source, recurring, at).await?;
@@ -636,6 +664,7 @@ pub fn purchase(
         test: state.gateway.is_test(),
         gateway_type: state.gateway.kind().to_owned(),
         description: None,
+        original_transaction_id: None,
         account,
         billing: source.fields.clone(),
     }
@@ -920,6 +949,9 @@ mod tests {
                 invoice_id: Some(1),
                 invoice_number: Some(1001),
                 line: new,
+                original_adjustment_uuid: None,
+                credited: 0,
+                quantity_credited: 0,
                 created_at: 0,
                 updated_at: 0,
             };

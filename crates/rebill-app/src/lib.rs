@@ -39,6 +39,7 @@ pub mod jobs;
 pub mod model;
 pub mod payment_methods;
 pub mod queries;
+pub mod refunds;
 pub mod renewals;
 pub mod scheduler;
 pub mod sites;

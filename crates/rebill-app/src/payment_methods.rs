@@ -337,6 +337,7 @@ pub async fn commit(state: &Services, ctx: &Context, account: &Account, prepared
         test: state.gateway.is_test(),
         gateway_type: state.gateway.kind().to_owned(),
         description: None,
+        original_transaction_id: None,
         account: crate::invoicing::snapshot(account),
         billing: fields.clone(),
     };

@@ -203,6 +203,8 @@ async fn begin_renewals<'a>(state: &Services, site: &Site, jobs: &'a [Job]) -> R
     let codes: Vec<String> =
         claimed.values().filter_map(|(_, r)| from_json::<Details>(&r.details).ok()).map(|d| d.account_code).collect();
     let payers = work.payers(site.id, &codes.iter().map(String::as_str).collect::<Vec<_>>()).await?;
+    let payer_ids: Vec<i64> = payers.iter().map(|p| p.account_id).collect();
+    let with_credit = work.accounts_with_credit(&payer_ids).await?;
     let mut planned = Vec::new();
     for job in jobs {
         let held = claimed.remove(&job.subject);
@@ -211,8 +213,9 @@ async fn begin_renewals<'a>(state: &Services, site: &Site, jobs: &'a [Job]) -> R
         let lines: Vec<_> =
             adjustments.iter().filter(|a| a.line.subscription_uuid.as_deref() == Some(job.subject.as_str())).collect();
         match plan_renewal(state, job, held.clone(), &own, &lines, &payers) {
-            Some(p) => planned.push(p),
-            None => {
+            // An account with credit to use renews on the general path, which takes the credit.
+            Some(p) if !with_credit.contains(&p.account_id) => planned.push(p),
+            _ => {
                 // Released with the others below: the job runs alone next.
                 if let Some(held) = held {
                     claimed.insert(job.subject.clone(), held);
@@ -237,6 +240,8 @@ async fn begin_renewals<'a>(state: &Services, site: &Site, jobs: &'a [Job]) -> R
             lines: &p.invoice.lines,
             now: p.at,
             events: std::slice::from_ref(&p.created),
+            // Accounts with credit to use renew on the general path.
+            credit: None,
         })
         .collect();
     let invoices = work.create_invoices(site.id, &drafts).await?;

@@ -86,6 +86,8 @@ pub async fn charge_once(
         start_date: Some(ctx.now),
         end_date: None,
         engine: None,
+        original_adjustment_id: None,
+        reversed_quantity: 0,
     };
     let draft = Draft {
         lines: Vec::new(),

@@ -10,6 +10,12 @@
 //! | [`InvoiceTransition::Retry`] (automatic collection declined, a retry left) | pending, processing, past due | past due |
 //! | [`InvoiceTransition::FallDue`] (a manual invoice unpaid at its due date) | pending | past due |
 //!
+//! Credit invoices (money owed to the account) have their own states, decided by their balance
+//! ([`credit_state`]): `processing` while a refund of theirs awaits the gateway, `open` while
+//! credit is left, `closed` once it is used up (by payments, refunds or a void of what was
+//! left), `voided` when the whole balance was voided unused. Only an open credit invoice can be
+//! voided ([`InvoiceState::is_voidable`]).
+//!
 //! | Transaction transition | From | To |
 //! |---|---|---|
 //! | [`TransactionTransition::Approve`] | processing | success |
@@ -60,6 +66,12 @@ named_states! {
         Paid = "paid",
         /// Given up: no more collection.
         Failed = "failed",
+        /// A credit invoice with credit left to use.
+        Open = "open",
+        /// A credit invoice whose credit is used up (spent, refunded or partly voided).
+        Closed = "closed",
+        /// A credit invoice whose whole balance was voided unused.
+        Voided = "voided",
     }
 }
 
@@ -83,6 +95,12 @@ impl InvoiceState {
         matches!(self, InvoiceState::Pending | InvoiceState::PastDue)
     }
 
+    /// Whether a credit invoice in this state can be voided: open, not while a refund of its
+    /// is processing, not once closed or voided.
+    pub fn is_voidable(self) -> bool {
+        self == InvoiceState::Open
+    }
+
     /// The state `change` leads to from this one.
     pub fn apply(self, change: InvoiceTransition) -> Result<InvoiceState, IllegalTransition> {
         if change.from_states().contains(&self) {
@@ -90,6 +108,19 @@ impl InvoiceState {
         } else {
             Err(IllegalTransition { from: self.as_str(), change: change.name() })
         }
+    }
+}
+
+/// The state of a credit invoice of `total` (≤ 0) with `balance` (≤ 0) left, once no refund of
+/// its is processing: open while credit is left; voided when the whole balance was voided unused
+/// (`voided` is the amount voided, ≥ 0); closed otherwise.
+pub fn credit_state(total: i64, balance: i64, voided: i64) -> InvoiceState {
+    if balance < 0 {
+        InvoiceState::Open
+    } else if voided > 0 && voided == -total {
+        InvoiceState::Voided
+    } else {
+        InvoiceState::Closed
     }
 }
 
@@ -205,7 +236,7 @@ mod tests {
         for s in TransactionStatus::ALL {
             assert_eq!(TransactionStatus::parse(s.as_str()), Some(*s));
         }
-        assert_eq!(InvoiceState::parse("open"), None, "wire spellings are the codec's business");
+        assert_eq!(InvoiceState::parse("collected"), None, "wire spellings are the codec's business");
     }
 
     #[test]
@@ -233,6 +264,22 @@ mod tests {
             }
         }
         assert!(Pending.is_collectable() && PastDue.is_collectable() && !Processing.is_collectable());
+    }
+
+    #[test]
+    fn credit_invoices_follow_their_balance() {
+        assert_eq!(credit_state(-100, -100, 0), InvoiceState::Open);
+        assert_eq!(credit_state(-100, -30, 0), InvoiceState::Open);
+        assert_eq!(credit_state(-100, 0, 0), InvoiceState::Closed, "used up");
+        assert_eq!(credit_state(-100, 0, 100), InvoiceState::Voided, "voided whole");
+        assert_eq!(credit_state(-100, 0, 70), InvoiceState::Closed, "voided what was left");
+        assert!(InvoiceState::Open.is_voidable());
+        for s in [InvoiceState::Closed, InvoiceState::Voided, InvoiceState::Processing, InvoiceState::Paid] {
+            assert!(!s.is_voidable(), "{s:?}");
+        }
+        for s in [InvoiceState::Open, InvoiceState::Closed, InvoiceState::Voided] {
+            assert!(!s.is_open() && !s.is_collectable(), "{s:?}");
+        }
     }
 
     #[test]

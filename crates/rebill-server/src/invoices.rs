@@ -49,13 +49,16 @@ use rebill_app::model::invoicing::{
     InvoiceFilter, InvoiceState, InvoiceTerms, NewAdjustment, Transaction, TransactionFilter, TransactionStatus,
 };
 use rebill_app::queries;
+use rebill_app::refunds::{self, External, LineRefund, RefundError, RefundRequest};
 use rebill_billing::invoice::InvoiceError;
+use rebill_billing::refund::RefundMethod;
 use rebill_models::api::{self, EndpointId};
 use rebill_models::validate::{Operation, Rejection, refusals, validate};
 use rebill_models::{
     Adjustment as AdjustmentView, AdjustmentOrigin, AdjustmentState as ViewAdjustmentState, AdjustmentType,
     CollectionMethod as ViewCollectionMethod, Invoice as InvoiceView, InvoiceCollection,
-    InvoiceOrigin as ViewInvoiceOrigin, InvoiceState as ViewInvoiceState, InvoiceType, Transaction as TransactionView,
+    InvoiceOrigin as ViewInvoiceOrigin, InvoiceState as ViewInvoiceState, InvoiceType,
+    RefundMethod as ViewRefundMethod, Transaction as TransactionView,
 };
 use rebill_models::{ApiEndpoint, LaterResponse};
 
@@ -92,6 +95,9 @@ fn view_invoice_state(state: InvoiceState) -> ViewInvoiceState {
         InvoiceState::PastDue => ViewInvoiceState::PastDue,
         InvoiceState::Paid => ViewInvoiceState::Paid,
         InvoiceState::Failed => ViewInvoiceState::Failed,
+        InvoiceState::Open => ViewInvoiceState::Open,
+        InvoiceState::Closed => ViewInvoiceState::Closed,
+        InvoiceState::Voided => ViewInvoiceState::Voided,
     }
 }
 
@@ -732,6 +738,76 @@ pub(crate) async fn create_transaction(
     }
     let location = EndpointId::GetTransaction.endpoint().render(&[&transaction.uuid]);
     with_location(call.answer(&views::transaction_view(&transaction)), ctx, &location)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Refunds
+
+/// `POST /v2/invoices/{invoice_number}/refund`: 201, `Location` and the refund invoice (a credit
+/// invoice with Credit Memos, a legacy refund invoice without); refusals are 422 field errors, a
+/// refund the gateway declined on a site without Credit Memos the 422 transaction error document.
+pub(crate) async fn refund_invoice(
+    state: &AppState,
+    call: &Routed<'_, api::RefundInvoice>,
+    request: Request,
+) -> Response {
+    let ctx = &call.ctx.wire;
+    let body = match call.decode_optional(state, request).await {
+        Ok(b) => b.unwrap_or_default(),
+        Err(r) => return r,
+    };
+    if let Err(errors) = validate(&body, ctx, Operation::Create) {
+        return respond::rejection(&Rejection::Invalid(errors), ctx);
+    }
+    let method = match &body.refund_method {
+        None | Some(ViewRefundMethod::CreditFirst) => RefundMethod::CreditFirst,
+        Some(ViewRefundMethod::TransactionFirst) => RefundMethod::TransactionFirst,
+        Some(ViewRefundMethod::AllCredit) => RefundMethod::AllCredit,
+        Some(ViewRefundMethod::AllTransaction) => RefundMethod::AllTransaction,
+        // Strict decoding refuses unknown values; kept for completeness.
+        Some(ViewRefundMethod::Unknown(_)) => {
+            return field_error(ctx, "invoice.refund_method", "inclusion", "is not included in the list");
+        }
+    };
+    let lines = body
+        .line_items
+        .iter()
+        .flatten()
+        .map(|l| LineRefund {
+            uuid: l.uuid.clone().unwrap_or_default(),
+            quantity: l.quantity,
+            prorate: l.prorate == Some(true),
+        })
+        .collect();
+    let external = (body.external_refund == Some(true)).then(|| External {
+        payment_method: body.payment_method.clone(),
+        description: body.description.clone(),
+        refunded_at: body.refunded_at.map(|t| t.timestamp()),
+    });
+    let wanted = RefundRequest {
+        amount: body.amount_in_cents,
+        percentage: body.percentage,
+        lines,
+        method,
+        credit_customer_notes: body.credit_customer_notes.clone(),
+        external,
+        termination: false,
+    };
+    match refunds::refund_invoice(state, &call.context(), &call.params[0], &wanted).await {
+        Ok(refund) => match full_view(state, &refund).await {
+            Ok(view) => {
+                let location = EndpointId::GetInvoice.endpoint().render(&[&refund.invoice_number.to_string()]);
+                with_location(call.answer(&view), ctx, &location)
+            }
+            Err(e) => respond::internal(&e),
+        },
+        Err(RefundError::Declined(transaction)) => views::decline_response(
+            ctx,
+            &transaction,
+            DeclineFields { verification_value: "invoice.base", base: "invoice.base" },
+        ),
+        Err(e) => respond::app_error(ctx, "invoice", e.into()),
+    }
 }
 
 #[cfg(test)]

@@ -262,6 +262,7 @@ mod tests {
                 test: true,
                 gateway_type: "test".into(),
                 description: None,
+                original_transaction_id: None,
                 account: AccountSnapshot { account_code: "a1".into(), ..AccountSnapshot::default() },
                 billing: BillingFields::default(),
             },
@@ -276,6 +277,8 @@ mod tests {
                 avs: None,
                 collected_at: None,
             },
+            original_transaction_uuid: None,
+            refunded: 0,
             created_at: 0,
             updated_at: 0,
         }

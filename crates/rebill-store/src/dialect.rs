@@ -125,6 +125,15 @@ impl Backend {
         }
     }
 
+    /// The clause locking the rows a `SELECT` reads until the transaction ends (PostgreSQL
+    /// `FOR UPDATE`); SQLite has one writer and needs none.
+    pub(crate) fn for_update(self) -> &'static str {
+        match self {
+            Backend::Postgres => " FOR UPDATE",
+            Backend::Sqlite => "",
+        }
+    }
+
     /// `ORDER BY column` and the row locks of a claim's subquery without `LIMIT`: PostgreSQL
     /// takes the locks in `column` order (two claims never wait on each other in a cycle); SQLite
     /// has one writer and needs neither.

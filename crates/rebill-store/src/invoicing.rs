@@ -22,6 +22,7 @@
 use sqlx::Row;
 
 use crate::billing_info::{BillingFields, FIELD_COLUMNS, PaymentKind, bind_fields, fields_from_row, kind_from_row};
+use crate::credits::CreditUse;
 use crate::db::{Db, DbQuery, DbRow, Pool};
 use crate::events::NewEvent;
 use crate::list::{Arg, Conditions, Page, PageRequest, Position, Sort, into_page, order_and_limit};
@@ -68,6 +69,14 @@ named_enum! {
 named_enum! {
     /// Charge or credit.
     AdjustmentKind { Charge = "charge", Credit = "credit" }
+}
+
+named_enum! {
+    /// What an invoice is: money owed by the account (`charge`), money owed to it (`credit`, on
+    /// sites with Credit Memos), or a refund invoice of a site without Credit Memos (`legacy`).
+    /// Credit and legacy invoices have negative totals; their negative balance is credit the
+    /// account's later charge invoices use.
+    InvoiceKind { Charge = "charge", Credit = "credit", Legacy = "legacy" }
 }
 
 named_enum! {
@@ -133,6 +142,9 @@ impl Default for InvoiceTerms {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewInvoice {
     pub account_id: i64,
+    pub kind: InvoiceKind,
+    /// The charge invoice a refund (or termination) credit reverses.
+    pub original_invoice_id: Option<i64>,
     pub state: InvoiceState,
     /// Schema `invoice_origin` name (`purchase`, `renewal`, …).
     pub origin: String,
@@ -153,6 +165,12 @@ pub struct Invoice {
     pub account_id: i64,
     pub account_code: String,
     pub invoice_number: i64,
+    pub kind: InvoiceKind,
+    pub original_invoice_id: Option<i64>,
+    pub original_invoice_number: Option<i64>,
+    /// What the credit and refund invoices reversing this one took back (positive cents; a
+    /// declined refund, whose invoice failed, takes nothing).
+    pub credited: i64,
     pub state: InvoiceState,
     pub origin: String,
     pub currency: String,
@@ -244,6 +262,10 @@ pub struct NewAdjustment {
     pub start_date: Option<i64>,
     pub end_date: Option<i64>,
     pub engine: Option<EngineKey>,
+    /// The charge line a credit line reverses.
+    pub original_adjustment_id: Option<i64>,
+    /// Units of that charge line it takes back (0 for a refund of an amount).
+    pub reversed_quantity: i64,
 }
 
 /// A stored adjustment.
@@ -258,6 +280,11 @@ pub struct Adjustment {
     pub invoice_id: Option<i64>,
     pub invoice_number: Option<i64>,
     pub line: NewAdjustment,
+    pub original_adjustment_uuid: Option<String>,
+    /// What the credit lines reversing this one took back (positive cents), and how many of its
+    /// units (declined refunds, whose invoices failed, take nothing).
+    pub credited: i64,
+    pub quantity_credited: i64,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -320,6 +347,8 @@ pub struct NewTransaction {
     pub test: bool,
     pub gateway_type: String,
     pub description: Option<String>,
+    /// The purchase a refund gives money back from.
+    pub original_transaction_id: Option<i64>,
     pub account: AccountSnapshot,
     /// The billing info's non-secret fields at charge time.
     pub billing: BillingFields,
@@ -365,6 +394,10 @@ pub struct Transaction {
     pub invoice_number: Option<i64>,
     pub new: NewTransaction,
     pub result: TransactionResult,
+    pub original_transaction_uuid: Option<String>,
+    /// What refunds of this transaction gave back or are giving back (successful or still
+    /// processing), in cents.
+    pub refunded: i64,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -427,17 +460,24 @@ pub struct InvoiceDraft<'a> {
     pub now: i64,
     /// Events of the creation (subject: the invoice's number).
     pub events: &'a [NewEvent],
+    /// Whether a charge invoice takes the account's available credit as it is made
+    /// ([`Work::apply_credit`]).
+    pub credit: Option<CreditUse>,
 }
 
 // ---- rows ----
 
-const INVOICE_COLUMNS: &str = "id, uuid, site_id, account_id, \
-     (SELECT account_code FROM accounts c WHERE c.id = invoices.account_id) AS account_code, invoice_number, state, \
+pub(crate) const INVOICE_COLUMNS: &str = "id, uuid, site_id, account_id, \
+     (SELECT account_code FROM accounts c WHERE c.id = invoices.account_id) AS account_code, invoice_number, kind, \
+     original_invoice_id, \
+     (SELECT o.invoice_number FROM invoices o WHERE o.id = invoices.original_invoice_id) AS original_invoice_number, \
+     (SELECT CAST(COALESCE(-SUM(r.total), 0) AS BIGINT) FROM invoices r \
+       WHERE r.original_invoice_id = invoices.id AND r.state <> 'failed') AS credited, state, \
      origin, currency, subtotal_before_discount, discount, subtotal_after_discount, tax, total, paid, balance, \
      net_terms, due_on, collection_method, po_number, customer_notes, terms_and_conditions, \
      vat_reverse_charge_notes, collection_attempts, attempt_next_collection_at, closed_at, created_at, updated_at";
 
-fn invoice_from_row(row: &DbRow) -> Result<Invoice, StoreError> {
+pub(crate) fn invoice_from_row(row: &DbRow) -> Result<Invoice, StoreError> {
     Ok(Invoice {
         id: row.try_get("id")?,
         uuid: row.try_get("uuid")?,
@@ -445,6 +485,10 @@ fn invoice_from_row(row: &DbRow) -> Result<Invoice, StoreError> {
         account_id: row.try_get("account_id")?,
         account_code: row.try_get("account_code")?,
         invoice_number: row.try_get("invoice_number")?,
+        kind: parse(row, "kind", InvoiceKind::parse)?,
+        original_invoice_id: row.try_get("original_invoice_id")?,
+        original_invoice_number: row.try_get("original_invoice_number")?,
+        credited: row.try_get("credited")?,
         state: parse(row, "state", InvoiceState::parse)?,
         origin: row.try_get("origin")?,
         currency: row.try_get("currency")?,
@@ -479,13 +523,22 @@ const ADJUSTMENT_COLUMNS: &str = "id, uuid, site_id, account_id, \
      (SELECT invoice_number FROM invoices i WHERE i.id = adjustments.invoice_id) AS invoice_number, \
      subscription_uuid, state, kind, origin, description, accounting_code, product_code, currency, unit_amount, \
      quantity, discount, tax, total, tax_exempt, tax_code, credit_reason_code, start_date, end_date, item_kind, \
-     item_code, period_start, period_end, line_period_end, proration_part, proration_whole, created_at, updated_at";
+     item_code, period_start, period_end, line_period_end, proration_part, proration_whole, original_adjustment_id, \
+     reversed_quantity, (SELECT o.uuid FROM adjustments o WHERE o.id = adjustments.original_adjustment_id) \
+     AS original_adjustment_uuid, \
+     (SELECT CAST(COALESCE(-SUM(r.total), 0) AS BIGINT) FROM adjustments r JOIN invoices ri ON ri.id = r.invoice_id \
+       WHERE r.original_adjustment_id = adjustments.id AND ri.state <> 'failed') AS credited, \
+     (SELECT CAST(COALESCE(SUM(r.reversed_quantity), 0) AS BIGINT) FROM adjustments r \
+       JOIN invoices ri ON ri.id = r.invoice_id \
+       WHERE r.original_adjustment_id = adjustments.id AND ri.state <> 'failed') AS quantity_credited, \
+     created_at, updated_at";
 
 /// The columns [`insert_adjustment`] writes, in bind order.
 const ADJUSTMENT_INSERT: &str = "uuid, site_id, account_id, invoice_id, subscription_uuid, state, kind, origin, \
      description, accounting_code, product_code, currency, unit_amount, quantity, discount, tax, total, tax_exempt, \
      tax_code, credit_reason_code, start_date, end_date, item_kind, item_code, period_start, period_end, \
-     line_period_end, proration_part, proration_whole, created_at, updated_at";
+     line_period_end, proration_part, proration_whole, original_adjustment_id, reversed_quantity, created_at, \
+     updated_at";
 
 fn adjustment_from_row(row: &DbRow) -> Result<Adjustment, StoreError> {
     let item_kind: Option<String> = row.try_get("item_kind")?;
@@ -533,7 +586,12 @@ fn adjustment_from_row(row: &DbRow) -> Result<Adjustment, StoreError> {
             start_date: row.try_get("start_date")?,
             end_date: row.try_get("end_date")?,
             engine,
+            original_adjustment_id: row.try_get("original_adjustment_id")?,
+            reversed_quantity: row.try_get("reversed_quantity")?,
         },
+        original_adjustment_uuid: row.try_get("original_adjustment_uuid")?,
+        credited: row.try_get("credited")?,
+        quantity_credited: row.try_get("quantity_credited")?,
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
     })
@@ -580,12 +638,14 @@ fn bind_adjustment<'q>(
         .bind(e.map(|e| e.line_period_end))
         .bind(e.and_then(|e| e.proration).map(|p| p.0))
         .bind(e.and_then(|e| e.proration).map(|p| p.1))
+        .bind(line.original_adjustment_id)
+        .bind(line.reversed_quantity)
         .bind(now)
         .bind(now)
 }
 
 /// Values an adjustment binds ([`ADJUSTMENT_INSERT`]).
-const ADJUSTMENT_VALUES: usize = 31;
+const ADJUSTMENT_VALUES: usize = 33;
 
 async fn insert_adjustment<'c, E>(
     executor: E,
@@ -607,13 +667,13 @@ where
 }
 
 /// The columns [`bind_invoice`] binds, in order.
-const INVOICE_INSERT: &str = "uuid, site_id, account_id, invoice_number, state, origin, currency, \
+const INVOICE_INSERT: &str = "uuid, site_id, account_id, invoice_number, kind, original_invoice_id, state, origin, currency, \
      subtotal_before_discount, discount, subtotal_after_discount, tax, total, paid, balance, net_terms, due_on, \
      collection_method, po_number, customer_notes, terms_and_conditions, vat_reverse_charge_notes, \
      attempt_next_collection_at, closed_at, created_at, updated_at";
 
 /// Values an invoice binds ([`INVOICE_INSERT`]).
-const INVOICE_VALUES: usize = 25;
+const INVOICE_VALUES: usize = 27;
 
 /// Binds an invoice's [`INVOICE_INSERT`] values.
 fn bind_invoice<'q>(
@@ -631,6 +691,8 @@ fn bind_invoice<'q>(
         .bind(site_id)
         .bind(new.account_id)
         .bind(number)
+        .bind(new.kind.as_str())
+        .bind(new.original_invoice_id)
         .bind(new.state.as_str())
         .bind(new.origin.clone())
         .bind(new.currency.clone())
@@ -655,7 +717,7 @@ fn bind_invoice<'q>(
 }
 
 /// The columns [`bind_transaction`] binds before the billing fields, in order.
-const TRANSACTION_INSERT: [&str; 26] = [
+const TRANSACTION_INSERT: [&str; 27] = [
     "uuid",
     "idempotency_key",
     "site_id",
@@ -675,6 +737,7 @@ const TRANSACTION_INSERT: [&str; 26] = [
     "test",
     "gateway_type",
     "description",
+    "original_transaction_id",
     "account_code",
     "account_first_name",
     "account_last_name",
@@ -712,6 +775,7 @@ fn bind_transaction<'q>(query: DbQuery<'q>, uuid: String, site_id: i64, new: &Ne
         .bind(flag(new.test))
         .bind(new.gateway_type.clone())
         .bind(new.description.clone())
+        .bind(new.original_transaction_id)
         .bind(a.account_code.clone())
         .bind(a.first_name.clone())
         .bind(a.last_name.clone())
@@ -728,6 +792,10 @@ const TRANSACTION_BASE_COLUMNS: &str = "id, uuid, idempotency_key, site_id, acco
      gateway_type, description, reference, approval_code, message, fraud_review, error_code, error_category, \
      merchant_message, customer_message, gateway_error_code, cvv_code, cvv_message, avs_code, avs_message, \
      account_code, account_first_name, account_last_name, account_company, account_email, collected_at, \
+     original_transaction_id, \
+     (SELECT o.uuid FROM transactions o WHERE o.id = transactions.original_transaction_id) AS original_transaction_uuid, \
+     (SELECT CAST(COALESCE(SUM(r.amount), 0) AS BIGINT) FROM transactions r \
+       WHERE r.original_transaction_id = transactions.id AND r.status IN ('success', 'processing')) AS refunded, \
      created_at, updated_at";
 
 fn transaction_columns() -> String {
@@ -773,6 +841,7 @@ fn transaction_from_row(row: &DbRow) -> Result<Transaction, StoreError> {
             test: get_flag(row, "test")?,
             gateway_type: row.try_get("gateway_type")?,
             description: row.try_get("description")?,
+            original_transaction_id: row.try_get("original_transaction_id")?,
             account: AccountSnapshot {
                 account_code: row.try_get("account_code")?,
                 first_name: row.try_get("account_first_name")?,
@@ -793,6 +862,8 @@ fn transaction_from_row(row: &DbRow) -> Result<Transaction, StoreError> {
             avs: check("avs_code", "avs_message")?,
             collected_at: row.try_get("collected_at")?,
         },
+        original_transaction_uuid: row.try_get("original_transaction_uuid")?,
+        refunded: row.try_get("refunded")?,
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
     })
@@ -810,10 +881,12 @@ impl Store {
     // ---- invoices ----
 
     /// Creates an invoice with the next number of its site, its new `lines` and the account's
-    /// pending adjustments `attach` (by id), all in one database transaction. An adjustment of
+    /// pending adjustments `attach` (by id), all in one database transaction; a charge invoice
+    /// made with `credit` takes the account's available credit in the same transaction. An adjustment of
     /// `attach` that is no longer pending (another invoice took it, or it was deleted) fails the
     /// whole creation with [`StoreError::Conflict`] and nothing is written. `events` are
     /// recorded with it (subject: its number).
+    #[allow(clippy::too_many_arguments)]
     pub async fn create_invoice(
         &self,
         site_id: i64,
@@ -822,9 +895,10 @@ impl Store {
         attach: &[i64],
         now: i64,
         events: &[NewEvent],
+        credit: Option<CreditUse>,
     ) -> Result<(Invoice, Vec<Adjustment>), StoreError> {
         let mut work = self.begin_work().await?;
-        let draft = InvoiceDraft { invoice: new, lines, now, events };
+        let draft = InvoiceDraft { invoice: new, lines, now, events, credit };
         let mut made = work.make_invoices(site_id, &[(draft, attach)]).await?;
         work.commit().await?;
         let (invoice, _) = made.pop().ok_or_else(|| StoreError::Invalid("the invoice was not made".into()))?;
@@ -926,14 +1000,16 @@ impl Store {
     }
 
     /// The account's invoices summed per currency, one entry for every currency it was invoiced
-    /// in (ordered by currency): what its open invoices (pending, processing, past due) still
-    /// owe and whether one of them is past due.
+    /// in (ordered by currency): what its open charge invoices (pending, processing, past due)
+    /// still owe less the credit its credit and legacy invoices still hold (so negative when the
+    /// credit is larger), and whether one of them is past due.
     pub async fn account_invoice_balances(&self, account_id: i64) -> Result<Vec<CurrencyBalance>, StoreError> {
         let open = InvoiceState::OPEN.map(|s| format!("'{}'", s.as_str())).join(", ");
         let past_due = InvoiceState::PastDue.as_str();
         let sql = format!(
             "SELECT currency, \
-               CAST(COALESCE(SUM(CASE WHEN state IN ({open}) THEN balance ELSE 0 END), 0) AS BIGINT) AS open_balance, \
+               CAST(COALESCE(SUM(CASE WHEN kind = 'charge' AND state IN ({open}) THEN balance \
+                 WHEN kind <> 'charge' AND balance < 0 THEN balance ELSE 0 END), 0) AS BIGINT) AS open_balance, \
                CAST(MAX(CASE WHEN state = '{past_due}' THEN 1 ELSE 0 END) AS BIGINT) AS past_due \
              FROM invoices WHERE account_id = $1 GROUP BY currency ORDER BY currency"
         );
@@ -1116,6 +1192,15 @@ impl Store {
         .bind(uuid)
         .fetch_optional(&self.reads)
         .await?;
+        row.as_ref().map(transaction_from_row).transpose()
+    }
+
+    /// The transaction with this id (read on the writer).
+    pub async fn transaction_by_id(&self, id: i64) -> Result<Option<Transaction>, StoreError> {
+        let row = sqlx::query(&format!("SELECT {} FROM transactions WHERE id = $1", transaction_columns()))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
         row.as_ref().map(transaction_from_row).transpose()
     }
 
@@ -1312,6 +1397,14 @@ impl Work {
             made = query.fetch_all(&mut *self.tx).await?.iter().map(adjustment_from_row).collect::<Result<_, _>>()?;
             made.sort_by_key(|a| a.id);
         }
+        let mut paid_by_credit = Vec::with_capacity(invoices.len());
+        for (invoice, (draft, _)) in invoices.into_iter().zip(drafts) {
+            paid_by_credit.push(match draft.credit {
+                Some(credit) => self.apply_credit(invoice, draft.now, credit.recorded_at).await?,
+                None => invoice,
+            });
+        }
+        let invoices = paid_by_credit;
         Ok(invoices
             .into_iter()
             .map(|invoice| {
@@ -1552,12 +1645,16 @@ mod tests {
             start_date: Some(NOW),
             end_date: None,
             engine: None,
+            original_adjustment_id: None,
+            reversed_quantity: 0,
         }
     }
 
     fn invoice(account_id: i64, total: i64) -> NewInvoice {
         NewInvoice {
             account_id,
+            kind: InvoiceKind::Charge,
+            original_invoice_id: None,
             state: InvoiceState::Pending,
             origin: "purchase".into(),
             currency: "USD".into(),
@@ -1603,7 +1700,7 @@ mod tests {
                 proration: Some((50, 100)),
             });
             let (first, lines) = store
-                .create_invoice(s, &invoice(account, 1500), &[engine.clone()], &[pending.id], NOW, &[])
+                .create_invoice(s, &invoice(account, 1500), &[engine.clone()], &[pending.id], NOW, &[], None)
                 .await
                 .expect("invoice");
             assert_eq!((first.invoice_number, first.account_code.as_str()), (FIRST_INVOICE_NUMBER, "c1"));
@@ -1619,16 +1716,16 @@ mod tests {
             assert_eq!(store.delete_adjustment(s, &pending.uuid).await.expect("delete"), AdjustmentDeletion::Invoiced);
 
             // Taking an adjustment that is no longer pending writes nothing.
-            let taken = store.create_invoice(s, &invoice(account, 500), &[], &[pending.id], NOW, &[]).await;
+            let taken = store.create_invoice(s, &invoice(account, 500), &[], &[pending.id], NOW, &[], None).await;
             assert!(matches!(taken, Err(StoreError::Conflict(_))), "{taken:?}");
 
             let (second, _) = store
-                .create_invoice(s, &invoice(account, 1), &[charge(account, 1)], &[], NOW + 1, &[])
+                .create_invoice(s, &invoice(account, 1), &[charge(account, 1)], &[], NOW + 1, &[], None)
                 .await
                 .expect("invoice");
             assert_eq!(second.invoice_number, FIRST_INVOICE_NUMBER + 1, "the conflict used no number");
             let (elsewhere, _) =
-                store.create_invoice(other, &invoice(foreign, 1), &[], &[], NOW, &[]).await.expect("invoice");
+                store.create_invoice(other, &invoice(foreign, 1), &[], &[], NOW, &[], None).await.expect("invoice");
             assert_eq!(elsewhere.invoice_number, FIRST_INVOICE_NUMBER, "numbers are per site");
             assert_eq!(store.invoice(s, FIRST_INVOICE_NUMBER).await.expect("get").map(|i| i.id), Some(first.id));
             assert_eq!(store.invoice(other, FIRST_INVOICE_NUMBER + 1).await.expect("get"), None);
@@ -1718,7 +1815,7 @@ mod tests {
                 (invoice(other, 500), InvoiceState::PastDue),
             ];
             for (new, state) in states {
-                let (created, _) = store.create_invoice(s, &new, &[], &[], NOW, &[]).await.expect("invoice");
+                let (created, _) = store.create_invoice(s, &new, &[], &[], NOW, &[], None).await.expect("invoice");
                 if state != InvoiceState::Pending {
                     let change = InvoiceChange { state, attempt_next_collection_at: None, collection_attempts: None };
                     store
@@ -1749,7 +1846,9 @@ mod tests {
             let tasks: Vec<_> = (0..8)
                 .map(|i| {
                     let store = store.clone();
-                    tokio::spawn(async move { store.create_invoice(s, &invoice(account, i), &[], &[], NOW, &[]).await })
+                    tokio::spawn(async move {
+                        store.create_invoice(s, &invoice(account, i), &[], &[], NOW, &[], None).await
+                    })
                 })
                 .collect();
             let mut numbers = Vec::new();
@@ -1783,6 +1882,7 @@ mod tests {
                 test: true,
                 gateway_type: "test".into(),
                 description: None,
+                original_transaction_id: None,
                 account: AccountSnapshot { account_code: "c1".into(), ..AccountSnapshot::default() },
                 billing: BillingFields {
                     first_six: Some("400000".into()),
@@ -1838,7 +1938,7 @@ mod tests {
                 .await
                 .expect("billing info");
             // The site already has an invoice: the work's invoices take the next numbers.
-            store.create_invoice(s, &invoice(other.id, 1), &[], &[], NOW, &[]).await.expect("invoice");
+            store.create_invoice(s, &invoice(other.id, 1), &[], &[], NOW, &[], None).await.expect("invoice");
 
             let mut work = store.begin_work().await.expect("work");
             let mut payers = work.payers(s, &["c1", "c2", "nope"]).await.expect("payers");
@@ -1866,8 +1966,8 @@ mod tests {
             };
             let created = [[event("invoice.created", NOW + 1)], [event("invoice.created", NOW + 2)]];
             let drafts = [
-                InvoiceDraft { invoice: &a, lines: &first, now: NOW + 1, events: &created[0] },
-                InvoiceDraft { invoice: &b, lines: &second, now: NOW + 2, events: &created[1] },
+                InvoiceDraft { invoice: &a, lines: &first, now: NOW + 1, events: &created[0], credit: None },
+                InvoiceDraft { invoice: &b, lines: &second, now: NOW + 2, events: &created[1], credit: None },
             ];
             let made = work.create_invoices(s, &drafts).await.expect("invoices");
             assert_eq!(
@@ -1894,6 +1994,7 @@ mod tests {
                     test: true,
                     gateway_type: "test".into(),
                     description: None,
+                    original_transaction_id: None,
                     account: payers[0].account.clone(),
                     billing: fields.clone(),
                 })

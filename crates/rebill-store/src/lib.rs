@@ -7,6 +7,7 @@
 
 pub mod accounts;
 pub mod billing_info;
+pub mod credits;
 mod db;
 mod dialect;
 mod document;
@@ -18,6 +19,7 @@ pub mod list;
 pub mod outbox;
 pub mod plans;
 pub mod rate;
+pub mod refunds;
 pub mod subscriptions;
 #[cfg(feature = "testing")]
 pub mod testing;

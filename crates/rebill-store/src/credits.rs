@@ -1,0 +1,418 @@
+//! Credit: the balance of credit (and legacy refund) invoices and its movements, the credit
+//! payments.
+//!
+//! - **Available credit** is the negative balance of an account's credit and legacy invoices.
+//!   A charge invoice made with [`CreditUse`] takes it, in the invoice's currency, oldest credit
+//!   invoice first, in the database transaction that makes the invoice
+//!   ([`Work::apply_credit`]): each use is a `payment` credit payment, the credit invoice's
+//!   balance rises toward zero (a credit invoice left with nothing is `closed`) and the charge
+//!   invoice's balance falls (it is paid by the invoicing that follows once nothing is left).
+//!   Every balance change is a compare-and-set on the balance read, so two invoices made at the
+//!   same time never use the same credit twice.
+//! - **Other movements** ([`Work::record_credit_payment`]): `refund` (credit paid back to a
+//!   card), `reduction` (a voided balance), `write_off`.
+//!
+//! Each credit payment records a [`CREDIT_PAYMENT_CREATED`] event (subject: its uuid) in the
+//! same database transaction.
+
+use sqlx::Row;
+
+use crate::db::DbRow;
+use crate::events::NewEvent;
+use crate::invoicing::{Invoice, InvoiceKind, new_uuid};
+use crate::list::{Arg, Conditions, Page, PageRequest, Position, Sort, into_page, order_and_limit};
+use crate::subscriptions::Work;
+use crate::{Store, StoreError};
+
+use rebill_billing::states::{InvoiceState, credit_state};
+
+/// Kind of the event every credit payment records.
+pub const CREDIT_PAYMENT_CREATED: &str = "credit_payment.created";
+
+/// What a credit payment did (schema `credit_payment_action`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CreditPaymentAction {
+    /// A credit invoice's balance paid a charge invoice.
+    Payment,
+    /// Credit paid back to the payment method that funded it.
+    Refund,
+    /// A credit invoice's balance voided.
+    Reduction,
+    /// A failed charge invoice written off.
+    WriteOff,
+}
+
+impl CreditPaymentAction {
+    pub const ALL: [CreditPaymentAction; 4] = [Self::Payment, Self::Refund, Self::Reduction, Self::WriteOff];
+
+    /// The schema name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Payment => "payment",
+            Self::Refund => "refund",
+            Self::Reduction => "reduction",
+            Self::WriteOff => "write_off",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|a| a.as_str() == text)
+    }
+}
+
+/// A charge invoice's use of the account's credit when it is made: the events of its credit
+/// payments are recorded at this service-clock time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CreditUse {
+    pub recorded_at: i64,
+}
+
+/// What [`Work::record_credit_payment`] records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewCreditPayment {
+    pub account_id: i64,
+    pub action: CreditPaymentAction,
+    pub currency: String,
+    /// Positive cents.
+    pub amount: i64,
+    /// The credit invoice the credit comes from.
+    pub original_invoice_id: i64,
+    pub applied_to_invoice_id: Option<i64>,
+    pub original_credit_payment_id: Option<i64>,
+    pub refund_transaction_id: Option<i64>,
+}
+
+/// A stored credit payment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreditPayment {
+    pub id: i64,
+    pub uuid: String,
+    pub site_id: i64,
+    pub account_id: i64,
+    pub account_code: String,
+    pub action: CreditPaymentAction,
+    pub currency: String,
+    pub amount: i64,
+    pub original_invoice_id: i64,
+    pub original_invoice_number: i64,
+    pub applied_to_invoice_id: Option<i64>,
+    pub applied_to_invoice_number: Option<i64>,
+    pub original_credit_payment_uuid: Option<String>,
+    pub refund_transaction_uuid: Option<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub voided_at: Option<i64>,
+}
+
+impl CreditPayment {
+    pub fn position(&self, sort: Sort) -> Position {
+        Position { value: if sort == Sort::CreatedAt { self.created_at } else { self.updated_at }, id: self.id }
+    }
+}
+
+/// Narrows a credit payment list.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CreditPaymentFilter {
+    pub account_id: Option<i64>,
+    pub action: Option<CreditPaymentAction>,
+}
+
+const COLUMNS: &str = "id, uuid, site_id, account_id, \
+     (SELECT account_code FROM accounts c WHERE c.id = credit_payments.account_id) AS account_code, action, currency, \
+     amount, original_invoice_id, \
+     (SELECT invoice_number FROM invoices i WHERE i.id = credit_payments.original_invoice_id) AS original_number, \
+     applied_to_invoice_id, \
+     (SELECT invoice_number FROM invoices i WHERE i.id = credit_payments.applied_to_invoice_id) AS applied_number, \
+     (SELECT o.uuid FROM credit_payments o WHERE o.id = credit_payments.original_credit_payment_id) \
+       AS original_credit_payment_uuid, \
+     (SELECT t.uuid FROM transactions t WHERE t.id = credit_payments.refund_transaction_id) AS refund_transaction_uuid, \
+     created_at, updated_at, voided_at";
+
+fn from_row(row: &DbRow) -> Result<CreditPayment, StoreError> {
+    let action: String = row.try_get("action")?;
+    Ok(CreditPayment {
+        id: row.try_get("id")?,
+        uuid: row.try_get("uuid")?,
+        site_id: row.try_get("site_id")?,
+        account_id: row.try_get("account_id")?,
+        account_code: row.try_get("account_code")?,
+        action: CreditPaymentAction::parse(&action)
+            .ok_or_else(|| StoreError::Invalid(format!("stored credit payment action `{action}`")))?,
+        currency: row.try_get("currency")?,
+        amount: row.try_get("amount")?,
+        original_invoice_id: row.try_get("original_invoice_id")?,
+        original_invoice_number: row.try_get("original_number")?,
+        applied_to_invoice_id: row.try_get("applied_to_invoice_id")?,
+        applied_to_invoice_number: row.try_get("applied_number")?,
+        original_credit_payment_uuid: row.try_get("original_credit_payment_uuid")?,
+        refund_transaction_uuid: row.try_get("refund_transaction_uuid")?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+        voided_at: row.try_get("voided_at")?,
+    })
+}
+
+/// The event of a credit payment (its payload names the invoices by number).
+fn event(payment: &CreditPayment, at: i64, recorded_at: i64) -> NewEvent {
+    NewEvent {
+        kind: CREDIT_PAYMENT_CREATED.to_owned(),
+        at,
+        recorded_at,
+        payload: format!(
+            "{{\"uuid\":\"{}\",\"action\":\"{}\",\"currency\":\"{}\",\"amount_in_cents\":{},\"original_invoice\":{},\
+             \"applied_to_invoice\":{}}}",
+            payment.uuid,
+            payment.action.as_str(),
+            payment.currency,
+            payment.amount,
+            payment.original_invoice_number,
+            payment.applied_to_invoice_number.map_or_else(|| "null".to_owned(), |n| n.to_string()),
+        ),
+        awaits_reaction: false,
+    }
+}
+
+impl Work {
+    /// Records a credit payment and its event (at `at` site time, recorded at `recorded_at`).
+    /// It moves no balance: the caller changes the invoices in the same work.
+    pub async fn record_credit_payment(
+        &mut self,
+        site_id: i64,
+        new: &NewCreditPayment,
+        at: i64,
+        recorded_at: i64,
+    ) -> Result<CreditPayment, StoreError> {
+        if new.amount <= 0 {
+            return Err(StoreError::Invalid(format!("a credit payment of {} cents", new.amount)));
+        }
+        let sql = format!(
+            "INSERT INTO credit_payments (uuid, site_id, account_id, action, currency, amount, original_invoice_id, \
+             applied_to_invoice_id, original_credit_payment_id, refund_transaction_id, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11) RETURNING {COLUMNS}"
+        );
+        let row = sqlx::query(&sql)
+            .bind(new_uuid())
+            .bind(site_id)
+            .bind(new.account_id)
+            .bind(new.action.as_str())
+            .bind(new.currency.clone())
+            .bind(new.amount)
+            .bind(new.original_invoice_id)
+            .bind(new.applied_to_invoice_id)
+            .bind(new.original_credit_payment_id)
+            .bind(new.refund_transaction_id)
+            .bind(at)
+            .fetch_one(&mut *self.tx)
+            .await?;
+        let payment = from_row(&row)?;
+        let recorded = event(&payment, at, recorded_at);
+        self.append_events(&[(site_id, payment.uuid.as_str(), &recorded)]).await?;
+        Ok(payment)
+    }
+
+    /// Takes `amount` (> 0) of a credit invoice's balance for a movement of credit: its balance
+    /// rises by `amount` (it must have that much left), and a credit invoice left with nothing
+    /// is closed — or voided when `voided` is the whole of it. Answers whether the balance held
+    /// the amount (nothing changes otherwise).
+    pub async fn take_credit(
+        &mut self,
+        invoice: &Invoice,
+        amount: i64,
+        voided: i64,
+        at: i64,
+    ) -> Result<bool, StoreError> {
+        let balance = invoice.amounts.balance + amount;
+        let state = match invoice.kind {
+            InvoiceKind::Credit if invoice.state != InvoiceState::Processing => {
+                credit_state(invoice.amounts.total, balance, voided)
+            }
+            _ => invoice.state,
+        };
+        let closed_at = (balance == 0).then_some(at);
+        let done = sqlx::query(
+            "UPDATE invoices SET balance = balance + $1, paid = paid - $1, state = $2, \
+             closed_at = COALESCE($3, closed_at), updated_at = $4 WHERE id = $5 AND balance = $6 AND balance <= -$1",
+        )
+        .bind(amount)
+        .bind(state.as_str())
+        .bind(closed_at)
+        .bind(at)
+        .bind(invoice.id)
+        .bind(invoice.amounts.balance)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// The account's credit invoices with credit left in `currency`, oldest first, locked for
+    /// this work on PostgreSQL (SQLite has one writer).
+    pub async fn available_credit(&mut self, account_id: i64, currency: &str) -> Result<Vec<Invoice>, StoreError> {
+        let sql = format!(
+            "SELECT {} FROM invoices WHERE account_id = $1 AND currency = $2 AND balance < 0 \
+             ORDER BY created_at, id{}",
+            crate::invoicing::INVOICE_COLUMNS,
+            self.backend.for_update()
+        );
+        let rows = sqlx::query(&sql).bind(account_id).bind(currency).fetch_all(&mut *self.tx).await?;
+        rows.iter().map(crate::invoicing::invoice_from_row).collect()
+    }
+
+    /// Pays what it can of the charge invoice `invoice` (made in this work) with the account's
+    /// available credit in its currency, oldest credit invoice first: one `payment` credit
+    /// payment per credit invoice used. Answers the invoice as it is afterwards.
+    pub async fn apply_credit(&mut self, invoice: Invoice, at: i64, recorded_at: i64) -> Result<Invoice, StoreError> {
+        if invoice.kind != InvoiceKind::Charge || invoice.amounts.balance <= 0 {
+            return Ok(invoice);
+        }
+        let credits = self.available_credit(invoice.account_id, &invoice.currency).await?;
+        let mut due = invoice.amounts.balance;
+        let mut used = 0;
+        for credit in credits {
+            if due == 0 {
+                break;
+            }
+            let amount = due.min(-credit.amounts.balance);
+            if !self.take_credit(&credit, amount, 0, at).await? {
+                return Err(StoreError::Conflict(format!("the credit of invoice {} changed", credit.invoice_number)));
+            }
+            let payment = NewCreditPayment {
+                account_id: invoice.account_id,
+                action: CreditPaymentAction::Payment,
+                currency: invoice.currency.clone(),
+                amount,
+                original_invoice_id: credit.id,
+                applied_to_invoice_id: Some(invoice.id),
+                original_credit_payment_id: None,
+                refund_transaction_id: None,
+            };
+            self.record_credit_payment(invoice.site_id, &payment, at, recorded_at).await?;
+            due -= amount;
+            used += amount;
+        }
+        if used == 0 {
+            return Ok(invoice);
+        }
+        sqlx::query("UPDATE invoices SET paid = paid + $1, balance = balance - $1, updated_at = $2 WHERE id = $3")
+            .bind(used)
+            .bind(at)
+            .bind(invoice.id)
+            .execute(&mut *self.tx)
+            .await?;
+        self.invoice(invoice.id).await?.ok_or_else(|| StoreError::Invalid("the invoice paid by credit is gone".into()))
+    }
+
+    /// Which of these accounts have credit left in some currency.
+    pub async fn accounts_with_credit(&mut self, account_ids: &[i64]) -> Result<Vec<i64>, StoreError> {
+        if account_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT DISTINCT account_id FROM invoices WHERE balance < 0 AND account_id IN ({})",
+            self.backend.params(account_ids.len(), 1)
+        );
+        let mut query = sqlx::query(&sql);
+        for id in account_ids {
+            query = query.bind(*id);
+        }
+        let rows = query.fetch_all(&mut *self.tx).await?;
+        rows.iter().map(|r| r.try_get("account_id").map_err(StoreError::from)).collect()
+    }
+
+    /// The invoice with this id, read in this work (locked for it on PostgreSQL).
+    pub async fn invoice(&mut self, id: i64) -> Result<Option<Invoice>, StoreError> {
+        let sql = format!(
+            "SELECT {} FROM invoices WHERE id = $1{}",
+            crate::invoicing::INVOICE_COLUMNS,
+            self.backend.for_update()
+        );
+        let row = sqlx::query(&sql).bind(id).fetch_optional(&mut *self.tx).await?;
+        row.as_ref().map(crate::invoicing::invoice_from_row).transpose()
+    }
+
+    /// What credit paid of an invoice: its `payment` credit payments not voided.
+    pub async fn credit_paid(&mut self, invoice_id: i64) -> Result<i64, StoreError> {
+        let row = sqlx::query(
+            "SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) AS paid FROM credit_payments \
+             WHERE applied_to_invoice_id = $1 AND action = 'payment' AND voided_at IS NULL",
+        )
+        .bind(invoice_id)
+        .fetch_one(&mut *self.tx)
+        .await?;
+        Ok(row.try_get("paid")?)
+    }
+}
+
+impl Store {
+    /// The site's credit payment with this uuid.
+    pub async fn credit_payment(&self, site_id: i64, uuid: &str) -> Result<Option<CreditPayment>, StoreError> {
+        let row = sqlx::query(&format!("SELECT {COLUMNS} FROM credit_payments WHERE site_id = $1 AND uuid = $2"))
+            .bind(site_id)
+            .bind(uuid)
+            .fetch_optional(&self.reads)
+            .await?;
+        row.as_ref().map(from_row).transpose()
+    }
+
+    /// The credit payments an invoice took part in (applied to it, or taken from it), oldest
+    /// first.
+    pub async fn invoice_credit_payments(&self, invoice_id: i64) -> Result<Vec<CreditPayment>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM credit_payments WHERE applied_to_invoice_id = $1 OR original_invoice_id = $1 \
+             ORDER BY created_at, id"
+        ))
+        .bind(invoice_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(from_row).collect()
+    }
+
+    /// A page of the site's credit payments.
+    pub async fn list_credit_payments(
+        &self,
+        site_id: i64,
+        filter: &CreditPaymentFilter,
+        page: &PageRequest,
+    ) -> Result<Page<CreditPayment>, StoreError> {
+        let mut conditions = Conditions::default();
+        conditions.eq("site_id", Arg::Int(site_id));
+        if let Some(account) = filter.account_id {
+            conditions.eq("account_id", Arg::Int(account));
+        }
+        if let Some(action) = filter.action {
+            conditions.eq("action", Arg::Text(action.as_str().to_owned()));
+        }
+        conditions.time_range(page);
+        let count_sql = format!("SELECT COUNT(*) AS n FROM credit_payments{}", conditions.sql());
+        let total: i64 = conditions.bind(sqlx::query(&count_sql)).fetch_one(&self.reads).await?.try_get("n")?;
+        conditions.after(page);
+        let sql = format!("SELECT {COLUMNS} FROM credit_payments{}{}", conditions.sql(), order_and_limit(page));
+        let rows = conditions.bind(sqlx::query(&sql)).fetch_all(&self.reads).await?;
+        let items = rows.iter().map(from_row).collect::<Result<Vec<_>, _>>()?;
+        Ok(into_page(items, page, total, |c| c.position(page.sort)))
+    }
+
+    /// The invoices crediting `invoice_id` (its refund and other credit invoices), oldest first.
+    pub async fn crediting_invoices(&self, invoice_id: i64) -> Result<Vec<Invoice>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {} FROM invoices WHERE original_invoice_id = $1 ORDER BY created_at, id",
+            crate::invoicing::INVOICE_COLUMNS
+        ))
+        .bind(invoice_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(crate::invoicing::invoice_from_row).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn actions_round_trip() {
+        for a in CreditPaymentAction::ALL {
+            assert_eq!(CreditPaymentAction::parse(a.as_str()), Some(a));
+        }
+        assert_eq!(CreditPaymentAction::parse("gift"), None);
+    }
+}
