@@ -2,19 +2,20 @@
 //! `rebill-pdf` from what the invoice, its lines, its payments, its account and its site hold.
 //!
 //! - **Kind**: a charge invoice (payment terms, due date), a credit invoice (the charge
-//!   invoices it credits) or a legacy refund invoice (the invoice it refunds), with the credit
-//!   payments that moved its balance ([`CreditSide`]). The store keeps neither invoice kinds
-//!   nor credit payments yet, so today every invoice is a charge invoice without credit
-//!   ([`CreditSide::default`]); once it does, [`invoice_pdf`] reads them into a `CreditSide`
-//!   and [`document`] shows them.
+//!   invoice it credits) or a legacy refund invoice (the invoice it refunds); a legacy invoice
+//!   that refunds nothing is shown as a charge invoice.
 //! - **Bill to**: the billing info's name, company, address and VAT number when the invoice is
 //!   collected automatically (the payment method's owner), the account's otherwise (manual
 //!   invoices, or no billing info), with the account's e-mail.
 //! - **Payments**: the successful transactions of the invoice, each named by its payment method
-//!   ("Visa ending in 1111", "Bank account ending in 6789"; refunds negative), and the credit
-//!   payments ("Credit from invoice #1005"), in time order.
-//! - **Totals**: subtotal, discount, tax, total; paid, credit applied, payment refund, credit
-//!   voided and write-off when not zero; the balance.
+//!   ("Visa ending in 1111", "Bank account ending in 6789"; refunds negative), and its credit
+//!   payments not voided: "Credit from invoice #1005" on the invoice the credit paid, "Credit
+//!   applied to invoice #1003" on the credit invoice it came from; in time order.
+//! - **Totals**: subtotal, discount, tax, total; then what settled it, each when not zero — on a
+//!   charge invoice the credit applied and written off (its credit payments) and the rest of what
+//!   was paid (transactions); on a credit or refund invoice the credit applied elsewhere, voided
+//!   and written off (its credit payments) and the rest of what left it (refunds to the payment
+//!   method); the balance.
 //! - **Notes**: customer notes, terms and conditions and VAT reverse-charge notes, those set.
 //! - Sandbox sites' invoices carry the "TEST INVOICE" watermark.
 
@@ -24,7 +25,8 @@ use rebill_pdf::{DocumentState, InvoiceDocument, Line, Notes, Payment, PaymentMe
 use rebill_store::Mode;
 use rebill_store::accounts::Account;
 use rebill_store::billing_info::{BillingInfo, PaymentKind};
-use rebill_store::invoicing::{CollectionMethod, Invoice};
+use rebill_store::credits::{CreditPayment, CreditPaymentAction};
+use rebill_store::invoicing::{CollectionMethod, Invoice, InvoiceKind};
 
 use crate::queries::{self, InvoiceDetails, ReadError};
 use crate::{Context, Services, error::Missing, time};
@@ -44,6 +46,7 @@ pub async fn invoice_pdf(
         .await?
         .ok_or_else(|| Missing::account(&invoice.account_code))?;
     let billing = services.store.billing_info(account.id).await?;
+    let credit_payments = services.store.invoice_credit_payments(invoice.id).await?;
     let sources = Sources {
         site_name: &ctx.site.name,
         test: ctx.site.mode == Mode::Sandbox,
@@ -51,7 +54,7 @@ pub async fn invoice_pdf(
         details: &details,
         account: &account,
         billing: billing.as_ref(),
-        credit: CreditSide::default(),
+        credit_payments: &credit_payments,
     };
     Ok(rebill_pdf::render(&document(&sources), locale))
 }
@@ -66,66 +69,34 @@ pub struct Sources<'a> {
     pub details: &'a InvoiceDetails,
     pub account: &'a Account,
     pub billing: Option<&'a BillingInfo>,
-    pub credit: CreditSide,
+    /// The credit payments applied to the invoice or made from its credit (voided ones are
+    /// left out here).
+    pub credit_payments: &'a [CreditPayment],
 }
 
-/// The credit side of an invoice: its kind and the credit payments on either side of it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CreditSide {
-    /// Charge (the default), credit or legacy refund invoice, with the invoice numbers it
-    /// refers to.
-    pub kind: DocumentKind,
-    /// The credit payments applied to the invoice or made from its credit (voided ones left
-    /// out), in any order.
-    pub credit_payments: Vec<CreditPayment>,
-}
-
-/// A credit payment, as the API's `credit_payment` resource has it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CreditPayment {
-    pub action: CreditAction,
-    /// The number of the credit invoice the credit comes from.
-    pub original_invoice: i64,
-    /// The number of the invoice it was applied to (the credit invoice itself for a
-    /// reduction).
-    pub applied_to_invoice: i64,
-    /// Cents, not negative.
-    pub amount: i64,
-    /// Epoch seconds.
-    pub created_at: i64,
-}
-
-/// What a credit payment did (`credit_payment.action`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CreditAction {
-    /// Open credit used as payment of a charge invoice (also a gift card's).
-    Payment,
-    /// A credit invoice's balance voided.
-    Reduction,
-    /// Credit refunded to the original payment method (its refund transaction is listed with
-    /// the transactions).
-    Refund,
-    /// A failed charge invoice's balance written off by a write-off credit invoice.
-    WriteOff,
+/// The kind of document `invoice` is, with the invoice it refers to.
+fn kind(invoice: &Invoice) -> DocumentKind {
+    let original = invoice.original_invoice_number.map(|n| n.to_string());
+    match invoice.kind {
+        InvoiceKind::Charge => DocumentKind::Charge,
+        InvoiceKind::Credit => DocumentKind::Credit { credited_invoices: original.into_iter().collect() },
+        InvoiceKind::Legacy if original.is_some() || invoice.amounts.total < 0 => {
+            DocumentKind::LegacyRefund { refunded_invoice: original }
+        }
+        InvoiceKind::Legacy => DocumentKind::Charge,
+    }
 }
 
 /// What the PDF shows of the invoice of `sources`.
 pub fn document(sources: &Sources<'_>) -> InvoiceDocument {
-    let Sources { site_name, test, invoice, details, account, billing, credit } = sources;
+    let Sources { site_name, test, invoice, details, account, billing, credit_payments } = sources;
     let at = |secs: i64| time(secs).unwrap_or_default();
     let a = &invoice.amounts;
     let terms = &invoice.terms;
     let set = |text: &Option<String>| text.as_ref().filter(|t| !t.trim().is_empty()).cloned();
+    let kind = kind(invoice);
+    let charge = kind == DocumentKind::Charge;
 
-    let mut totals = Totals {
-        subtotal_in_cents: a.subtotal_before_discount,
-        discount_in_cents: a.discount,
-        tax_in_cents: a.tax,
-        total_in_cents: a.total,
-        paid_in_cents: a.paid,
-        balance_in_cents: a.balance,
-        ..Totals::default()
-    };
     let mut payments: Vec<(i64, Payment)> = details
         .transactions
         .iter()
@@ -149,35 +120,55 @@ pub fn document(sources: &Sources<'_>) -> InvoiceDocument {
             ))
         })
         .collect();
-    for cp in &credit.credit_payments {
+
+    // What the credit payments settled, by action (a refund of credit went through a transaction
+    // and is part of the rest, below). Each is listed when it links this invoice to another.
+    let (mut applied, mut voided, mut written_off) = (0_i64, 0_i64, 0_i64);
+    let this = invoice.invoice_number;
+    for cp in credit_payments.iter().filter(|cp| cp.voided_at.is_none()) {
         let row = match cp.action {
-            CreditAction::Payment => &mut totals.credit_applied_in_cents,
-            CreditAction::Reduction => &mut totals.credit_voided_in_cents,
-            CreditAction::Refund => &mut totals.payment_refund_in_cents,
-            CreditAction::WriteOff => &mut totals.write_off_in_cents,
+            CreditPaymentAction::Payment => Some(&mut applied),
+            CreditPaymentAction::Reduction => Some(&mut voided),
+            CreditPaymentAction::WriteOff => Some(&mut written_off),
+            CreditPaymentAction::Refund => None,
         };
-        *row = row.saturating_add(cp.amount);
-        let source = if cp.applied_to_invoice == invoice.invoice_number && cp.original_invoice != cp.applied_to_invoice
-        {
-            PaymentSource::Credit { invoice_number: cp.original_invoice.to_string() }
-        } else if cp.original_invoice == invoice.invoice_number
-            && cp.applied_to_invoice != cp.original_invoice
-            && matches!(cp.action, CreditAction::Payment | CreditAction::WriteOff)
-        {
-            PaymentSource::CreditUsed { invoice_number: cp.applied_to_invoice.to_string() }
-        } else {
-            // A reduction or a refund: in the totals only (a refund's transaction is listed).
-            continue;
+        if let Some(row) = row {
+            *row = row.saturating_add(cp.amount);
+        }
+        let (from, to) = (cp.original_invoice_number, cp.applied_to_invoice_number);
+        let source = match to {
+            Some(to) if to == this && from != this => PaymentSource::Credit { invoice_number: from.to_string() },
+            Some(to) if from == this && to != this => PaymentSource::CreditUsed { invoice_number: to.to_string() },
+            _ => continue,
         };
         payments.push((cp.created_at, Payment { date: at(cp.created_at), source, amount_in_cents: cp.amount }));
     }
+    // The rest of what the invoice records as paid (negative on a credit or refund invoice)
+    // went through transactions: collected, or refunded to the payment method.
+    let by_credit = applied.saturating_add(voided).saturating_add(written_off);
+    let (paid, refunded) = if charge {
+        (a.paid.saturating_sub(by_credit).max(0), 0)
+    } else {
+        (0, a.paid.saturating_neg().saturating_sub(by_credit).max(0))
+    };
+    let totals = Totals {
+        subtotal_in_cents: a.subtotal_before_discount,
+        discount_in_cents: a.discount,
+        tax_in_cents: a.tax,
+        total_in_cents: a.total,
+        paid_in_cents: paid,
+        credit_applied_in_cents: applied,
+        payment_refund_in_cents: refunded,
+        credit_voided_in_cents: voided,
+        write_off_in_cents: written_off,
+        balance_in_cents: a.balance,
+    };
     payments.sort_by_key(|(when, _)| *when);
 
-    let charge = credit.kind == DocumentKind::Charge;
     InvoiceDocument {
         site_name: site_name.to_string(),
         invoice_number: invoice.invoice_number.to_string(),
-        kind: credit.kind.clone(),
+        kind,
         state: document_state(invoice.state),
         created_at: at(invoice.created_at),
         due_on: invoice.due_on.filter(|_| charge).map(at),

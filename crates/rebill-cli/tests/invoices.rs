@@ -383,6 +383,82 @@ fn pdf_scenario(db: &str) {
     has(&r, "<invoice href=");
 }
 
+/// The text of invoice `number`'s PDF in `language` (200 with `Content-Type: application/pdf`).
+fn pdf_text(s: &Server, number: &str, language: &str) -> String {
+    let headers = [("X-Api-Version", "2.11"), ("Accept", "application/pdf"), ("Accept-Language", language)];
+    let request = format!(
+        "GET /v2/invoices/{number} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nAuthorization: Basic {}\r\n{}\r\n",
+        s.addr,
+        basic(&s.key),
+        headers.iter().map(|(n, v)| format!("{n}: {v}\r\n")).collect::<String>()
+    );
+    let (code, head, body) = raw_bytes(&s.addr, &request);
+    assert_eq!(code, 200, "{head}");
+    assert!(head.to_ascii_lowercase().contains("content-type: application/pdf"), "{head}");
+    let doc = lopdf::Document::load_mem(&body).expect("a PDF");
+    let pages: Vec<u32> = doc.get_pages().keys().copied().collect();
+    doc.extract_text(&pages).expect("text")
+}
+
+/// With Credit Memos: a refund's credit invoice and the next invoice its credit pays, as PDFs
+/// naming each other, with the credit applied in their totals.
+fn credit_pdf_scenario(db: &str) {
+    let s = serve(db);
+    s.cli(&["site", "update", "--name", "sandbox", "--credit-memos", "true"]);
+    create_account(&s, "c1");
+    status(&set_card(&s, "c1", "4111111111111111"), 200);
+    status(&adjustment(&s, "c1", 10000, 1, "Plan year"), 201);
+    let r = post(&s, "2.11", "/v2/accounts/c1/invoices", "");
+    status(&r, 201);
+    let paid = field(&r.body, "invoice_number");
+    let r = post(
+        &s,
+        "2.11",
+        &format!("/v2/invoices/{paid}/refund"),
+        "<invoice><refund_method>all_credit</refund_method><amount_in_cents>2000</amount_in_cents></invoice>",
+    );
+    status(&r, 201);
+    let credit = field(&r.body, "invoice_number");
+    // The next invoice (25.00) takes the 20.00 of credit and charges 5.00 to the card.
+    status(&adjustment(&s, "c1", 2500, 1, "Extra"), 201);
+    let r = post(&s, "2.11", "/v2/accounts/c1/invoices", "");
+    status(&r, 201);
+    let next = field(&r.body, "invoice_number");
+
+    let text = pdf_text(&s, &credit, "de-DE");
+    for expected in [
+        format!("Gutschrift {credit}"),
+        format!("Gutschrift für Rechnung #{paid}"),
+        "Geschlossen".into(),
+        "-20,00 USD".into(),
+        "Angerechnetes Guthaben".into(),
+        format!("Guthaben angerechnet auf Rechnung #{next}"),
+        "Saldo".into(),
+        "0,00 USD".into(),
+    ] {
+        assert!(text.contains(&expected), "{expected:?} missing from:\n{text}");
+    }
+    let text = pdf_text(&s, &next, "en-US");
+    for expected in [
+        format!("Invoice {next}"),
+        "Extra".into(),
+        "25.00 USD".into(),
+        "Credit Applied".into(),
+        "-20.00 USD".into(),
+        "Paid".into(),
+        "-5.00 USD".into(),
+        format!("Credit from invoice #{credit}"),
+        "Visa ending in 1111".into(),
+    ] {
+        assert!(text.contains(&expected), "{expected:?} missing from:\n{text}");
+    }
+}
+
+#[test]
+fn credit_invoices_download_as_pdf() {
+    on_both_backends("invoices_credit_pdf", credit_pdf_scenario);
+}
+
 #[test]
 fn invoices_download_as_pdf() {
     on_both_backends("invoices_pdf", pdf_scenario);
