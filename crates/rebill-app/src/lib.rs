@@ -15,6 +15,7 @@
 //! | [`jobs`] | job outcomes and their recording |
 //! | [`events`] | the domain events every change records, and delivering them to their subscribers |
 //! | [`transactions`] | one-off charges of an account |
+//! | [`offline_payments`] | payments made outside rebill entered on a manual invoice |
 //! | [`catalog`] | plans and add-ons: create, update, delete, get, list |
 //! | [`adjustments`] | an account's pending one-off charges and credits: create, delete, get, list |
 //! | [`queries`] | reading accounts (with their activity), invoices (with their lines and transactions), subscriptions and transactions, one or a page at a time |
@@ -37,6 +38,7 @@ pub mod instant;
 pub mod invoicing;
 pub mod jobs;
 pub mod model;
+pub mod offline_payments;
 pub mod payment_methods;
 pub mod queries;
 pub mod refunds;

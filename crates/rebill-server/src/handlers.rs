@@ -14,7 +14,7 @@ use rebill_app::invoicing::Settlement;
 use rebill_models::api::{self, EndpointId};
 
 use crate::request::{Call, Routed};
-use crate::{AppState, accounts, billing_info, invoices, plans, respond, subscriptions};
+use crate::{AppState, accounts, billing_info, invoices, payments, plans, respond, subscriptions};
 use rebill_billing::lifecycle::Action;
 
 /// The built endpoints and their handlers: `Id(call) => handler`, where `call` is the request's
@@ -84,6 +84,7 @@ handlers! { state, call, request, query;
     ListAccountTransactions(c) => invoices::list_account_transactions(state, c, query),
     GetTransaction(c) => invoices::get_transaction(state, c),
     CreateTransaction(c) => invoices::create_transaction(state, c, request),
+    CreateOfflinePayment(c) => payments::create_offline_payment(state, c, request),
 
     ListSubscriptions(c) => subscriptions::list(state, c, query, None),
     ListAccountSubscriptions(c) => subscriptions::list_account_subscriptions(state, c, query),
@@ -108,7 +109,12 @@ mod tests {
 
     #[test]
     fn built_endpoints() {
-        for id in [EndpointId::CreateAccount, EndpointId::CreateInvoice, EndpointId::CreateTransaction] {
+        for id in [
+            EndpointId::CreateAccount,
+            EndpointId::CreateInvoice,
+            EndpointId::CreateTransaction,
+            EndpointId::CreateOfflinePayment,
+        ] {
             assert!(BUILT.contains(&id), "{id:?}");
         }
         assert!(BUILT.contains(&EndpointId::RefundInvoice));
@@ -127,6 +133,7 @@ mod tests {
             ("accounts.rs", include_str!("accounts.rs")),
             ("billing_info.rs", include_str!("billing_info.rs")),
             ("invoices.rs", include_str!("invoices.rs")),
+            ("payments.rs", include_str!("payments.rs")),
             ("plans.rs", include_str!("plans.rs")),
             ("subscriptions.rs", include_str!("subscriptions.rs")),
         ];
