@@ -1,17 +1,19 @@
-//! Views shared by several endpoint modules: a transaction as the API shows it, the 422
-//! transaction error document of a declined transaction (wire-format §4.3) and the answers to a
-//! refused billing info.
+//! Views shared by several endpoint modules: a transaction and a credit payment as the API
+//! shows them, the 422 transaction error document of a declined transaction (wire-format §4.3)
+//! and the answers to a refused billing info.
 
 use axum::http::StatusCode;
 use axum::response::Response;
 use rebill_app::model::billing_info::PaymentKind;
+use rebill_app::model::credits::{CreditPayment, CreditPaymentAction};
 use rebill_app::model::invoicing::{Check, Transaction, TransactionFailure, TransactionStatus};
 use rebill_models::api::EndpointId;
 use rebill_models::validate::{Rejection, Violation, errors_document};
 use rebill_models::{
-    AvsResult, BillingInfoType, CvvResult, Errors, FieldError as XmlFieldError, FraudInfo, Transaction as View,
-    TransactionAccount, TransactionAction, TransactionBillingInfo, TransactionDetails, TransactionError,
-    TransactionOrigin, TransactionSource, TransactionStatus as ViewStatus,
+    AvsResult, BillingInfoType, CreditPayment as CreditPaymentView, CreditPaymentAction as ViewCreditPaymentAction,
+    CvvResult, Errors, FieldError as XmlFieldError, FraudInfo, Transaction as View, TransactionAccount,
+    TransactionAction, TransactionBillingInfo, TransactionDetails, TransactionError, TransactionOrigin,
+    TransactionSource, TransactionStatus as ViewStatus,
 };
 use rebill_xml::{Href, WireContext};
 
@@ -45,11 +47,16 @@ fn transaction_error(failure: &TransactionFailure) -> TransactionError {
     }
 }
 
-/// Whether a transaction can be refunded: only an approved charge (`purchase`). A verification
-/// or an authorization moved no money to refund, a refund is not refunded again, and a declined,
+fn invoice_href(number: i64) -> Href {
+    Href::path(EndpointId::GetInvoice.endpoint().render(&[&number.to_string()]))
+}
+
+/// Whether a transaction can be refunded: only an approved charge (`purchase`) with money left
+/// that its refunds (successful or processing) have not given back yet. A verification or an
+/// authorization moved no money to refund, a refund is not refunded again, and a declined,
 /// voided or processing transaction has nothing to give back.
 fn refundable(t: &Transaction) -> bool {
-    t.result.status == TransactionStatus::Success && t.new.action == "purchase"
+    t.result.status == TransactionStatus::Success && t.new.action == "purchase" && t.new.amount > t.refunded
 }
 
 /// A stored transaction as the API shows it. No transaction is voidable: rebill settles every
@@ -66,7 +73,11 @@ pub(crate) fn transaction_view(t: &Transaction) -> View {
     View {
         kind: Some(n.kind.as_str().to_owned()),
         account_href: Some(account_href(&n.account.account_code)),
-        invoice: t.invoice_number.map(|num| Href::path(EndpointId::GetInvoice.endpoint().render(&[&num.to_string()]))),
+        invoice: t.invoice_number.map(invoice_href),
+        original_transaction: t
+            .original_transaction_uuid
+            .as_ref()
+            .map(|u| Href::path(EndpointId::GetTransaction.endpoint().render(&[u]))),
         subscription: n
             .subscription_uuid
             .as_ref()
@@ -141,6 +152,37 @@ pub(crate) fn transaction_view(t: &Transaction) -> View {
         }),
         refund_action: refundable.then_some(href),
         ..View::default()
+    }
+}
+
+/// A credit payment as the API shows it. It has no root `type` attribute (as the captured
+/// responses of the original show it; `action` says what it did).
+pub(crate) fn credit_payment_view(p: &CreditPayment) -> CreditPaymentView {
+    CreditPaymentView {
+        kind: None,
+        account: Some(account_href(&p.account_code)),
+        original_invoice: Some(invoice_href(p.original_invoice_number)),
+        applied_to_invoice: p.applied_to_invoice_number.map(invoice_href),
+        original_credit_payment: p
+            .original_credit_payment_uuid
+            .as_ref()
+            .map(|u| Href::path(EndpointId::GetCreditPayment.endpoint().render(&[u]))),
+        refund_transaction: p
+            .refund_transaction_uuid
+            .as_ref()
+            .map(|u| Href::path(EndpointId::GetTransaction.endpoint().render(&[u]))),
+        uuid: Some(p.uuid.clone()),
+        action: Some(match p.action {
+            CreditPaymentAction::Payment => ViewCreditPaymentAction::Payment,
+            CreditPaymentAction::Reduction => ViewCreditPaymentAction::Reduction,
+            CreditPaymentAction::Refund => ViewCreditPaymentAction::Refund,
+            CreditPaymentAction::WriteOff => ViewCreditPaymentAction::WriteOff,
+        }),
+        currency: Some(p.currency.clone()),
+        amount_in_cents: Some(p.amount),
+        created_at: time(p.created_at),
+        updated_at: time(p.updated_at),
+        voided_at: p.voided_at.and_then(time),
     }
 }
 
