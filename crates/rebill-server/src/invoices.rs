@@ -966,4 +966,237 @@ mod tests {
         assert_eq!(invoice_state_filter("voided"), None);
         assert!(INVOICE_STATES.iter().all(|s| invoice_state_filter(s).is_some()));
     }
+
+    use rebill_app::model::credits::CreditPaymentAction;
+    use rebill_models::CreditPaymentAction as ViewAction;
+    use rebill_xml::{ApiVersion, Features, Mode, Project, WireContext, XmlEnum};
+
+    fn wire(version: ApiVersion, credit_memos: bool) -> WireContext {
+        let features =
+            if credit_memos { Features::none().with("credit_memos").expect("feature") } else { Features::none() };
+        WireContext::new(version, features, "http://rebill.test")
+    }
+
+    /// The view as a client of `version` sees it (what does not exist there left out).
+    fn seen<T: Project>(view: &T, version: ApiVersion, credit_memos: bool) -> T {
+        view.project(&wire(version, credit_memos), Mode::Response)
+    }
+
+    /// How a client of `version` reads the invoice's state.
+    fn state_word(view: &InvoiceView, version: ApiVersion, credit_memos: bool) -> String {
+        view.state.as_ref().map(|s| s.wire_value(&wire(version, credit_memos)).to_owned()).unwrap_or_default()
+    }
+
+    fn stored(kind: InvoiceKind, state: InvoiceState, total: i64, paid: i64) -> Invoice {
+        Invoice {
+            id: 7,
+            uuid: "inv7".into(),
+            site_id: 1,
+            account_id: 3,
+            account_code: "a1".into(),
+            invoice_number: 1002,
+            kind,
+            original_invoice_id: None,
+            original_invoice_number: None,
+            credited: 0,
+            state,
+            origin: "purchase".into(),
+            currency: "USD".into(),
+            amounts: InvoiceAmounts {
+                subtotal_before_discount: total,
+                subtotal_after_discount: total,
+                total,
+                paid,
+                balance: total - paid,
+                ..InvoiceAmounts::default()
+            },
+            terms: InvoiceTerms::default(),
+            due_on: None,
+            collection_attempts: 0,
+            attempt_next_collection_at: None,
+            closed_at: None,
+            created_at: 1_800_000_000,
+            updated_at: 1_800_000_000,
+        }
+    }
+
+    fn line(kind: AdjustmentKind, total: i64, quantity: i64) -> Adjustment {
+        Adjustment {
+            id: 11,
+            uuid: "adj11".into(),
+            site_id: 1,
+            account_code: "a1".into(),
+            state: AdjustmentState::Invoiced,
+            invoice_id: Some(7),
+            invoice_number: Some(1002),
+            line: NewAdjustment {
+                account_id: 3,
+                subscription_uuid: None,
+                kind,
+                origin: if kind == AdjustmentKind::Charge { "debit".into() } else { "credit".into() },
+                description: None,
+                accounting_code: None,
+                product_code: None,
+                currency: "USD".into(),
+                unit_amount: total / quantity,
+                quantity,
+                discount: 0,
+                tax: 0,
+                total,
+                tax_exempt: None,
+                tax_code: None,
+                credit_reason_code: None,
+                start_date: None,
+                end_date: None,
+                engine: None,
+                original_adjustment_id: None,
+                reversed_quantity: 0,
+            },
+            original_adjustment_uuid: None,
+            credited: 0,
+            quantity_credited: 0,
+            created_at: 1_800_000_000,
+            updated_at: 1_800_000_000,
+        }
+    }
+
+    fn payment(action: CreditPaymentAction, amount: i64) -> CreditPayment {
+        CreditPayment {
+            id: 1,
+            uuid: "cp1".into(),
+            site_id: 1,
+            account_id: 3,
+            account_code: "a1".into(),
+            action,
+            currency: "USD".into(),
+            amount,
+            original_invoice_id: 7,
+            original_invoice_number: 1002,
+            applied_to_invoice_id: Some(7),
+            applied_to_invoice_number: Some(1002),
+            original_credit_payment_uuid: None,
+            refund_transaction_uuid: None,
+            created_at: 1_800_000_000,
+            updated_at: 1_800_000_000,
+            voided_at: None,
+        }
+    }
+
+    #[test]
+    fn an_open_credit_invoice_shows_its_credit_and_the_void_anchor_with_credit_memos() {
+        let invoice = stored(InvoiceKind::Credit, InvoiceState::Open, -500, 0);
+        let view =
+            seen(&invoice_view(&invoice, &[line(AdjustmentKind::Credit, -500, 1)], &[], &[]), ApiVersion::V2_11, true);
+        assert_eq!(view.kind, Some(InvoiceType::Credit));
+        assert_eq!(state_word(&view, ApiVersion::V2_11, true), "open");
+        assert_eq!((view.balance_in_cents, view.refundable_total_in_cents), (Some(-500), Some(0)));
+        assert_eq!(view.void_action, Some(href(EndpointId::VoidInvoice, &["1002"])));
+        assert_eq!(view.original_invoices, Some(href(EndpointId::ListOriginalInvoices, &["1002"])));
+        assert_eq!(view.credit_payments, Some(Vec::new()));
+        assert_eq!((view.credit_invoices, view.refund_action, view.mark_successful_action), (None, None, None));
+        // Closed, voided or with a refund processing: nothing to void.
+        for state in [InvoiceState::Closed, InvoiceState::Voided, InvoiceState::Processing] {
+            let done = stored(InvoiceKind::Credit, state, -500, -500);
+            assert_eq!(invoice_view(&done, &[], &[], &[]).void_action, None, "{state:?}");
+        }
+    }
+
+    #[test]
+    fn credit_invoices_take_the_schema_fallbacks_below_2_10_and_without_credit_memos() {
+        for (state, before, without) in [
+            (InvoiceState::Open, "open", "pending"),
+            (InvoiceState::Closed, "collected", "paid"),
+            (InvoiceState::Voided, "failed", "failed"),
+        ] {
+            let view = invoice_view(&stored(InvoiceKind::Credit, state, -500, 0), &[], &[], &[]);
+            assert_eq!(state_word(&view, ApiVersion::V2_9, true), before, "{state:?} at 2.9");
+            assert_eq!(state_word(&view, ApiVersion::V2_11, false), without, "{state:?} without Credit Memos");
+            assert_eq!(state_word(&view, ApiVersion::V2_10, true), state.as_str(), "{state:?} at 2.10");
+            let old = seen(&view, ApiVersion::V2_9, true);
+            assert_eq!((old.kind, old.balance_in_cents, old.original_invoices), (None, None, None));
+            assert_eq!((old.void_action, old.credit_payments), (None, None));
+            let plain = seen(&view, ApiVersion::V2_11, false);
+            assert_eq!((plain.kind, plain.balance_in_cents, plain.original_invoices), (None, None, None));
+            assert_eq!(plain.void_action, None);
+            // Credit payments are a 2.10 element of every site.
+            assert_eq!(plain.credit_payments, Some(Vec::new()));
+        }
+    }
+
+    #[test]
+    fn a_paid_charge_invoice_refunds_what_was_not_credited_back() {
+        let mut invoice = stored(InvoiceKind::Charge, InvoiceState::Paid, 3000, 3000);
+        let mut charge = line(AdjustmentKind::Charge, 3000, 3);
+        let credit = payment(CreditPaymentAction::Payment, 1200);
+        let view = invoice_view(&invoice, std::slice::from_ref(&charge), &[], std::slice::from_ref(&credit));
+        let view = seen(&view, ApiVersion::V2_11, true);
+        assert_eq!(view.kind, Some(InvoiceType::Charge));
+        assert_eq!(view.refundable_total_in_cents, Some(3000));
+        assert_eq!(view.refund_action, Some(href(EndpointId::RefundInvoice, &["1002"])));
+        assert_eq!(view.credit_invoices, Some(href(EndpointId::ListCreditInvoices, &["1002"])));
+        assert_eq!((view.original_invoices, view.void_action), (None, None));
+        let payments = view.credit_payments.unwrap_or_default();
+        assert_eq!(payments.len(), 1);
+        assert_eq!((payments[0].action.clone(), payments[0].amount_in_cents), (Some(ViewAction::Payment), Some(1200)));
+        let lines = view.line_items.unwrap_or_default();
+        assert_eq!((lines[0].quantity_remaining, lines[0].refundable_total_in_cents), (Some(3), Some(3000)));
+
+        // Credited in part: the rest stays refundable; credited whole: no refund anchor.
+        invoice.credited = 1000;
+        charge.credited = 1000;
+        charge.quantity_credited = 1;
+        let view = invoice_view(&invoice, std::slice::from_ref(&charge), &[], &[]);
+        assert_eq!(view.refundable_total_in_cents, Some(2000));
+        let lines = view.line_items.unwrap_or_default();
+        assert_eq!((lines[0].quantity_remaining, lines[0].refundable_total_in_cents), (Some(2), Some(2000)));
+        invoice.credited = 3000;
+        let view = invoice_view(&invoice, &[], &[], &[]);
+        assert_eq!((view.refundable_total_in_cents, view.refund_action), (Some(0), None));
+        // Nothing of an unpaid invoice is refundable.
+        let pending = stored(InvoiceKind::Charge, InvoiceState::Pending, 3000, 0);
+        let view = invoice_view(&pending, std::slice::from_ref(&charge), &[], &[]);
+        assert_eq!((view.refundable_total_in_cents, view.refund_action), (Some(0), None));
+        assert_eq!(view.line_items.unwrap_or_default()[0].refundable_total_in_cents, Some(0));
+    }
+
+    #[test]
+    fn a_refund_invoice_links_its_original() {
+        let mut refund = stored(InvoiceKind::Legacy, InvoiceState::Paid, -900, 0);
+        refund.original_invoice_id = Some(5);
+        refund.original_invoice_number = Some(1001);
+        let view = invoice_view(&refund, &[], &[], &[]);
+        assert_eq!(state_word(&view, ApiVersion::V2_9, false), "collected");
+        let old = seen(&view, ApiVersion::V2_9, false);
+        assert_eq!(old.original_invoice, Some(href(EndpointId::GetInvoice, &["1001"])));
+        assert_eq!((old.refund_action, old.refundable_total_in_cents), (None, Some(0)));
+    }
+
+    #[test]
+    fn a_credit_line_names_the_charge_it_reverses() {
+        let mut credit = line(AdjustmentKind::Credit, -1000, 1);
+        credit.original_adjustment_uuid = Some("adj9".into());
+        let view = seen(&adjustment_views(&[credit], &HashSet::from([7]))[0], ApiVersion::V2_11, true);
+        assert_eq!(view.kind, Some(AdjustmentType::Credit));
+        assert_eq!(view.original_adjustment_uuid.as_deref(), Some("adj9"));
+        assert_eq!(view.original_adjustment, Some(href(EndpointId::GetAdjustment, &["adj9"])));
+        assert_eq!((view.refundable_total_in_cents, view.credit_adjustments), (Some(0), None));
+
+        let charge = line(AdjustmentKind::Charge, 500, 1);
+        let old = seen(&adjustment_views(std::slice::from_ref(&charge), &HashSet::new())[0], ApiVersion::V2_9, true);
+        assert_eq!((old.original_adjustment_uuid, old.credit_adjustments), (None, None));
+        assert_eq!(old.refundable_total_in_cents, Some(0), "not on a paid invoice");
+        let new = seen(&adjustment_views(&[charge], &HashSet::from([7]))[0], ApiVersion::V2_10, true);
+        assert_eq!(new.credit_adjustments, Some(href(EndpointId::ListCreditAdjustments, &["adj11"])));
+        assert_eq!(new.refundable_total_in_cents, Some(500));
+    }
+
+    #[test]
+    fn a_credit_invoice_is_the_collection_s_credit_invoice() {
+        let credit = invoice_view(&stored(InvoiceKind::Credit, InvoiceState::Open, -500, 0), &[], &[], &[]);
+        let made = collection(credit.clone());
+        assert_eq!((made.charge_invoice, made.credit_invoices), (None, Some(vec![credit])));
+        let legacy = invoice_view(&stored(InvoiceKind::Legacy, InvoiceState::Paid, -500, 0), &[], &[], &[]);
+        let made = collection(legacy.clone());
+        assert_eq!((made.charge_invoice, made.credit_invoices), (Some(Box::new(legacy)), Some(Vec::new())));
+    }
 }

@@ -345,4 +345,60 @@ mod tests {
             assert_eq!(view.voidable, Some(false), "{action} {status:?}");
         }
     }
+
+    #[test]
+    fn a_purchase_given_back_in_full_is_not_refundable_and_a_refund_links_its_purchase() {
+        let mut t = transaction("purchase", TransactionStatus::Success);
+        t.refunded = 40;
+        assert_eq!(transaction_view(&t).refundable, Some(true), "60 of 100 left");
+        t.refunded = 100;
+        let view = transaction_view(&t);
+        assert_eq!((view.refundable, view.refund_action.is_some()), (Some(false), false));
+        assert_eq!(view.original_transaction, None);
+        let mut refund = transaction("refund", TransactionStatus::Success);
+        refund.original_transaction_uuid = Some("p1".into());
+        let ctx = WireContext::new(rebill_xml::ApiVersion::V2_11, rebill_xml::Features::none(), "http://h");
+        let body = rebill_xml::to_xml(&transaction_view(&refund), &ctx, rebill_xml::Mode::Response);
+        assert!(body.contains("<original_transaction href=\"http://h/v2/transactions/p1\"/>"), "{body}");
+    }
+
+    #[test]
+    fn a_credit_payment_links_its_invoices_and_has_no_type_attribute() {
+        let payment = CreditPayment {
+            id: 1,
+            uuid: "cp1".into(),
+            site_id: 1,
+            account_id: 3,
+            account_code: "a1".into(),
+            action: CreditPaymentAction::Payment,
+            currency: "USD".into(),
+            amount: 1200,
+            original_invoice_id: 5,
+            original_invoice_number: 1001,
+            applied_to_invoice_id: Some(6),
+            applied_to_invoice_number: Some(1002),
+            original_credit_payment_uuid: None,
+            refund_transaction_uuid: None,
+            created_at: 1_800_000_000,
+            updated_at: 1_800_000_000,
+            voided_at: None,
+        };
+        let ctx = WireContext::new(rebill_xml::ApiVersion::V2_10, rebill_xml::Features::none(), "http://h");
+        let body = rebill_xml::to_xml(&credit_payment_view(&payment), &ctx, rebill_xml::Mode::Response);
+        for expected in [
+            "<credit_payment href=\"http://h/v2/credit_payments/cp1\">",
+            "<account href=\"http://h/v2/accounts/a1\"/>",
+            "<original_invoice href=\"http://h/v2/invoices/1001\"/>",
+            "<applied_to_invoice href=\"http://h/v2/invoices/1002\"/>",
+            "<uuid>cp1</uuid>",
+            "<action>payment</action>",
+            "<currency>USD</currency>",
+            "<amount_in_cents type=\"integer\">1200</amount_in_cents>",
+            "<created_at type=\"datetime\">2027-01-15T08:00:00Z</created_at>",
+            "<voided_at type=\"datetime\" nil=\"nil\"></voided_at>",
+        ] {
+            assert!(body.contains(expected), "{expected} in {body}");
+        }
+        assert!(!body.contains("<original_credit_payment") && !body.contains("<refund_transaction"), "{body}");
+    }
 }
