@@ -76,6 +76,13 @@ handlers! { state, call, request, query;
     MarkInvoiceFailed(c) => invoices::settle_invoice(state, c, Settlement::Failed),
     CollectInvoice(c) => invoices::settle_invoice(state, c, Settlement::Collect),
     RefundInvoice(c) => invoices::refund_invoice(state, c, request),
+    VoidInvoice(c) => invoices::void_invoice(state, c),
+    ListOriginalInvoices(c) => invoices::list_original_invoices(state, c, query),
+    ListCreditInvoices(c) => invoices::list_credit_invoices(state, c, query),
+    ListCreditAdjustments(c) => invoices::list_credit_adjustments(state, c, query),
+    ListCreditPayments(c) => invoices::list_credit_payments(state, c, query, None),
+    ListAccountCreditPayments(c) => invoices::list_account_credit_payments(state, c, query),
+    GetCreditPayment(c) => invoices::get_credit_payment(state, c),
     ListAccountAdjustments(c) => invoices::list_adjustments(state, c, query),
     CreateAdjustment(c) => invoices::create_adjustment(state, c, request),
     GetAdjustment(c) => invoices::get_adjustment(state, c),
@@ -114,6 +121,17 @@ mod tests {
             EndpointId::CreateInvoice,
             EndpointId::CreateTransaction,
             EndpointId::CreateOfflinePayment,
+        ] {
+            assert!(BUILT.contains(&id), "{id:?}");
+        }
+        for id in [
+            EndpointId::VoidInvoice,
+            EndpointId::ListCreditPayments,
+            EndpointId::GetCreditPayment,
+            EndpointId::ListAccountCreditPayments,
+            EndpointId::ListOriginalInvoices,
+            EndpointId::ListCreditInvoices,
+            EndpointId::ListCreditAdjustments,
         ] {
             assert!(BUILT.contains(&id), "{id:?}");
         }
