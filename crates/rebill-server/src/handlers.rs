@@ -69,7 +69,7 @@ handlers! { state, call, request, query;
 
     ListInvoices(c) => invoices::list_invoices(state, c, query, None),
     ListAccountInvoices(c) => invoices::list_account_invoices(state, c, query),
-    GetInvoice(c) => invoices::get_invoice(state, c, request.extensions().get::<crate::layers::WantsPdf>().is_some()),
+    GetInvoice(c) => invoices::get_invoice(state, c, invoices::pdf_locale(&request)),
     CreateInvoice(c) => invoices::create_invoice(state, c, request, false),
     PreviewInvoice(c) => invoices::create_invoice(state, c, request, true),
     MarkInvoiceSuccessful(c) => invoices::mark_successful(state, c),

@@ -3,7 +3,7 @@
 //! | Endpoint | Behaviour |
 //! |---|---|
 //! | `GET /v2/invoices`, `GET /v2/accounts/{code}/invoices` | lists (HEAD counts); `state` filter |
-//! | `GET /v2/invoices/{number}` | one invoice with its line items and transactions |
+//! | `GET /v2/invoices/{number}` | one invoice with its line items and transactions; with `Accept: application/pdf` its PDF in the `Accept-Language` language (en-US, de-DE, fr-FR, es-ES; else en-US) |
 //! | `POST /v2/accounts/{code}/invoices` | invoices the pending adjustments (201; `invoice_collection` from 2.10) |
 //! | `POST /v2/accounts/{code}/invoices/preview` | the same, nothing written (200) |
 //! | `PUT /v2/invoices/{number}/mark_successful`, `…/mark_failed`, `…/collect` | settle or collect an open invoice (`mark_failed` and `collect`: `invoice_collection` from 2.10) |
@@ -65,6 +65,7 @@ use std::collections::HashSet;
 
 use rebill_app::adjustments::{self, AdjustmentError, NewCharge};
 use rebill_app::credit_invoices;
+use rebill_app::documents::Locale;
 use rebill_app::error::AppError;
 use rebill_app::model::Page;
 use rebill_app::model::accounts::{Account, AccountFields};
@@ -413,12 +414,31 @@ async fn path_invoice(state: &AppState, call: &Call) -> Result<Invoice, Response
         .map_err(|e| respond::app_error(&call.ctx.wire, "invoice", e.into()))
 }
 
-/// `GET /v2/invoices/{invoice_number}`: the invoice, or its PDF document when the client asked
-/// for `application/pdf` (`pdf`).
-pub(crate) async fn get_invoice(state: &AppState, call: &Routed<'_, api::GetInvoice>, pdf: bool) -> Response {
-    if pdf {
-        return match rebill_app::documents::invoice_pdf(state, &call.context(), &call.params[0]).await {
-            Ok(bytes) => respond::pdf(bytes),
+/// The language of the invoice PDF a request asks for: `None` unless it asks for the PDF
+/// (`Accept: application/pdf`, see [`crate::layers::accept`]), else its `Accept-Language`
+/// negotiated by [`Locale::from_accept_language`] (absent or unreadable: en-US).
+pub(crate) fn pdf_locale(request: &Request) -> Option<Locale> {
+    request.extensions().get::<crate::layers::WantsPdf>()?;
+    let value = request.headers().get(axum::http::header::ACCEPT_LANGUAGE);
+    Some(
+        value
+            .and_then(|v| std::str::from_utf8(v.as_bytes()).ok())
+            .map(Locale::from_accept_language)
+            .unwrap_or_default(),
+    )
+}
+
+/// `GET /v2/invoices/{invoice_number}`: the invoice, or its PDF document in `pdf`'s language
+/// (named by `Content-Language`) when the client asked for `application/pdf`.
+pub(crate) async fn get_invoice(state: &AppState, call: &Routed<'_, api::GetInvoice>, pdf: Option<Locale>) -> Response {
+    if let Some(locale) = pdf {
+        return match rebill_app::documents::invoice_pdf(state, &call.context(), &call.params[0], locale).await {
+            Ok(bytes) => {
+                let mut response = respond::pdf(bytes);
+                let language = axum::http::HeaderValue::from_static(locale.tag());
+                response.headers_mut().insert(axum::http::header::CONTENT_LANGUAGE, language);
+                response
+            }
             Err(e) => respond::app_error(&call.ctx.wire, "invoice", e.into()),
         };
     }
