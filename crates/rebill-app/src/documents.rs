@@ -21,7 +21,9 @@
 
 use rebill_billing::states::{InvoiceState, TransactionStatus};
 pub use rebill_pdf::{DocumentKind, Locale};
-use rebill_pdf::{DocumentState, InvoiceDocument, Line, Notes, Payment, PaymentMethod, PaymentSource, Totals};
+use rebill_pdf::{
+    DocumentState, InvoiceDocument, Line, Notes, OfflineMethod, Payment, PaymentMethod, PaymentSource, Totals,
+};
 use rebill_store::Mode;
 use rebill_store::accounts::Account;
 use rebill_store::billing_info::{BillingInfo, PaymentKind};
@@ -108,8 +110,12 @@ pub fn document(sources: &Sources<'_>) -> InvoiceDocument {
                 _ => return None,
             };
             let when = t.result.collected_at.unwrap_or(t.created_at);
-            let method =
-                payment_method(t.new.kind, t.new.billing.card_type.as_deref(), t.new.billing.last_four.as_deref());
+            let method = payment_method(
+                &t.new.payment_method,
+                t.new.kind,
+                t.new.billing.card_type.as_deref(),
+                t.new.billing.last_four.as_deref(),
+            );
             Some((
                 when,
                 Payment {
@@ -214,8 +220,22 @@ fn document_state(state: InvoiceState) -> DocumentState {
     }
 }
 
-/// A payment method by its brand ("Visa", "Mastercard") or kind, and last four digits.
-fn payment_method(kind: PaymentKind, card_type: Option<&str>, last_four: Option<&str>) -> PaymentMethod {
+/// A transaction's payment method: a payment entered as made outside the service by its method
+/// (its transaction's `payment_method`: check, wire transfer, …), else by its brand ("Visa",
+/// "Mastercard") or kind, and last four digits.
+fn payment_method(method: &str, kind: PaymentKind, card_type: Option<&str>, last_four: Option<&str>) -> PaymentMethod {
+    let offline = match method {
+        "check" => Some(OfflineMethod::Check),
+        "wire_transfer" => Some(OfflineMethod::WireTransfer),
+        "money_order" => Some(OfflineMethod::MoneyOrder),
+        "eft" => Some(OfflineMethod::Eft),
+        "paypal" => Some(OfflineMethod::PayPal),
+        "other" => Some(OfflineMethod::Other),
+        _ => None,
+    };
+    if let Some(offline) = offline {
+        return PaymentMethod::Offline(offline);
+    }
     let last_four = last_four.filter(|f| !f.is_empty()).map(str::to_owned);
     match kind {
         PaymentKind::BankAccount => PaymentMethod::BankAccount { last_four },
@@ -287,24 +307,42 @@ mod tests {
     use super::*;
 
     #[test]
-    fn payment_methods_are_named_by_brand_and_last_four() {
+    fn payment_methods_are_named_by_brand_and_last_four_or_by_offline_method() {
         let card = |brand: Option<&str>, four: Option<&str>| PaymentMethod::Card {
             brand: brand.map(str::to_owned),
             last_four: four.map(str::to_owned),
         };
+        let cc = "credit_card";
         let cases = [
-            (payment_method(PaymentKind::CreditCard, Some("visa"), Some("1111")), card(Some("Visa"), Some("1111"))),
+            (payment_method(cc, PaymentKind::CreditCard, Some("visa"), Some("1111")), card(Some("Visa"), Some("1111"))),
             (
-                payment_method(PaymentKind::CreditCard, Some("master"), Some("4444")),
+                payment_method(cc, PaymentKind::CreditCard, Some("master"), Some("4444")),
                 card(Some("Mastercard"), Some("4444")),
             ),
-            (payment_method(PaymentKind::CreditCard, Some("diners_club"), None), card(Some("Diners club"), None)),
-            (payment_method(PaymentKind::CreditCard, None, Some("1")), card(None, Some("1"))),
-            (payment_method(PaymentKind::CreditCard, Some(""), Some("")), card(None, None)),
+            (payment_method(cc, PaymentKind::CreditCard, Some("diners_club"), None), card(Some("Diners club"), None)),
+            (payment_method(cc, PaymentKind::CreditCard, None, Some("1")), card(None, Some("1"))),
+            (payment_method(cc, PaymentKind::CreditCard, Some(""), Some("")), card(None, None)),
             (
-                payment_method(PaymentKind::BankAccount, None, Some("6789")),
+                payment_method("ach", PaymentKind::BankAccount, None, Some("6789")),
                 PaymentMethod::BankAccount { last_four: Some("6789".into()) },
             ),
+            (
+                payment_method("check", PaymentKind::BankAccount, None, None),
+                PaymentMethod::Offline(OfflineMethod::Check),
+            ),
+            (
+                payment_method("wire_transfer", PaymentKind::BankAccount, None, Some("1234")),
+                PaymentMethod::Offline(OfflineMethod::WireTransfer),
+            ),
+            (
+                payment_method("paypal", PaymentKind::BankAccount, None, None),
+                PaymentMethod::Offline(OfflineMethod::PayPal),
+            ),
+            (
+                payment_method("other", PaymentKind::BankAccount, None, None),
+                PaymentMethod::Offline(OfflineMethod::Other),
+            ),
+            (payment_method("credit_card", PaymentKind::CreditCard, None, None), card(None, None)),
         ];
         for (named, expected) in cases {
             assert_eq!(named, expected);

@@ -1,7 +1,7 @@
 //! An invoice's PDF from the use case, in process on both backends: the subscriber's first
 //! invoice with its line, its card payment and the sandbox watermark, in English and in German;
-//! refunds of it on a site with Credit Memos as credit invoices (one keeping the credit, one
-//! refunded to the card) and without them as a legacy refund invoice; the credit payments of
+//! refunds of it on a site with Credit Memos as credit invoices (one keeping the credit, then
+//! voided; one refunded to the card) and without them as a legacy refund invoice; the credit payments of
 //! every kind on either side of an invoice mapped to its totals and payments; an unknown invoice
 //! is not found.
 
@@ -135,6 +135,16 @@ async fn refunds_render_as_credit_and_legacy_refund_invoices() {
             &what,
         );
         assert!(!text.contains("Payment Refund") && !text.contains("Paid"), "{what}: nothing left it yet:\n{text}");
+        // Its credit voided: a reduction, in the totals only.
+        let number = kept.invoice_number.to_string();
+        rebill_app::credit_invoices::void(&services, &ctx, &number).await.expect("voided");
+        let text = pdf_text(&services, &ctx, &number, Locale::EnUs).await;
+        assert_shows(
+            &text,
+            &["Credit Invoice 1003", "Voided", "Credit Voided", "3.00 USD", "Balance", "0.00 USD"],
+            &what,
+        );
+        assert!(!text.contains("Payment Refund"), "{what}: a void is no refund:\n{text}");
         let back = refund_invoice(&services, &ctx, "1001", &refund(200, RefundMethod::AllTransaction))
             .await
             .expect("refund to the card");

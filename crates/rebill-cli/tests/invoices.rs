@@ -321,8 +321,8 @@ fn pdf_scenario(db: &str) {
         );
         raw_bytes(&s.addr, &request)
     };
-    // The PDF's text and its Content-Language.
-    let pdf_text = |language: Option<&str>| {
+    // The text of invoice 1001's PDF in `language` and its Content-Language.
+    let pdf_1001 = |language: Option<&str>| {
         let (code, head, body) = pdf_request("/v2/invoices/1001", "application/pdf", language);
         assert_eq!(code, 200, "{language:?}: {head}");
         let lower = head.to_ascii_lowercase();
@@ -343,30 +343,37 @@ fn pdf_scenario(db: &str) {
     };
 
     let english = ["Invoice 1001", "Invoice date", "Widgets", "25.00 USD", "Pending", "Balance", "TEST INVOICE"];
-    let (text, language) = pdf_text(None);
+    let (text, language) = pdf_1001(None);
     shows(&text, &english);
     assert_eq!(language, "en-us");
 
     let german =
         ["Rechnung 1001", "Rechnungsdatum", "Widgets", "12,50", "25,00 USD", "Ausstehend", "Saldo", "Fälligkeitsdatum"];
     for asked in ["de-DE", "de-CH;q=0.9, en;q=0.5", "German"] {
-        let (text, language) = pdf_text(Some(asked));
+        let (text, language) = pdf_1001(Some(asked));
         shows(&text, &german);
         assert!(!text.contains("Invoice date") && !text.contains("Balance"), "{asked}: no English label:\n{text}");
         assert_eq!(language, "de-de", "{asked}");
     }
-    let (text, language) = pdf_text(Some("fr-CA,fr;q=0.9,en;q=0.8"));
+    let (text, language) = pdf_1001(Some("fr-CA,fr;q=0.9,en;q=0.8"));
     shows(&text, &["Facture 1001", "Date de facture", "25,00 USD", "En attente", "Solde"]);
     assert_eq!(language, "fr-fr");
-    let (text, language) = pdf_text(Some("es-MX"));
+    let (text, language) = pdf_1001(Some("es-MX"));
     shows(&text, &["Factura 1001", "Fecha de factura", "25,00 USD", "Pendiente"]);
     assert_eq!(language, "es-es");
     // A language without a translation, an unknown name and a garbled value: en-US.
     for asked in ["ja-JP", "Danish", ";;q=x,,"] {
-        let (text, language) = pdf_text(Some(asked));
+        let (text, language) = pdf_1001(Some(asked));
         shows(&text, &english);
         assert_eq!(language, "en-us", "{asked}");
     }
+
+    // A payment entered as made by check is named by its method.
+    let body = "<transaction><payment_method>check</payment_method>\
+                <amount_in_cents type=\"integer\">1000</amount_in_cents></transaction>";
+    status(&post(&s, "2.11", "/v2/invoices/1001/transactions", body), 201);
+    let (text, _) = pdf_1001(Some("de-DE"));
+    shows(&text, &["Zahlungen", "Scheck", "10,00 USD", "Bezahlt", "-10,00 USD", "Saldo", "15,00 USD"]);
 
     // Errors stay XML documents, in any language; a PDF is only an invoice's.
     for language in [None, Some("de-DE")] {

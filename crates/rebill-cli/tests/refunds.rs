@@ -5,7 +5,6 @@
 //! refusal documents.
 
 use rebill_testkit::*;
-use serde_json::Value;
 
 /// 2027-01-15T08:00:00Z.
 const T0: i64 = 1_800_000_000;
@@ -30,18 +29,6 @@ fn post(s: &Server, version: &str, path: &str, body: &str) -> Reply {
 
 fn get(s: &Server, version: &str, path: &str) -> Reply {
     authed(s, "GET", path, &[("X-Api-Version", version)], "")
-}
-
-fn card_token(s: &Server, number: &str) -> String {
-    let body = format!(
-        "key={}&number={number}&month=11&year=2029&cvv=321&first_name=Grace&last_name=Hopper\
-         &address1=1+Navy+Way&postal_code=20001&country=US",
-        s.public_key
-    );
-    let reply = request(s, "POST", "/js/v1/token", &[("Content-Type", "application/x-www-form-urlencoded")], &body);
-    status(&reply, 200);
-    let value: Value = serde_json::from_str(&reply.body).expect("json");
-    value["id"].as_str().expect("id").to_owned()
 }
 
 /// An account paying with `card`.

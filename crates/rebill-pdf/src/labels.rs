@@ -46,6 +46,9 @@ pub(crate) struct Labels {
     pub ending_in: &'static str,
     pub card: &'static str,
     pub bank_account: &'static str,
+    /// Payments made outside the service: check, wire transfer, money order, EFT, PayPal,
+    /// other.
+    pub offline: [&'static str; 6],
     pub customer_notes: &'static str,
     pub terms_and_conditions: &'static str,
     pub vat_reverse_charge_notes: &'static str,
@@ -116,6 +119,7 @@ static EN_US: Labels = Labels {
     ending_in: "{} ending in {}",
     card: "Card",
     bank_account: "Bank account",
+    offline: ["Check", "Wire transfer", "Money order", "EFT", "PayPal", "Other payment"],
     customer_notes: "Customer notes",
     terms_and_conditions: "Terms and conditions",
     vat_reverse_charge_notes: "VAT reverse charge notes",
@@ -159,6 +163,7 @@ static DE_DE: Labels = Labels {
     ending_in: "{} mit Endziffern {}",
     card: "Karte",
     bank_account: "Bankkonto",
+    offline: ["Scheck", "Überweisung", "Zahlungsanweisung", "EFT", "PayPal", "Andere Zahlung"],
     customer_notes: "Hinweise für den Kunden",
     terms_and_conditions: "Geschäftsbedingungen",
     vat_reverse_charge_notes: "Hinweise zur Umkehr der Steuerschuld",
@@ -211,6 +216,7 @@ static FR_FR: Labels = Labels {
     ending_in: "{} se terminant par {}",
     card: "Carte",
     bank_account: "Compte bancaire",
+    offline: ["Chèque", "Virement bancaire", "Mandat", "EFT", "PayPal", "Autre paiement"],
     customer_notes: "Notes pour le client",
     terms_and_conditions: "Conditions générales",
     vat_reverse_charge_notes: "Autoliquidation de la TVA",
@@ -254,6 +260,7 @@ static ES_ES: Labels = Labels {
     ending_in: "{} terminada en {}",
     card: "Tarjeta",
     bank_account: "Cuenta bancaria",
+    offline: ["Cheque", "Transferencia bancaria", "Giro postal", "EFT", "PayPal", "Otro pago"],
     customer_notes: "Notas para el cliente",
     terms_and_conditions: "Términos y condiciones",
     vat_reverse_charge_notes: "Inversión del sujeto pasivo del IVA",
@@ -316,7 +323,7 @@ mod tests {
                 labels.terms_and_conditions,
                 labels.vat_reverse_charge_notes,
             ];
-            for label in all.iter().chain(labels.states.iter()) {
+            for label in all.iter().chain(labels.states.iter()).chain(labels.offline.iter()) {
                 assert!(!label.trim().is_empty(), "{locale:?}: an empty label");
                 assert!(
                     crate::text::encode(label).iter().all(|b| *b != b'?'),

@@ -179,6 +179,19 @@ pub enum PaymentMethod {
     Card { brand: Option<String>, last_four: Option<String> },
     /// A bank account, by its last four digits.
     BankAccount { last_four: Option<String> },
+    /// A payment made outside the service and entered as paid.
+    Offline(OfflineMethod),
+}
+
+/// How a payment entered as made outside the service was made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OfflineMethod {
+    Check,
+    WireTransfer,
+    MoneyOrder,
+    Eft,
+    PayPal,
+    Other,
 }
 
 /// The notes of an invoice; each is shown only when it has text.
@@ -447,6 +460,18 @@ impl Page<'_> {
                         (brand.as_deref().filter(|b| !b.trim().is_empty()).unwrap_or(labels.card), last_four)
                     }
                     PaymentMethod::BankAccount { last_four } => (labels.bank_account, last_four),
+                    PaymentMethod::Offline(method) => {
+                        let [check, wire, money_order, eft, paypal, other] = labels.offline;
+                        return match method {
+                            OfflineMethod::Check => check,
+                            OfflineMethod::WireTransfer => wire,
+                            OfflineMethod::MoneyOrder => money_order,
+                            OfflineMethod::Eft => eft,
+                            OfflineMethod::PayPal => paypal,
+                            OfflineMethod::Other => other,
+                        }
+                        .to_owned();
+                    }
                 };
                 match last_four.as_deref().filter(|f| !f.trim().is_empty()) {
                     Some(four) => fill(labels.ending_in, &[what, four]),

@@ -14,7 +14,7 @@ use rebill_app::invoicing::Settlement;
 use rebill_models::api::{self, EndpointId};
 
 use crate::request::{Call, Routed};
-use crate::{AppState, accounts, billing_info, invoices, plans, respond, subscriptions};
+use crate::{AppState, accounts, billing_info, invoices, payments, plans, respond, subscriptions};
 use rebill_billing::lifecycle::Action;
 
 /// The built endpoints and their handlers: `Id(call) => handler`, where `call` is the request's
@@ -76,6 +76,13 @@ handlers! { state, call, request, query;
     MarkInvoiceFailed(c) => invoices::settle_invoice(state, c, Settlement::Failed),
     CollectInvoice(c) => invoices::settle_invoice(state, c, Settlement::Collect),
     RefundInvoice(c) => invoices::refund_invoice(state, c, request),
+    VoidInvoice(c) => invoices::void_invoice(state, c),
+    ListOriginalInvoices(c) => invoices::list_original_invoices(state, c, query),
+    ListCreditInvoices(c) => invoices::list_credit_invoices(state, c, query),
+    ListCreditAdjustments(c) => invoices::list_credit_adjustments(state, c, query),
+    ListCreditPayments(c) => invoices::list_credit_payments(state, c, query, None),
+    ListAccountCreditPayments(c) => invoices::list_account_credit_payments(state, c, query),
+    GetCreditPayment(c) => invoices::get_credit_payment(state, c),
     ListAccountAdjustments(c) => invoices::list_adjustments(state, c, query),
     CreateAdjustment(c) => invoices::create_adjustment(state, c, request),
     GetAdjustment(c) => invoices::get_adjustment(state, c),
@@ -84,6 +91,7 @@ handlers! { state, call, request, query;
     ListAccountTransactions(c) => invoices::list_account_transactions(state, c, query),
     GetTransaction(c) => invoices::get_transaction(state, c),
     CreateTransaction(c) => invoices::create_transaction(state, c, request),
+    CreateOfflinePayment(c) => payments::create_offline_payment(state, c, request),
 
     ListSubscriptions(c) => subscriptions::list(state, c, query, None),
     ListAccountSubscriptions(c) => subscriptions::list_account_subscriptions(state, c, query),
@@ -108,7 +116,23 @@ mod tests {
 
     #[test]
     fn built_endpoints() {
-        for id in [EndpointId::CreateAccount, EndpointId::CreateInvoice, EndpointId::CreateTransaction] {
+        for id in [
+            EndpointId::CreateAccount,
+            EndpointId::CreateInvoice,
+            EndpointId::CreateTransaction,
+            EndpointId::CreateOfflinePayment,
+        ] {
+            assert!(BUILT.contains(&id), "{id:?}");
+        }
+        for id in [
+            EndpointId::VoidInvoice,
+            EndpointId::ListCreditPayments,
+            EndpointId::GetCreditPayment,
+            EndpointId::ListAccountCreditPayments,
+            EndpointId::ListOriginalInvoices,
+            EndpointId::ListCreditInvoices,
+            EndpointId::ListCreditAdjustments,
+        ] {
             assert!(BUILT.contains(&id), "{id:?}");
         }
         assert!(BUILT.contains(&EndpointId::RefundInvoice));
@@ -127,6 +151,7 @@ mod tests {
             ("accounts.rs", include_str!("accounts.rs")),
             ("billing_info.rs", include_str!("billing_info.rs")),
             ("invoices.rs", include_str!("invoices.rs")),
+            ("payments.rs", include_str!("payments.rs")),
             ("plans.rs", include_str!("plans.rs")),
             ("subscriptions.rs", include_str!("subscriptions.rs")),
         ];

@@ -518,7 +518,7 @@ pub(crate) fn invoice_from_row(row: &DbRow) -> Result<Invoice, StoreError> {
     })
 }
 
-const ADJUSTMENT_COLUMNS: &str = "id, uuid, site_id, account_id, \
+pub(crate) const ADJUSTMENT_COLUMNS: &str = "id, uuid, site_id, account_id, \
      (SELECT account_code FROM accounts c WHERE c.id = adjustments.account_id) AS account_code, invoice_id, \
      (SELECT invoice_number FROM invoices i WHERE i.id = adjustments.invoice_id) AS invoice_number, \
      subscription_uuid, state, kind, origin, description, accounting_code, product_code, currency, unit_amount, \
@@ -540,7 +540,7 @@ const ADJUSTMENT_INSERT: &str = "uuid, site_id, account_id, invoice_id, subscrip
      line_period_end, proration_part, proration_whole, original_adjustment_id, reversed_quantity, created_at, \
      updated_at";
 
-fn adjustment_from_row(row: &DbRow) -> Result<Adjustment, StoreError> {
+pub(crate) fn adjustment_from_row(row: &DbRow) -> Result<Adjustment, StoreError> {
     let item_kind: Option<String> = row.try_get("item_kind")?;
     let engine = match item_kind {
         Some(item_kind) => {

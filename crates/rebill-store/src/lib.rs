@@ -17,6 +17,7 @@ pub mod jobs;
 mod keys;
 pub mod list;
 pub mod outbox;
+pub mod payments;
 pub mod plans;
 pub mod rate;
 pub mod refunds;

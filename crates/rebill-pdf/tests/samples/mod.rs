@@ -5,7 +5,8 @@
 
 use chrono::{DateTime, TimeZone, Utc};
 use rebill_pdf::{
-    DocumentKind, DocumentState, InvoiceDocument, Line, Notes, Payment, PaymentMethod, PaymentSource, Totals,
+    DocumentKind, DocumentState, InvoiceDocument, Line, Notes, OfflineMethod, Payment, PaymentMethod, PaymentSource,
+    Totals,
 };
 
 pub fn at(day: u32) -> DateTime<Utc> {
@@ -59,8 +60,8 @@ pub fn document(lines: usize, test: bool) -> InvoiceDocument {
     }
 }
 
-/// A charge invoice with a discount and tax, paid partly by card and partly by credit from a
-/// credit invoice, the rest written off.
+/// A charge invoice with a discount and tax, paid partly by card, bank account and wire
+/// transfer and partly by credit from a credit invoice, the rest written off.
 pub fn settled_charge() -> InvoiceDocument {
     InvoiceDocument {
         invoice_number: "1003".into(),
@@ -83,7 +84,7 @@ pub fn settled_charge() -> InvoiceDocument {
             ..Totals::default()
         },
         payments: vec![
-            visa(at(2), 100_000),
+            visa(at(2), 70_000),
             Payment {
                 date: at(3),
                 source: PaymentSource::Credit { invoice_number: "1005".into() },
@@ -92,7 +93,12 @@ pub fn settled_charge() -> InvoiceDocument {
             Payment {
                 date: at(4),
                 source: PaymentSource::Transaction(PaymentMethod::BankAccount { last_four: Some("6789".into()) }),
-                amount_in_cents: 0,
+                amount_in_cents: 20_000,
+            },
+            Payment {
+                date: at(5),
+                source: PaymentSource::Transaction(PaymentMethod::Offline(OfflineMethod::WireTransfer)),
+                amount_in_cents: 10_000,
             },
         ],
         ..document(0, false)
