@@ -18,7 +18,8 @@
 //! | [`offline_payments`] | payments made outside rebill entered on a manual invoice |
 //! | [`catalog`] | plans and add-ons: create, update, delete, get, list |
 //! | [`adjustments`] | an account's pending one-off charges and credits: create, delete, get, list |
-//! | [`queries`] | reading accounts (with their activity), invoices (with their lines and transactions), subscriptions and transactions, one or a page at a time |
+//! | [`credit_invoices`] | voiding a credit invoice's balance; the original invoices of a credit invoice, the credit invoices of a charge invoice, the credit lines of an adjustment |
+//! | [`queries`] | reading accounts (with their activity), invoices (with their lines, transactions and credit payments), subscriptions, transactions and credit payments, one or a page at a time |
 //! | [`tokens`] | the client-side library's tokens: the site of a public key, a card or bank account sealed into a token, purging expired ones, the vault's key file |
 //! | [`sites`] | authenticating a private key outside the API's layers (sandbox clock); the demo page's sandbox site and key |
 //! | [`documents`] | an invoice's PDF |
@@ -31,6 +32,7 @@ pub mod adjustments;
 pub mod catalog;
 pub mod clock;
 pub mod context;
+pub mod credit_invoices;
 pub mod documents;
 pub mod error;
 pub mod events;
@@ -41,6 +43,7 @@ pub mod model;
 pub mod offline_payments;
 pub mod payment_methods;
 pub mod queries;
+pub mod refunds;
 pub mod renewals;
 pub mod scheduler;
 pub mod sites;

@@ -39,3 +39,10 @@ pub mod plans {
 pub mod subscriptions {
     pub use rebill_store::subscriptions::{StateFilter, SubscriptionFilter, SubscriptionRecord};
 }
+
+/// Credit: what an invoice is (charge, credit or legacy refund invoice) and the credit payments
+/// that move credit, with their list filter.
+pub mod credits {
+    pub use rebill_store::credits::{CreditPayment, CreditPaymentAction, CreditPaymentFilter};
+    pub use rebill_store::invoicing::InvoiceKind;
+}

@@ -260,8 +260,10 @@ pub(crate) async fn update(state: &AppState, call: &Routed<'_, api::UpdateAccoun
     }
 }
 
-/// `GET /v2/accounts/{account_code}/balance`: what the account's open invoices still owe in each
-/// of the site's currencies and whether one is past due. A closed account has a balance too.
+/// `GET /v2/accounts/{account_code}/balance`: in each of the site's currencies, what the
+/// account's open charge invoices still owe less the credit its credit and legacy invoices still
+/// hold (negative when the credit is larger), and whether an invoice is past due. A closed
+/// account has a balance too.
 pub(crate) async fn balance(state: &AppState, call: &Routed<'_, api::GetAccountBalance>) -> Response {
     let (account, balance) = match accounts::balance(state, &call.context(), &call.params[0]).await {
         Ok(found) => found,

@@ -69,12 +69,20 @@ handlers! { state, call, request, query;
 
     ListInvoices(c) => invoices::list_invoices(state, c, query, None),
     ListAccountInvoices(c) => invoices::list_account_invoices(state, c, query),
-    GetInvoice(c) => invoices::get_invoice(state, c, request.extensions().get::<crate::layers::WantsPdf>().is_some()),
+    GetInvoice(c) => invoices::get_invoice(state, c, invoices::pdf_locale(&request)),
     CreateInvoice(c) => invoices::create_invoice(state, c, request, false),
     PreviewInvoice(c) => invoices::create_invoice(state, c, request, true),
     MarkInvoiceSuccessful(c) => invoices::mark_successful(state, c),
     MarkInvoiceFailed(c) => invoices::settle_invoice(state, c, Settlement::Failed),
     CollectInvoice(c) => invoices::settle_invoice(state, c, Settlement::Collect),
+    RefundInvoice(c) => invoices::refund_invoice(state, c, request),
+    VoidInvoice(c) => invoices::void_invoice(state, c),
+    ListOriginalInvoices(c) => invoices::list_original_invoices(state, c, query),
+    ListCreditInvoices(c) => invoices::list_credit_invoices(state, c, query),
+    ListCreditAdjustments(c) => invoices::list_credit_adjustments(state, c, query),
+    ListCreditPayments(c) => invoices::list_credit_payments(state, c, query, None),
+    ListAccountCreditPayments(c) => invoices::list_account_credit_payments(state, c, query),
+    GetCreditPayment(c) => invoices::get_credit_payment(state, c),
     ListAccountAdjustments(c) => invoices::list_adjustments(state, c, query),
     CreateAdjustment(c) => invoices::create_adjustment(state, c, request),
     GetAdjustment(c) => invoices::get_adjustment(state, c),
@@ -116,9 +124,19 @@ mod tests {
         ] {
             assert!(BUILT.contains(&id), "{id:?}");
         }
-        for id in [EndpointId::RefundInvoice, EndpointId::VoidInvoice, EndpointId::CreatePurchase] {
-            assert!(!BUILT.contains(&id), "{id:?}");
+        for id in [
+            EndpointId::VoidInvoice,
+            EndpointId::ListCreditPayments,
+            EndpointId::GetCreditPayment,
+            EndpointId::ListAccountCreditPayments,
+            EndpointId::ListOriginalInvoices,
+            EndpointId::ListCreditInvoices,
+            EndpointId::ListCreditAdjustments,
+        ] {
+            assert!(BUILT.contains(&id), "{id:?}");
         }
+        assert!(BUILT.contains(&EndpointId::RefundInvoice));
+        assert!(!BUILT.contains(&EndpointId::CreatePurchase));
         // Every plan and add-on endpoint.
         let catalog = EndpointId::ALL.iter().filter(|id| id.endpoint().path.starts_with("/v2/plans"));
         assert_eq!(catalog.clone().count(), 10);

@@ -1,17 +1,19 @@
-//! Views shared by several endpoint modules: a transaction as the API shows it, the 422
-//! transaction error document of a declined transaction (wire-format §4.3) and the answers to a
-//! refused billing info.
+//! Views shared by several endpoint modules: a transaction and a credit payment as the API
+//! shows them, the 422 transaction error document of a declined transaction (wire-format §4.3)
+//! and the answers to a refused billing info.
 
 use axum::http::StatusCode;
 use axum::response::Response;
 use rebill_app::model::billing_info::PaymentKind;
+use rebill_app::model::credits::{CreditPayment, CreditPaymentAction};
 use rebill_app::model::invoicing::{Check, Transaction, TransactionFailure, TransactionStatus};
 use rebill_models::api::EndpointId;
 use rebill_models::validate::{Rejection, Violation, errors_document};
 use rebill_models::{
-    AvsResult, BillingInfoType, CvvResult, Errors, FieldError as XmlFieldError, FraudInfo, Transaction as View,
-    TransactionAccount, TransactionAction, TransactionBillingInfo, TransactionDetails, TransactionError,
-    TransactionOrigin, TransactionSource, TransactionStatus as ViewStatus,
+    AvsResult, BillingInfoType, CreditPayment as CreditPaymentView, CreditPaymentAction as ViewCreditPaymentAction,
+    CvvResult, Errors, FieldError as XmlFieldError, FraudInfo, Transaction as View, TransactionAccount,
+    TransactionAction, TransactionBillingInfo, TransactionDetails, TransactionError, TransactionOrigin,
+    TransactionSource, TransactionStatus as ViewStatus,
 };
 use rebill_xml::{Href, WireContext};
 
@@ -45,11 +47,16 @@ fn transaction_error(failure: &TransactionFailure) -> TransactionError {
     }
 }
 
-/// Whether a transaction can be refunded: only an approved charge (`purchase`). A verification
-/// or an authorization moved no money to refund, a refund is not refunded again, and a declined,
+fn invoice_href(number: i64) -> Href {
+    Href::path(EndpointId::GetInvoice.endpoint().render(&[&number.to_string()]))
+}
+
+/// Whether a transaction can be refunded: only an approved charge (`purchase`) with money left
+/// that its refunds (successful or processing) have not given back yet. A verification or an
+/// authorization moved no money to refund, a refund is not refunded again, and a declined,
 /// voided or processing transaction has nothing to give back.
 fn refundable(t: &Transaction) -> bool {
-    t.result.status == TransactionStatus::Success && t.new.action == "purchase"
+    t.result.status == TransactionStatus::Success && t.new.action == "purchase" && t.new.amount > t.refunded
 }
 
 /// A stored transaction as the API shows it. No transaction is voidable: rebill settles every
@@ -68,7 +75,11 @@ pub(crate) fn transaction_view(t: &Transaction) -> View {
     View {
         kind: Some(if offline { n.payment_method.clone() } else { n.kind.as_str().to_owned() }),
         account_href: Some(account_href(&n.account.account_code)),
-        invoice: t.invoice_number.map(|num| Href::path(EndpointId::GetInvoice.endpoint().render(&[&num.to_string()]))),
+        invoice: t.invoice_number.map(invoice_href),
+        original_transaction: t
+            .original_transaction_uuid
+            .as_ref()
+            .map(|u| Href::path(EndpointId::GetTransaction.endpoint().render(&[u]))),
         subscription: n
             .subscription_uuid
             .as_ref()
@@ -143,6 +154,37 @@ pub(crate) fn transaction_view(t: &Transaction) -> View {
         }),
         refund_action: refundable.then_some(href),
         ..View::default()
+    }
+}
+
+/// A credit payment as the API shows it. It has no root `type` attribute (as the captured
+/// responses of the original show it; `action` says what it did).
+pub(crate) fn credit_payment_view(p: &CreditPayment) -> CreditPaymentView {
+    CreditPaymentView {
+        kind: None,
+        account: Some(account_href(&p.account_code)),
+        original_invoice: Some(invoice_href(p.original_invoice_number)),
+        applied_to_invoice: p.applied_to_invoice_number.map(invoice_href),
+        original_credit_payment: p
+            .original_credit_payment_uuid
+            .as_ref()
+            .map(|u| Href::path(EndpointId::GetCreditPayment.endpoint().render(&[u]))),
+        refund_transaction: p
+            .refund_transaction_uuid
+            .as_ref()
+            .map(|u| Href::path(EndpointId::GetTransaction.endpoint().render(&[u]))),
+        uuid: Some(p.uuid.clone()),
+        action: Some(match p.action {
+            CreditPaymentAction::Payment => ViewCreditPaymentAction::Payment,
+            CreditPaymentAction::Reduction => ViewCreditPaymentAction::Reduction,
+            CreditPaymentAction::Refund => ViewCreditPaymentAction::Refund,
+            CreditPaymentAction::WriteOff => ViewCreditPaymentAction::WriteOff,
+        }),
+        currency: Some(p.currency.clone()),
+        amount_in_cents: Some(p.amount),
+        created_at: time(p.created_at),
+        updated_at: time(p.updated_at),
+        voided_at: p.voided_at.and_then(time),
     }
 }
 
@@ -304,5 +346,61 @@ mod tests {
             assert_eq!(view.refund_action.is_some(), expected, "{action} {status:?}: refund anchor");
             assert_eq!(view.voidable, Some(false), "{action} {status:?}");
         }
+    }
+
+    #[test]
+    fn a_purchase_given_back_in_full_is_not_refundable_and_a_refund_links_its_purchase() {
+        let mut t = transaction("purchase", TransactionStatus::Success);
+        t.refunded = 40;
+        assert_eq!(transaction_view(&t).refundable, Some(true), "60 of 100 left");
+        t.refunded = 100;
+        let view = transaction_view(&t);
+        assert_eq!((view.refundable, view.refund_action.is_some()), (Some(false), false));
+        assert_eq!(view.original_transaction, None);
+        let mut refund = transaction("refund", TransactionStatus::Success);
+        refund.original_transaction_uuid = Some("p1".into());
+        let ctx = WireContext::new(rebill_xml::ApiVersion::V2_11, rebill_xml::Features::none(), "http://h");
+        let body = rebill_xml::to_xml(&transaction_view(&refund), &ctx, rebill_xml::Mode::Response);
+        assert!(body.contains("<original_transaction href=\"http://h/v2/transactions/p1\"/>"), "{body}");
+    }
+
+    #[test]
+    fn a_credit_payment_links_its_invoices_and_has_no_type_attribute() {
+        let payment = CreditPayment {
+            id: 1,
+            uuid: "cp1".into(),
+            site_id: 1,
+            account_id: 3,
+            account_code: "a1".into(),
+            action: CreditPaymentAction::Payment,
+            currency: "USD".into(),
+            amount: 1200,
+            original_invoice_id: 5,
+            original_invoice_number: 1001,
+            applied_to_invoice_id: Some(6),
+            applied_to_invoice_number: Some(1002),
+            original_credit_payment_uuid: None,
+            refund_transaction_uuid: None,
+            created_at: 1_800_000_000,
+            updated_at: 1_800_000_000,
+            voided_at: None,
+        };
+        let ctx = WireContext::new(rebill_xml::ApiVersion::V2_10, rebill_xml::Features::none(), "http://h");
+        let body = rebill_xml::to_xml(&credit_payment_view(&payment), &ctx, rebill_xml::Mode::Response);
+        for expected in [
+            "<credit_payment href=\"http://h/v2/credit_payments/cp1\">",
+            "<account href=\"http://h/v2/accounts/a1\"/>",
+            "<original_invoice href=\"http://h/v2/invoices/1001\"/>",
+            "<applied_to_invoice href=\"http://h/v2/invoices/1002\"/>",
+            "<uuid>cp1</uuid>",
+            "<action>payment</action>",
+            "<currency>USD</currency>",
+            "<amount_in_cents type=\"integer\">1200</amount_in_cents>",
+            "<created_at type=\"datetime\">2027-01-15T08:00:00Z</created_at>",
+            "<voided_at type=\"datetime\" nil=\"nil\"></voided_at>",
+        ] {
+            assert!(body.contains(expected), "{expected} in {body}");
+        }
+        assert!(!body.contains("<original_credit_payment") && !body.contains("<refund_transaction"), "{body}");
     }
 }

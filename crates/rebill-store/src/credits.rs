@@ -19,7 +19,7 @@ use sqlx::Row;
 
 use crate::db::DbRow;
 use crate::events::NewEvent;
-use crate::invoicing::{Invoice, InvoiceKind, new_uuid};
+use crate::invoicing::{Adjustment, Invoice, InvoiceKind, new_uuid};
 use crate::list::{Arg, Conditions, Page, PageRequest, Position, Sort, into_page, order_and_limit};
 use crate::subscriptions::Work;
 use crate::{Store, StoreError};
@@ -401,6 +401,114 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(crate::invoicing::invoice_from_row).collect()
+    }
+}
+
+impl Work {
+    /// Records `events` of a change this work made to `invoice` (subject: its number), such as
+    /// the void of a credit invoice's balance through [`Work::take_credit`]. Call it only once
+    /// the change is made: the events commit with the work.
+    pub async fn record_invoice_events(&mut self, invoice: &Invoice, events: &[NewEvent]) -> Result<(), StoreError> {
+        let number = invoice.invoice_number.to_string();
+        let rows: Vec<(i64, &str, &NewEvent)> = events.iter().map(|e| (invoice.site_id, number.as_str(), e)).collect();
+        self.append_events(&rows).await
+    }
+}
+
+/// Reads of credit invoices, the invoices and lines they reverse, and credit payments.
+impl Store {
+    /// A page of the site's invoices matching `conditions` (site and time range added here).
+    async fn invoice_page(
+        &self,
+        site_id: i64,
+        mut conditions: Conditions,
+        page: &PageRequest,
+    ) -> Result<Page<Invoice>, StoreError> {
+        conditions.eq("site_id", Arg::Int(site_id));
+        conditions.time_range(page);
+        let count_sql = format!("SELECT COUNT(*) AS n FROM invoices{}", conditions.sql());
+        let total: i64 = conditions.bind(sqlx::query(&count_sql)).fetch_one(&self.reads).await?.try_get("n")?;
+        conditions.after(page);
+        let sql = format!(
+            "SELECT {} FROM invoices{}{}",
+            crate::invoicing::INVOICE_COLUMNS,
+            conditions.sql(),
+            order_and_limit(page)
+        );
+        let rows = conditions.bind(sqlx::query(&sql)).fetch_all(&self.reads).await?;
+        let items = rows.iter().map(crate::invoicing::invoice_from_row).collect::<Result<Vec<_>, _>>()?;
+        Ok(into_page(items, page, total, |i| i.position(page.sort)))
+    }
+
+    /// A page of the invoices issued against the invoice `invoice_id` (its refund and other
+    /// credit invoices: those whose original invoice it is).
+    pub async fn list_crediting_invoices(
+        &self,
+        site_id: i64,
+        invoice_id: i64,
+        page: &PageRequest,
+    ) -> Result<Page<Invoice>, StoreError> {
+        let mut conditions = Conditions::default();
+        conditions.eq("original_invoice_id", Arg::Int(invoice_id));
+        self.invoice_page(site_id, conditions, page).await
+    }
+
+    /// A page of the invoices `invoice` was issued against: its original invoice, when it is a
+    /// credit or refund invoice that has one (none otherwise).
+    pub async fn list_original_invoices(
+        &self,
+        site_id: i64,
+        invoice: &Invoice,
+        page: &PageRequest,
+    ) -> Result<Page<Invoice>, StoreError> {
+        let Some(original) = invoice.original_invoice_id else {
+            return Ok(Page { items: Vec::new(), next: None, total: 0 });
+        };
+        let mut conditions = Conditions::default();
+        conditions.eq("id", Arg::Int(original));
+        self.invoice_page(site_id, conditions, page).await
+    }
+
+    /// A page of the credit lines reversing the adjustment `adjustment_id` (those whose original
+    /// adjustment it is).
+    pub async fn list_credit_adjustments(
+        &self,
+        site_id: i64,
+        adjustment_id: i64,
+        page: &PageRequest,
+    ) -> Result<Page<Adjustment>, StoreError> {
+        let mut conditions = Conditions::default();
+        conditions.eq("site_id", Arg::Int(site_id));
+        conditions.eq("original_adjustment_id", Arg::Int(adjustment_id));
+        conditions.time_range(page);
+        let count_sql = format!("SELECT COUNT(*) AS n FROM adjustments{}", conditions.sql());
+        let total: i64 = conditions.bind(sqlx::query(&count_sql)).fetch_one(&self.reads).await?.try_get("n")?;
+        conditions.after(page);
+        let sql = format!(
+            "SELECT {} FROM adjustments{}{}",
+            crate::invoicing::ADJUSTMENT_COLUMNS,
+            conditions.sql(),
+            order_and_limit(page)
+        );
+        let rows = conditions.bind(sqlx::query(&sql)).fetch_all(&self.reads).await?;
+        let items = rows.iter().map(crate::invoicing::adjustment_from_row).collect::<Result<Vec<_>, _>>()?;
+        Ok(into_page(items, page, total, |a| a.position(page.sort)))
+    }
+
+    /// Which of the invoices `invoice_ids` are paid charge invoices (whose charges can be
+    /// refunded).
+    pub async fn paid_charge_invoices(&self, invoice_ids: &[i64]) -> Result<Vec<i64>, StoreError> {
+        if invoice_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut conditions = Conditions::default();
+        conditions.eq("kind", Arg::Text(InvoiceKind::Charge.as_str().to_owned()));
+        conditions.eq("state", Arg::Text(InvoiceState::Paid.as_str().to_owned()));
+        let ids: Vec<String> = invoice_ids.iter().map(|id| conditions.arg(Arg::Int(*id))).collect();
+        conditions.push(format!("id IN ({})", ids.join(", ")));
+        let sql = format!("SELECT id FROM invoices{}", conditions.sql());
+        let rows = conditions.bind(sqlx::query(&sql)).fetch_all(&self.reads).await?;
+        rows.iter().map(|r| r.try_get("id").map_err(StoreError::from)).collect()
     }
 }
 

@@ -518,7 +518,7 @@ pub(crate) fn invoice_from_row(row: &DbRow) -> Result<Invoice, StoreError> {
     })
 }
 
-const ADJUSTMENT_COLUMNS: &str = "id, uuid, site_id, account_id, \
+pub(crate) const ADJUSTMENT_COLUMNS: &str = "id, uuid, site_id, account_id, \
      (SELECT account_code FROM accounts c WHERE c.id = adjustments.account_id) AS account_code, invoice_id, \
      (SELECT invoice_number FROM invoices i WHERE i.id = adjustments.invoice_id) AS invoice_number, \
      subscription_uuid, state, kind, origin, description, accounting_code, product_code, currency, unit_amount, \
@@ -540,7 +540,7 @@ const ADJUSTMENT_INSERT: &str = "uuid, site_id, account_id, invoice_id, subscrip
      line_period_end, proration_part, proration_whole, original_adjustment_id, reversed_quantity, created_at, \
      updated_at";
 
-fn adjustment_from_row(row: &DbRow) -> Result<Adjustment, StoreError> {
+pub(crate) fn adjustment_from_row(row: &DbRow) -> Result<Adjustment, StoreError> {
     let item_kind: Option<String> = row.try_get("item_kind")?;
     let engine = match item_kind {
         Some(item_kind) => {
@@ -886,6 +886,7 @@ impl Store {
     /// `attach` that is no longer pending (another invoice took it, or it was deleted) fails the
     /// whole creation with [`StoreError::Conflict`] and nothing is written. `events` are
     /// recorded with it (subject: its number).
+    #[allow(clippy::too_many_arguments)]
     pub async fn create_invoice(
         &self,
         site_id: i64,
@@ -1191,6 +1192,15 @@ impl Store {
         .bind(uuid)
         .fetch_optional(&self.reads)
         .await?;
+        row.as_ref().map(transaction_from_row).transpose()
+    }
+
+    /// The transaction with this id (read on the writer).
+    pub async fn transaction_by_id(&self, id: i64) -> Result<Option<Transaction>, StoreError> {
+        let row = sqlx::query(&format!("SELECT {} FROM transactions WHERE id = $1", transaction_columns()))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
         row.as_ref().map(transaction_from_row).transpose()
     }
 

@@ -20,6 +20,7 @@ pub mod outbox;
 pub mod payments;
 pub mod plans;
 pub mod rate;
+pub mod refunds;
 pub mod subscriptions;
 #[cfg(feature = "testing")]
 pub mod testing;
