@@ -310,7 +310,9 @@ mod tests {
                 .expect("migrations")
                 .try_get("v")
                 .expect("v");
-            assert_eq!(version, 12, "this test rewinds the events' migration only");
+            // Later migrations touch neither table, so they stay applied; only the events'
+            // migration (12) is rewound and run again.
+            assert!(version >= 12, "the events' migration is applied");
             for statement in [
                 "DROP TABLE domain_events",
                 "CREATE TABLE subscription_history (id BIGINT PRIMARY KEY, subscription_id BIGINT NOT NULL \

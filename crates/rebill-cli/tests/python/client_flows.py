@@ -561,6 +561,57 @@ def account_balance():
     expect(balance.past_due, False, "an invoice that is not due yet is not past due")
 
 
+
+def offline_payment():
+    """An offline payment (a check) entered on a manual invoice, then the rest by wire transfer,
+    through the client's ``Invoice.enter_offline_payment``. In this release the method posts to
+    the invoice's own ``…/v2/invoices/{number}/transactions``: the ``urljoin`` it calls is the
+    client module's own, which appends the path to the invoice's href (not the standard library's,
+    which would replace the href's path)."""
+    account = new_account("py-offline")
+    account.charge(recurly.Adjustment(description="Consulting", unit_amount_in_cents=1200, currency="USD"))
+    invoice = account.invoice(collection_method="manual", net_terms=30).charge_invoice
+    expect(invoice.state, "pending", "a manual invoice")
+
+    check = invoice.enter_offline_payment(
+        recurly.Transaction(
+            payment_method="check",
+            amount_in_cents=500,
+            description="Check 1234",
+            collected_at=datetime.datetime(2027, 1, 2, 3, 4, 5),
+        )
+    )
+    expect(check.type, "check", "the transaction's type (its payment method)")
+    expect(check.status, "success", "offline payment status")
+    expect(check.action, "purchase", "offline payment action")
+    expect(check.amount_in_cents, 500, "offline payment amount")
+    expect(check.payment_method, "check", "payment method")
+    expect(check.description, "Check 1234", "description")
+    expect(check.message, "Manually entered transaction", "message")
+    expect(check.collected_at.strftime("%Y-%m-%dT%H:%M:%S"), "2027-01-02T03:04:05", "collected_at")
+    expect(check.refundable, True, "an offline payment is refundable")
+    absent(check, "transaction_error")
+    expect(check.invoice().state, "pending", "a partly paid invoice stays pending")
+    expect(recurly.Transaction.get(check.uuid).type, "check", "the transaction read again")
+
+    wire = invoice.enter_offline_payment(recurly.Transaction(payment_method="wire_transfer"))  # the rest
+    expect(wire.amount_in_cents, 700, "the rest of the balance by default")
+    paid = recurly.Invoice.get(invoice.invoice_number)
+    expect(paid.state, "paid", "state after the offline payments")
+    expect(
+        [(t.type, t.amount_in_cents) for t in paid.transactions],
+        [("check", 500), ("wire_transfer", 700)],
+        "the invoice's transactions",
+    )
+
+    error = raises(
+        recurly.ValidationError,
+        lambda: paid.enter_offline_payment(recurly.Transaction(payment_method="check")),
+        "a payment on a paid invoice",
+    )
+    expect_true("transaction.base" in error.errors, "a field error on transaction.base: %r" % list(error.errors))
+    expect(error.errors["transaction.base"].symbol, "invalid_transition", "field error symbol")
+
 FLOWS = [
     plans_and_add_ons,
     accounts,
@@ -572,6 +623,7 @@ FLOWS = [
     declined_card,
     missing_account,
     account_balance,
+    offline_payment,
     # Moves the site's sandbox clock on by a month: keep it last.
     subscription_pause_and_resume,
 ]
