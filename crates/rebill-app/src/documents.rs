@@ -1,16 +1,26 @@
-//! Invoice documents: the PDF of an invoice ([`invoice_pdf`]), laid out by `rebill-pdf` from
-//! what the invoice, its lines, its payments, its account and its site hold.
+//! Invoice documents: the PDF of an invoice ([`invoice_pdf`]) in a [`Locale`], laid out by
+//! `rebill-pdf` from what the invoice, its lines, its payments, its account and its site hold.
 //!
+//! - **Kind**: a charge invoice (payment terms, due date), a credit invoice (the charge
+//!   invoices it credits) or a legacy refund invoice (the invoice it refunds), with the credit
+//!   payments that moved its balance ([`CreditSide`]). The store keeps neither invoice kinds
+//!   nor credit payments yet, so today every invoice is a charge invoice without credit
+//!   ([`CreditSide::default`]); once it does, [`invoice_pdf`] reads them into a `CreditSide`
+//!   and [`document`] shows them.
 //! - **Bill to**: the billing info's name, company, address and VAT number when the invoice is
 //!   collected automatically (the payment method's owner), the account's otherwise (manual
 //!   invoices, or no billing info), with the account's e-mail.
 //! - **Payments**: the successful transactions of the invoice, each named by its payment method
-//!   ("Visa ending in 1111", "Bank account ending in 6789").
+//!   ("Visa ending in 1111", "Bank account ending in 6789"; refunds negative), and the credit
+//!   payments ("Credit from invoice #1005"), in time order.
+//! - **Totals**: subtotal, discount, tax, total; paid, credit applied, payment refund, credit
+//!   voided and write-off when not zero; the balance.
 //! - **Notes**: customer notes, terms and conditions and VAT reverse-charge notes, those set.
 //! - Sandbox sites' invoices carry the "TEST INVOICE" watermark.
 
 use rebill_billing::states::{InvoiceState, TransactionStatus};
-use rebill_pdf::{InvoiceDocument, Line, Payment, Totals};
+pub use rebill_pdf::{DocumentKind, Locale};
+use rebill_pdf::{DocumentState, InvoiceDocument, Line, Notes, Payment, PaymentMethod, PaymentSource, Totals};
 use rebill_store::Mode;
 use rebill_store::accounts::Account;
 use rebill_store::billing_info::{BillingInfo, PaymentKind};
@@ -19,8 +29,13 @@ use rebill_store::invoicing::{CollectionMethod, Invoice};
 use crate::queries::{self, InvoiceDetails, ReadError};
 use crate::{Context, Services, error::Missing, time};
 
-/// The PDF of the site's invoice `number`.
-pub async fn invoice_pdf(services: &Services, ctx: &Context, number: &str) -> Result<Vec<u8>, ReadError> {
+/// The PDF of the site's invoice `number`, written in `locale`.
+pub async fn invoice_pdf(
+    services: &Services,
+    ctx: &Context,
+    number: &str,
+    locale: Locale,
+) -> Result<Vec<u8>, ReadError> {
     let invoice = queries::invoice(services, ctx, number).await?;
     let details = queries::invoice_details(services, &invoice).await?;
     let account = services
@@ -29,43 +44,147 @@ pub async fn invoice_pdf(services: &Services, ctx: &Context, number: &str) -> Re
         .await?
         .ok_or_else(|| Missing::account(&invoice.account_code))?;
     let billing = services.store.billing_info(account.id).await?;
-    let test = ctx.site.mode == Mode::Sandbox;
-    Ok(rebill_pdf::render(&document(&ctx.site.name, test, &invoice, &details, &account, billing.as_ref())))
+    let sources = Sources {
+        site_name: &ctx.site.name,
+        test: ctx.site.mode == Mode::Sandbox,
+        invoice: &invoice,
+        details: &details,
+        account: &account,
+        billing: billing.as_ref(),
+        credit: CreditSide::default(),
+    };
+    Ok(rebill_pdf::render(&document(&sources), locale))
 }
 
-/// What the PDF of `invoice` shows.
-pub fn document(
-    site_name: &str,
-    test: bool,
-    invoice: &Invoice,
-    details: &InvoiceDetails,
-    account: &Account,
-    billing: Option<&BillingInfo>,
-) -> InvoiceDocument {
+/// Everything an invoice's PDF is made from.
+#[derive(Debug, Clone)]
+pub struct Sources<'a> {
+    pub site_name: &'a str,
+    /// A sandbox site's invoice.
+    pub test: bool,
+    pub invoice: &'a Invoice,
+    pub details: &'a InvoiceDetails,
+    pub account: &'a Account,
+    pub billing: Option<&'a BillingInfo>,
+    pub credit: CreditSide,
+}
+
+/// The credit side of an invoice: its kind and the credit payments on either side of it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CreditSide {
+    /// Charge (the default), credit or legacy refund invoice, with the invoice numbers it
+    /// refers to.
+    pub kind: DocumentKind,
+    /// The credit payments applied to the invoice or made from its credit (voided ones left
+    /// out), in any order.
+    pub credit_payments: Vec<CreditPayment>,
+}
+
+/// A credit payment, as the API's `credit_payment` resource has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreditPayment {
+    pub action: CreditAction,
+    /// The number of the credit invoice the credit comes from.
+    pub original_invoice: i64,
+    /// The number of the invoice it was applied to (the credit invoice itself for a
+    /// reduction).
+    pub applied_to_invoice: i64,
+    /// Cents, not negative.
+    pub amount: i64,
+    /// Epoch seconds.
+    pub created_at: i64,
+}
+
+/// What a credit payment did (`credit_payment.action`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CreditAction {
+    /// Open credit used as payment of a charge invoice (also a gift card's).
+    Payment,
+    /// A credit invoice's balance voided.
+    Reduction,
+    /// Credit refunded to the original payment method (its refund transaction is listed with
+    /// the transactions).
+    Refund,
+    /// A failed charge invoice's balance written off by a write-off credit invoice.
+    WriteOff,
+}
+
+/// What the PDF shows of the invoice of `sources`.
+pub fn document(sources: &Sources<'_>) -> InvoiceDocument {
+    let Sources { site_name, test, invoice, details, account, billing, credit } = sources;
     let at = |secs: i64| time(secs).unwrap_or_default();
     let a = &invoice.amounts;
     let terms = &invoice.terms;
-    let notes = [
-        ("Customer notes", &terms.customer_notes),
-        ("Terms and conditions", &terms.terms_and_conditions),
-        ("VAT reverse charge notes", &terms.vat_reverse_charge_notes),
-    ]
-    .into_iter()
-    .filter_map(|(heading, text)| {
-        text.as_ref().filter(|t| !t.trim().is_empty()).map(|t| (heading.to_owned(), t.clone()))
-    })
-    .collect();
+    let set = |text: &Option<String>| text.as_ref().filter(|t| !t.trim().is_empty()).cloned();
+
+    let mut totals = Totals {
+        subtotal_in_cents: a.subtotal_before_discount,
+        discount_in_cents: a.discount,
+        tax_in_cents: a.tax,
+        total_in_cents: a.total,
+        paid_in_cents: a.paid,
+        balance_in_cents: a.balance,
+        ..Totals::default()
+    };
+    let mut payments: Vec<(i64, Payment)> = details
+        .transactions
+        .iter()
+        .filter(|t| t.status() == TransactionStatus::Success)
+        .filter_map(|t| {
+            let sign = match t.new.action.as_str() {
+                "purchase" => 1,
+                "refund" => -1,
+                _ => return None,
+            };
+            let when = t.result.collected_at.unwrap_or(t.created_at);
+            let method =
+                payment_method(t.new.kind, t.new.billing.card_type.as_deref(), t.new.billing.last_four.as_deref());
+            Some((
+                when,
+                Payment {
+                    date: at(when),
+                    source: PaymentSource::Transaction(method),
+                    amount_in_cents: sign * t.new.amount,
+                },
+            ))
+        })
+        .collect();
+    for cp in &credit.credit_payments {
+        let row = match cp.action {
+            CreditAction::Payment => &mut totals.credit_applied_in_cents,
+            CreditAction::Reduction => &mut totals.credit_voided_in_cents,
+            CreditAction::Refund => &mut totals.payment_refund_in_cents,
+            CreditAction::WriteOff => &mut totals.write_off_in_cents,
+        };
+        *row = row.saturating_add(cp.amount);
+        let source = if cp.applied_to_invoice == invoice.invoice_number && cp.original_invoice != cp.applied_to_invoice
+        {
+            PaymentSource::Credit { invoice_number: cp.original_invoice.to_string() }
+        } else if cp.original_invoice == invoice.invoice_number
+            && cp.applied_to_invoice != cp.original_invoice
+            && matches!(cp.action, CreditAction::Payment | CreditAction::WriteOff)
+        {
+            PaymentSource::CreditUsed { invoice_number: cp.applied_to_invoice.to_string() }
+        } else {
+            // A reduction or a refund: in the totals only (a refund's transaction is listed).
+            continue;
+        };
+        payments.push((cp.created_at, Payment { date: at(cp.created_at), source, amount_in_cents: cp.amount }));
+    }
+    payments.sort_by_key(|(when, _)| *when);
+
+    let charge = credit.kind == DocumentKind::Charge;
     InvoiceDocument {
-        site_name: site_name.to_owned(),
+        site_name: site_name.to_string(),
         invoice_number: invoice.invoice_number.to_string(),
-        kind: "Invoice".to_owned(),
-        state: state_word(invoice.state).to_owned(),
+        kind: credit.kind.clone(),
+        state: document_state(invoice.state),
         created_at: at(invoice.created_at),
-        due_on: invoice.due_on.map(at),
-        net_terms: Some(terms.net_terms),
+        due_on: invoice.due_on.filter(|_| charge).map(at),
+        net_terms: charge.then_some(terms.net_terms),
         po_number: terms.po_number.clone(),
         currency: invoice.currency.clone(),
-        bill_to: bill_to(invoice, account, billing),
+        bill_to: bill_to(invoice, account, *billing),
         lines: details
             .lines
             .iter()
@@ -80,69 +199,52 @@ pub fn document(
                 }
             })
             .collect(),
-        totals: Totals {
-            subtotal_in_cents: a.subtotal_before_discount,
-            discount_in_cents: a.discount,
-            tax_in_cents: a.tax,
-            total_in_cents: a.total,
-            paid_in_cents: a.paid,
-            balance_in_cents: a.balance,
+        totals,
+        payments: payments.into_iter().map(|(_, p)| p).collect(),
+        notes: Notes {
+            customer_notes: set(&terms.customer_notes),
+            terms_and_conditions: set(&terms.terms_and_conditions),
+            vat_reverse_charge_notes: set(&terms.vat_reverse_charge_notes),
         },
-        payments: details
-            .transactions
-            .iter()
-            .filter(|t| t.status() == TransactionStatus::Success && t.new.action == "purchase")
-            .map(|t| Payment {
-                date: at(t.result.collected_at.unwrap_or(t.created_at)),
-                description: payment_method(
-                    t.new.kind,
-                    t.new.billing.card_type.as_deref(),
-                    t.new.billing.last_four.as_deref(),
-                ),
-                amount_in_cents: t.new.amount,
-                status: "Successful".to_owned(),
-            })
-            .collect(),
-        notes,
-        test,
+        test: *test,
     }
 }
 
-fn state_word(state: InvoiceState) -> &'static str {
+fn document_state(state: InvoiceState) -> DocumentState {
     match state {
-        InvoiceState::Pending => "Pending",
-        InvoiceState::Processing => "Processing",
-        InvoiceState::PastDue => "Past due",
-        InvoiceState::Paid => "Paid",
-        InvoiceState::Failed => "Failed",
-        InvoiceState::Open => "Open",
-        InvoiceState::Closed => "Closed",
-        InvoiceState::Voided => "Voided",
+        InvoiceState::Pending => DocumentState::Pending,
+        InvoiceState::Processing => DocumentState::Processing,
+        InvoiceState::PastDue => DocumentState::PastDue,
+        InvoiceState::Paid => DocumentState::Paid,
+        InvoiceState::Failed => DocumentState::Failed,
+        InvoiceState::Open => DocumentState::Open,
+        InvoiceState::Closed => DocumentState::Closed,
+        InvoiceState::Voided => DocumentState::Voided,
     }
 }
 
-/// "Visa ending in 1111", "Bank account ending in 6789".
-fn payment_method(kind: PaymentKind, card_type: Option<&str>, last_four: Option<&str>) -> String {
-    let what = match kind {
-        PaymentKind::BankAccount => "Bank account".to_owned(),
-        PaymentKind::CreditCard => match card_type {
-            Some("visa") => "Visa".to_owned(),
-            Some("master") => "Mastercard".to_owned(),
-            Some("american_express") => "American Express".to_owned(),
-            Some("discover") => "Discover".to_owned(),
-            Some(other) if !other.is_empty() => {
-                let mut name = other.replace('_', " ");
-                if let Some(first) = name.get_mut(..1) {
-                    first.make_ascii_uppercase();
+/// A payment method by its brand ("Visa", "Mastercard") or kind, and last four digits.
+fn payment_method(kind: PaymentKind, card_type: Option<&str>, last_four: Option<&str>) -> PaymentMethod {
+    let last_four = last_four.filter(|f| !f.is_empty()).map(str::to_owned);
+    match kind {
+        PaymentKind::BankAccount => PaymentMethod::BankAccount { last_four },
+        PaymentKind::CreditCard => {
+            let brand = match card_type {
+                Some("visa") => Some("Visa".to_owned()),
+                Some("master") => Some("Mastercard".to_owned()),
+                Some("american_express") => Some("American Express".to_owned()),
+                Some("discover") => Some("Discover".to_owned()),
+                Some(other) if !other.is_empty() => {
+                    let mut name = other.replace('_', " ");
+                    if let Some(first) = name.get_mut(..1) {
+                        first.make_ascii_uppercase();
+                    }
+                    Some(name)
                 }
-                name
-            }
-            _ => "Card".to_owned(),
-        },
-    };
-    match last_four {
-        Some(four) if !four.is_empty() => format!("{what} ending in {four}"),
-        _ => what,
+                _ => None,
+            };
+            PaymentMethod::Card { brand, last_four }
+        }
     }
 }
 
@@ -195,10 +297,26 @@ mod tests {
 
     #[test]
     fn payment_methods_are_named_by_brand_and_last_four() {
-        assert_eq!(payment_method(PaymentKind::CreditCard, Some("visa"), Some("1111")), "Visa ending in 1111");
-        assert_eq!(payment_method(PaymentKind::CreditCard, Some("master"), Some("4444")), "Mastercard ending in 4444");
-        assert_eq!(payment_method(PaymentKind::CreditCard, Some("diners_club"), None), "Diners club");
-        assert_eq!(payment_method(PaymentKind::CreditCard, None, Some("1")), "Card ending in 1");
-        assert_eq!(payment_method(PaymentKind::BankAccount, None, Some("6789")), "Bank account ending in 6789");
+        let card = |brand: Option<&str>, four: Option<&str>| PaymentMethod::Card {
+            brand: brand.map(str::to_owned),
+            last_four: four.map(str::to_owned),
+        };
+        let cases = [
+            (payment_method(PaymentKind::CreditCard, Some("visa"), Some("1111")), card(Some("Visa"), Some("1111"))),
+            (
+                payment_method(PaymentKind::CreditCard, Some("master"), Some("4444")),
+                card(Some("Mastercard"), Some("4444")),
+            ),
+            (payment_method(PaymentKind::CreditCard, Some("diners_club"), None), card(Some("Diners club"), None)),
+            (payment_method(PaymentKind::CreditCard, None, Some("1")), card(None, Some("1"))),
+            (payment_method(PaymentKind::CreditCard, Some(""), Some("")), card(None, None)),
+            (
+                payment_method(PaymentKind::BankAccount, None, Some("6789")),
+                PaymentMethod::BankAccount { last_four: Some("6789".into()) },
+            ),
+        ];
+        for (named, expected) in cases {
+            assert_eq!(named, expected);
+        }
     }
 }

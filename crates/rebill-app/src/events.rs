@@ -48,6 +48,12 @@ pub const INVOICE_PAID: &str = "invoice.paid";
 pub const INVOICE_FAILED: &str = "invoice.failed";
 pub const TRANSACTION_APPROVED: &str = "transaction.approved";
 pub const TRANSACTION_DECLINED: &str = "transaction.declined";
+/// A refund invoice settled: what it gives back is given (or, with Credit Memos, kept as credit).
+pub const INVOICE_REFUNDED: &str = "invoice.refunded";
+/// A refund invoice of a site without Credit Memos failed: the gateway declined the refund.
+pub const INVOICE_REFUND_FAILED: &str = "invoice.refund_failed";
+/// A credit payment made (see `rebill_store::credits`).
+pub const CREDIT_PAYMENT_CREATED: &str = rebill_store::credits::CREDIT_PAYMENT_CREATED;
 
 /// Events delivered at a time by [`drain`].
 const DRAIN_BATCH: i64 = 100;

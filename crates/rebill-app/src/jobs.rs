@@ -27,6 +27,9 @@ pub enum JobError {
     /// A batch of renewals failed in its last step; every job of the batch is retried.
     #[error("the batch of renewals failed: {0}")]
     Batch(String),
+    /// A refund could not be finished.
+    #[error("the refund could not be finished: {0}")]
+    Refund(String),
 }
 
 /// Records the outcome of a claimed job: done, or failed and retried after [`RETRY_SECONDS`].

@@ -15,6 +15,7 @@
 //! | [`jobs`] | job outcomes and their recording |
 //! | [`events`] | the domain events every change records, and delivering them to their subscribers |
 //! | [`transactions`] | one-off charges of an account |
+//! | [`offline_payments`] | payments made outside rebill entered on a manual invoice |
 //! | [`catalog`] | plans and add-ons: create, update, delete, get, list |
 //! | [`adjustments`] | an account's pending one-off charges and credits: create, delete, get, list |
 //! | [`credit_invoices`] | voiding a credit invoice's balance; the original invoices of a credit invoice, the credit invoices of a charge invoice, the credit lines of an adjustment |
@@ -39,8 +40,10 @@ pub mod instant;
 pub mod invoicing;
 pub mod jobs;
 pub mod model;
+pub mod offline_payments;
 pub mod payment_methods;
 pub mod queries;
+pub mod refunds;
 pub mod renewals;
 pub mod scheduler;
 pub mod sites;

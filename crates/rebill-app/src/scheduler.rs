@@ -31,6 +31,7 @@ async fn run_job(state: &Services, site: Option<&Site>, job: &Job) -> Result<(),
     match (job.kind.as_str(), site) {
         (crate::invoicing::DUNNING_JOB, _) => crate::invoicing::run_dunning(state, job).await,
         (crate::invoicing::INVOICE_DUE_JOB, _) => crate::invoicing::run_invoice_due(state, job).await,
+        (crate::refunds::REFUND_JOB, _) => crate::refunds::run_refund_job(state, job).await,
         (_, Some(site)) => crate::subscriptions::run_job(state, site, job).await,
         (_, None) => Err(JobError::SiteMissing(job.site_id)),
     }

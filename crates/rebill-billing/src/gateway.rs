@@ -35,8 +35,23 @@
 //! later charged back ([`Approval::chargeback_expected`]); 111111115 succeeds and refunds;
 //! 111111116 succeeds but its refund is declined; any other account number settles.
 //!
-//! Refunds are decided by the reference of the original transaction: the sandbox marks the
-//! references of purchases whose refund will be declined, so a refund needs no card number.
+//! # Refunds and voids
+//!
+//! Refunds and voids are decided by the reference of the original purchase: the sandbox marks
+//! the references of purchases that cannot be given back (card 4000000000002024, ACH account
+//! 111111116, and stored references of either), so neither call needs a card number.
+//!
+//! | Request | Outcome |
+//! |---|---|
+//! | amount ≤ 0 | `invalid_amount` (hard), refund and void alike |
+//! | refund of a marked purchase | `transaction_cannot_be_refunded` (hard) |
+//! | void of a marked purchase | `transaction_cannot_be_voided` (hard) |
+//! | refund of any other purchase (ACH 111111115 included) | approved, with a new reference for the refund |
+//! | void of any other purchase | approved, answering the reference of the voided purchase |
+//!
+//! A void is asked for the amount of the purchase; the sandbox does not check it against the
+//! purchase (it keeps no record of them), nor whether the purchase has settled: when to void
+//! rather than refund is the billing rule of [`crate::settlement`].
 //!
 //! # Stored payment methods
 //!
@@ -92,13 +107,29 @@ pub struct PaymentRequest<'a> {
     pub idempotency_key: Option<&'a str>,
 }
 
-/// A refund of an earlier purchase.
+/// A refund of (part of) an earlier purchase.
 #[derive(Debug, Clone, Copy)]
 pub struct RefundRequest<'a> {
     pub amount_in_cents: i64,
     pub currency: &'a str,
     /// The gateway reference of the purchase.
     pub reference: &'a str,
+    /// A key unique to the refund (e.g. the uuid of the refund transaction recorded before the
+    /// call), so that a gateway that supports it refunds once however often the call is repeated.
+    pub idempotency_key: Option<&'a str>,
+}
+
+/// A void of an earlier purchase that has not settled yet: the whole purchase is canceled and
+/// no money moves.
+#[derive(Debug, Clone, Copy)]
+pub struct VoidRequest<'a> {
+    /// The gateway reference of the purchase.
+    pub reference: &'a str,
+    /// The amount of the purchase (a void always cancels all of it).
+    pub amount_in_cents: i64,
+    pub currency: &'a str,
+    /// A key unique to the void, as for [`RefundRequest::idempotency_key`].
+    pub idempotency_key: Option<&'a str>,
 }
 
 /// The result of a CVV or AVS check: a one-letter code and its meaning.
@@ -195,8 +226,12 @@ pub trait Gateway: Send + Sync {
     /// voided at once.
     fn verify<'a>(&'a self, request: &'a PaymentRequest<'a>) -> GatewayFuture<'a>;
 
-    /// Refunds (part of) an earlier purchase.
+    /// Refunds (part of) an earlier purchase. An approval's reference is the refund's own.
     fn refund<'a>(&'a self, request: &'a RefundRequest<'a>) -> GatewayFuture<'a>;
+
+    /// Voids an earlier purchase that has not settled. An approval's reference is the voided
+    /// purchase's.
+    fn void<'a>(&'a self, request: &'a VoidRequest<'a>) -> GatewayFuture<'a>;
 
     /// Stores a card or bank account with the gateway for later charges and answers its opaque
     /// reference (charged with [`PaymentMethod::Stored`]). The reference never contains the card
@@ -343,6 +378,8 @@ fn bank_behaviour(account: &BankAccount) -> Behaviour {
     match account.account_number.as_str() {
         "111111112" | "111111113" => Behaviour::Decline { code: "ach_cancel", gateway_code: "R08" },
         "111111114" => Behaviour::Chargeback,
+        // Refunds of 111111115 succeed like those of any other account; 111111116's purchases
+        // carry a reference marked not to be given back.
         "111111116" => Behaviour::NoRefund,
         _ => Behaviour::Approved,
     }
@@ -481,26 +518,52 @@ impl SandboxGateway {
         Ok(stored_reference(behaviour))
     }
 
-    /// The outcome of a refund.
+    /// The outcome of a refund (see the module documentation).
     pub fn decide_refund(&self, request: &RefundRequest<'_>) -> Outcome {
-        if request.reference.ends_with(NO_REFUND) || request.amount_in_cents <= 0 {
-            let code = if request.amount_in_cents <= 0 { "invalid_amount" } else { "transaction_cannot_be_refunded" };
-            return Outcome::Declined(Decline {
-                code,
-                gateway_error_code: Some("12".to_owned()),
+        match give_back_decline(request.amount_in_cents, request.reference, "transaction_cannot_be_refunded") {
+            Some(decline) => Outcome::Declined(decline),
+            None => Outcome::Approved(Approval {
+                reference: reference(true),
+                code: "approved",
                 cvv_result: None,
                 avs_result: None,
-                reference: Some(reference(true)),
-            });
+                chargeback_expected: false,
+            }),
         }
-        Outcome::Approved(Approval {
-            reference: reference(true),
-            code: "approved",
-            cvv_result: None,
-            avs_result: None,
-            chargeback_expected: false,
-        })
     }
+
+    /// The outcome of a void (see the module documentation).
+    pub fn decide_void(&self, request: &VoidRequest<'_>) -> Outcome {
+        match give_back_decline(request.amount_in_cents, request.reference, "transaction_cannot_be_voided") {
+            Some(decline) => Outcome::Declined(decline),
+            None => Outcome::Approved(Approval {
+                reference: request.reference.to_owned(),
+                code: "approved",
+                cvv_result: None,
+                avs_result: None,
+                chargeback_expected: false,
+            }),
+        }
+    }
+}
+
+/// Why the sandbox declines giving back `amount` of the purchase `original`, if it does:
+/// `invalid_amount` for an amount ≤ 0, else `refused` for a purchase marked not to be given back.
+fn give_back_decline(amount: i64, original: &str, refused: &'static str) -> Option<Decline> {
+    let code = if amount <= 0 {
+        "invalid_amount"
+    } else if original.ends_with(NO_REFUND) {
+        refused
+    } else {
+        return None;
+    };
+    Some(Decline {
+        code,
+        gateway_error_code: Some("12".to_owned()),
+        cvv_result: None,
+        avs_result: None,
+        reference: Some(reference(true)),
+    })
 }
 
 impl Gateway for SandboxGateway {
@@ -522,6 +585,10 @@ impl Gateway for SandboxGateway {
 
     fn refund<'a>(&'a self, request: &'a RefundRequest<'a>) -> GatewayFuture<'a> {
         Box::pin(std::future::ready(self.decide_refund(request)))
+    }
+
+    fn void<'a>(&'a self, request: &'a VoidRequest<'a>) -> GatewayFuture<'a> {
+        Box::pin(std::future::ready(self.decide_void(request)))
     }
 
     fn store_payment_method<'a>(&'a self, method: PaymentMethod<'a>) -> StoreFuture<'a> {
@@ -686,16 +753,6 @@ mod tests {
             Outcome::Declined(d) => assert_eq!(d.cvv_result.map(|r| r.code).as_deref(), Some("N")),
             other => panic!("{other:?}"),
         }
-        // A refund of a purchase through the no-refund card's reference is declined.
-        let c = card("4000000000002024", None);
-        let reference = SandboxGateway.stored_reference(PaymentMethod::Card(&c)).expect("stored");
-        let Outcome::Approved(a) =
-            SandboxGateway.decide(&request(PaymentMethod::Stored { reference: &reference }, true))
-        else {
-            panic!("approved")
-        };
-        let refund = RefundRequest { amount_in_cents: 100, currency: "USD", reference: &a.reference };
-        assert_eq!(declined_code(&SandboxGateway.decide_refund(&refund)), "transaction_cannot_be_refunded");
         // References the sandbox did not make.
         for bogus in ["sbx_zz_approved", "sbx_0123456789abcdef01234567_nonsense", "tok_4111111111111111", ""] {
             assert_eq!(
@@ -768,7 +825,7 @@ mod tests {
     }
 
     #[test]
-    fn fraud_review_three_d_secure_dunning_and_refund_declined_cards() {
+    fn fraud_review_and_three_d_secure_dunning_cards() {
         match purchase(&SandboxGateway, "4222222222222220", false) {
             Outcome::Approved(a) => assert!(a.fraud_review()),
             other => panic!("{other:?}"),
@@ -778,20 +835,8 @@ mod tests {
             declined_code(&purchase(&SandboxGateway, "4000008400001629", true)),
             "three_d_secure_action_required"
         );
-        let refund = |reference: &str| {
-            let r = RefundRequest { amount_in_cents: 100, currency: "USD", reference };
-            now(SandboxGateway.refund(&r))
-        };
-        let Outcome::Approved(no_refund) = purchase(&SandboxGateway, "4000000000002024", false) else {
-            panic!("the purchase succeeds")
-        };
-        assert_eq!(declined_code(&refund(&no_refund.reference)), "transaction_cannot_be_refunded");
-        let Outcome::Approved(ok) = purchase(&SandboxGateway, "4111111111111111", false) else {
-            panic!("the purchase succeeds")
-        };
-        assert!(refund(&ok.reference).is_approved());
-        let zero = RefundRequest { amount_in_cents: 0, currency: "USD", reference: &ok.reference };
-        assert_eq!(declined_code(&SandboxGateway.decide_refund(&zero)), "invalid_amount");
+        // The card whose refunds are declined is charged like any other.
+        assert!(purchase(&SandboxGateway, "4000000000002024", false).is_approved());
     }
 
     #[test]
@@ -803,14 +848,6 @@ mod tests {
             name_on_account: "Verena Example".to_owned(),
         };
         let outcome = |a: &BankAccount| SandboxGateway.decide(&request(PaymentMethod::BankAccount(a), false));
-        let refund = |o: Outcome| match o {
-            Outcome::Approved(a) => SandboxGateway.decide_refund(&RefundRequest {
-                amount_in_cents: 100,
-                currency: "USD",
-                reference: &a.reference,
-            }),
-            other => panic!("{other:?}"),
-        };
         let settled = outcome(&account("123456780", "111111111"));
         assert!(matches!(&settled, Outcome::Approved(a) if !a.chargeback_expected && a.cvv_result.is_none()));
         for canceled in ["111111112", "111111113"] {
@@ -820,15 +857,141 @@ mod tests {
             assert_eq!(d.error().category, "soft");
         }
         assert!(matches!(outcome(&account("123456780", "111111114")), Outcome::Approved(a) if a.chargeback_expected));
-        assert!(refund(outcome(&account("123456780", "111111115"))).is_approved());
-        assert_eq!(
-            declined_code(&refund(outcome(&account("123456780", "111111116")))),
-            "transaction_cannot_be_refunded"
-        );
+        // Purchases from the accounts whose refunds succeed or are declined are approved.
+        for number in ["111111115", "111111116"] {
+            assert!(matches!(outcome(&account("123456780", number)), Outcome::Approved(a) if !a.chargeback_expected));
+        }
         assert!(outcome(&account("123456780", "987654321")).is_approved());
         assert_eq!(declined_code(&outcome(&account("021000021", "111111111"))), "invalid_data");
         assert_eq!(SandboxGateway.bank_name("123456780").as_deref(), Some(SANDBOX_BANK_NAME));
         assert_eq!(SandboxGateway.bank_name("021000021"), None);
         assert_eq!((SandboxGateway.kind(), SandboxGateway.is_test()), ("test", true));
+    }
+
+    /// A purchase approved by the sandbox, by card number, ACH account number or through the
+    /// stored reference of either.
+    fn approved_purchase(method: PaymentMethod<'_>) -> Approval {
+        match SandboxGateway.decide(&request(method, false)) {
+            Outcome::Approved(a) => a,
+            other => panic!("the purchase succeeds: {other:?}"),
+        }
+    }
+
+    fn refund_of(original: &str, amount_in_cents: i64, key: Option<&str>) -> Outcome {
+        let r = RefundRequest { amount_in_cents, currency: "USD", reference: original, idempotency_key: key };
+        now(SandboxGateway.refund(&r))
+    }
+
+    fn void_of(original: &str, amount_in_cents: i64, key: Option<&str>) -> Outcome {
+        let r = VoidRequest { reference: original, amount_in_cents, currency: "USD", idempotency_key: key };
+        now(SandboxGateway.void(&r))
+    }
+
+    /// The original references of purchases by the test cards and ACH accounts whose refunds
+    /// behave as named, made directly and through stored references.
+    fn purchases_by(card_number: &str, account_number: &str) -> Vec<(String, String)> {
+        let c = card(card_number, Some("123"));
+        let a = BankAccount {
+            routing_number: SANDBOX_ROUTING_NUMBER.to_owned(),
+            account_number: account_number.to_owned(),
+            account_type: AccountType::Checking,
+            name_on_account: "Verena Example".to_owned(),
+        };
+        let stored_card = SandboxGateway.stored_reference(PaymentMethod::Card(&c)).expect("stored card");
+        let stored_account = SandboxGateway.stored_reference(PaymentMethod::BankAccount(&a)).expect("stored account");
+        [
+            (format!("card {card_number}"), PaymentMethod::Card(&c)),
+            (format!("ACH {account_number}"), PaymentMethod::BankAccount(&a)),
+            (format!("stored card {card_number}"), PaymentMethod::Stored { reference: &stored_card }),
+            (format!("stored ACH {account_number}"), PaymentMethod::Stored { reference: &stored_account }),
+        ]
+        .into_iter()
+        .map(|(name, method)| (name, approved_purchase(method).reference))
+        .collect()
+    }
+
+    fn assert_hard_decline(outcome: &Outcome, code: &str, what: &str) {
+        match outcome {
+            Outcome::Declined(d) => {
+                assert_eq!(d.code, code, "{what}");
+                assert_eq!(d.error().code, code, "{what}: a row of the error table");
+                assert_eq!(d.error().category, "hard", "{what}");
+                assert!(d.gateway_error_code.is_some() && d.cvv_result.is_none() && d.avs_result.is_none(), "{what}");
+            }
+            Outcome::Approved(a) => panic!("{what}: approved {a:?}"),
+        }
+    }
+
+    #[test]
+    fn refunds_and_voids_of_ordinary_purchases_are_approved() {
+        for (what, original) in purchases_by("4111111111111111", "111111115") {
+            for (amount, key) in [(100, Some("refund-1")), (1, None), (i64::MAX, Some("refund-2"))] {
+                match refund_of(&original, amount, key) {
+                    Outcome::Approved(a) => {
+                        assert_eq!(a.code, "approved", "{what}");
+                        // The refund is a transaction of its own, not marked.
+                        assert!(a.reference.starts_with("sandbox-") && !a.reference.ends_with(NO_REFUND), "{what}");
+                        assert_ne!(a.reference, original, "{what}");
+                        assert!(a.cvv_result.is_none() && a.avs_result.is_none() && !a.chargeback_expected);
+                    }
+                    other => panic!("{what}: refund of {amount}: {other:?}"),
+                }
+                match void_of(&original, amount, key) {
+                    // A void answers the purchase it canceled.
+                    Outcome::Approved(a) => assert_eq!((a.code, a.reference.as_str()), ("approved", original.as_str())),
+                    other => panic!("{what}: void of {amount}: {other:?}"),
+                }
+            }
+        }
+        // Refunds of the other approving cards and accounts succeed too.
+        for (what, original) in purchases_by("4222222222222220", "111111114") {
+            assert!(refund_of(&original, 100, None).is_approved(), "{what}");
+            assert!(void_of(&original, 100, None).is_approved(), "{what}");
+        }
+    }
+
+    #[test]
+    fn refunds_and_voids_of_the_no_refund_card_and_account_are_declined() {
+        for (what, original) in purchases_by("4000000000002024", "111111116") {
+            assert!(original.ends_with(NO_REFUND), "{what}: the purchase is marked");
+            for key in [None, Some("key-1")] {
+                assert_hard_decline(&refund_of(&original, 100, key), "transaction_cannot_be_refunded", &what);
+                assert_hard_decline(&void_of(&original, 100, key), "transaction_cannot_be_voided", &what);
+                // The same however often asked.
+                assert_hard_decline(&refund_of(&original, 1, key), "transaction_cannot_be_refunded", &what);
+                assert_hard_decline(&void_of(&original, 1, key), "transaction_cannot_be_voided", &what);
+            }
+        }
+    }
+
+    #[test]
+    fn refunds_and_voids_of_no_positive_amount_are_invalid() {
+        let references = purchases_by("4111111111111111", "111111115")
+            .into_iter()
+            .chain(purchases_by("4000000000002024", "111111116"));
+        for (what, original) in references {
+            for amount in [0, -1, -100, i64::MIN] {
+                let what = format!("{what}, amount {amount}");
+                assert_hard_decline(&refund_of(&original, amount, Some("k")), "invalid_amount", &what);
+                assert_hard_decline(&void_of(&original, amount, Some("k")), "invalid_amount", &what);
+            }
+        }
+    }
+
+    #[test]
+    fn the_sandbox_answers_every_give_back_call_through_the_trait_object() {
+        let gateway: Arc<dyn Gateway> = Arc::new(SandboxGateway);
+        let original = approved_purchase(PaymentMethod::Stored {
+            reference: &SandboxGateway
+                .stored_reference(PaymentMethod::Card(&card("4111111111111111", None)))
+                .expect("stored"),
+        })
+        .reference;
+        let refund =
+            RefundRequest { amount_in_cents: 250, currency: "EUR", reference: &original, idempotency_key: None };
+        let void =
+            VoidRequest { reference: &original, amount_in_cents: 1000, currency: "EUR", idempotency_key: Some("v") };
+        assert_eq!(now(gateway.refund(&refund)).is_approved(), SandboxGateway.decide_refund(&refund).is_approved());
+        assert_eq!(now(gateway.void(&void)), SandboxGateway.decide_void(&void));
     }
 }

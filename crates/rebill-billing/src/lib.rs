@@ -3,7 +3,8 @@
 //! invoice amounts lives here, unit- and property-tested.
 //!
 //! - [`card`]: card numbers (Luhn, brand, first six / last four), expiry checks, bank accounts.
-//! - [`gateway`]: the `Gateway` trait and the sandbox gateway (outcomes by test card and ACH number).
+//! - [`gateway`]: the `Gateway` trait and the sandbox gateway (purchases, refunds and voids by test card and
+//!   ACH number).
 //! - [`errors`]: the transaction error table (code, category, messages) shipped as data.
 //! - [`vault`]: encryption at rest of card numbers held for a token.
 //! - [`period`]: billing intervals and period arithmetic.
@@ -13,6 +14,7 @@
 //! - [`balance`]: an account's balance per currency from its open invoices.
 //! - [`states`]: the invoice and transaction state machines.
 //! - [`collection`]: the collection policy, the dunning schedule of retries and due dates.
+//! - [`settlement`]: when a transaction settles, and whether money goes back by a void or a refund.
 
 pub mod balance;
 pub mod card;
@@ -23,5 +25,7 @@ pub mod invoice;
 pub mod lifecycle;
 pub mod period;
 pub mod proration;
+pub mod refund;
+pub mod settlement;
 pub mod states;
 pub mod vault;

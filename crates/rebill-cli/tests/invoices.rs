@@ -297,7 +297,9 @@ fn manual_due_scenario(db: &str) {
     has(&get(&s, "2.11", "/v2/accounts/m1"), "<has_past_due_invoice type=\"boolean\">false</has_past_due_invoice>");
 }
 
-/// `GET /v2/invoices/{n}` with `Accept: application/pdf`: the invoice's PDF; XML errors.
+/// `GET /v2/invoices/{n}` with `Accept: application/pdf`: the invoice's PDF in the language of
+/// `Accept-Language` (named by `Content-Language`; en-US when there is no translation); XML
+/// errors.
 fn pdf_scenario(db: &str) {
     let s = serve(db);
     create_account(&s, "a1");
@@ -309,29 +311,71 @@ fn pdf_scenario(db: &str) {
         "<invoice><collection_method>manual</collection_method></invoice>",
     );
     status(&r, 201);
-    let pdf_request = |path: &str, accept: &str| {
+    let pdf_request = |path: &str, accept: &str, language: Option<&str>| {
         let auth = format!("Basic {}", basic(&s.key));
+        let language = language.map(|l| format!("Accept-Language: {l}\r\n")).unwrap_or_default();
         let request = format!(
             "GET {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nAuthorization: {auth}\r\nAccept: {accept}\r\n\
-             X-Api-Version: 2.11\r\n\r\n",
+             {language}X-Api-Version: 2.11\r\n\r\n",
             s.addr
         );
         raw_bytes(&s.addr, &request)
     };
-    let (code, head, body) = pdf_request("/v2/invoices/1001", "application/pdf");
-    assert_eq!(code, 200, "{head}");
-    assert!(head.to_ascii_lowercase().contains("content-type: application/pdf"), "{head}");
-    let doc = lopdf::Document::load_mem(&body).expect("a PDF");
-    let pages: Vec<u32> = doc.get_pages().keys().copied().collect();
-    let text = doc.extract_text(&pages).expect("text");
-    for expected in ["Invoice 1001", "Widgets", "25.00 USD", "Pending", "TEST INVOICE"] {
-        assert!(text.contains(expected), "{expected:?} missing from:\n{text}");
+    // The PDF's text and its Content-Language.
+    let pdf_text = |language: Option<&str>| {
+        let (code, head, body) = pdf_request("/v2/invoices/1001", "application/pdf", language);
+        assert_eq!(code, 200, "{language:?}: {head}");
+        let lower = head.to_ascii_lowercase();
+        assert!(lower.contains("content-type: application/pdf"), "{head}");
+        let content_language = lower
+            .lines()
+            .find_map(|l| l.strip_prefix("content-language: "))
+            .map(|l| l.trim().to_owned())
+            .unwrap_or_else(|| panic!("{language:?}: no Content-Language in {head}"));
+        let doc = lopdf::Document::load_mem(&body).expect("a PDF");
+        let pages: Vec<u32> = doc.get_pages().keys().copied().collect();
+        (doc.extract_text(&pages).expect("text"), content_language)
+    };
+    let shows = |text: &str, expected: &[&str]| {
+        for e in expected {
+            assert!(text.contains(e), "{e:?} missing from:\n{text}");
+        }
+    };
+
+    let english = ["Invoice 1001", "Invoice date", "Widgets", "25.00 USD", "Pending", "Balance", "TEST INVOICE"];
+    let (text, language) = pdf_text(None);
+    shows(&text, &english);
+    assert_eq!(language, "en-us");
+
+    let german =
+        ["Rechnung 1001", "Rechnungsdatum", "Widgets", "12,50", "25,00 USD", "Ausstehend", "Saldo", "Fälligkeitsdatum"];
+    for asked in ["de-DE", "de-CH;q=0.9, en;q=0.5", "German"] {
+        let (text, language) = pdf_text(Some(asked));
+        shows(&text, &german);
+        assert!(!text.contains("Invoice date") && !text.contains("Balance"), "{asked}: no English label:\n{text}");
+        assert_eq!(language, "de-de", "{asked}");
     }
-    // Errors stay XML documents; a PDF is only an invoice's.
-    let (code, head, body) = pdf_request("/v2/invoices/999", "application/pdf");
-    assert_eq!(code, 404, "{head}");
-    assert!(String::from_utf8_lossy(&body).contains("<symbol>not_found</symbol>"), "{head}");
-    let (code, _, _) = pdf_request("/v2/accounts/a1", "application/pdf");
+    let (text, language) = pdf_text(Some("fr-CA,fr;q=0.9,en;q=0.8"));
+    shows(&text, &["Facture 1001", "Date de facture", "25,00 USD", "En attente", "Solde"]);
+    assert_eq!(language, "fr-fr");
+    let (text, language) = pdf_text(Some("es-MX"));
+    shows(&text, &["Factura 1001", "Fecha de factura", "25,00 USD", "Pendiente"]);
+    assert_eq!(language, "es-es");
+    // A language without a translation, an unknown name and a garbled value: en-US.
+    for asked in ["ja-JP", "Danish", ";;q=x,,"] {
+        let (text, language) = pdf_text(Some(asked));
+        shows(&text, &english);
+        assert_eq!(language, "en-us", "{asked}");
+    }
+
+    // Errors stay XML documents, in any language; a PDF is only an invoice's.
+    for language in [None, Some("de-DE")] {
+        let (code, head, body) = pdf_request("/v2/invoices/999", "application/pdf", language);
+        assert_eq!(code, 404, "{head}");
+        assert!(head.to_ascii_lowercase().contains("content-type: application/xml"), "{head}");
+        assert!(String::from_utf8_lossy(&body).contains("<symbol>not_found</symbol>"), "{head}");
+    }
+    let (code, _, _) = pdf_request("/v2/accounts/a1", "application/pdf", Some("de-DE"));
     assert_eq!(code, 406);
     // XML is still what an XML client gets.
     let r = get(&s, "2.11", "/v2/invoices/1001");

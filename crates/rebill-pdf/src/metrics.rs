@@ -1,33 +1,60 @@
-//! Glyph widths of Helvetica (thousandths of the font size, from its Adobe font metrics), for
-//! right-aligned columns and wrapping. Helvetica-Bold is measured with the same table: its
-//! digits and punctuation, all that is right-aligned, have the same widths.
+//! Glyph widths of Helvetica and Helvetica-Bold (thousandths of the font size, from their Adobe
+//! font metrics) for every character of the WinAnsi encoding, for right-aligned columns,
+//! truncating and wrapping.
 
-/// Widths of the printable ASCII characters, from space (32) to tilde (126).
-const ASCII: [u16; 95] = [
-    278, 278, 355, 556, 556, 889, 667, 191, 333, 333, 389, 584, 278, 333, 278, 278, // space … /
-    556, 556, 556, 556, 556, 556, 556, 556, 556, 556, // 0 … 9
-    278, 278, 584, 584, 584, 556, 1015, // : … @
-    667, 667, 722, 722, 667, 611, 778, 722, 278, 500, 667, 556, 833, 722, 778, 667, 778, 722, 667, 611, 722, 667, 944,
-    667, 667, 611, // A … Z
-    278, 278, 278, 469, 556, 333, // [ … `
-    556, 556, 500, 556, 556, 278, 556, 556, 222, 222, 500, 222, 833, 556, 556, 556, 556, 333, 500, 278, 556, 500, 722,
-    500, 500, 500, // a … z
-    334, 260, 334, 584, // { … ~
+use crate::text;
+
+/// The two faces the page is set in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Font {
+    Regular,
+    Bold,
+}
+
+/// Helvetica: widths of the WinAnsi codes 32 to 255.
+const REGULAR: [u16; 224] = [
+    278, 278, 355, 556, 556, 889, 667, 191, 333, 333, 389, 584, 278, 333, 278, 278, // 0x20..
+    556, 556, 556, 556, 556, 556, 556, 556, 556, 556, 278, 278, 584, 584, 584, 556, // 0x30..
+    1015, 667, 667, 722, 722, 667, 611, 778, 722, 278, 500, 667, 556, 833, 722, 778, // 0x40..
+    667, 778, 722, 667, 611, 722, 667, 944, 667, 667, 611, 278, 278, 278, 469, 556, // 0x50..
+    333, 556, 556, 500, 556, 556, 278, 556, 556, 222, 222, 500, 222, 833, 556, 556, // 0x60..
+    556, 556, 333, 500, 278, 556, 500, 722, 500, 500, 500, 334, 260, 334, 584, 761, // 0x70..
+    556, 556, 222, 556, 333, 1000, 556, 556, 333, 1000, 667, 333, 1000, 556, 611, 556, // 0x80..
+    556, 222, 222, 333, 333, 350, 556, 1000, 333, 1000, 500, 333, 944, 556, 500, 667, // 0x90..
+    278, 333, 556, 556, 556, 556, 260, 556, 333, 737, 370, 556, 584, 333, 737, 333, // 0xa0..
+    400, 584, 333, 333, 333, 556, 537, 278, 333, 333, 365, 556, 834, 834, 834, 611, // 0xb0..
+    667, 667, 667, 667, 667, 667, 1000, 722, 667, 667, 667, 667, 278, 278, 278, 278, // 0xc0..
+    722, 722, 778, 778, 778, 778, 778, 584, 778, 722, 722, 722, 722, 667, 667, 611, // 0xd0..
+    556, 556, 556, 556, 556, 556, 889, 500, 556, 556, 556, 556, 278, 278, 278, 278, // 0xe0..
+    556, 556, 556, 556, 556, 556, 556, 584, 611, 556, 556, 556, 556, 500, 556, 500, // 0xf0..
 ];
 
-/// Width of a character other than printable ASCII (most accented letters are as wide as
-/// their base letter; this is the width of the typical lowercase letter).
-const OTHER: u16 = 556;
+/// Helvetica-Bold: widths of the WinAnsi codes 32 to 255.
+const BOLD: [u16; 224] = [
+    278, 333, 474, 556, 556, 889, 722, 238, 333, 333, 389, 584, 278, 333, 278, 278, // 0x20..
+    556, 556, 556, 556, 556, 556, 556, 556, 556, 556, 333, 333, 584, 584, 584, 611, // 0x30..
+    975, 722, 722, 722, 722, 667, 611, 778, 722, 278, 556, 722, 611, 833, 722, 778, // 0x40..
+    667, 778, 722, 667, 611, 722, 667, 944, 667, 667, 611, 333, 278, 333, 584, 556, // 0x50..
+    333, 556, 611, 556, 611, 556, 333, 611, 611, 278, 278, 556, 278, 889, 611, 611, // 0x60..
+    611, 611, 389, 556, 333, 611, 556, 778, 556, 556, 500, 389, 280, 389, 584, 761, // 0x70..
+    556, 611, 278, 556, 500, 1000, 556, 556, 333, 1000, 667, 333, 1000, 611, 611, 611, // 0x80..
+    611, 278, 278, 500, 500, 350, 556, 1000, 333, 1000, 556, 333, 944, 611, 500, 667, // 0x90..
+    278, 333, 556, 556, 556, 556, 280, 556, 333, 737, 370, 556, 584, 333, 737, 333, // 0xa0..
+    400, 584, 333, 333, 333, 611, 556, 278, 333, 333, 365, 556, 834, 834, 834, 611, // 0xb0..
+    722, 722, 722, 722, 722, 722, 1000, 722, 667, 667, 667, 667, 278, 278, 278, 278, // 0xc0..
+    722, 722, 778, 778, 778, 778, 778, 584, 778, 722, 722, 722, 722, 667, 667, 611, // 0xd0..
+    556, 556, 556, 556, 556, 556, 889, 556, 556, 556, 556, 556, 278, 278, 278, 278, // 0xe0..
+    611, 611, 611, 611, 611, 611, 611, 584, 611, 611, 611, 611, 611, 556, 611, 556, // 0xf0..
+];
 
-/// The width of `s` at `size` points.
-pub fn width(s: &str, size: f32) -> f32 {
-    let thousandths: u32 = s
-        .chars()
-        .map(|c| {
-            let code = c as u32;
-            if (32..127).contains(&code) { u32::from(ASCII[(code - 32) as usize]) } else { u32::from(OTHER) }
-        })
-        .sum();
+/// The width of `s` set in `font` at `size` points, as it is written (WinAnsi; a character
+/// that encoding cannot hold is measured as the `?` it becomes).
+pub fn width(s: &str, font: Font, size: f32) -> f32 {
+    let table = match font {
+        Font::Regular => &REGULAR,
+        Font::Bold => &BOLD,
+    };
+    let thousandths: u32 = text::encode(s).iter().map(|b| u32::from(table[usize::from(b.saturating_sub(32))])).sum();
     thousandths as f32 * size / 1000.0
 }
 
@@ -36,11 +63,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn digits_and_punctuation_measure_as_helvetica() {
-        assert_eq!(width("0", 10.0), 5.56);
-        assert_eq!(width("1,234.56", 1000.0), (6.0 * 556.0 + 2.0 * 278.0));
-        assert_eq!(width("-", 1000.0), 333.0);
-        assert_eq!(width("Wi", 1000.0), 944.0 + 222.0);
-        assert_eq!(width("é", 1000.0), 556.0);
+    fn text_measures_as_the_base_fonts() {
+        assert_eq!(width("0", Font::Regular, 10.0), 5.56);
+        assert_eq!(width("1,234.56", Font::Regular, 1000.0), (6.0 * 556.0 + 2.0 * 278.0));
+        assert_eq!(width("-", Font::Regular, 1000.0), 333.0);
+        assert_eq!(width("Wi", Font::Regular, 1000.0), 944.0 + 222.0);
+        assert_eq!(width("Invoice", Font::Regular, 1000.0), 3168.0);
+        assert_eq!(width("Invoice", Font::Bold, 1000.0), 3446.0);
+        // Accented letters are as wide as their base letter; a narrow i stays narrow.
+        assert_eq!(width("éüñí", Font::Regular, 1000.0), 556.0 * 3.0 + 278.0);
+        assert_eq!(width("ß€…", Font::Bold, 1000.0), 611.0 + 556.0 + 1000.0);
+        assert_eq!(width("\u{a0}", Font::Regular, 1000.0), 278.0, "a no-break space is a space");
+        assert_eq!(width("日", Font::Regular, 1000.0), width("?", Font::Regular, 1000.0));
     }
 }

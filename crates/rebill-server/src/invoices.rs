@@ -3,7 +3,7 @@
 //! | Endpoint | Behaviour |
 //! |---|---|
 //! | `GET /v2/invoices`, `GET /v2/accounts/{code}/invoices` | lists (HEAD counts); `state` filter |
-//! | `GET /v2/invoices/{number}` | one invoice with its line items and transactions |
+//! | `GET /v2/invoices/{number}` | one invoice with its line items and transactions; with `Accept: application/pdf` its PDF in the `Accept-Language` language (en-US, de-DE, fr-FR, es-ES; else en-US) |
 //! | `POST /v2/accounts/{code}/invoices` | invoices the pending adjustments (201; `invoice_collection` from 2.10) |
 //! | `POST /v2/accounts/{code}/invoices/preview` | the same, nothing written (200) |
 //! | `PUT /v2/invoices/{number}/mark_successful`, `…/mark_failed`, `…/collect` | settle or collect an open invoice (`mark_failed` and `collect`: `invoice_collection` from 2.10) |
@@ -65,6 +65,7 @@ use std::collections::HashSet;
 
 use rebill_app::adjustments::{self, AdjustmentError, NewCharge};
 use rebill_app::credit_invoices;
+use rebill_app::documents::Locale;
 use rebill_app::error::AppError;
 use rebill_app::model::Page;
 use rebill_app::model::accounts::{Account, AccountFields};
@@ -74,14 +75,16 @@ use rebill_app::model::invoicing::{
     InvoiceFilter, InvoiceState, InvoiceTerms, NewAdjustment, Transaction, TransactionFilter, TransactionStatus,
 };
 use rebill_app::queries;
+use rebill_app::refunds::{self, External, LineRefund, RefundError, RefundRequest};
 use rebill_billing::invoice::InvoiceError;
+use rebill_billing::refund::RefundMethod;
 use rebill_models::api::{self, EndpointId};
 use rebill_models::validate::{Operation, Rejection, refusals, validate};
 use rebill_models::{
     Adjustment as AdjustmentView, AdjustmentOrigin, AdjustmentState as ViewAdjustmentState, AdjustmentType,
     CollectionMethod as ViewCollectionMethod, CreditPayment as CreditPaymentView, Invoice as InvoiceView,
     InvoiceCollection, InvoiceOrigin as ViewInvoiceOrigin, InvoiceState as ViewInvoiceState, InvoiceType,
-    Transaction as TransactionView,
+    RefundMethod as ViewRefundMethod, Transaction as TransactionView,
 };
 use rebill_models::{ApiEndpoint, LaterResponse};
 
@@ -411,12 +414,31 @@ async fn path_invoice(state: &AppState, call: &Call) -> Result<Invoice, Response
         .map_err(|e| respond::app_error(&call.ctx.wire, "invoice", e.into()))
 }
 
-/// `GET /v2/invoices/{invoice_number}`: the invoice, or its PDF document when the client asked
-/// for `application/pdf` (`pdf`).
-pub(crate) async fn get_invoice(state: &AppState, call: &Routed<'_, api::GetInvoice>, pdf: bool) -> Response {
-    if pdf {
-        return match rebill_app::documents::invoice_pdf(state, &call.context(), &call.params[0]).await {
-            Ok(bytes) => respond::pdf(bytes),
+/// The language of the invoice PDF a request asks for: `None` unless it asks for the PDF
+/// (`Accept: application/pdf`, see [`crate::layers::accept`]), else its `Accept-Language`
+/// negotiated by [`Locale::from_accept_language`] (absent or unreadable: en-US).
+pub(crate) fn pdf_locale(request: &Request) -> Option<Locale> {
+    request.extensions().get::<crate::layers::WantsPdf>()?;
+    let value = request.headers().get(axum::http::header::ACCEPT_LANGUAGE);
+    Some(
+        value
+            .and_then(|v| std::str::from_utf8(v.as_bytes()).ok())
+            .map(Locale::from_accept_language)
+            .unwrap_or_default(),
+    )
+}
+
+/// `GET /v2/invoices/{invoice_number}`: the invoice, or its PDF document in `pdf`'s language
+/// (named by `Content-Language`) when the client asked for `application/pdf`.
+pub(crate) async fn get_invoice(state: &AppState, call: &Routed<'_, api::GetInvoice>, pdf: Option<Locale>) -> Response {
+    if let Some(locale) = pdf {
+        return match rebill_app::documents::invoice_pdf(state, &call.context(), &call.params[0], locale).await {
+            Ok(bytes) => {
+                let mut response = respond::pdf(bytes);
+                let language = axum::http::HeaderValue::from_static(locale.tag());
+                response.headers_mut().insert(axum::http::header::CONTENT_LANGUAGE, language);
+                response
+            }
             Err(e) => respond::app_error(&call.ctx.wire, "invoice", e.into()),
         };
     }
@@ -950,6 +972,76 @@ pub(crate) async fn create_transaction(
     }
     let location = EndpointId::GetTransaction.endpoint().render(&[&transaction.uuid]);
     with_location(call.answer(&views::transaction_view(&transaction)), ctx, &location)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Refunds
+
+/// `POST /v2/invoices/{invoice_number}/refund`: 201, `Location` and the refund invoice (a credit
+/// invoice with Credit Memos, a legacy refund invoice without); refusals are 422 field errors, a
+/// refund the gateway declined on a site without Credit Memos the 422 transaction error document.
+pub(crate) async fn refund_invoice(
+    state: &AppState,
+    call: &Routed<'_, api::RefundInvoice>,
+    request: Request,
+) -> Response {
+    let ctx = &call.ctx.wire;
+    let body = match call.decode_optional(state, request).await {
+        Ok(b) => b.unwrap_or_default(),
+        Err(r) => return r,
+    };
+    if let Err(errors) = validate(&body, ctx, Operation::Create) {
+        return respond::rejection(&Rejection::Invalid(errors), ctx);
+    }
+    let method = match &body.refund_method {
+        None | Some(ViewRefundMethod::CreditFirst) => RefundMethod::CreditFirst,
+        Some(ViewRefundMethod::TransactionFirst) => RefundMethod::TransactionFirst,
+        Some(ViewRefundMethod::AllCredit) => RefundMethod::AllCredit,
+        Some(ViewRefundMethod::AllTransaction) => RefundMethod::AllTransaction,
+        // Strict decoding refuses unknown values; kept for completeness.
+        Some(ViewRefundMethod::Unknown(_)) => {
+            return field_error(ctx, "invoice.refund_method", "inclusion", "is not included in the list");
+        }
+    };
+    let lines = body
+        .line_items
+        .iter()
+        .flatten()
+        .map(|l| LineRefund {
+            uuid: l.uuid.clone().unwrap_or_default(),
+            quantity: l.quantity,
+            prorate: l.prorate == Some(true),
+        })
+        .collect();
+    let external = (body.external_refund == Some(true)).then(|| External {
+        payment_method: body.payment_method.clone(),
+        description: body.description.clone(),
+        refunded_at: body.refunded_at.map(|t| t.timestamp()),
+    });
+    let wanted = RefundRequest {
+        amount: body.amount_in_cents,
+        percentage: body.percentage,
+        lines,
+        method,
+        credit_customer_notes: body.credit_customer_notes.clone(),
+        external,
+        termination: false,
+    };
+    match refunds::refund_invoice(state, &call.context(), &call.params[0], &wanted).await {
+        Ok(refund) => match full_view(state, &refund).await {
+            Ok(view) => {
+                let location = EndpointId::GetInvoice.endpoint().render(&[&refund.invoice_number.to_string()]);
+                with_location(call.answer(&view), ctx, &location)
+            }
+            Err(e) => respond::internal(&e),
+        },
+        Err(RefundError::Declined(transaction)) => views::decline_response(
+            ctx,
+            &transaction,
+            DeclineFields { verification_value: "invoice.base", base: "invoice.base" },
+        ),
+        Err(e) => respond::app_error(ctx, "invoice", e.into()),
+    }
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ mod invoices;
 pub mod js_library;
 pub mod layers;
 mod lists;
+mod payments;
 mod plans;
 mod request;
 pub mod respond;

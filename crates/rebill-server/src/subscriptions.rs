@@ -24,8 +24,8 @@
 //!   subscription is kept); a declined renewal makes the subscription past due (its state stays)
 //!   until the invoice is paid, and when the invoice's collection finally fails the subscription
 //!   expires.
-//! - `terminate` takes `refund=none` (the default); `partial` and `full` answer 501 until refunds
-//!   of transactions exist.
+//! - `terminate` takes `refund=none` (the default), `partial` or `full` (the last billed period, all
+//!   of it or what is still to come, refunded on the invoice that billed it; see `rebill_app::refunds`).
 //! - `postpone` takes `next_renewal_date` or, as later clients name it, `next_bill_date` (both
 //!   at once only when they name the same instant, else 400 `invalid_parameter`); a date-time
 //!   without an offset is UTC. `bulk` (skip a wait between postpones) is accepted and changes
@@ -667,12 +667,16 @@ pub(crate) async fn terminate(
 ) -> Response {
     match query_param(query, "refund").as_deref() {
         None | Some("none") => simple_action(state, call, Action::Terminate { refund: Refund::None }).await,
-        Some("partial" | "full") => respond::error(
-            StatusCode::NOT_IMPLEMENTED,
-            "not_implemented",
-            "Terminating with refund=partial or refund=full is not implemented yet (refunds of transactions come \
-             later); use refund=none. Nothing was changed.",
-        ),
+        Some(how @ ("partial" | "full")) => {
+            let refund = if how == "full" { Refund::Full } else { Refund::Partial };
+            match rebill_app::refunds::terminate(state, &call.context(), &call.params[0], refund).await {
+                Ok(loaded) => respond_view(state, call, &loaded).await,
+                Err(ChangeError::NotFound(uuid)) => not_found(&uuid),
+                Err(ChangeError::Busy) => simultaneous_request(),
+                Err(ChangeError::Refused(e)) => lifecycle_error(&call.ctx.wire, &e),
+                Err(ChangeError::Failed(e)) => respond::internal(&e),
+            }
+        }
         Some(other) => invalid_choice("refund", &["none", "partial", "full"], other).response(),
     }
 }

@@ -67,11 +67,13 @@ pub(crate) fn transaction_view(t: &Transaction) -> View {
     let f = &n.billing;
     let card = n.kind == PaymentKind::CreditCard;
     let refundable = refundable(t);
+    // An offline payment's type is its payment method (check, wire_transfer, …); no gateway.
+    let offline = rebill_app::offline_payments::is_offline(t);
     let (cvv_code, cvv_message) = check_view(&r.cvv);
     let (avs_code, avs_message) = check_view(&r.avs);
     let href = Href::path(EndpointId::GetTransaction.endpoint().render(&[&t.uuid]));
     View {
-        kind: Some(n.kind.as_str().to_owned()),
+        kind: Some(if offline { n.payment_method.clone() } else { n.kind.as_str().to_owned() }),
         account_href: Some(account_href(&n.account.account_code)),
         invoice: t.invoice_number.map(invoice_href),
         original_transaction: t
@@ -105,7 +107,7 @@ pub(crate) fn transaction_view(t: &Transaction) -> View {
         voidable: Some(false),
         refundable: Some(refundable),
         ip_address: f.ip_address.clone(),
-        gateway_type: Some(n.gateway_type.clone()),
+        gateway_type: (!offline).then(|| n.gateway_type.clone()),
         origin: Some(
             TransactionOrigin::from_name(&n.origin).unwrap_or_else(|| TransactionOrigin::Unknown(n.origin.clone())),
         ),

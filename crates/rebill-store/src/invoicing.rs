@@ -886,6 +886,7 @@ impl Store {
     /// `attach` that is no longer pending (another invoice took it, or it was deleted) fails the
     /// whole creation with [`StoreError::Conflict`] and nothing is written. `events` are
     /// recorded with it (subject: its number).
+    #[allow(clippy::too_many_arguments)]
     pub async fn create_invoice(
         &self,
         site_id: i64,
@@ -1191,6 +1192,15 @@ impl Store {
         .bind(uuid)
         .fetch_optional(&self.reads)
         .await?;
+        row.as_ref().map(transaction_from_row).transpose()
+    }
+
+    /// The transaction with this id (read on the writer).
+    pub async fn transaction_by_id(&self, id: i64) -> Result<Option<Transaction>, StoreError> {
+        let row = sqlx::query(&format!("SELECT {} FROM transactions WHERE id = $1", transaction_columns()))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
         row.as_ref().map(transaction_from_row).transpose()
     }
 

@@ -17,8 +17,10 @@ pub mod jobs;
 mod keys;
 pub mod list;
 pub mod outbox;
+pub mod payments;
 pub mod plans;
 pub mod rate;
+pub mod refunds;
 pub mod subscriptions;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -67,9 +67,9 @@ def record_exchanges():
 
     def recording_request(self, method, url, body=None, headers=None, **kwargs):
         shown = {k: ("<redacted>" if k.lower() == "authorization" else v) for k, v in (headers or {}).items()}
-        if isinstance(body, bytes):
-            body = body.decode("utf-8", "replace")
-        EXCHANGES.append({"request": "%s %s" % (method, url), "headers": shown, "body": body, "response": None})
+        # Decoded for the report only: the request goes out with the bytes the client made.
+        text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+        EXCHANGES.append({"request": "%s %s" % (method, url), "headers": shown, "body": text, "response": None})
         return request(self, method, url, body, headers or {}, **kwargs)
 
     def recording_getresponse(self):
@@ -447,6 +447,35 @@ def invoices():
     expect(len(mine), 4, "the account's invoices link")
 
 
+def invoice_pdf():
+    account = account_with_card("py-pdf")
+    account.charge(recurly.Adjustment(description="Café crème", unit_amount_in_cents=1234, currency="USD"))
+    number = account.invoice().charge_invoice.invoice_number
+
+    pdf = recurly.Invoice.pdf(number)  # the client's own download: Accept: application/pdf
+    expect(pdf[:5], b"%PDF-", "the start of the invoice's PDF")
+    expect_true(b"%%EOF" in pdf[-32:], "the PDF ends with its trailer")
+    expect_true(b"(Invoice %d)" % number in pdf, "the English title in the PDF's page")
+
+    # Invoice.pdf sends no language; the client's request method carries one, as other
+    # released clients send theirs (PHP: the client's locale).
+    url = urllib.parse.urljoin(recurly.base_uri(), recurly.Invoice.member_path % (number,))
+    response = recurly.Invoice.http_request(url, headers={"accept": "application/pdf", "accept-language": "de-DE"})
+    expect(response.status, 200, "status of the German PDF")
+    expect(response.getheader("Content-Type"), "application/pdf", "Content-Type of the German PDF")
+    expect(response.getheader("Content-Language"), "de-DE", "Content-Language of the German PDF")
+    german = response.read()
+    expect(german[:5], b"%PDF-", "the start of the German PDF")
+    expect_true(b"(Rechnung %d)" % number in german, "the German title in the PDF's page")
+    # Text with letters beyond ASCII is written as a hex string of its WinAnsi bytes.
+    accented = b"<" + "Café crème".encode("cp1252").hex().upper().encode() + b">"
+    expect_true(accented in german, "the line's description, accents included (%r)" % accented)
+
+    # The client reads whatever comes back: a missing invoice's answer is the XML error.
+    missing = recurly.Invoice.pdf(999999)
+    expect_true(b"<symbol>not_found</symbol>" in missing, "the error document of a missing invoice: %r" % missing[:200])
+
+
 def transactions():
     transaction = recurly.Transaction(
         amount_in_cents=1500,
@@ -538,6 +567,7 @@ FLOWS = [
     billing_info_from_token,
     subscriptions,
     invoices,
+    invoice_pdf,
     transactions,
     declined_card,
     missing_account,

@@ -1,0 +1,726 @@
+//! Refunds of invoices: money given back on a paid charge invoice, as account credit, through
+//! the gateway to the payments that paid it, or outside the gateway.
+//!
+//! A refund is an invoice of its own crediting the original: on a site with Credit Memos a
+//! credit invoice (origin `refund`) whose negative balance is the part given back as credit;
+//! on a site without them a legacy refund invoice (negative total, lines `Refund for …` with
+//! negative quantities) whose negative balance is also credit for the account's next invoices.
+//! Its lines point at the lines they reverse (`original_adjustment_id`, with the units they take
+//! back), so what is left to refund (`credited`) always follows from the stored refunds.
+//!
+//! The refund is written in two steps around the gateway ([`rebill_store::refunds`]): first the
+//! refund invoice (`processing` while a refund transaction awaits the gateway), its lines and its
+//! refund transactions, with a recovery job; then, once the gateway answered, its state. A
+//! declined refund on a site with Credit Memos keeps the amount as credit on the credit invoice
+//! (the account is owed it either way); on a site without them the refund invoice fails, takes
+//! nothing back, and the refund is answered as declined.
+
+use rebill_billing::gateway::RefundRequest as GatewayRefund;
+use rebill_billing::lifecycle::{Action, Refund};
+use rebill_billing::refund::{self, RefundMethod, Refundable, Split, SplitError};
+use rebill_billing::states::{InvoiceState, TransactionStatus, credit_state};
+use rebill_store::StoreError;
+use rebill_store::events::NewEvent;
+use rebill_store::invoicing::{
+    Adjustment, AdjustmentKind, Invoice, InvoiceAmounts, InvoiceDraft, InvoiceKind, NewAdjustment, NewInvoice,
+    NewTransaction, Transaction, TransactionResult,
+};
+use rebill_store::jobs::Job;
+use serde_json::json;
+
+use crate::error::SubscriptionError;
+use crate::error::{AppError, FieldRefusal, Missing};
+use crate::events;
+use crate::invoicing;
+use crate::jobs::JobError;
+use crate::queries::{self, ReadError};
+use crate::{Context, Services};
+
+/// Kind of the job that finishes a refund whose run stopped before the gateway's answers were
+/// recorded.
+pub const REFUND_JOB: &str = "refund";
+
+/// Site-clock seconds after which an unfinished refund is finished by its recovery job.
+pub const RECOVERY_SECONDS: i64 = 300;
+
+/// `gateway_type` of transactions recorded for money moved outside the gateway.
+pub const OUTSIDE_GATEWAY: &str = "manual";
+
+/// Units of one line to give back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineRefund {
+    /// The line item's uuid.
+    pub uuid: String,
+    /// Every unit still refundable when `None`.
+    pub quantity: Option<i64>,
+    /// Only the part of the line's period still to come.
+    pub prorate: bool,
+}
+
+/// A refund made outside the gateway (Credit Memos `external_refund`): recorded as manual
+/// transactions.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct External {
+    /// `other` when `None`.
+    pub payment_method: Option<String>,
+    pub description: Option<String>,
+    /// Now when `None`.
+    pub refunded_at: Option<i64>,
+}
+
+/// What to refund.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefundRequest {
+    /// An open amount, or with neither this, `percentage` nor `lines` everything left.
+    pub amount: Option<i64>,
+    /// A percentage (1 to 100) of what is left to refund, rounded down to the cent.
+    pub percentage: Option<i64>,
+    pub lines: Vec<LineRefund>,
+    pub method: RefundMethod,
+    /// Notes of the refund invoice.
+    pub credit_customer_notes: Option<String>,
+    pub external: Option<External>,
+    /// A refund made by terminating a subscription (the refund invoice's origin `termination`).
+    pub termination: bool,
+}
+
+/// Why a refund was not made.
+#[derive(Debug, thiserror::Error)]
+pub enum RefundError {
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    /// The request cannot be honoured (field errors).
+    #[error("{}", .0.iter().map(|r| r.message.as_str()).collect::<Vec<_>>().join("; "))]
+    Refused(Vec<FieldRefusal>),
+    /// The gateway declined the refund; nothing was given back (sites without Credit Memos).
+    #[error("the refund was declined")]
+    Declined(Box<Transaction>),
+    /// Another refund of the invoice was made meanwhile.
+    #[error("invoice {0} changed while it was refunded; try again")]
+    Busy(i64),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<RefundError> for AppError {
+    fn from(e: RefundError) -> Self {
+        match e {
+            RefundError::Read(e) => e.into(),
+            RefundError::Refused(refusals) => AppError::Refused(refusals),
+            RefundError::Declined(t) => AppError::Declined(Some(t)),
+            RefundError::Busy(_) => AppError::Conflict(e.to_string()),
+            RefundError::Store(e) => e.into(),
+        }
+    }
+}
+
+fn refused(field: &str, symbol: &'static str, message: impl Into<String>) -> RefundError {
+    RefundError::Refused(vec![FieldRefusal::new(field, symbol, message)])
+}
+
+/// One part of the refund: what of a line it gives back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Part<'a> {
+    line: &'a Adjustment,
+    /// Cents, tax included, > 0.
+    amount: i64,
+    tax: i64,
+    units: i64,
+}
+
+/// What the refund moves, decided before anything is written.
+#[derive(Debug)]
+struct Plan<'a> {
+    parts: Vec<Part<'a>>,
+    split: Split,
+}
+
+/// What an invoice can give back, by how it was paid: its successful purchases through the
+/// gateway and outside it, each less what was refunded of it; of the rest of what was paid (and
+/// not yet credited), what credit paid (credit payments, credit lines) is credit, anything more
+/// was marked paid outside the gateway.
+fn refundable(
+    services: &Services,
+    invoice: &Invoice,
+    lines: &[Adjustment],
+    txns: &[Transaction],
+    credit_paid: i64,
+) -> Refundable {
+    let gateway_kind = services.gateway.kind();
+    let mut r = Refundable::default();
+    for t in txns.iter().filter(|t| t.new.action == "purchase" && t.status() == TransactionStatus::Success) {
+        let left = (t.new.amount - t.refunded).max(0);
+        if t.new.gateway_type == gateway_kind {
+            r.gateway += left;
+        } else {
+            r.outside += left;
+        }
+    }
+    let total = (invoice.amounts.paid - invoice.credited).max(0);
+    let credit_lines: i64 = lines.iter().filter(|l| l.line.kind == AdjustmentKind::Credit).map(|l| -l.line.total).sum();
+    let rest = (total - r.gateway - r.outside).max(0);
+    r.credit = rest.min(credit_paid + credit_lines);
+    r.outside += rest - r.credit;
+    r
+}
+
+/// Refunds the site's invoice `number` as `request` says; answers the refund invoice.
+pub async fn refund_invoice(
+    services: &Services,
+    ctx: &Context,
+    number: &str,
+    request: &RefundRequest,
+) -> Result<Invoice, RefundError> {
+    let original = queries::invoice(services, ctx, number).await?;
+    let cm = ctx.site.credit_memos;
+    if request.method.needs_credit_memos() && !cm {
+        return Err(refused(
+            "refund_method",
+            "invalid",
+            format!("refund_method {} needs Credit Memos, which the site does not have", request.method.as_str()),
+        ));
+    }
+    if original.kind != InvoiceKind::Charge || original.state != InvoiceState::Paid {
+        return Err(refused(
+            "base",
+            "not_refundable",
+            format!("Invoice #{} is not a paid charge invoice; only those can be refunded", original.invoice_number),
+        ));
+    }
+    let lines = services.store.invoice_lines(original.id).await?;
+    let txns = services.store.invoice_transactions(original.id).await?;
+    let credit_paid = {
+        let mut work = services.store.begin_work().await?;
+        let paid = work.credit_paid(original.id).await?;
+        work.commit().await?;
+        paid
+    };
+    let left = refundable(services, &original, &lines, &txns, credit_paid);
+    if left.total() == 0 {
+        return Err(refused(
+            "base",
+            "not_refundable",
+            format!("Nothing is left to refund on invoice #{}", original.invoice_number),
+        ));
+    }
+    let plan = plan(ctx, &original, &lines, request, left)?;
+    if cm && plan.split.to_outside > 0 && request.external.is_none() {
+        return Err(refused(
+            "external_refund",
+            "blank",
+            "Money paid outside the gateway can only be refunded with external_refund set to true",
+        ));
+    }
+    write(services, ctx, &original, &txns, request, &plan).await
+}
+
+/// The parts and split of a refund, refusing what cannot be refunded.
+fn plan<'a>(
+    ctx: &Context,
+    original: &Invoice,
+    lines: &'a [Adjustment],
+    request: &RefundRequest,
+    left: Refundable,
+) -> Result<Plan<'a>, RefundError> {
+    let charges: Vec<&Adjustment> =
+        lines.iter().filter(|l| l.line.kind == AdjustmentKind::Charge && l.line.total > 0).collect();
+    let line_left = |l: &Adjustment| (l.line.total - l.credited).max(0);
+    let parts: Vec<Part<'a>> = if request.lines.is_empty() {
+        let open_amount = request.amount.is_some() || request.percentage.is_some();
+        if open_amount && charges.iter().any(|l| l.quantity_credited > 0) {
+            return Err(refused(
+                "amount_in_cents",
+                "invalid",
+                "An invoice with a processed line item refund cannot accept refunds of an open amount",
+            ));
+        }
+        let amount = match (request.amount, request.percentage) {
+            (Some(_), Some(_)) => {
+                return Err(refused("percentage", "invalid", "An amount and a percentage cannot be refunded together"));
+            }
+            (None, Some(p)) if !(1..=100).contains(&p) => {
+                return Err(refused("percentage", "invalid", "The percentage must be from 1 to 100"));
+            }
+            (None, Some(p)) => left.total() * p / 100,
+            (amount, None) => amount.unwrap_or(left.total()),
+        };
+        if amount <= 0 {
+            return Err(refused("amount_in_cents", "greater_than", "Amount in cents must be greater than 0"));
+        }
+        if amount > left.total() {
+            return Err(refused(
+                "amount_in_cents",
+                "less_than_or_equal_to",
+                format!("Amount in cents must be less than or equal to {}", left.total()),
+            ));
+        }
+        let lefts: Vec<i64> = charges.iter().map(|l| line_left(l)).collect();
+        charges
+            .iter()
+            .zip(refund::spread(amount, &lefts))
+            .filter(|(_, part)| *part > 0)
+            .map(|(line, part)| Part {
+                line,
+                amount: part,
+                tax: refund::tax_share(line.line.total, line.line.tax, part),
+                units: 0,
+            })
+            .collect()
+    } else {
+        if request.amount.is_some() || request.percentage.is_some() {
+            return Err(refused(
+                "amount_in_cents",
+                "invalid",
+                "An open amount cannot be refunded together with line items",
+            ));
+        }
+        let mut parts = Vec::new();
+        for wanted in &request.lines {
+            let Some(line) = charges.iter().find(|l| l.uuid == wanted.uuid) else {
+                return Err(refused(
+                    "line_items.adjustment.uuid",
+                    "not_found",
+                    format!("Invoice #{} has no refundable line item {}", original.invoice_number, wanted.uuid),
+                ));
+            };
+            if parts.iter().any(|p: &Part<'_>| p.line.id == line.id) {
+                return Err(refused(
+                    "line_items.adjustment.uuid",
+                    "taken",
+                    format!("Line item {} is given twice", wanted.uuid),
+                ));
+            }
+            let remaining = line.line.quantity - line.quantity_credited;
+            let units = wanted.quantity.unwrap_or(remaining);
+            if units <= 0 {
+                return Err(refused(
+                    "line_items.adjustment.quantity",
+                    "greater_than",
+                    "Quantity must be greater than 0",
+                ));
+            }
+            if units > remaining {
+                return Err(refused(
+                    "line_items.adjustment.quantity",
+                    "less_than_or_equal_to",
+                    format!("Quantity must be less than or equal to {remaining}, the quantity remaining"),
+                ));
+            }
+            let mut amount = refund::units_amount(line.line.total, line.line.quantity, line.quantity_credited, units);
+            if wanted.prorate {
+                let (start, end) = match (line.line.engine.as_ref(), line.line.start_date, line.line.end_date) {
+                    (Some(_), Some(start), Some(end)) if start <= ctx.now && ctx.now < end => (start, end),
+                    _ => {
+                        return Err(refused(
+                            "line_items.adjustment.prorate",
+                            "invalid",
+                            format!("Line item {} is not a subscription charge of the current period", wanted.uuid),
+                        ));
+                    }
+                };
+                amount = refund::prorated(amount, end - ctx.now, end - start);
+            }
+            let amount = amount.min(line_left(line));
+            parts.push(Part { line, amount, tax: refund::tax_share(line.line.total, line.line.tax, amount), units });
+        }
+        parts
+    };
+    let amount: i64 = parts.iter().map(|p| p.amount).sum();
+    let split = refund::split(amount, request.method, left).map_err(|e| match e {
+        SplitError::NotPositive => refused(
+            "base",
+            "not_refundable",
+            format!("Nothing is left to refund on the line items of invoice #{}", original.invoice_number),
+        ),
+        SplitError::MoreThanRefundable(n) => refused(
+            "amount_in_cents",
+            "less_than_or_equal_to",
+            format!("The refund of {amount} cents is more than the {n} cents left to refund"),
+        ),
+        SplitError::MoreThanPayments(n) => refused(
+            "refund_method",
+            "invalid",
+            format!("all_transaction can give back only the {n} cents the invoice's transactions paid"),
+        ),
+    })?;
+    Ok(Plan { parts, split })
+}
+
+/// The refund invoice's line reversing `part`.
+fn credit_line(part: &Part<'_>, cm: bool) -> NewAdjustment {
+    let original = &part.line.line;
+    let subtotal = part.amount - part.tax;
+    let units = if part.units > 0 && subtotal % part.units == 0 { part.units } else { 1 };
+    let description = original.description.clone().unwrap_or_default();
+    NewAdjustment {
+        account_id: original.account_id,
+        subscription_uuid: None,
+        // Legacy refund lines are charges of negative quantity; credit invoices hold credits.
+        kind: if cm { AdjustmentKind::Credit } else { AdjustmentKind::Charge },
+        origin: original.origin.clone(),
+        description: Some(if cm { description } else { format!("Refund for {description}") }),
+        accounting_code: original.accounting_code.clone(),
+        product_code: original.product_code.clone(),
+        currency: original.currency.clone(),
+        unit_amount: if cm { -subtotal / units } else { subtotal / units },
+        quantity: if cm { units } else { -units },
+        discount: 0,
+        tax: -part.tax,
+        total: -part.amount,
+        tax_exempt: original.tax_exempt,
+        tax_code: original.tax_code.clone(),
+        credit_reason_code: cm.then(|| "refund".to_owned()),
+        start_date: original.start_date,
+        end_date: original.end_date,
+        engine: None,
+        original_adjustment_id: Some(part.line.id),
+        reversed_quantity: part.units,
+    }
+}
+
+/// A refund transaction of `amount` from `original` (a purchase), or a manual one without an
+/// original (money paid outside any transaction).
+fn refund_transaction(
+    services: &Services,
+    invoice: &Invoice,
+    original: Option<&Transaction>,
+    template: &Transaction,
+    amount: i64,
+    outside: Option<&External>,
+    key: String,
+) -> NewTransaction {
+    let source = original.unwrap_or(template);
+    let mut new = NewTransaction {
+        idempotency_key: key,
+        account_id: invoice.account_id,
+        invoice_id: Some(invoice.id),
+        subscription_uuid: None,
+        action: "refund".to_owned(),
+        amount,
+        tax: 0,
+        currency: invoice.currency.clone(),
+        kind: source.new.kind,
+        payment_method: source.new.payment_method.clone(),
+        source: "transaction".to_owned(),
+        origin: "api".to_owned(),
+        recurring: false,
+        test: services.gateway.is_test(),
+        gateway_type: services.gateway.kind().to_owned(),
+        description: None,
+        original_transaction_id: original.map(|t| t.id),
+        account: source.new.account.clone(),
+        billing: source.new.billing.clone(),
+    };
+    if let Some(outside) = outside {
+        new.gateway_type = OUTSIDE_GATEWAY.to_owned();
+        if let Some(method) = &outside.payment_method {
+            new.payment_method = method.clone();
+        }
+        new.description = outside.description.clone();
+    }
+    new
+}
+
+/// A manual refund's result: done when recorded.
+fn recorded_outside(at: i64) -> TransactionResult {
+    TransactionResult {
+        status: TransactionStatus::Success,
+        reference: None,
+        approval_code: None,
+        message: Some("Manually entered transaction".to_owned()),
+        fraud_review: false,
+        failure: None,
+        cvv: None,
+        avs: None,
+        collected_at: Some(at),
+    }
+}
+
+/// Allocates `amount` over `from` (oldest first), each up to what it has left.
+fn allocate<'a>(amount: i64, from: &[&'a Transaction]) -> Vec<(&'a Transaction, i64)> {
+    let mut rest = amount;
+    let mut out = Vec::new();
+    for t in from {
+        if rest == 0 {
+            break;
+        }
+        let part = rest.min(t.new.amount - t.refunded);
+        if part > 0 {
+            out.push((*t, part));
+            rest -= part;
+        }
+    }
+    out
+}
+
+fn refund_event(services: &Services, kind: &str, refund: &Invoice, original: i64, at: i64) -> NewEvent {
+    events::new(
+        services,
+        kind,
+        at,
+        json!({
+            "account_code": refund.account_code,
+            "invoice_number": refund.invoice_number,
+            "original_invoice_number": original,
+            "currency": refund.currency,
+            "total_in_cents": refund.amounts.total,
+        }),
+    )
+}
+
+async fn write(
+    services: &Services,
+    ctx: &Context,
+    original: &Invoice,
+    txns: &[Transaction],
+    request: &RefundRequest,
+    plan: &Plan<'_>,
+) -> Result<Invoice, RefundError> {
+    let cm = ctx.site.credit_memos;
+    let now = ctx.now;
+    let amount: i64 = plan.parts.iter().map(|p| p.amount).sum();
+    let tax: i64 = plan.parts.iter().map(|p| p.tax).sum();
+    let lines: Vec<NewAdjustment> = plan.parts.iter().map(|p| credit_line(p, cm)).collect();
+    let purchases = |gateway: bool| -> Vec<&Transaction> {
+        txns.iter()
+            .filter(|t| t.new.action == "purchase" && t.status() == TransactionStatus::Success)
+            .filter(|t| (t.new.gateway_type == services.gateway.kind()) == gateway)
+            .collect()
+    };
+    let external = request.external.as_ref().filter(|_| cm);
+    let gateway_parts = allocate(plan.split.to_gateway, &purchases(true));
+    let outside_parts = allocate(plan.split.to_outside, &purchases(false));
+    let unmatched_outside = plan.split.to_outside - outside_parts.iter().map(|(_, a)| a).sum::<i64>();
+    let pending = external.is_none() && !gateway_parts.is_empty();
+    let balance = -plan.split.to_credit;
+    let state = if pending {
+        InvoiceState::Processing
+    } else if cm {
+        credit_state(-amount, balance, 0)
+    } else {
+        InvoiceState::Paid
+    };
+    let new = NewInvoice {
+        account_id: original.account_id,
+        kind: if cm { InvoiceKind::Credit } else { InvoiceKind::Legacy },
+        original_invoice_id: Some(original.id),
+        state,
+        origin: if request.termination { "termination" } else { "refund" }.to_owned(),
+        currency: original.currency.clone(),
+        amounts: InvoiceAmounts {
+            subtotal_before_discount: -(amount - tax),
+            discount: 0,
+            subtotal_after_discount: -(amount - tax),
+            tax: -tax,
+            total: -amount,
+            paid: -amount - balance,
+            balance,
+        },
+        terms: rebill_store::invoicing::InvoiceTerms {
+            collection_method: original.terms.collection_method,
+            net_terms: 0,
+            po_number: original.terms.po_number.clone(),
+            customer_notes: request.credit_customer_notes.clone(),
+            terms_and_conditions: None,
+            vat_reverse_charge_notes: None,
+        },
+        due_on: None,
+        attempt_next_collection_at: None,
+        closed_at: (balance == 0 && !pending).then_some(now),
+    };
+    let created = [invoicing::created_event(services, &original.account_code, &new, now)];
+    let mut work = services.store.begin_work().await?;
+    let locked = work
+        .invoice(original.id)
+        .await?
+        .ok_or_else(|| ReadError::NotFound(Missing::invoice(&original.invoice_number.to_string())))?;
+    if locked.credited != original.credited
+        || locked.amounts.paid != original.amounts.paid
+        || locked.state != original.state
+    {
+        return Err(RefundError::Busy(original.invoice_number));
+    }
+    let draft = InvoiceDraft { invoice: &new, lines: &lines, now, events: &created, credit: None };
+    let (refund, _) = work
+        .create_invoices(ctx.site.id, &[draft])
+        .await?
+        .pop()
+        .ok_or_else(|| StoreError::Invalid("the refund invoice was not made".into()))?;
+    let template = txns.iter().find(|t| t.new.action == "purchase").or(txns.first());
+    let mut recorded: Vec<NewTransaction> = Vec::new();
+    let mut manual: Vec<usize> = Vec::new();
+    if let Some(template) = template {
+        for (t, part) in &gateway_parts {
+            let key = format!("refund:{}:{}", refund.uuid, t.uuid);
+            if external.is_some() {
+                manual.push(recorded.len());
+            }
+            recorded.push(refund_transaction(services, &refund, Some(t), template, *part, external, key));
+        }
+        for (t, part) in &outside_parts {
+            let key = format!("refund:{}:{}", refund.uuid, t.uuid);
+            manual.push(recorded.len());
+            let outside = external.cloned().unwrap_or_default();
+            recorded.push(refund_transaction(services, &refund, Some(t), template, *part, Some(&outside), key));
+        }
+        if unmatched_outside > 0 && external.is_some() {
+            let key = format!("refund:{}:outside", refund.uuid);
+            manual.push(recorded.len());
+            recorded.push(refund_transaction(services, &refund, None, template, unmatched_outside, external, key));
+        }
+    }
+    let begun = {
+        let at: Vec<(&NewTransaction, i64)> = recorded.iter().map(|t| (t, now)).collect();
+        work.begin_transactions(ctx.site.id, &at).await?
+    };
+    let collected = external.and_then(|e| e.refunded_at).unwrap_or(now);
+    let done = recorded_outside(collected);
+    let done_events: Vec<[NewEvent; 1]> =
+        manual.iter().map(|i| [invoicing::transaction_event(services, &begun[*i], &done, now)]).collect();
+    let completions: Vec<(i64, &TransactionResult, i64, &[NewEvent])> =
+        manual.iter().zip(&done_events).map(|(i, e)| (begun[*i].id, &done, now, &e[..])).collect();
+    work.complete_transactions(&completions).await?;
+    if pending {
+        work.schedule_job(ctx.site.id, REFUND_JOB, &refund.uuid, now + RECOVERY_SECONDS).await?;
+    }
+    work.commit().await?;
+    if !pending {
+        return Ok(refund);
+    }
+    let waiting: Vec<Transaction> = begun.into_iter().filter(|t| t.status() == TransactionStatus::Processing).collect();
+    finish(services, &refund, original.invoice_number, &waiting, now).await
+}
+
+/// Asks the gateway for the refund transactions still `processing` and settles the refund
+/// invoice with the answers; answers the invoice as it is afterwards, or the declined refund on
+/// a site without Credit Memos.
+async fn finish(
+    services: &Services,
+    refund: &Invoice,
+    original_number: i64,
+    waiting: &[Transaction],
+    at: i64,
+) -> Result<Invoice, RefundError> {
+    let mut results = Vec::with_capacity(waiting.len());
+    for t in waiting {
+        let original = match t.new.original_transaction_id {
+            Some(id) => services.store.transaction_by_id(id).await?,
+            None => None,
+        };
+        let reference = original.as_ref().and_then(|o| o.result.reference.clone()).unwrap_or_default();
+        let request = GatewayRefund {
+            amount_in_cents: t.new.amount,
+            currency: &t.new.currency,
+            reference: &reference,
+            idempotency_key: Some(&t.uuid),
+        };
+        let outcome = services.bounded(services.gateway.refund(&request)).await;
+        results.push(invoicing::result_of(&outcome, at));
+    }
+    let declined: i64 = waiting
+        .iter()
+        .zip(&results)
+        .filter(|(_, r)| r.status != TransactionStatus::Success)
+        .map(|(t, _)| t.new.amount)
+        .sum();
+    let cm = refund.kind == InvoiceKind::Credit;
+    let outcome_events: Vec<[NewEvent; 1]> =
+        waiting.iter().zip(&results).map(|(t, r)| [invoicing::transaction_event(services, t, r, at)]).collect();
+    let mut work = services.store.begin_work().await?;
+    let completions: Vec<(i64, &TransactionResult, i64, &[NewEvent])> =
+        waiting.iter().zip(&results).zip(&outcome_events).map(|((t, r), e)| (t.id, r, at, &e[..])).collect();
+    work.complete_transactions(&completions).await?;
+    let current =
+        work.invoice(refund.id).await?.ok_or_else(|| StoreError::Invalid("the refund invoice is gone".into()))?;
+    let (state, balance, kind) = if declined == 0 {
+        let state =
+            if cm { credit_state(current.amounts.total, current.amounts.balance, 0) } else { InvoiceState::Paid };
+        (state, current.amounts.balance, events::INVOICE_REFUNDED)
+    } else if cm {
+        // Kept as credit on the credit invoice.
+        let balance = current.amounts.balance - declined;
+        (credit_state(current.amounts.total, balance, 0), balance, events::INVOICE_REFUNDED)
+    } else {
+        (InvoiceState::Failed, 0, events::INVOICE_REFUND_FAILED)
+    };
+    let event = [refund_event(services, kind, &current, original_number, at)];
+    work.settle_refund_invoice(refund.id, state, balance, at, &event).await?;
+    work.commit().await?;
+    let first_declined = waiting.iter().zip(&results).find(|(_, r)| r.status != TransactionStatus::Success);
+    if let (false, Some((t, _))) = (cm, first_declined) {
+        let declined = services.store.transaction_by_id(t.id).await?.unwrap_or_else(|| t.clone());
+        return Err(RefundError::Declined(Box::new(declined)));
+    }
+    Ok(services.store.invoice_by_id(refund.id).await?.unwrap_or(current))
+}
+
+/// The recovery job of a refund: finishes a refund invoice still `processing` (its run stopped
+/// before the gateway's answers were recorded), asking the gateway again under the same keys.
+pub async fn run_refund_job(services: &Services, job: &Job) -> Result<(), JobError> {
+    let Some(refund) = services.store.invoice_by_uuid(&job.subject).await? else { return Ok(()) };
+    if refund.state != InvoiceState::Processing {
+        return Ok(());
+    }
+    let waiting: Vec<Transaction> = services
+        .store
+        .invoice_transactions(refund.id)
+        .await?
+        .into_iter()
+        .filter(|t| t.status() == TransactionStatus::Processing)
+        .collect();
+    let original = refund.original_invoice_number.unwrap_or_default();
+    match finish(services, &refund, original, &waiting, job.due_at).await {
+        Ok(_) | Err(RefundError::Declined(_)) => Ok(()),
+        Err(RefundError::Store(e)) => Err(e.into()),
+        Err(e) => Err(JobError::Refund(e.to_string())),
+    }
+}
+
+/// Terminates the subscription `uuid` now and gives back its last billed period: all of it
+/// (`Refund::Full`) or the part still to come (`Refund::Partial`, prorated by time), refunded on
+/// the paid invoice that billed the period, money from credit back as credit and the rest to the
+/// payment that paid it (`credit_first`), the refund invoice's origin `termination`. When that
+/// invoice cannot be refunded (unpaid, a credit-only invoice, nothing left) the refund is
+/// disregarded and the subscription is terminated all the same.
+pub async fn terminate(
+    services: &Services,
+    ctx: &Context,
+    uuid: &str,
+    refund: Refund,
+) -> Result<crate::subscriptions::Loaded, crate::subscriptions::ChangeError> {
+    let loaded =
+        crate::subscriptions::change(services, ctx, uuid, |_, _, _| vec![Action::Terminate { refund: Refund::None }])
+            .await?;
+    if refund == Refund::None {
+        return Ok(loaded);
+    }
+    let billed = services.store.subscription_adjustments(uuid).await.map_err(SubscriptionError::from)?;
+    // The lines of the period running now, on the last invoice that billed one.
+    let current: Vec<&Adjustment> = billed
+        .iter()
+        .filter(|a| a.line.kind == AdjustmentKind::Charge && a.invoice_id.is_some())
+        .filter(|a| matches!((a.line.start_date, a.line.end_date), (Some(s), Some(e)) if s <= ctx.now && ctx.now < e))
+        .collect();
+    let Some(last) = current.iter().filter_map(|a| a.invoice_number).max() else { return Ok(loaded) };
+    let request = RefundRequest {
+        amount: None,
+        percentage: None,
+        lines: current
+            .iter()
+            .filter(|a| a.invoice_number == Some(last))
+            .map(|a| LineRefund { uuid: a.uuid.clone(), quantity: None, prorate: refund == Refund::Partial })
+            .collect(),
+        method: RefundMethod::CreditFirst,
+        credit_customer_notes: None,
+        external: None,
+        termination: true,
+    };
+    match refund_invoice(services, ctx, &last.to_string(), &request).await {
+        Ok(_) | Err(RefundError::Refused(_) | RefundError::Declined(_) | RefundError::Read(_)) => Ok(loaded),
+        Err(RefundError::Busy(n)) => {
+            tracing::warn!(invoice = n, "the termination refund met another refund of the invoice; disregarded");
+            Ok(loaded)
+        }
+        Err(RefundError::Store(e)) => Err(SubscriptionError::from(e).into()),
+    }
+}

@@ -1,0 +1,301 @@
+//! Invoice refunds over HTTP against `rebill serve`, on SQLite and on PostgreSQL, on a site
+//! without Credit Memos (legacy refund invoices, read at 2.9) and with them (credit invoices,
+//! read at 2.11): open amounts and line items to the cent, each `refund_method`, the credit a
+//! refund leaves paying the account's next invoice, refunds the sandbox declines, and the exact
+//! refusal documents.
+
+use rebill_testkit::*;
+
+/// 2027-01-15T08:00:00Z.
+const T0: i64 = 1_800_000_000;
+
+fn serve(db: &str) -> Server {
+    start_with(db, Options { clock: Some(T0), ..Options::default() })
+}
+
+#[track_caller]
+fn status(reply: &Reply, code: u16) {
+    assert_eq!(reply.status, code, "{}\n{}", reply.head, reply.body);
+}
+
+#[track_caller]
+fn has(reply: &Reply, text: &str) {
+    assert!(reply.body.contains(text), "expected {text} in\n{}", reply.body);
+}
+
+fn post(s: &Server, version: &str, path: &str, body: &str) -> Reply {
+    authed(s, "POST", path, &xml_at(version), body)
+}
+
+fn get(s: &Server, version: &str, path: &str) -> Reply {
+    authed(s, "GET", path, &[("X-Api-Version", version)], "")
+}
+
+/// An account paying with `card`.
+fn customer(s: &Server, code: &str, card: &str) {
+    let body = format!("<account><account_code>{code}</account_code><email>{code}@example.com</email></account>");
+    status(&post(s, "2.11", "/v2/accounts", &body), 201);
+    let body = format!("<billing_info><token_id>{}</token_id></billing_info>", card_token(s, card));
+    status(&authed(s, "PUT", &format!("/v2/accounts/{code}/billing_info"), &xml_at("2.11"), &body), 200);
+}
+
+/// Charges `lines` (unit cents, quantity, description) on one invoice, paid by the card; answers
+/// its number.
+fn paid_invoice(s: &Server, code: &str, lines: &[(i64, i64, &str)]) -> String {
+    for (unit, quantity, description) in lines {
+        let body = format!(
+            "<adjustment><description>{description}</description><unit_amount_in_cents>{unit}</unit_amount_in_cents>\
+             <quantity>{quantity}</quantity><currency>USD</currency></adjustment>"
+        );
+        status(&post(s, "2.11", &format!("/v2/accounts/{code}/adjustments"), &body), 201);
+    }
+    let r = post(s, "2.9", &format!("/v2/accounts/{code}/invoices"), "");
+    status(&r, 201);
+    has(&r, "<state>collected</state>");
+    field(&r.body, "invoice_number")
+}
+
+fn refund(s: &Server, version: &str, number: &str, body: &str) -> Reply {
+    post(s, version, &format!("/v2/invoices/{number}/refund"), body)
+}
+
+/// Every `<name>` value in `body`, in order.
+fn all(body: &str, name: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = body;
+    while let Some(value) = tag(rest, name) {
+        out.push(value);
+        let close = rest.find(&format!("</{name}>")).expect("close tag");
+        rest = &rest[close + name.len() + 3..];
+    }
+    out
+}
+
+fn uuids_of_lines(body: &str) -> Vec<String> {
+    let lines = &body[body.find("<line_items").expect("line items")..];
+    all(lines, "uuid")
+}
+
+/// Without Credit Memos: legacy refund invoices, to the card, read at 2.9.
+fn legacy(db: &str) {
+    let s = serve(db);
+    customer(&s, "l1", "4111111111111111");
+    let number = paid_invoice(&s, "l1", &[(2000, 3, "Seats"), (4000, 1, "Setup")]);
+    // $30 of $100 as an open amount: spread 600/1000 and 400/1000 over the lines.
+    let r = refund(&s, "2.9", &number, "<invoice><amount_in_cents>3000</amount_in_cents></invoice>");
+    status(&r, 201);
+    assert!(
+        r.header("location")
+            .expect("Location")
+            .ends_with(&format!("/v2/invoices/{}", field(&r.body, "invoice_number")))
+    );
+    has(&r, "<total_in_cents type=\"integer\">-3000</total_in_cents>");
+    has(&r, "<state>collected</state>");
+    has(&r, "<description>Refund for Seats</description>");
+    has(&r, "<description>Refund for Setup</description>");
+    assert_eq!(r.body.matches("<quantity type=\"integer\">-1</quantity>").count(), 2);
+    has(&r, "<total_in_cents type=\"integer\">-1800</total_in_cents>");
+    has(&r, "<total_in_cents type=\"integer\">-1200</total_in_cents>");
+    has(&r, "<action>refund</action>");
+    has(&r, "<amount_in_cents type=\"integer\">3000</amount_in_cents>");
+    // Line items after an amount: one seat (2000) is left refundable on Seats (6000 - 1800).
+    let original = get(&s, "2.9", &format!("/v2/invoices/{number}"));
+    let seats = uuids_of_lines(&original.body)[0].clone();
+    let body = format!(
+        "<invoice><line_items><adjustment><uuid>{seats}</uuid><quantity>1</quantity></adjustment></line_items></invoice>"
+    );
+    let r = refund(&s, "2.9", &number, &body);
+    status(&r, 201);
+    has(&r, "<total_in_cents type=\"integer\">-2000</total_in_cents>");
+    // An open amount after a line item refund is refused, and so is more than what is left.
+    let r = refund(&s, "2.9", &number, "<invoice><amount_in_cents>100</amount_in_cents></invoice>");
+    status(&r, 422);
+    has(&r, "field=\"invoice.amount_in_cents\" symbol=\"invalid\"");
+    let body = format!(
+        "<invoice><line_items><adjustment><uuid>{seats}</uuid><quantity>3</quantity></adjustment></line_items></invoice>"
+    );
+    let r = refund(&s, "2.9", &number, &body);
+    status(&r, 422);
+    has(&r, "field=\"invoice.line_items.adjustment.quantity\" symbol=\"less_than_or_equal_to\"");
+    // The rest, with neither amount nor lines: 10000 - 3000 - 2000.
+    let r = refund(&s, "2.9", &number, "<invoice/>");
+    status(&r, 201);
+    has(&r, "<total_in_cents type=\"integer\">-5000</total_in_cents>");
+    let r = refund(&s, "2.9", &number, "<invoice/>");
+    status(&r, 422);
+    has(&r, "field=\"invoice.base\" symbol=\"not_refundable\"");
+    let txns =
+        sql(db, "SELECT CAST(SUM(amount) AS TEXT) FROM transactions WHERE action = 'refund' AND status = 'success'");
+    assert_eq!(txns, vec!["10000"]);
+
+    // Refusals of the request itself.
+    let number = paid_invoice(&s, "l1", &[(1000, 1, "Widget")]);
+    let r = refund(&s, "2.9", &number, "<invoice><amount_in_cents>1001</amount_in_cents></invoice>");
+    status(&r, 422);
+    has(&r, "field=\"invoice.amount_in_cents\" symbol=\"less_than_or_equal_to\"");
+    let r = refund(&s, "2.9", &number, "<invoice><amount_in_cents>0</amount_in_cents></invoice>");
+    status(&r, 422);
+    has(&r, "field=\"invoice.amount_in_cents\" symbol=\"greater_than\"");
+    let r = refund(
+        &s,
+        "2.9",
+        &number,
+        "<invoice><amount_in_cents>100</amount_in_cents><line_items><adjustment><uuid>x</uuid></adjustment></line_items></invoice>",
+    );
+    status(&r, 422);
+    has(&r, "field=\"invoice.amount_in_cents\" symbol=\"invalid\"");
+    let r = refund(&s, "2.9", "999999", "<invoice/>");
+    status(&r, 404);
+
+    // The sandbox declines refunds of 4000000000002024: nothing is refunded, the refund invoice
+    // failed, and the answer is the transaction error document.
+    customer(&s, "l2", "4000000000002024");
+    let number = paid_invoice(&s, "l2", &[(1500, 1, "Gadget")]);
+    let r = refund(&s, "2.9", &number, "<invoice><amount_in_cents>500</amount_in_cents></invoice>");
+    status(&r, 422);
+    has(&r, "<error_code>transaction_cannot_be_refunded</error_code>");
+    has(&r, "field=\"invoice.base\" symbol=\"declined\"");
+    has(&r, "<action>refund</action>");
+    // Still all refundable: the failed refund took nothing back.
+    let r = refund(&s, "2.9", &number, "<invoice><amount_in_cents>1501</amount_in_cents></invoice>");
+    has(&r, "Amount in cents must be less than or equal to 1500");
+}
+
+/// The stored kind, origin, state and balance of the invoice `r` answers.
+fn stored(db: &str, r: &Reply) -> String {
+    let number = field(&r.body, "invoice_number");
+    sql(
+        db,
+        &format!(
+            "SELECT kind || ':' || origin || ':' || state || ':' || CAST(balance AS TEXT) FROM invoices \
+         WHERE invoice_number = {number}"
+        ),
+    )
+    .join(",")
+}
+
+/// With Credit Memos at 2.11: credit invoices, each refund method, the credit paying the next
+/// invoice.
+fn credit_memos(db: &str) {
+    let s = serve(db);
+    s.cli(&["site", "update", "--name", "sandbox", "--credit-memos", "true"]);
+    customer(&s, "c1", "4111111111111111");
+    let number = paid_invoice(&s, "c1", &[(10000, 1, "Plan year")]);
+    // All to credit: a credit invoice with the whole refund as balance.
+    let r = refund(
+        &s,
+        "2.11",
+        &number,
+        "<invoice><refund_method>all_credit</refund_method><amount_in_cents>2000</amount_in_cents></invoice>",
+    );
+    status(&r, 201);
+    assert_eq!(stored(db, &r), "credit:refund:open:-2000");
+    has(&r, "<credit_reason_code>refund</credit_reason_code>");
+    has(&r, "<unit_amount_in_cents type=\"integer\">-2000</unit_amount_in_cents>");
+    // transaction_first: 3000 to the card, a closed credit invoice.
+    let r = refund(
+        &s,
+        "2.11",
+        &number,
+        "<invoice><refund_method>transaction_first</refund_method><amount_in_cents>3000</amount_in_cents></invoice>",
+    );
+    status(&r, 201);
+    assert_eq!(stored(db, &r), "credit:refund:closed:0");
+    has(&r, "<action>refund</action>");
+    // The next invoice (2500) takes the 2000 of credit and charges 500 to the card.
+    let next = paid_invoice(&s, "c1", &[(2500, 1, "Extra")]);
+    let r = get(&s, "2.11", &format!("/v2/invoices/{next}"));
+    has(&r, "<state>paid</state>");
+    let charged = sql(
+        db,
+        &format!(
+            "SELECT CAST(t.amount AS TEXT) FROM transactions t JOIN invoices i ON i.id = t.invoice_id \
+         WHERE i.invoice_number = {next} AND t.action = 'purchase'"
+        ),
+    );
+    assert_eq!(charged, vec!["500"]);
+    let used = sql(db, "SELECT action || ':' || CAST(amount AS TEXT) FROM credit_payments ORDER BY id");
+    assert_eq!(used, vec!["payment:2000"]);
+    // The credit invoice is closed now.
+    let credit =
+        sql(db, "SELECT state || ':' || CAST(balance AS TEXT) FROM invoices WHERE kind = 'credit' ORDER BY id");
+    assert_eq!(credit, vec!["closed:0", "closed:0"]);
+    // credit_first on the invoice paid 2000 by credit: 2000 back as credit, 500 to the card.
+    let r = refund(&s, "2.11", &next, "<invoice><refund_method>credit_first</refund_method></invoice>");
+    status(&r, 201);
+    has(&r, "<total_in_cents type=\"integer\">-2500</total_in_cents>");
+    assert_eq!(stored(db, &r), "credit:refund:open:-2000");
+    has(&r, "<amount_in_cents type=\"integer\">500</amount_in_cents>");
+    // A declined refund keeps the amount as credit on the credit invoice.
+    customer(&s, "c2", "4000000000002024");
+    let number = paid_invoice(&s, "c2", &[(1500, 1, "Gadget")]);
+    let r = refund(
+        &s,
+        "2.11",
+        &number,
+        "<invoice><refund_method>transaction_first</refund_method><amount_in_cents>500</amount_in_cents></invoice>",
+    );
+    status(&r, 201);
+    assert_eq!(stored(db, &r), "credit:refund:open:-500");
+    has(&r, "<status>declined</status>");
+    // all_transaction on an invoice partly paid by credit is refused beyond what cards paid.
+    let r = refund(&s, "2.11", &next, "<invoice><refund_method>all_transaction</refund_method></invoice>");
+    status(&r, 422);
+}
+
+/// Terminating with `refund=partial` and `refund=full`: the last period's charge given back on
+/// its invoice, prorated by the days still to come or whole (origin `termination`).
+fn terminations(db: &str) {
+    let s = serve(db);
+    let body = "<plan><plan_code>monthly</plan_code><name>Monthly</name>\
+                <unit_amount_in_cents><USD>3000</USD></unit_amount_in_cents></plan>";
+    status(&post(&s, "2.11", "/v2/plans", body), 201);
+    let mut uuids = Vec::new();
+    for code in ["t1", "t2"] {
+        let body = format!(
+            "<subscription><plan_code>monthly</plan_code><currency>USD</currency>\
+             <account><account_code>{code}</account_code><email>{code}@example.com</email>\
+             <billing_info><token_id>{}</token_id></billing_info></account></subscription>",
+            card_token(&s, "4111111111111111")
+        );
+        let r = post(&s, "2.11", "/v2/subscriptions", &body);
+        status(&r, 201);
+        uuids.push(field(&r.body, "uuid"));
+    }
+    // Ten days into the 31 days from 2027-01-15 to 2027-02-15: 21 days are left.
+    status(&sandbox_clock(&s, "<advance>10days</advance>"), 200);
+    let terminate = |uuid: &str, how: &str| {
+        authed(&s, "PUT", &format!("/v2/subscriptions/{uuid}/terminate?refund={how}"), &xml_at("2.11"), "")
+    };
+    let r = terminate(&uuids[0], "partial");
+    status(&r, 200);
+    has(&r, "<state>expired</state>");
+    let r = terminate(&uuids[1], "full");
+    status(&r, 200);
+    let refunds = sql(
+        db,
+        "SELECT i.origin || ':' || CAST(i.total AS TEXT) || ':' || CAST(t.amount AS TEXT) FROM invoices i \
+         JOIN transactions t ON t.invoice_id = i.id WHERE i.kind <> 'charge' ORDER BY i.id",
+    );
+    // 3000 × 21 / 31 = 2032.26 → 2032.
+    assert_eq!(refunds, vec!["termination:-2032:2032", "termination:-3000:3000"]);
+    // Terminating again is refused; nothing more is refunded.
+    status(&terminate(&uuids[1], "full"), 422);
+    let again = sql(db, "SELECT CAST(COUNT(*) AS TEXT) FROM invoices WHERE kind <> 'charge'");
+    assert_eq!(again, vec!["2"]);
+}
+
+#[test]
+fn terminations_refund_the_last_period() {
+    on_both_backends("refunds_terminate", terminations);
+}
+
+#[test]
+fn refunds_without_credit_memos() {
+    on_both_backends("refunds_legacy", legacy);
+}
+
+#[test]
+fn refunds_with_credit_memos() {
+    on_both_backends("refunds_cm", credit_memos);
+}

@@ -1,0 +1,74 @@
+//! The writes of a refund beyond making its invoice and transactions: scheduling its recovery
+//! and settling its invoice once the gateway answered.
+//!
+//! A refund is made in two database transactions around the gateway calls: the first makes
+//! the refund invoice (state `processing` while a refund transaction awaits the gateway), its
+//! lines and its `processing` refund transactions, and schedules a recovery job; the second
+//! ([`Work::settle_refund_invoice`]) records the outcome. A crash between the two leaves the
+//! invoice `processing`; the recovery job asks the gateway again under the same idempotency
+//! keys and settles it, so nothing is refunded twice and nothing recorded is lost.
+
+use crate::StoreError;
+use crate::events::NewEvent;
+use crate::subscriptions::Work;
+
+use rebill_billing::states::InvoiceState;
+
+impl Work {
+    /// Schedules `kind` for `subject` at `due_at` (site clock) in this work, as
+    /// [`crate::Store::schedule_job`] does.
+    pub async fn schedule_job(
+        &mut self,
+        site_id: i64,
+        kind: &str,
+        subject: &str,
+        due_at: i64,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO jobs (site_id, kind, subject, due_at) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (kind, subject, due_at) DO NOTHING",
+        )
+        .bind(site_id)
+        .bind(kind)
+        .bind(subject)
+        .bind(due_at)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(())
+    }
+
+    /// Settles a refund invoice that is still `processing`: its new state and balance (what is
+    /// left as credit, ≤ 0; `paid` follows as total − balance), closed at `at` unless credit is
+    /// left. `events` are recorded with it (subject: its number). Answers whether it was still
+    /// processing (otherwise nothing changes).
+    pub async fn settle_refund_invoice(
+        &mut self,
+        id: i64,
+        state: InvoiceState,
+        balance: i64,
+        at: i64,
+        events: &[NewEvent],
+    ) -> Result<bool, StoreError> {
+        let closed_at = (balance == 0).then_some(at);
+        let row = sqlx::query(
+            "UPDATE invoices SET state = $1, balance = $2, paid = total - $2, closed_at = $3, updated_at = $4 \
+             WHERE id = $5 AND state = $6 RETURNING site_id, invoice_number",
+        )
+        .bind(state.as_str())
+        .bind(balance)
+        .bind(closed_at)
+        .bind(at)
+        .bind(id)
+        .bind(InvoiceState::Processing.as_str())
+        .fetch_optional(&mut *self.tx)
+        .await?;
+        let Some(row) = row else { return Ok(false) };
+        use sqlx::Row;
+        let site: i64 = row.try_get("site_id")?;
+        let number: i64 = row.try_get("invoice_number")?;
+        let number = number.to_string();
+        let recorded: Vec<(i64, &str, &NewEvent)> = events.iter().map(|e| (site, number.as_str(), e)).collect();
+        self.append_events(&recorded).await?;
+        Ok(true)
+    }
+}
