@@ -40,7 +40,7 @@ pub enum VoidError {
     NotFound(String),
     /// A charge or legacy invoice, or a credit invoice that is not open (closed, voided, or a
     /// refund of its processing).
-    #[error("only an open credit invoice can be voided; invoice {number} is a {} invoice in state {}", kind.as_str(), state.as_str())]
+    #[error("invoice {number} is a {} invoice in state {}; only an open credit invoice can be voided", kind.as_str(), state.as_str())]
     NotVoidable { number: i64, kind: InvoiceKind, state: InvoiceState },
     /// Its balance changed while the void ran (credit used or refunded at the same time).
     #[error("the balance of invoice {0} changed meanwhile; retry")]
