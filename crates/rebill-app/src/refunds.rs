@@ -33,6 +33,7 @@ use crate::error::{AppError, FieldRefusal, Missing};
 use crate::events;
 use crate::invoicing;
 use crate::jobs::JobError;
+use crate::offline_payments::{MANUAL_GATEWAY_TYPE, is_offline};
 use crate::queries::{self, ReadError};
 use crate::{Context, Services};
 
@@ -43,8 +44,14 @@ pub const REFUND_JOB: &str = "refund";
 /// Site-clock seconds after which an unfinished refund is finished by its recovery job.
 pub const RECOVERY_SECONDS: i64 = 300;
 
-/// `gateway_type` of transactions recorded for money moved outside the gateway.
-pub const OUTSIDE_GATEWAY: &str = "manual";
+/// The invoice's successful purchases made through the gateway (`through_gateway`) or recorded
+/// outside it (offline payments), oldest first.
+fn purchases(txns: &[Transaction], through_gateway: bool) -> Vec<&Transaction> {
+    txns.iter()
+        .filter(|t| t.new.action == "purchase" && t.status() == TransactionStatus::Success)
+        .filter(|t| is_offline(t) != through_gateway)
+        .collect()
+}
 
 /// Units of one line to give back.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,23 +146,10 @@ struct Plan<'a> {
 /// gateway and outside it, each less what was refunded of it; of the rest of what was paid (and
 /// not yet credited), what credit paid (credit payments, credit lines) is credit, anything more
 /// was marked paid outside the gateway.
-fn refundable(
-    services: &Services,
-    invoice: &Invoice,
-    lines: &[Adjustment],
-    txns: &[Transaction],
-    credit_paid: i64,
-) -> Refundable {
-    let gateway_kind = services.gateway.kind();
-    let mut r = Refundable::default();
-    for t in txns.iter().filter(|t| t.new.action == "purchase" && t.status() == TransactionStatus::Success) {
-        let left = (t.new.amount - t.refunded).max(0);
-        if t.new.gateway_type == gateway_kind {
-            r.gateway += left;
-        } else {
-            r.outside += left;
-        }
-    }
+fn refundable(invoice: &Invoice, lines: &[Adjustment], txns: &[Transaction], credit_paid: i64) -> Refundable {
+    let left =
+        |through_gateway| purchases(txns, through_gateway).iter().map(|t| (t.new.amount - t.refunded).max(0)).sum();
+    let mut r = Refundable { credit: 0, gateway: left(true), outside: left(false) };
     let total = (invoice.amounts.paid - invoice.credited).max(0);
     let credit_lines: i64 = lines.iter().filter(|l| l.line.kind == AdjustmentKind::Credit).map(|l| -l.line.total).sum();
     let rest = (total - r.gateway - r.outside).max(0);
@@ -195,7 +189,7 @@ pub async fn refund_invoice(
         work.commit().await?;
         paid
     };
-    let left = refundable(services, &original, &lines, &txns, credit_paid);
+    let left = refundable(&original, &lines, &txns, credit_paid);
     if left.total() == 0 {
         return Err(refused(
             "base",
@@ -412,7 +406,7 @@ fn refund_transaction(
         billing: source.new.billing.clone(),
     };
     if let Some(outside) = outside {
-        new.gateway_type = OUTSIDE_GATEWAY.to_owned();
+        new.gateway_type = MANUAL_GATEWAY_TYPE.to_owned();
         if let Some(method) = &outside.payment_method {
             new.payment_method = method.clone();
         }
@@ -481,15 +475,9 @@ async fn write(
     let amount: i64 = plan.parts.iter().map(|p| p.amount).sum();
     let tax: i64 = plan.parts.iter().map(|p| p.tax).sum();
     let lines: Vec<NewAdjustment> = plan.parts.iter().map(|p| credit_line(p, cm)).collect();
-    let purchases = |gateway: bool| -> Vec<&Transaction> {
-        txns.iter()
-            .filter(|t| t.new.action == "purchase" && t.status() == TransactionStatus::Success)
-            .filter(|t| (t.new.gateway_type == services.gateway.kind()) == gateway)
-            .collect()
-    };
     let external = request.external.as_ref().filter(|_| cm);
-    let gateway_parts = allocate(plan.split.to_gateway, &purchases(true));
-    let outside_parts = allocate(plan.split.to_outside, &purchases(false));
+    let gateway_parts = allocate(plan.split.to_gateway, &purchases(txns, true));
+    let outside_parts = allocate(plan.split.to_outside, &purchases(txns, false));
     let unmatched_outside = plan.split.to_outside - outside_parts.iter().map(|(_, a)| a).sum::<i64>();
     let pending = external.is_none() && !gateway_parts.is_empty();
     let balance = -plan.split.to_credit;

@@ -298,6 +298,8 @@ test('configure again restyles without re-injecting; destroy and configure after
 test('Tab moves through the field frames in page order', async () => {
   const page = await open('individual');
   await configure(page, PUBLIC_KEY);
+  // Keyboard focus follows the page in front; the suite's earlier pages stay open behind it.
+  await page.bringToFront();
   await page.focus('#ln');
   const order = [];
   let last = 'ln';
