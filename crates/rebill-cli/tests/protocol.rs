@@ -75,7 +75,7 @@ fn burst(addr: &str, key: &str, method: &str, n: usize) -> usize {
             let count = if i == 3 { n - per * 3 } else { per };
             std::thread::spawn(move || {
                 let mut conn = Conn::open(&addr);
-                (0..count).filter(|_| conn.send(&method, "/v2/coupons", &key).0 == 429).count()
+                (0..count).filter(|_| conn.send(&method, "/v2/accounts/nobody", &key).0 == 429).count()
             })
         })
         .collect();
@@ -92,19 +92,19 @@ fn sandbox_rate_limit(db: &str) {
     s.cli(&["site", "update", "--name", "sandbox", "--contact", "tech@example.com"]);
     let minute_end = (T0 / 60) * 60;
     let mut conn = Conn::open(&s.addr);
-    let (status, headers) = conn.send("GET", "/v2/coupons", &s.key);
-    assert_eq!(status, 501);
+    let (status, headers) = conn.send("GET", "/v2/accounts/nobody", &s.key);
+    assert_eq!(status, 404);
     assert_eq!(header_of(&headers, "X-RateLimit-Limit"), Some(2000));
     assert_eq!(header_of(&headers, "X-RateLimit-Remaining"), Some(1999));
     assert_eq!(header_of(&headers, "X-RateLimit-Reset"), Some(minute_end + 300));
     // Every method counts on a sandbox site: 1,998 more reads and writes leave exactly one.
     assert_eq!(burst(&s.addr, &s.key, "POST", 999) + burst(&s.addr, &s.key, "GET", 999), 0);
-    let (status, headers) = conn.send("DELETE", "/v2/coupons/gold", &s.key);
-    assert_eq!(status, 501, "the 2,000th request of the window is served");
+    let (status, headers) = conn.send("DELETE", "/v2/accounts/nobody", &s.key);
+    assert_eq!(status, 404, "the 2,000th request of the window is served");
     assert_eq!(header_of(&headers, "X-RateLimit-Remaining"), Some(0));
     assert_eq!(rate_alerts(&s), 0);
     // The 2,001st is refused, with an XML error and the headers; it is not counted.
-    let r = authed(&s, "GET", "/v2/coupons", &[], "");
+    let r = authed(&s, "GET", "/v2/accounts/nobody", &[], "");
     assert_error(&r, 429, "rate_limit_exceeded");
     assert_eq!(r.header("X-RateLimit-Remaining").as_deref(), Some("0"));
     assert_eq!(r.header("X-RateLimit-Reset"), Some((minute_end + 300).to_string()));
@@ -112,14 +112,14 @@ fn sandbox_rate_limit(db: &str) {
     assert_eq!(burst(&s.addr, &s.key, "GET", 8), 8);
     // A minute later the window still holds all 2,000: refused, one alert in three hours.
     s.set_clock(T0 + 60);
-    assert_error(&authed(&s, "GET", "/v2/coupons", &[], ""), 429, "rate_limit_exceeded");
+    assert_error(&authed(&s, "GET", "/v2/accounts/nobody", &[], ""), 429, "rate_limit_exceeded");
     assert_eq!(rate_alerts(&s), 1);
     // Once the minute leaves the five-minute window, requests are served again.
     s.set_clock(minute_end + 299);
-    assert_error(&authed(&s, "GET", "/v2/coupons", &[], ""), 429, "rate_limit_exceeded");
+    assert_error(&authed(&s, "GET", "/v2/accounts/nobody", &[], ""), 429, "rate_limit_exceeded");
     s.set_clock(minute_end + 300);
-    let r = authed(&s, "GET", "/v2/coupons", &[], "");
-    assert_eq!(r.status, 501);
+    let r = authed(&s, "GET", "/v2/accounts/nobody", &[], "");
+    assert_eq!(r.status, 404);
     assert_eq!(r.header("X-RateLimit-Remaining").as_deref(), Some("1999"));
     assert_eq!(r.header("X-RateLimit-Reset"), Some((minute_end + 600).to_string()));
     // Hitting the limit again within three hours of the alert sends none; after, one more.
@@ -139,28 +139,28 @@ fn production_rate_limit(db: &str) {
     // Only GET and HEAD count in production; writes are neither counted nor refused.
     assert_eq!(burst(&s.addr, &s.key, "POST", 40), 0);
     let mut conn = Conn::open(&s.addr);
-    let (_, headers) = conn.send("GET", "/v2/coupons", &s.key);
+    let (_, headers) = conn.send("GET", "/v2/accounts/nobody", &s.key);
     assert_eq!(header_of(&headers, "X-RateLimit-Limit"), Some(5000));
     assert_eq!(header_of(&headers, "X-RateLimit-Remaining"), Some(4999));
     // 1,000 in each of four earlier minutes would be the whole window; here 2,000 two minutes
     // ago and then 2,999 now: 4,000+ in one minute is fine while the window has room.
     s.set_clock(T0 + 120);
     assert_eq!(burst(&s.addr, &s.key, "GET", 2998), 0);
-    let (status, headers) = conn.send("GET", "/v2/coupons", &s.key);
-    assert_eq!(status, 501);
+    let (status, headers) = conn.send("GET", "/v2/accounts/nobody", &s.key);
+    assert_eq!(status, 404);
     assert_eq!(header_of(&headers, "X-RateLimit-Remaining"), Some(2000));
     assert_eq!(burst(&s.addr, &s.key, "GET", 2000), 0);
-    let (status, headers) = conn.send("GET", "/v2/coupons", &s.key);
+    let (status, headers) = conn.send("GET", "/v2/accounts/nobody", &s.key);
     assert_eq!(status, 429);
     assert_eq!(header_of(&headers, "X-RateLimit-Remaining"), Some(0));
     assert_eq!(header_of(&headers, "X-RateLimit-Reset"), Some((T0 + 120) / 60 * 60 + 300));
-    let (status, headers) = conn.send("POST", "/v2/coupons", &s.key);
-    assert_eq!(status, 501, "writes are not limited in production");
+    let (status, headers) = conn.send("POST", "/v2/accounts/nobody", &s.key);
+    assert_eq!(status, 405, "writes are not limited in production");
     assert_eq!(header_of(&headers, "X-RateLimit-Remaining"), Some(0));
     // The first GET's minute leaves the window: exactly one request of room.
     s.set_clock(T0 / 60 * 60 + 300);
-    assert_eq!(conn.send("GET", "/v2/coupons", &s.key).0, 501);
-    assert_eq!(conn.send("GET", "/v2/coupons", &s.key).0, 429);
+    assert_eq!(conn.send("GET", "/v2/accounts/nobody", &s.key).0, 404);
+    assert_eq!(conn.send("GET", "/v2/accounts/nobody", &s.key).0, 429);
 }
 
 #[test]
@@ -189,8 +189,8 @@ fn rate_limit_is_shared_by_processes() {
         .collect();
     let refused: usize = handles.into_iter().map(|h| h.join().expect("thread")).sum();
     assert_eq!(refused, 0);
-    assert_error(&authed(&a, "GET", "/v2/coupons", &[], ""), 429, "rate_limit_exceeded");
-    let r = authed_with(&b, &a.key, "GET", "/v2/coupons", &[], "");
+    assert_error(&authed(&a, "GET", "/v2/accounts/nobody", &[], ""), 429, "rate_limit_exceeded");
+    let r = authed_with(&b, &a.key, "GET", "/v2/accounts/nobody", &[], "");
     assert_error(&r, 429, "rate_limit_exceeded");
 }
 
@@ -199,8 +199,8 @@ fn versions_and_casing(db: &str) {
     let arg = "2.2=2026-11-22T07:00:30Z";
     let s = start_with(db, Options { clock: Some(T0), args: &["--deprecate", arg], ..Options::default() });
     assert_eq!(rebill_server_sunset(arg), sunset);
-    let r = authed(&s, "GET", "/v2/coupons", &[("X-Api-Version", "2.2")], "");
-    assert_error(&r, 501, "not_implemented");
+    let r = authed(&s, "GET", "/v2/accounts/nobody", &[("X-Api-Version", "2.2")], "");
+    assert_error(&r, 404, "not_found");
     // Names exactly as clients look them up, on the raw bytes.
     for name in [
         "Content-Type",
@@ -216,23 +216,23 @@ fn versions_and_casing(db: &str) {
     assert!(r.head.contains("\r\nService-Deprecated: TRUE\r\n"), "{}", r.head);
     assert!(r.head.contains("\r\nService-Sunset-Date: 2026-11-22T07:00:30Z\r\n"), "{}", r.head);
     // Other versions are not deprecated.
-    let r = authed(&s, "GET", "/v2/coupons", &[("X-Api-Version", "2.11")], "");
+    let r = authed(&s, "GET", "/v2/accounts/nobody", &[("X-Api-Version", "2.11")], "");
     assert!(r.header("Service-Deprecated").is_none(), "{}", r.head);
     let r = authed(&s, "DELETE", "/v2/accounts", &[], "");
     assert!(r.has_exact_header("Allow"), "{}", r.head);
     // After the sunset the version is refused; the supported list leaves it out.
     s.set_clock(sunset);
-    let r = authed(&s, "GET", "/v2/coupons", &[("X-Api-Version", "2.2")], "");
+    let r = authed(&s, "GET", "/v2/accounts/nobody", &[("X-Api-Version", "2.2")], "");
     assert_error(&r, 400, "unsupported_api_version");
     assert!(r.body.contains("was sunset at 2026-11-22T07:00:30Z"), "{}", r.body);
     assert!(r.body.contains("supported versions: 2.0, 2.3, 2.4"), "{}", r.body);
-    assert_eq!(authed(&s, "GET", "/v2/coupons", &[("X-Api-Version", "2.3")], "").status, 501);
+    assert_eq!(authed(&s, "GET", "/v2/accounts/nobody", &[("X-Api-Version", "2.3")], "").status, 404);
     // An operator-set rate limit replaces the mode's default.
     s.cli(&["site", "update", "--name", "sandbox", "--rate-limit", "7"]);
-    let r = authed(&s, "GET", "/v2/coupons", &[("X-Api-Version", "2.3")], "");
+    let r = authed(&s, "GET", "/v2/accounts/nobody", &[("X-Api-Version", "2.3")], "");
     assert_eq!(r.header("X-RateLimit-Limit").as_deref(), Some("35"));
     s.cli(&["site", "update", "--name", "sandbox", "--rate-limit", "default"]);
-    let r = authed(&s, "GET", "/v2/coupons", &[("X-Api-Version", "2.3")], "");
+    let r = authed(&s, "GET", "/v2/accounts/nobody", &[("X-Api-Version", "2.3")], "");
     assert_eq!(r.header("X-RateLimit-Limit").as_deref(), Some("2000"));
     // A bad setting stops the service before it starts.
     let out = std::process::Command::new(bin())
@@ -260,17 +260,17 @@ fn key_regeneration(db: &str) {
     // Keep the old key for 12 hours.
     let regen = s.cli_json(&["keys", "regenerate", &first, "--old-key", "keep-12h", "--site", "sandbox"]);
     let new_key = regen["private_key"].as_str().expect("key").to_owned();
-    assert_eq!(authed_with(&s, &new_key, "GET", "/v2/coupons", &[], "").status, 501);
+    assert_eq!(authed_with(&s, &new_key, "GET", "/v2/accounts/nobody", &[], "").status, 404);
     s.set_clock(T0 + 12 * 3600 - 1);
-    assert_eq!(authed(&s, "GET", "/v2/coupons", &[], "").status, 501, "the old key works for 12 hours");
+    assert_eq!(authed(&s, "GET", "/v2/accounts/nobody", &[], "").status, 404, "the old key works for 12 hours");
     s.set_clock(T0 + 12 * 3600);
-    assert_eq!(authed(&s, "GET", "/v2/coupons", &[], "").status, 401, "and not after");
+    assert_eq!(authed(&s, "GET", "/v2/accounts/nobody", &[], "").status, 401, "and not after");
     // Block the old key at once.
     let second = regen["id"].as_i64().expect("id").to_string();
     let regen = s.cli_json(&["keys", "regenerate", &second, "--old-key", "block", "--site", "sandbox"]);
-    assert_eq!(authed_with(&s, &new_key, "GET", "/v2/coupons", &[], "").status, 401);
+    assert_eq!(authed_with(&s, &new_key, "GET", "/v2/accounts/nobody", &[], "").status, 401);
     let newest = regen["private_key"].as_str().expect("key");
-    assert_eq!(authed_with(&s, newest, "GET", "/v2/coupons", &[], "").status, 501);
+    assert_eq!(authed_with(&s, newest, "GET", "/v2/accounts/nobody", &[], "").status, 404);
     // Each change queued an alert for the technical contact.
     let alerts = s.cli_json(&["alerts", "list"]);
     let kinds: Vec<&str> =
@@ -299,9 +299,9 @@ fn internal_errors_do_not_leak() {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     let database = postgres_database("internal");
     let s = start(database.url());
-    assert_eq!(authed(&s, "GET", "/v2/coupons", &[], "").status, 501);
+    assert_eq!(authed(&s, "GET", "/v2/accounts/nobody", &[], "").status, 404);
     runtime.block_on(rebill_store::testing::drop_postgres_database(database.url()));
-    let r = authed(&s, "GET", "/v2/coupons", &[], "");
+    let r = authed(&s, "GET", "/v2/accounts/nobody", &[], "");
     assert_error(&r, 500, "internal_server_error");
     let lower = r.body.to_lowercase();
     for secret in ["database", "sqlx", "postgres", "rebill_test", "connection", "error returned"] {
