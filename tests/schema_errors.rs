@@ -186,7 +186,7 @@ fn endpoints_are_checked() {
     let e = load_endpoints(&GET_WIDGET.replace("status = 200", "status = 204")).expect_err("status");
     assert_eq!(
         e,
-        "schema/endpoints.toml: endpoint `get_widget`: status 204 does not fit the response (200/201 with a body, 201/202/204 without)"
+        "schema/endpoints.toml: endpoint `get_widget`: status 204 does not fit the response (200/201 with a body, 202 with a resource, 201/202/204 without)"
     );
     let e = load_endpoints(&GET_WIDGET.replace("GET", "PATCH")).expect_err("method");
     assert_eq!(e, "schema/endpoints.toml: endpoint `get_widget`: unknown method `PATCH` (GET, POST, PUT or DELETE)");

@@ -48,6 +48,8 @@ pub const INVOICE_PAID: &str = "invoice.paid";
 pub const INVOICE_FAILED: &str = "invoice.failed";
 pub const TRANSACTION_APPROVED: &str = "transaction.approved";
 pub const TRANSACTION_DECLINED: &str = "transaction.declined";
+/// A successful purchase voided before it settled (subject: its uuid).
+pub const TRANSACTION_VOIDED: &str = "transaction.voided";
 /// A refund invoice settled: what it gives back is given (or, with Credit Memos, kept as credit).
 pub const INVOICE_REFUNDED: &str = "invoice.refunded";
 /// A refund invoice of a site without Credit Memos failed: the gateway declined the refund.

@@ -18,6 +18,7 @@
 use rebill_billing::gateway::RefundRequest as GatewayRefund;
 use rebill_billing::lifecycle::{Action, Refund};
 use rebill_billing::refund::{self, RefundMethod, Refundable, Split, SplitError};
+use rebill_billing::settlement::{self, GiveBackError};
 use rebill_billing::states::{InvoiceState, TransactionStatus, credit_state};
 use rebill_store::StoreError;
 use rebill_store::events::NewEvent;
@@ -89,6 +90,18 @@ pub struct RefundRequest {
     pub external: Option<External>,
     /// A refund made by terminating a subscription (the refund invoice's origin `termination`).
     pub termination: bool,
+    /// Only this payment of the invoice gives the money back (a refund of a transaction).
+    pub transaction: Option<TransactionTarget>,
+}
+
+/// The one payment a refund of a transaction gives back through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransactionTarget {
+    /// The purchase's uuid.
+    pub uuid: String,
+    /// Given back by voiding the purchase (unsettled, in full) rather than by a refund
+    /// transaction.
+    pub void: bool,
 }
 
 /// Why a refund was not made.
@@ -189,7 +202,26 @@ pub async fn refund_invoice(
         work.commit().await?;
         paid
     };
-    let left = refundable(&original, &lines, &txns, credit_paid);
+    let mut left = refundable(&original, &lines, &txns, credit_paid);
+    let txns = match &request.transaction {
+        None => txns,
+        Some(target) => {
+            let Some(t) = txns.iter().find(|t| t.uuid == target.uuid && t.new.action == "purchase") else {
+                return Err(refused(
+                    "base",
+                    "not_refundable",
+                    format!("Invoice #{} was not paid by transaction {}", original.invoice_number, target.uuid),
+                ));
+            };
+            let own = (t.new.amount - t.refunded).max(0);
+            left = if is_offline(t) {
+                Refundable { credit: 0, gateway: 0, outside: own.min(left.outside) }
+            } else {
+                Refundable { credit: 0, gateway: own.min(left.gateway), outside: 0 }
+            };
+            vec![t.clone()]
+        }
+    };
     if left.total() == 0 {
         return Err(refused(
             "base",
@@ -221,7 +253,8 @@ fn plan<'a>(
     let line_left = |l: &Adjustment| (l.line.total - l.credited).max(0);
     let parts: Vec<Part<'a>> = if request.lines.is_empty() {
         let open_amount = request.amount.is_some() || request.percentage.is_some();
-        if open_amount && charges.iter().any(|l| l.quantity_credited > 0) {
+        // (A refund of a transaction spreads over what each line has left.)
+        if open_amount && request.transaction.is_none() && charges.iter().any(|l| l.quantity_credited > 0) {
             return Err(refused(
                 "amount_in_cents",
                 "invalid",
@@ -476,10 +509,18 @@ async fn write(
     let tax: i64 = plan.parts.iter().map(|p| p.tax).sum();
     let lines: Vec<NewAdjustment> = plan.parts.iter().map(|p| credit_line(p, cm)).collect();
     let external = request.external.as_ref().filter(|_| cm);
-    let gateway_parts = allocate(plan.split.to_gateway, &purchases(txns, true));
+    let void = request.transaction.as_ref().filter(|t| t.void);
+    let mut gateway_parts = allocate(plan.split.to_gateway, &purchases(txns, true));
     let outside_parts = allocate(plan.split.to_outside, &purchases(txns, false));
     let unmatched_outside = plan.split.to_outside - outside_parts.iter().map(|(_, a)| a).sum::<i64>();
     let pending = external.is_none() && !gateway_parts.is_empty();
+    // A void moves the money by cancelling the purchase: no refund transaction is recorded.
+    let voided = match void {
+        Some(target) if pending && gateway_parts.len() == 1 && gateway_parts[0].0.uuid == target.uuid => {
+            gateway_parts.pop().map(|(t, _)| t)
+        }
+        _ => None,
+    };
     let balance = -plan.split.to_credit;
     let state = if pending {
         InvoiceState::Processing
@@ -569,11 +610,18 @@ async fn write(
         manual.iter().zip(&done_events).map(|(i, e)| (begun[*i].id, &done, now, &e[..])).collect();
     work.complete_transactions(&completions).await?;
     if pending {
-        work.schedule_job(ctx.site.id, REFUND_JOB, &refund.uuid, now + RECOVERY_SECONDS).await?;
+        let subject = match voided {
+            Some(t) => format!("{}{VOID_SEPARATOR}{}", refund.uuid, t.uuid),
+            None => refund.uuid.clone(),
+        };
+        work.schedule_job(ctx.site.id, REFUND_JOB, &subject, now + RECOVERY_SECONDS).await?;
     }
     work.commit().await?;
     if !pending {
         return Ok(refund);
+    }
+    if let Some(purchase) = voided {
+        return finish_void(services, &refund, original.invoice_number, purchase, now).await;
     }
     let waiting: Vec<Transaction> = begun.into_iter().filter(|t| t.status() == TransactionStatus::Processing).collect();
     finish(services, &refund, original.invoice_number, &waiting, now).await
@@ -642,21 +690,210 @@ async fn finish(
     Ok(services.store.invoice_by_id(refund.id).await?.unwrap_or(current))
 }
 
-/// The recovery job of a refund: finishes a refund invoice still `processing` (its run stopped
-/// before the gateway's answers were recorded), asking the gateway again under the same keys.
-pub async fn run_refund_job(services: &Services, job: &Job) -> Result<(), JobError> {
-    let Some(refund) = services.store.invoice_by_uuid(&job.subject).await? else { return Ok(()) };
-    if refund.state != InvoiceState::Processing {
-        return Ok(());
+/// What giving back (part of) a transaction did.
+#[derive(Debug, Clone)]
+pub enum GivenBack {
+    /// The purchase was voided (it is answered as it is now).
+    Voided(Box<Transaction>),
+    /// A refund transaction gave the money back.
+    Refunded { original: Box<Transaction>, refund: Box<Transaction> },
+}
+
+/// Whether a transaction can be voided and whether (part of) it can be given back at `now`
+/// (site clock), as [`give_back_transaction`] decides: only successful purchases; one paid
+/// outside the gateway (an offline payment) is never voided, only refunded.
+pub fn give_back_flags(t: &Transaction, now: i64) -> (bool, bool) {
+    if t.new.action != "purchase" || !matches!(t.status(), TransactionStatus::Success | TransactionStatus::Void) {
+        return (false, false);
     }
-    let waiting: Vec<Transaction> = services
+    let voided = t.status() == TransactionStatus::Void;
+    let settled = is_offline(t) || settlement::is_settled(t.created_at, now);
+    (
+        settlement::voidable(t.new.amount, t.refunded, settled, voided),
+        settlement::refundable(t.new.amount, t.refunded, voided),
+    )
+}
+
+/// Gives back `amount` cents (everything left when `None`) of the site's transaction `uuid`, a
+/// successful purchase: voided when unsettled and given back whole, refunded otherwise. Either
+/// way the invoice it paid is refunded through that payment alone ([`refund_invoice`]), so the
+/// refund invoice (a credit invoice with Credit Memos, a legacy one without) records it; an offline
+/// payment is refunded outside the gateway. A declined refund is answered as declined on every
+/// site (with Credit Memos the amount stays as credit on the credit invoice all the same).
+pub async fn give_back_transaction(
+    services: &Services,
+    ctx: &Context,
+    uuid: &str,
+    amount: Option<i64>,
+) -> Result<GivenBack, RefundError> {
+    let t = queries::transaction(services, ctx, uuid).await?;
+    if t.new.action != "purchase" || !matches!(t.status(), TransactionStatus::Success | TransactionStatus::Void) {
+        return Err(refused(
+            "base",
+            "not_refundable",
+            format!("Transaction {uuid} is not a successful purchase; only those can be given back"),
+        ));
+    }
+    let offline = is_offline(&t);
+    let settled = offline || settlement::is_settled(t.created_at, ctx.now);
+    let how = settlement::give_back(t.new.amount, t.refunded, amount, settled, t.status() == TransactionStatus::Void)
+        .map_err(|e| {
+        let field = if matches!(e, GiveBackError::ExceedsRemaining { .. } | GiveBackError::InvalidAmount { .. }) {
+            "amount_in_cents"
+        } else {
+            "base"
+        };
+        refused(field, e.code(), format!("{} ({e})", e.error().merchant_message))
+    })?;
+    let Some(number) = t.invoice_number else {
+        return Err(refused("base", "not_refundable", format!("Transaction {uuid} paid no invoice")));
+    };
+    let request = RefundRequest {
+        amount: Some(how.amount()),
+        percentage: None,
+        lines: Vec::new(),
+        method: RefundMethod::TransactionFirst,
+        credit_customer_notes: None,
+        external: offline.then(External::default),
+        termination: false,
+        transaction: Some(TransactionTarget { uuid: t.uuid.clone(), void: how.is_void() }),
+    };
+    let refund = refund_invoice(services, ctx, &number.to_string(), &request).await?;
+    let original = services.store.transaction_by_id(t.id).await?.unwrap_or(t);
+    if original.status() == TransactionStatus::Void {
+        return Ok(GivenBack::Voided(Box::new(original)));
+    }
+    let given = services
         .store
         .invoice_transactions(refund.id)
         .await?
         .into_iter()
-        .filter(|t| t.status() == TransactionStatus::Processing)
-        .collect();
+        .filter(|r| r.new.original_transaction_id == Some(original.id))
+        .max_by_key(|r| r.id)
+        .ok_or_else(|| StoreError::Invalid("the refund of the transaction was not recorded".into()))?;
+    if given.status() == TransactionStatus::Declined {
+        return Err(RefundError::Declined(Box::new(given)));
+    }
+    Ok(GivenBack::Refunded { original: Box::new(original), refund: Box::new(given) })
+}
+
+/// Separates the refund invoice's uuid from the voided purchase's in the subject of the
+/// recovery job of a void.
+const VOID_SEPARATOR: char = '/';
+
+/// Gives a refund invoice's money back by voiding `purchase` (unsettled, given back whole): the
+/// purchase becomes `void` and the refund invoice is settled. A void the gateway refuses is
+/// done as a refund of the whole purchase instead, as gateways do.
+async fn finish_void(
+    services: &Services,
+    refund: &Invoice,
+    original_number: i64,
+    purchase: &Transaction,
+    at: i64,
+) -> Result<Invoice, RefundError> {
+    let reference = purchase.result.reference.clone().unwrap_or_default();
+    let key = format!("void:{}", purchase.uuid);
+    let request = rebill_billing::gateway::VoidRequest {
+        reference: &reference,
+        amount_in_cents: purchase.new.amount,
+        currency: &purchase.new.currency,
+        idempotency_key: Some(&key),
+    };
+    let outcome = services.bounded(services.gateway.void(&request)).await;
+    let result = invoicing::result_of(&outcome, at);
+    if result.status == TransactionStatus::Success {
+        let cm = refund.kind == InvoiceKind::Credit;
+        let state = if cm { credit_state(refund.amounts.total, 0, 0) } else { InvoiceState::Paid };
+        let voided = [events::new(
+            services,
+            events::TRANSACTION_VOIDED,
+            at,
+            json!({
+                "account_code": purchase.new.account.account_code,
+                "transaction_uuid": purchase.uuid,
+                "amount_in_cents": purchase.new.amount,
+                "currency": purchase.new.currency,
+                "invoice_number": purchase.invoice_number,
+                "refund_invoice_number": refund.invoice_number,
+            }),
+        )];
+        let refunded = [refund_event(services, events::INVOICE_REFUNDED, refund, original_number, at)];
+        let mut work = services.store.begin_work().await?;
+        if work.void_transaction(purchase.id, at, &voided).await? {
+            work.settle_refund_invoice(refund.id, state, 0, at, &refunded).await?;
+            work.commit().await?;
+        } else {
+            // Refunded or voided meanwhile by another request: its refund invoice is left to
+            // its recovery job, which finds the purchase no longer voidable and refunds.
+            return Err(RefundError::Busy(original_number));
+        }
+        return Ok(services.store.invoice_by_id(refund.id).await?.unwrap_or_else(|| refund.clone()));
+    }
+    tracing::info!(transaction = %purchase.uuid, "the gateway refused the void; refunding instead");
+    refund_instead_of_void(services, refund, original_number, purchase, at).await
+}
+
+/// Records a refund transaction of the whole `purchase` on the refund invoice and finishes the
+/// refund through the gateway.
+async fn refund_instead_of_void(
+    services: &Services,
+    refund: &Invoice,
+    original_number: i64,
+    purchase: &Transaction,
+    at: i64,
+) -> Result<Invoice, RefundError> {
+    let key = format!("refund:{}:{}", refund.uuid, purchase.uuid);
+    let new = refund_transaction(services, refund, Some(purchase), purchase, purchase.new.amount, None, key);
+    let mut work = services.store.begin_work().await?;
+    let begun = work.begin_transactions(refund.site_id, &[(&new, at)]).await?;
+    work.commit().await?;
+    let waiting: Vec<Transaction> = begun.into_iter().filter(|t| t.status() == TransactionStatus::Processing).collect();
+    finish(services, refund, original_number, &waiting, at).await
+}
+
+/// The recovery job of a refund: finishes a refund invoice still `processing` (its run stopped
+/// before the gateway's answers were recorded), asking the gateway again under the same keys
+/// (a void again, when the refund was a void whose outcome was not recorded).
+pub async fn run_refund_job(services: &Services, job: &Job) -> Result<(), JobError> {
+    let (uuid, voided) = match job.subject.split_once(VOID_SEPARATOR) {
+        Some((refund, purchase)) => (refund, Some(purchase)),
+        None => (job.subject.as_str(), None),
+    };
+    let Some(refund) = services.store.invoice_by_uuid(uuid).await? else { return Ok(()) };
+    if refund.state != InvoiceState::Processing {
+        return Ok(());
+    }
     let original = refund.original_invoice_number.unwrap_or_default();
+    let recorded = services.store.invoice_transactions(refund.id).await?;
+    if let (Some(purchase), true) = (voided, recorded.is_empty()) {
+        let purchase = services.store.transaction(refund.site_id, purchase).await?;
+        let outcome = match purchase {
+            Some(p) if p.status() == TransactionStatus::Success => {
+                finish_void(services, &refund, original, &p, job.due_at).await
+            }
+            // Voided by the first run, its refund invoice not yet settled.
+            Some(p) if p.status() == TransactionStatus::Void => {
+                let state = if refund.kind == InvoiceKind::Credit {
+                    credit_state(refund.amounts.total, 0, 0)
+                } else {
+                    InvoiceState::Paid
+                };
+                let event = [refund_event(services, events::INVOICE_REFUNDED, &refund, original, job.due_at)];
+                let mut work = services.store.begin_work().await?;
+                work.settle_refund_invoice(refund.id, state, 0, job.due_at, &event).await?;
+                work.commit().await?;
+                Ok(refund.clone())
+            }
+            _ => Err(RefundError::Busy(original)),
+        };
+        return match outcome {
+            Ok(_) | Err(RefundError::Declined(_)) => Ok(()),
+            Err(RefundError::Store(e)) => Err(e.into()),
+            Err(e) => Err(JobError::Refund(e.to_string())),
+        };
+    }
+    let waiting: Vec<Transaction> =
+        recorded.into_iter().filter(|t| t.status() == TransactionStatus::Processing).collect();
     match finish(services, &refund, original, &waiting, job.due_at).await {
         Ok(_) | Err(RefundError::Declined(_)) => Ok(()),
         Err(RefundError::Store(e)) => Err(e.into()),
@@ -702,6 +939,7 @@ pub async fn terminate(
         credit_customer_notes: None,
         external: None,
         termination: true,
+        transaction: None,
     };
     match refund_invoice(services, ctx, &last.to_string(), &request).await {
         Ok(_) | Err(RefundError::Refused(_) | RefundError::Declined(_) | RefundError::Read(_)) => Ok(loaded),

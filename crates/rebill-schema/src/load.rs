@@ -943,11 +943,15 @@ impl Versions {
             match (e.status, &response) {
                 (204 | 202 | 201, ResponseBody::Empty) => {}
                 (200 | 201, ResponseBody::Resource(_) | ResponseBody::List(_)) => {}
+                // Accepted with the resource as it is now (a transaction given back).
+                (202, ResponseBody::Resource(_)) => {}
                 (status, _) => {
                     return Err(err(
                         file,
                         &place,
-                        format!("status {status} does not fit the response (200/201 with a body, 201/202/204 without)"),
+                        format!(
+                            "status {status} does not fit the response (200/201 with a body, 202 with a resource, 201/202/204 without)"
+                        ),
                     ));
                 }
             }

@@ -90,6 +90,7 @@ handlers! { state, call, request, query;
     ListTransactions(c) => invoices::list_transactions(state, c, query, None),
     ListAccountTransactions(c) => invoices::list_account_transactions(state, c, query),
     GetTransaction(c) => invoices::get_transaction(state, c),
+    RefundTransaction(c) => invoices::refund_transaction(state, c, query),
     CreateTransaction(c) => invoices::create_transaction(state, c, request),
     CreateOfflinePayment(c) => payments::create_offline_payment(state, c, request),
 

@@ -75,7 +75,7 @@ use rebill_app::model::invoicing::{
     InvoiceFilter, InvoiceState, InvoiceTerms, NewAdjustment, Transaction, TransactionFilter, TransactionStatus,
 };
 use rebill_app::queries;
-use rebill_app::refunds::{self, External, LineRefund, RefundError, RefundRequest};
+use rebill_app::refunds::{self, External, GivenBack, LineRefund, RefundError, RefundRequest};
 use rebill_billing::invoice::InvoiceError;
 use rebill_billing::refund::RefundMethod;
 use rebill_models::api::{self, EndpointId};
@@ -232,6 +232,7 @@ fn invoice_view(
     lines: &[Adjustment],
     transactions: &[Transaction],
     credit_payments: &[CreditPayment],
+    now: i64,
 ) -> InvoiceView {
     let number = invoice.invoice_number.to_string();
     let open = invoice.state.is_open();
@@ -266,7 +267,7 @@ fn invoice_view(
     view.refundable_total_in_cents = Some(refundable);
     let paid_invoice = if is_paid_charge(invoice) { HashSet::from([invoice.id]) } else { HashSet::new() };
     view.line_items = Some(adjustment_views(lines, &paid_invoice));
-    view.transactions = Some(transactions.iter().map(views::transaction_view).collect());
+    view.transactions = Some(transactions.iter().map(|t| views::transaction_view(t, now)).collect());
     view.credit_payments = Some(credit_payments.iter().map(views::credit_payment_view).collect());
     view.refund_action = (refundable > 0).then(|| href(EndpointId::RefundInvoice, &[&number]));
     view.mark_successful_action = open.then(|| href(EndpointId::MarkInvoiceSuccessful, &[&number]));
@@ -316,9 +317,9 @@ fn base_view(
 }
 
 /// The invoice with its lines, transactions and credit payments loaded.
-async fn full_view(state: &AppState, invoice: &Invoice) -> Result<InvoiceView, AppError> {
+async fn full_view(state: &AppState, invoice: &Invoice, now: i64) -> Result<InvoiceView, AppError> {
     let details = queries::invoice_details(state, invoice).await?;
-    Ok(invoice_view(invoice, &details.lines, &details.transactions, &details.credit_payments))
+    Ok(invoice_view(invoice, &details.lines, &details.transactions, &details.credit_payments, now))
 }
 
 /// The answer from the version where an endpoint answers an `invoice_collection`: the invoice
@@ -396,7 +397,7 @@ async fn invoice_page<E: ApiEndpoint<Response = Vec<InvoiceView>>>(
     let mut items = Vec::new();
     if !call.head {
         for invoice in &page.items {
-            match full_view(state, invoice).await {
+            match full_view(state, invoice, call.ctx.now).await {
                 Ok(v) => items.push(v),
                 Err(e) => return respond::internal(&e),
             }
@@ -446,7 +447,7 @@ pub(crate) async fn get_invoice(state: &AppState, call: &Routed<'_, api::GetInvo
         Ok(i) => i,
         Err(r) => return r,
     };
-    match full_view(state, &invoice).await {
+    match full_view(state, &invoice, call.ctx.now).await {
         Ok(view) => call.answer(&view),
         Err(e) => respond::internal(&e),
     }
@@ -510,7 +511,7 @@ where
     }
     match invoicing::invoice_pending(state, &call.context(), &account, terms).await {
         Ok(invoiced) => {
-            let view = match full_view(state, &invoiced.invoice).await {
+            let view = match full_view(state, &invoiced.invoice, call.ctx.now).await {
                 Ok(view) => view,
                 Err(e) => return respond::internal(&e),
             };
@@ -578,7 +579,7 @@ async fn settle(state: &AppState, call: &Call, how: Settlement) -> Result<Invoic
         }
         Err(SettleError::Failed(e)) => return Err(respond::internal(&e)),
     };
-    full_view(state, &invoice).await.map_err(|e| respond::internal(&e))
+    full_view(state, &invoice, call.ctx.now).await.map_err(|e| respond::internal(&e))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -588,7 +589,7 @@ async fn settle(state: &AppState, call: &Call, how: Settlement) -> Result<Invoic
 /// `<errors>` with `invoice.base` `not_voidable` when it is not an open credit invoice.
 pub(crate) async fn void_invoice(state: &AppState, call: &Routed<'_, api::VoidInvoice>) -> Response {
     match credit_invoices::void(state, &call.context(), &call.params[0]).await {
-        Ok(invoice) => match full_view(state, &invoice).await {
+        Ok(invoice) => match full_view(state, &invoice, call.ctx.now).await {
             Ok(view) => call.answer(&view),
             Err(e) => respond::internal(&e),
         },
@@ -886,8 +887,11 @@ pub(crate) async fn list_transactions<E: ApiEndpoint<Response = Vec<TransactionV
         Ok(page) => page,
         Err(e) => return respond::internal(&e),
     };
-    let items: Vec<TransactionView> =
-        if call.head { Vec::new() } else { page.items.iter().map(views::transaction_view).collect() };
+    let items: Vec<TransactionView> = if call.head {
+        Vec::new()
+    } else {
+        page.items.iter().map(|t| views::transaction_view(t, call.ctx.now)).collect()
+    };
     let params: Vec<&str> = call.params.iter().map(String::as_str).collect();
     let list_path = call.endpoint.render(&params);
     call.answer_page(&list_path, &query, &items, page.next, page.total)
@@ -895,8 +899,41 @@ pub(crate) async fn list_transactions<E: ApiEndpoint<Response = Vec<TransactionV
 
 pub(crate) async fn get_transaction(state: &AppState, call: &Routed<'_, api::GetTransaction>) -> Response {
     match queries::transaction(state, &call.context(), &call.params[0]).await {
-        Ok(t) => call.answer(&views::transaction_view(&t)),
+        Ok(t) => call.answer(&views::transaction_view(&t, call.ctx.now)),
         Err(e) => respond::app_error(&call.ctx.wire, "transaction", e.into()),
+    }
+}
+
+/// `DELETE /v2/transactions/{uuid}[?amount_in_cents=N]`: 202 with the original transaction as it
+/// is now; voided (unsettled and given back whole) without `Location`, refunded with `Location`
+/// naming the refund transaction. Refusals are 422 field errors, a declined refund the 422
+/// transaction error document.
+pub(crate) async fn refund_transaction(
+    state: &AppState,
+    call: &Routed<'_, api::RefundTransaction>,
+    query: Option<&str>,
+) -> Response {
+    let ctx = &call.ctx.wire;
+    let amount = match crate::request::query_param(query, "amount_in_cents") {
+        None => None,
+        Some(text) => match text.trim().parse::<i64>() {
+            Ok(n) => Some(n),
+            Err(_) => return field_error(ctx, "transaction.amount_in_cents", "not_a_number", "is not a number"),
+        },
+    };
+    let now = call.ctx.now;
+    match refunds::give_back_transaction(state, &call.context(), &call.params[0], amount).await {
+        Ok(GivenBack::Voided(original)) => call.answer(&views::transaction_view(&original, now)),
+        Ok(GivenBack::Refunded { original, refund }) => {
+            let location = EndpointId::GetTransaction.endpoint().render(&[&refund.uuid]);
+            with_location(call.answer(&views::transaction_view(&original, now)), ctx, &location)
+        }
+        Err(RefundError::Declined(transaction)) => views::decline_response(
+            ctx,
+            &transaction,
+            DeclineFields { verification_value: "transaction.base", base: "transaction.base" },
+        ),
+        Err(e) => respond::app_error(ctx, "transaction", e.into()),
     }
 }
 
@@ -971,7 +1008,7 @@ pub(crate) async fn create_transaction(
         return views::decline_response(ctx, &transaction, TRANSACTION_DECLINE);
     }
     let location = EndpointId::GetTransaction.endpoint().render(&[&transaction.uuid]);
-    with_location(call.answer(&views::transaction_view(&transaction)), ctx, &location)
+    with_location(call.answer(&views::transaction_view(&transaction, call.ctx.now)), ctx, &location)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1026,9 +1063,10 @@ pub(crate) async fn refund_invoice(
         credit_customer_notes: body.credit_customer_notes.clone(),
         external,
         termination: false,
+        transaction: None,
     };
     match refunds::refund_invoice(state, &call.context(), &call.params[0], &wanted).await {
-        Ok(refund) => match full_view(state, &refund).await {
+        Ok(refund) => match full_view(state, &refund, call.ctx.now).await {
             Ok(view) => {
                 let location = EndpointId::GetInvoice.endpoint().render(&[&refund.invoice_number.to_string()]);
                 with_location(call.answer(&view), ctx, &location)
@@ -1177,8 +1215,11 @@ mod tests {
     #[test]
     fn an_open_credit_invoice_shows_its_credit_and_the_void_anchor_with_credit_memos() {
         let invoice = stored(InvoiceKind::Credit, InvoiceState::Open, -500, 0);
-        let view =
-            seen(&invoice_view(&invoice, &[line(AdjustmentKind::Credit, -500, 1)], &[], &[]), ApiVersion::V2_11, true);
+        let view = seen(
+            &invoice_view(&invoice, &[line(AdjustmentKind::Credit, -500, 1)], &[], &[], 0),
+            ApiVersion::V2_11,
+            true,
+        );
         assert_eq!(view.kind, Some(InvoiceType::Credit));
         assert_eq!(state_word(&view, ApiVersion::V2_11, true), "open");
         assert_eq!((view.balance_in_cents, view.refundable_total_in_cents), (Some(-500), Some(0)));
@@ -1189,7 +1230,7 @@ mod tests {
         // Closed, voided or with a refund processing: nothing to void.
         for state in [InvoiceState::Closed, InvoiceState::Voided, InvoiceState::Processing] {
             let done = stored(InvoiceKind::Credit, state, -500, -500);
-            assert_eq!(invoice_view(&done, &[], &[], &[]).void_action, None, "{state:?}");
+            assert_eq!(invoice_view(&done, &[], &[], &[], 0).void_action, None, "{state:?}");
         }
     }
 
@@ -1200,7 +1241,7 @@ mod tests {
             (InvoiceState::Closed, "collected", "paid"),
             (InvoiceState::Voided, "failed", "failed"),
         ] {
-            let view = invoice_view(&stored(InvoiceKind::Credit, state, -500, 0), &[], &[], &[]);
+            let view = invoice_view(&stored(InvoiceKind::Credit, state, -500, 0), &[], &[], &[], 0);
             assert_eq!(state_word(&view, ApiVersion::V2_9, true), before, "{state:?} at 2.9");
             assert_eq!(state_word(&view, ApiVersion::V2_11, false), without, "{state:?} without Credit Memos");
             assert_eq!(state_word(&view, ApiVersion::V2_10, true), state.as_str(), "{state:?} at 2.10");
@@ -1220,7 +1261,7 @@ mod tests {
         let mut invoice = stored(InvoiceKind::Charge, InvoiceState::Paid, 3000, 3000);
         let mut charge = line(AdjustmentKind::Charge, 3000, 3);
         let credit = payment(CreditPaymentAction::Payment, 1200);
-        let view = invoice_view(&invoice, std::slice::from_ref(&charge), &[], std::slice::from_ref(&credit));
+        let view = invoice_view(&invoice, std::slice::from_ref(&charge), &[], std::slice::from_ref(&credit), 0);
         let view = seen(&view, ApiVersion::V2_11, true);
         assert_eq!(view.kind, Some(InvoiceType::Charge));
         assert_eq!(view.refundable_total_in_cents, Some(3000));
@@ -1237,16 +1278,16 @@ mod tests {
         invoice.credited = 1000;
         charge.credited = 1000;
         charge.quantity_credited = 1;
-        let view = invoice_view(&invoice, std::slice::from_ref(&charge), &[], &[]);
+        let view = invoice_view(&invoice, std::slice::from_ref(&charge), &[], &[], 0);
         assert_eq!(view.refundable_total_in_cents, Some(2000));
         let lines = view.line_items.unwrap_or_default();
         assert_eq!((lines[0].quantity_remaining, lines[0].refundable_total_in_cents), (Some(2), Some(2000)));
         invoice.credited = 3000;
-        let view = invoice_view(&invoice, &[], &[], &[]);
+        let view = invoice_view(&invoice, &[], &[], &[], 0);
         assert_eq!((view.refundable_total_in_cents, view.refund_action), (Some(0), None));
         // Nothing of an unpaid invoice is refundable.
         let pending = stored(InvoiceKind::Charge, InvoiceState::Pending, 3000, 0);
-        let view = invoice_view(&pending, std::slice::from_ref(&charge), &[], &[]);
+        let view = invoice_view(&pending, std::slice::from_ref(&charge), &[], &[], 0);
         assert_eq!((view.refundable_total_in_cents, view.refund_action), (Some(0), None));
         assert_eq!(view.line_items.unwrap_or_default()[0].refundable_total_in_cents, Some(0));
     }
@@ -1256,7 +1297,7 @@ mod tests {
         let mut refund = stored(InvoiceKind::Legacy, InvoiceState::Paid, -900, 0);
         refund.original_invoice_id = Some(5);
         refund.original_invoice_number = Some(1001);
-        let view = invoice_view(&refund, &[], &[], &[]);
+        let view = invoice_view(&refund, &[], &[], &[], 0);
         assert_eq!(state_word(&view, ApiVersion::V2_9, false), "collected");
         let old = seen(&view, ApiVersion::V2_9, false);
         assert_eq!(old.original_invoice, Some(href(EndpointId::GetInvoice, &["1001"])));
@@ -1284,10 +1325,10 @@ mod tests {
 
     #[test]
     fn a_credit_invoice_is_the_collection_s_credit_invoice() {
-        let credit = invoice_view(&stored(InvoiceKind::Credit, InvoiceState::Open, -500, 0), &[], &[], &[]);
+        let credit = invoice_view(&stored(InvoiceKind::Credit, InvoiceState::Open, -500, 0), &[], &[], &[], 0);
         let made = collection(credit.clone());
         assert_eq!((made.charge_invoice, made.credit_invoices), (None, Some(vec![credit])));
-        let legacy = invoice_view(&stored(InvoiceKind::Legacy, InvoiceState::Paid, -500, 0), &[], &[], &[]);
+        let legacy = invoice_view(&stored(InvoiceKind::Legacy, InvoiceState::Paid, -500, 0), &[], &[], &[], 0);
         let made = collection(legacy.clone());
         assert_eq!((made.charge_invoice, made.credit_invoices), (Some(Box::new(legacy)), Some(Vec::new())));
     }

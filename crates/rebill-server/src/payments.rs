@@ -51,7 +51,7 @@ pub(crate) async fn create_offline_payment(
     match offline_payments::enter(state, &call.context(), &call.params[0], &payment).await {
         Ok(entered) => {
             let location = EndpointId::GetTransaction.endpoint().render(&[&entered.transaction.uuid]);
-            with_location(call.answer(&views::transaction_view(&entered.transaction)), ctx, &location)
+            with_location(call.answer(&views::transaction_view(&entered.transaction, call.ctx.now)), ctx, &location)
         }
         Err(e) => respond::app_error(ctx, "transaction", e.into()),
     }
@@ -114,7 +114,7 @@ mod tests {
     /// refunded; other transactions keep their billing info type and gateway.
     #[test]
     fn offline_payments_show_their_method_as_their_type() {
-        let view = views::transaction_view(&offline("check", PaymentKind::BankAccount));
+        let view = views::transaction_view(&offline("check", PaymentKind::BankAccount), 1_800_000_000);
         assert_eq!(view.kind.as_deref(), Some("check"));
         assert_eq!(view.payment_method.as_deref(), Some("check"));
         assert_eq!(view.gateway_type, None);
@@ -122,7 +122,7 @@ mod tests {
         assert_eq!(view.message.as_deref(), Some(offline_payments::MESSAGE));
         let mut card = offline("credit_card", PaymentKind::CreditCard);
         card.new.gateway_type = "test".into();
-        let view = views::transaction_view(&card);
+        let view = views::transaction_view(&card, 1_800_000_000);
         assert_eq!((view.kind.as_deref(), view.gateway_type.as_deref()), (Some("credit_card"), Some("test")));
     }
 

@@ -51,22 +51,15 @@ fn invoice_href(number: i64) -> Href {
     Href::path(EndpointId::GetInvoice.endpoint().render(&[&number.to_string()]))
 }
 
-/// Whether a transaction can be refunded: only an approved charge (`purchase`) with money left
-/// that its refunds (successful or processing) have not given back yet. A verification or an
-/// authorization moved no money to refund, a refund is not refunded again, and a declined,
-/// voided or processing transaction has nothing to give back.
-fn refundable(t: &Transaction) -> bool {
-    t.result.status == TransactionStatus::Success && t.new.action == "purchase" && t.new.amount > t.refunded
-}
-
-/// A stored transaction as the API shows it. No transaction is voidable: rebill settles every
-/// approved charge at once (a refund is the way back), and a verification is never voided.
-pub(crate) fn transaction_view(t: &Transaction) -> View {
+/// A stored transaction as the API shows it at `now` (site clock): `voidable` and `refundable`
+/// (with the `refund` anchor) as giving it back would decide ([`rebill_app::refunds::give_back_flags`]:
+/// an unsettled purchase is voidable, a purchase with money left refundable).
+pub(crate) fn transaction_view(t: &Transaction, now: i64) -> View {
     let n = &t.new;
     let r = &t.result;
     let f = &n.billing;
     let card = n.kind == PaymentKind::CreditCard;
-    let refundable = refundable(t);
+    let (voidable, refundable) = rebill_app::refunds::give_back_flags(t, now);
     // An offline payment's type is its payment method (check, wire_transfer, …); no gateway.
     let offline = rebill_app::offline_payments::is_offline(t);
     let (cvv_code, cvv_message) = check_view(&r.cvv);
@@ -104,7 +97,7 @@ pub(crate) fn transaction_view(t: &Transaction) -> View {
         ),
         recurring: Some(n.recurring),
         test: Some(n.test),
-        voidable: Some(false),
+        voidable: Some(voidable),
         refundable: Some(refundable),
         ip_address: f.ip_address.clone(),
         gateway_type: (!offline).then(|| n.gateway_type.clone()),
@@ -221,7 +214,7 @@ pub(crate) fn decline_document(transaction: &Transaction, fields: DeclineFields<
     Errors {
         transaction_error: Some(Box::new(transaction_error(&failure))),
         errors: Some(vec![field_error]),
-        transaction: Some(Box::new(transaction_view(transaction))),
+        transaction: Some(Box::new(transaction_view(transaction, transaction.updated_at))),
     }
 }
 
@@ -328,6 +321,25 @@ mod tests {
         }
     }
 
+    /// A day after the transactions of these tests (made at 0): they have settled.
+    const SETTLED: i64 = 86_400;
+
+    #[test]
+    fn an_approved_purchase_is_voidable_until_it_settles_and_never_once_refunded() {
+        let t = transaction("purchase", TransactionStatus::Success);
+        let view = transaction_view(&t, SETTLED - 1);
+        assert_eq!((view.voidable, view.refundable, view.refund_action.is_some()), (Some(true), Some(true), true));
+        let view = transaction_view(&t, SETTLED);
+        assert_eq!((view.voidable, view.refundable), (Some(false), Some(true)), "settled at midnight UTC");
+        let mut part = t.clone();
+        part.refunded = 1;
+        assert_eq!(transaction_view(&part, 0).voidable, Some(false), "a partial refund: refunds only");
+        let mut voided = t;
+        voided.result.status = TransactionStatus::Void;
+        let view = transaction_view(&voided, 0);
+        assert_eq!((view.voidable, view.refundable, view.refund_action.is_some()), (Some(false), Some(false), false));
+    }
+
     #[test]
     fn only_an_approved_purchase_is_refundable() {
         use TransactionStatus::{Declined, Processing, Success, Void};
@@ -341,7 +353,7 @@ mod tests {
             ("authorization", Success, false),
             ("refund", Success, false),
         ] {
-            let view = transaction_view(&transaction(action, status));
+            let view = transaction_view(&transaction(action, status), SETTLED);
             assert_eq!(view.refundable, Some(expected), "{action} {status:?}");
             assert_eq!(view.refund_action.is_some(), expected, "{action} {status:?}: refund anchor");
             assert_eq!(view.voidable, Some(false), "{action} {status:?}");
@@ -352,15 +364,15 @@ mod tests {
     fn a_purchase_given_back_in_full_is_not_refundable_and_a_refund_links_its_purchase() {
         let mut t = transaction("purchase", TransactionStatus::Success);
         t.refunded = 40;
-        assert_eq!(transaction_view(&t).refundable, Some(true), "60 of 100 left");
+        assert_eq!(transaction_view(&t, SETTLED).refundable, Some(true), "60 of 100 left");
         t.refunded = 100;
-        let view = transaction_view(&t);
+        let view = transaction_view(&t, SETTLED);
         assert_eq!((view.refundable, view.refund_action.is_some()), (Some(false), false));
         assert_eq!(view.original_transaction, None);
         let mut refund = transaction("refund", TransactionStatus::Success);
         refund.original_transaction_uuid = Some("p1".into());
         let ctx = WireContext::new(rebill_xml::ApiVersion::V2_11, rebill_xml::Features::none(), "http://h");
-        let body = rebill_xml::to_xml(&transaction_view(&refund), &ctx, rebill_xml::Mode::Response);
+        let body = rebill_xml::to_xml(&transaction_view(&refund, SETTLED), &ctx, rebill_xml::Mode::Response);
         assert!(body.contains("<original_transaction href=\"http://h/v2/transactions/p1\"/>"), "{body}");
     }
 

@@ -12,7 +12,7 @@ use crate::StoreError;
 use crate::events::NewEvent;
 use crate::subscriptions::Work;
 
-use rebill_billing::states::InvoiceState;
+use rebill_billing::states::{InvoiceState, TransactionTransition};
 
 impl Work {
     /// Schedules `kind` for `subject` at `due_at` (site clock) in this work, as
@@ -68,6 +68,26 @@ impl Work {
         let number: i64 = row.try_get("invoice_number")?;
         let number = number.to_string();
         let recorded: Vec<(i64, &str, &NewEvent)> = events.iter().map(|e| (site, number.as_str(), e)).collect();
+        self.append_events(&recorded).await?;
+        Ok(true)
+    }
+
+    /// Voids a successful transaction (its status becomes `void`), recording `events` with it
+    /// (subject: its uuid). Answers whether it was still successful (otherwise nothing changes).
+    pub async fn void_transaction(&mut self, id: i64, at: i64, events: &[NewEvent]) -> Result<bool, StoreError> {
+        let change = TransactionTransition::Void;
+        let from: Vec<String> = change.from_statuses().iter().map(|s| format!("'{}'", s.as_str())).collect();
+        let sql = format!(
+            "UPDATE transactions SET status = $1, updated_at = $2 WHERE id = $3 AND status IN ({}) \
+             RETURNING site_id, uuid",
+            from.join(", ")
+        );
+        let row = sqlx::query(&sql).bind(change.to().as_str()).bind(at).bind(id).fetch_optional(&mut *self.tx).await?;
+        let Some(row) = row else { return Ok(false) };
+        use sqlx::Row;
+        let site: i64 = row.try_get("site_id")?;
+        let uuid: String = row.try_get("uuid")?;
+        let recorded: Vec<(i64, &str, &NewEvent)> = events.iter().map(|e| (site, uuid.as_str(), e)).collect();
         self.append_events(&recorded).await?;
         Ok(true)
     }

@@ -40,7 +40,7 @@ impl Transactions {
     pub async fn get(&self, uuid: &str) -> Result<rebill_models::Transaction, Error> {
         Call::<api::GetTransaction>::new(&self.client, &[uuid]).resource().await
     }
-    /// Voids or refunds a transaction (amount_in_cents for a partial refund); 202 with Location.
+    /// Voids or refunds a transaction (amount_in_cents for a partial refund): 202 with the original transaction, and Location naming the refund transaction when one was made.
     ///
     /// `DELETE /v2/transactions/{uuid}`
     ///
@@ -68,9 +68,11 @@ impl std::fmt::Debug for RefundTransactionRequest {
     }
 }
 impl IntoFuture for RefundTransactionRequest {
-    type Output = Result<(), Error>;
-    type IntoFuture = Pin<Box<dyn Future<Output = Result<(), Error>> + Send>>;
+    type Output = Result<rebill_models::Transaction, Error>;
+    type IntoFuture = Pin<
+        Box<dyn Future<Output = Result<rebill_models::Transaction, Error>> + Send>,
+    >;
     fn into_future(self) -> Self::IntoFuture {
-        Box::pin(self.call.empty())
+        Box::pin(self.call.resource())
     }
 }

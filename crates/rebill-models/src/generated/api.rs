@@ -1148,12 +1148,12 @@ pub static ENDPOINTS: [Endpoint; 90usize] = [
         since: None,
         feature: None,
         request: None,
-        response: Body::Empty,
+        response: Body::Resource("transaction"),
         later: &[],
         status: 202u16,
         filters: &[],
         query: &["amount_in_cents"],
-        doc: "Voids or refunds a transaction (amount_in_cents for a partial refund); 202 with Location.",
+        doc: "Voids or refunds a transaction (amount_in_cents for a partial refund): 202 with the original transaction, and Location naming the refund transaction when one was made.",
     },
     Endpoint {
         name: "create_purchase",
@@ -1595,7 +1595,7 @@ pub enum EndpointId {
     ///
     /// `GET /v2/transactions/{uuid}` → 200
     GetTransaction,
-    /// Voids or refunds a transaction (amount_in_cents for a partial refund); 202 with Location.
+    /// Voids or refunds a transaction (amount_in_cents for a partial refund): 202 with the original transaction, and Location naming the refund transaction when one was made.
     ///
     /// `DELETE /v2/transactions/{uuid}` → 202
     RefundTransaction,
@@ -2556,7 +2556,7 @@ impl ApiEndpoint for GetTransaction {
     type Request = ();
     type Response = Transaction;
 }
-/// Voids or refunds a transaction (amount_in_cents for a partial refund); 202 with Location.
+/// Voids or refunds a transaction (amount_in_cents for a partial refund): 202 with the original transaction, and Location naming the refund transaction when one was made.
 ///
 /// `DELETE /v2/transactions/{uuid}` → 202
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -2564,7 +2564,7 @@ pub struct RefundTransaction;
 impl ApiEndpoint for RefundTransaction {
     const ENDPOINT: &'static Endpoint = &ENDPOINTS[81usize];
     type Request = ();
-    type Response = ();
+    type Response = Transaction;
 }
 /// Creates subscriptions and charges in one purchase.
 ///
