@@ -43,6 +43,7 @@ fn refund(amount: i64, method: RefundMethod) -> RefundRequest {
         credit_customer_notes: None,
         external: None,
         termination: false,
+        transaction: None,
     }
 }
 
