@@ -562,6 +562,65 @@ def account_balance():
 
 
 
+def refunds():
+    """Money back through the client: an open amount and a line item of a paid invoice refunded
+    (``Invoice.refund_amount``, ``Invoice.refund``), part of its purchase refunded through the
+    transaction's ``refund`` anchor (202 and the refund transaction's ``Location``), a one-off
+    charge given back whole the same day (a void: no refund transaction), a refund the sandbox
+    declines, and the account's balance after it all."""
+    account = account_with_card("py-refunds")
+    account.charge(recurly.Adjustment(description="Seats", unit_amount_in_cents=2000, currency="USD", quantity=3))
+    invoice = account.invoice().charge_invoice
+    expect(invoice.refundable_total_in_cents, 6000, "refundable total of the paid invoice")
+
+    refund = invoice.refund_amount(1500)  # credit_first: nothing was paid by credit, so the card
+    expect(refund.total_in_cents, -1500, "total of the refund invoice")
+    expect(
+        [(t.action, t.amount_in_cents, t.status) for t in refund.transactions],
+        [("refund", 1500, "success")],
+        "the refund invoice's transactions",
+    )
+    original = recurly.Invoice.get(invoice.invoice_number)
+    expect(original.refundable_total_in_cents, 4500, "refundable after 1500")
+
+    seats = original.line_items[0]
+    refund = original.refund([{"adjustment": seats, "quantity": 1, "prorate": False}], "transaction_first")
+    expect(refund.total_in_cents, -2000, "one seat refunded")
+    expect([l.quantity for l in refund.line_items], [-1], "the refund line's quantity")
+    expect(recurly.Invoice.get(invoice.invoice_number).refundable_total_in_cents, 2500, "refundable after a seat")
+
+    purchase = [t for t in recurly.Invoice.get(invoice.invoice_number).transactions if t.action == "purchase"][0]
+    expect((purchase.refundable, purchase.voidable), (True, False), "a purchase refunded in part: refunds only")
+    purchase.refund(amount_in_cents=500)
+    given = purchase.get_refund_transaction()
+    expect((given.action, given.amount_in_cents, given.status), ("refund", 500, "success"), "the refund transaction")
+    expect(given.original_transaction().uuid, purchase.uuid, "the refund's original transaction")
+    expect(recurly.Invoice.get(invoice.invoice_number).refundable_total_in_cents, 2000, "refundable after 500")
+
+    charge = recurly.Transaction(amount_in_cents=800, currency="USD", account=recurly.Account(account_code="py-refunds"))
+    charge.save()
+    expect((charge.voidable, charge.refundable), (True, True), "a charge that has not settled")
+    charge.refund()  # 202 without Location: there is no refund transaction to fetch
+    refunds_of_charge = [
+        t for t in recurly.Account.get("py-refunds").transactions() if t.action == "refund" and t.amount_in_cents == 800
+    ]
+    expect(refunds_of_charge, [], "a void makes no refund transaction")
+    voided = recurly.Transaction.get(charge.uuid)
+    expect((voided.status, voided.voidable, voided.refundable), ("void", False, False), "the voided charge")
+
+    balance = recurly.Account.get("py-refunds").account_balance()
+    expect(balance.balance_in_cents["USD"], 0, "nothing owed either way after the refunds")
+    expect(balance.past_due, False, "not past due")
+
+    declining = account_with_card("py-refund-declined", number="4000000000002024")
+    declining.charge(recurly.Adjustment(description="Kept", unit_amount_in_cents=900, currency="USD"))
+    paid = declining.invoice().charge_invoice
+    error = raises(recurly.ValidationError, lambda: paid.refund_amount(900), "a refund the sandbox declines")
+    expect_true(error.transaction_error_code, "a transaction error code")
+    expect(error.errors["invoice.base"].symbol, "declined", "field error symbol")
+    expect(recurly.Invoice.get(paid.invoice_number).refundable_total_in_cents, 900, "nothing was refunded")
+
+
 def offline_payment():
     """An offline payment (a check) entered on a manual invoice, then the rest by wire transfer,
     through the client's ``Invoice.enter_offline_payment``. In this release the method posts to
@@ -624,6 +683,7 @@ FLOWS = [
     missing_account,
     account_balance,
     offline_payment,
+    refunds,
     # Moves the site's sandbox clock on by a month: keep it last.
     subscription_pause_and_resume,
 ]
