@@ -48,6 +48,8 @@ pub const INVOICE_PAID: &str = "invoice.paid";
 pub const INVOICE_FAILED: &str = "invoice.failed";
 pub const TRANSACTION_APPROVED: &str = "transaction.approved";
 pub const TRANSACTION_DECLINED: &str = "transaction.declined";
+/// A failed charge invoice written off with Credit Memos (subject: its number).
+pub const INVOICE_WRITTEN_OFF: &str = "invoice.written_off";
 /// A successful purchase voided before it settled (subject: its uuid).
 pub const TRANSACTION_VOIDED: &str = "transaction.voided";
 /// A refund invoice settled: what it gives back is given (or, with Credit Memos, kept as credit).
@@ -117,7 +119,11 @@ async fn run(services: &Services, scope: Awaiting<'_>, keep_going: bool) -> Resu
 /// Runs the reaction of the event's subscriber.
 async fn deliver(services: &Services, event: &Event) -> Result<(), JobError> {
     match event.kind.as_str() {
-        INVOICE_PAID | INVOICE_FAILED => crate::subscriptions::on_invoice_settled(services, event).await,
+        INVOICE_PAID => crate::subscriptions::on_invoice_settled(services, event).await,
+        INVOICE_FAILED => {
+            crate::subscriptions::on_invoice_settled(services, event).await?;
+            crate::write_offs::on_invoice_failed(services, event).await
+        }
         // No subscriber reacts to other kinds (they are never recorded as awaiting).
         _ => Ok(()),
     }

@@ -765,7 +765,8 @@ async fn close(
     };
     state.store.cancel_jobs(DUNNING_JOB, &invoice.uuid).await?;
     react(state, &closed).await?;
-    Ok(Some(closed))
+    // As the reactions left it (a write-off pays a failed invoice's balance).
+    Ok(Some(state.store.invoice_by_id(closed.id).await?.unwrap_or(closed)))
 }
 
 /// Collects a past-due invoice now (`collect`): one attempt with the stored payment method,

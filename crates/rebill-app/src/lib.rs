@@ -52,6 +52,7 @@ pub mod subscriptions;
 pub mod testing;
 pub mod tokens;
 pub mod transactions;
+pub mod write_offs;
 
 use std::sync::Arc;
 

@@ -542,7 +542,7 @@ fn billing_error(e: BillingError) -> Response {
 /// `PUT /v2/invoices/{number}/mark_successful`.
 pub(crate) async fn mark_successful(state: &AppState, call: &Routed<'_, api::MarkInvoiceSuccessful>) -> Response {
     match settle(state, call, Settlement::Paid).await {
-        Ok(view) => call.answer(&view),
+        Ok((view, _)) => call.answer(&view),
         Err(response) => response,
     }
 }
@@ -553,13 +553,17 @@ where
     E: LaterResponse<Response = InvoiceView, Later = InvoiceCollection>,
 {
     match settle(state, call, how).await {
-        Ok(view) => call.answer_by_version(view, collection),
+        Ok((view, written_off)) => call.answer_by_version(view, |view| InvoiceCollection {
+            credit_invoices: Some(written_off),
+            ..collection(view)
+        }),
         Err(response) => response,
     }
 }
 
-/// Settles or collects the path's invoice: the invoice after it, or the refusal.
-async fn settle(state: &AppState, call: &Call, how: Settlement) -> Result<InvoiceView, Response> {
+/// Settles or collects the path's invoice: the invoice after it with the credit invoice that
+/// wrote it off when it failed (Credit Memos), or the refusal.
+async fn settle(state: &AppState, call: &Call, how: Settlement) -> Result<(InvoiceView, Vec<InvoiceView>), Response> {
     let invoice = path_invoice(state, call).await?;
     let invoice = match invoicing::settle_invoice(state, &call.context(), &invoice, how).await {
         Ok(i) => i,
@@ -579,7 +583,19 @@ async fn settle(state: &AppState, call: &Call, how: Settlement) -> Result<Invoic
         }
         Err(SettleError::Failed(e)) => return Err(respond::internal(&e)),
     };
-    full_view(state, &invoice, call.ctx.now).await.map_err(|e| respond::internal(&e))
+    let mut written_off = Vec::new();
+    if invoice.state == InvoiceState::Failed {
+        let page = rebill_app::model::PageRequest { limit: 200, ..Default::default() };
+        let number = invoice.invoice_number.to_string();
+        let credits = credit_invoices::credit_invoices(state, &call.context(), &number, &page)
+            .await
+            .map_err(|e| respond::internal(&e))?;
+        for credit in credits.items.iter().filter(|i| i.origin == rebill_app::write_offs::ORIGIN) {
+            written_off.push(full_view(state, credit, call.ctx.now).await.map_err(|e| respond::internal(&e))?);
+        }
+    }
+    let view = full_view(state, &invoice, call.ctx.now).await.map_err(|e| respond::internal(&e))?;
+    Ok((view, written_off))
 }
 
 // ---------------------------------------------------------------------------------------------

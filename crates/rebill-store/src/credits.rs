@@ -524,3 +524,92 @@ mod tests {
         assert_eq!(CreditPaymentAction::parse("gift"), None);
     }
 }
+
+/// Origin of the credit invoice that writes off a failed charge invoice.
+pub const WRITE_OFF_ORIGIN: &str = "write_off";
+
+impl Work {
+    /// Voids the `payment` credit payments applied to the charge invoice `invoice_id` (it
+    /// failed): each gets `voided_at`, its credit goes back to the credit invoice it came from
+    /// (an emptied credit invoice opens again) and off the charge invoice (which owes it again).
+    /// Answers the payments voided.
+    pub async fn void_credit_payments_to(
+        &mut self,
+        invoice_id: i64,
+        at: i64,
+    ) -> Result<Vec<CreditPayment>, StoreError> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM credit_payments WHERE applied_to_invoice_id = $1 AND action = $2 \
+             AND voided_at IS NULL AND original_invoice_id <> $1 ORDER BY id"
+        );
+        let rows = sqlx::query(&sql)
+            .bind(invoice_id)
+            .bind(CreditPaymentAction::Payment.as_str())
+            .fetch_all(&mut *self.tx)
+            .await?;
+        let payments: Vec<CreditPayment> = rows.iter().map(from_row).collect::<Result<_, _>>()?;
+        for p in &payments {
+            sqlx::query("UPDATE credit_payments SET voided_at = $1, updated_at = $1 WHERE id = $2")
+                .bind(at)
+                .bind(p.id)
+                .execute(&mut *self.tx)
+                .await?;
+            sqlx::query(
+                "UPDATE invoices SET balance = balance - $1, paid = paid + $1, \
+                 state = CASE WHEN kind = $2 THEN $3 ELSE state END, closed_at = NULL, updated_at = $4 WHERE id = $5",
+            )
+            .bind(p.amount)
+            .bind(InvoiceKind::Credit.as_str())
+            .bind(InvoiceState::Open.as_str())
+            .bind(at)
+            .bind(p.original_invoice_id)
+            .execute(&mut *self.tx)
+            .await?;
+            sqlx::query("UPDATE invoices SET balance = balance + $1, paid = paid - $1, updated_at = $2 WHERE id = $3")
+                .bind(p.amount)
+                .bind(at)
+                .bind(invoice_id)
+                .execute(&mut *self.tx)
+                .await?;
+        }
+        Ok(payments)
+    }
+
+    /// Whether the invoice `invoice_id` has been written off (a credit invoice of origin
+    /// [`WRITE_OFF_ORIGIN`] credits it).
+    pub async fn written_off(&mut self, invoice_id: i64) -> Result<bool, StoreError> {
+        let row = sqlx::query("SELECT COUNT(*) AS n FROM invoices WHERE original_invoice_id = $1 AND origin = $2")
+            .bind(invoice_id)
+            .bind(WRITE_OFF_ORIGIN)
+            .fetch_one(&mut *self.tx)
+            .await?;
+        Ok(row.try_get::<i64, _>("n")? > 0)
+    }
+
+    /// Records `amount` (> 0) of the charge invoice `invoice` as paid by credit (a write-off):
+    /// its balance falls by it, compare-and-set on the balance read. Answers whether it held.
+    pub async fn pay_by_credit(&mut self, invoice: &Invoice, amount: i64, at: i64) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE invoices SET balance = balance - $1, paid = paid + $1, updated_at = $2 \
+             WHERE id = $3 AND balance = $4 AND balance >= $1",
+        )
+        .bind(amount)
+        .bind(at)
+        .bind(invoice.id)
+        .bind(invoice.amounts.balance)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+}
+
+impl Store {
+    /// Whether the site has Credit Memos (`None`: no such site).
+    pub async fn site_has_credit_memos(&self, site_id: i64) -> Result<Option<bool>, StoreError> {
+        let row = sqlx::query("SELECT credit_memos FROM sites WHERE id = $1")
+            .bind(site_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| r.try_get::<i64, _>("credit_memos").map(|v| v != 0)).transpose().map_err(Into::into)
+    }
+}
