@@ -243,6 +243,66 @@ fn credit_memos(db: &str) {
     status(&r, 422);
 }
 
+/// The Credit Memos stories as a client of 2.9 sees them: the refund answered as a plain invoice
+/// (old state names, `subtotal_in_cents` before discount, no `type`, `balance_in_cents`
+/// or credit links), `refund_apply_order` instead of `refund_method`, the 2.10 routes absent,
+/// and the same invoices read again at 2.11 with their Credit Memos elements.
+fn credit_memos_read_at_2_9(db: &str) {
+    let s = serve(db);
+    s.cli(&["site", "update", "--name", "sandbox", "--credit-memos", "true"]);
+    customer(&s, "o1", "4111111111111111");
+    let number = paid_invoice(&s, "o1", &[(4000, 1, "Annual")]);
+    // 1500 to credit (refund_apply_order credit: credit first, and nothing was paid by credit,
+    // so all of it goes to the card) — then an all-credit refund is out of reach below 2.10.
+    let body =
+        "<invoice><amount_in_cents>1500</amount_in_cents><refund_apply_order>credit</refund_apply_order></invoice>";
+    let r = refund(&s, "2.9", &number, body);
+    status(&r, 201);
+    has(&r, "<invoice href=");
+    has(&r, "<state>collected</state>");
+    has(&r, "<subtotal_in_cents type=\"integer\">-1500</subtotal_in_cents>");
+    has(&r, "<total_in_cents type=\"integer\">-1500</total_in_cents>");
+    has(&r, &format!("<original_invoice href=\"http://{}/v2/invoices/{number}\"/>", s.addr));
+    // (Line items keep their own `origin`, which every version has.)
+    for absent in ["<type>", "<balance_in_cents", "<original_invoices", "<credit_payments", "name=\"void\""] {
+        assert!(!r.body.contains(absent), "{absent} at 2.9 in {}", r.body);
+    }
+    let refund_number = field(&r.body, "invoice_number");
+    assert_eq!(stored(db, &r), "credit:refund:closed:0");
+    let r = refund(&s, "2.9", &number, "<invoice><refund_method>all_credit</refund_method></invoice>");
+    status(&r, 422);
+    // A declined refund kept as credit: an open credit invoice, `open` at 2.9 too.
+    customer(&s, "o2", "4000000000002024");
+    let declined = paid_invoice(&s, "o2", &[(900, 1, "Gadget")]);
+    let r = refund(&s, "2.9", &declined, "<invoice></invoice>");
+    status(&r, 201);
+    has(&r, "<state>open</state>");
+    let credit_number = field(&r.body, "invoice_number");
+    // The 2.10 routes do not exist at 2.9.
+    status(&get(&s, "2.9", "/v2/credit_payments"), 404);
+    status(&authed(&s, "PUT", &format!("/v2/invoices/{credit_number}/void"), &xml_at("2.9"), ""), 404);
+    status(&get(&s, "2.9", &format!("/v2/invoices/{number}/credit_invoices")), 404);
+    // The account balance (from 2.3) nets the credit at 2.9 as at 2.11.
+    for version in ["2.9", "2.11"] {
+        let r = get(&s, version, "/v2/accounts/o2/balance");
+        has(&r, "<USD type=\"integer\">-900</USD>");
+    }
+    // Read at 2.11: the Credit Memos elements of the same invoices.
+    let r = get(&s, "2.11", &format!("/v2/invoices/{refund_number}"));
+    has(&r, "<type>credit</type>");
+    has(&r, "<origin>refund</origin>");
+    has(&r, "<state>closed</state>");
+    has(&r, "<balance_in_cents type=\"integer\">0</balance_in_cents>");
+    has(&r, "<subtotal_before_discount_in_cents type=\"integer\">-1500</subtotal_before_discount_in_cents>");
+    let r = get(&s, "2.11", &format!("/v2/invoices/{credit_number}"));
+    has(&r, "<state>open</state>");
+    has(&r, "<balance_in_cents type=\"integer\">-900</balance_in_cents>");
+    has(&r, "<a name=\"void\"");
+    let r = get(&s, "2.11", &format!("/v2/invoices/{number}"));
+    has(&r, "<type>charge</type>");
+    has(&r, "<refundable_total_in_cents type=\"integer\">2500</refundable_total_in_cents>");
+}
+
 /// Terminating with `refund=partial` and `refund=full`: the last period's charge given back on
 /// its invoice, prorated by the days still to come or whole (origin `termination`).
 fn terminations(db: &str) {
@@ -298,4 +358,9 @@ fn refunds_without_credit_memos() {
 #[test]
 fn refunds_with_credit_memos() {
     on_both_backends("refunds_cm", credit_memos);
+}
+
+#[test]
+fn credit_memo_refunds_read_at_2_9() {
+    on_both_backends("refunds_cm_2_9", credit_memos_read_at_2_9);
 }
