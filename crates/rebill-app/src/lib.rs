@@ -46,6 +46,7 @@ pub mod queries;
 pub mod refunds;
 pub mod renewals;
 pub mod scheduler;
+pub mod shipping_addresses;
 pub mod sites;
 pub mod subscriptions;
 #[cfg(feature = "testing")]
