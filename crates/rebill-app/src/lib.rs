@@ -33,6 +33,7 @@ pub mod catalog;
 pub mod clock;
 pub mod context;
 pub mod credit_invoices;
+pub mod cvv;
 pub mod documents;
 pub mod error;
 pub mod events;

@@ -55,6 +55,7 @@ handlers! { state, call, request, query;
     GetBillingInfo(c) => billing_info::get(state, c),
     UpdateBillingInfo(c) => billing_info::update(state, c, request),
     DeleteBillingInfo(c) => billing_info::delete(state, c),
+    VerifyCvv(c) => billing_info::verify_cvv(state, c, request),
 
     ListPlans(c) => plans::list(state, c, query),
     CreatePlan(c) => plans::create(state, c, request),
