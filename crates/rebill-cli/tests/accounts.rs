@@ -344,7 +344,7 @@ fn requests(s: &Server) {
             address("Ann")
         ),
     );
-    errors(&r, "account.shipping_addresses.shipping_address[1].last_name", "blank");
+    errors(&r, "account.shipping_addresses[1].last_name", "blank");
     assert_error(&get(s, "2.11", "/v2/accounts/n1"), 404, "not_found");
     // The country is checked from 2.8.
     let zz = address("Zed").replace("<country>FR</country>", "<country>ZZ</country>");
@@ -353,7 +353,7 @@ fn requests(s: &Server) {
         "2.8",
         &format!("<account><account_code>n1</account_code><shipping_addresses>{zz}</shipping_addresses></account>"),
     );
-    errors(&r, "account.shipping_addresses.shipping_address[0].country", "invalid");
+    errors(&r, "account.shipping_addresses[0].country", "invalid");
     assert_eq!(
         post(
             s,
