@@ -356,15 +356,13 @@ impl Store {
         if n >= limit {
             return Ok(false);
         }
-        sqlx::query(
-            "INSERT INTO cvv_checks (site_id, account_id, card_key, matched, checked_at) VALUES ($1, $2, $3, 0, $4)",
-        )
-        .bind(site_id)
-        .bind(account_id)
-        .bind(card_key)
-        .bind(at)
-        .execute(&mut *work.tx)
-        .await?;
+        sqlx::query("INSERT INTO cvv_checks (site_id, account_id, card_key, checked_at) VALUES ($1, $2, $3, $4)")
+            .bind(site_id)
+            .bind(account_id)
+            .bind(card_key)
+            .bind(at)
+            .execute(&mut *work.tx)
+            .await?;
         work.commit().await?;
         Ok(true)
     }
