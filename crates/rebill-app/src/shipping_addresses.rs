@@ -72,7 +72,7 @@ pub enum ShippingChoice {
     /// An address the account holds, by id.
     Existing(i64),
     /// A new address for the account (or the one it holds with exactly these values).
-    New(ShippingFields),
+    New(Box<ShippingFields>),
 }
 
 /// An address a request named, and whether the request added it to the account.
@@ -205,7 +205,7 @@ pub async fn resolve(
             None => Err(ShippingError::NotFound(*id)),
         },
         ShippingChoice::New(fields) => {
-            let mut resolved = add(services, ctx, account, std::slice::from_ref(fields)).await?;
+            let mut resolved = add(services, ctx, account, std::slice::from_ref(&**fields)).await?;
             resolved.pop().ok_or(ShippingError::NotFound(0))
         }
     }
@@ -273,7 +273,7 @@ pub async fn create(
     fields: &ShippingFields,
 ) -> Result<Resolved, ShippingError> {
     let account = account(services, ctx, code).await?;
-    resolve(services, ctx, &account, &ShippingChoice::New(fields.clone())).await
+    resolve(services, ctx, &account, &ShippingChoice::New(Box::new(fields.clone()))).await
 }
 
 /// Changes the values `changes` holds of the account's address `id`.

@@ -879,7 +879,8 @@ pub async fn create_shipped(
                 Some(a) => services.store.shipping_addresses(a.id).await?,
                 None => Vec::new(),
             };
-            shipping_addresses::check_new(&held, std::slice::from_ref(fields)).map_err(CreateError::ShippingAddress)?;
+            shipping_addresses::check_new(&held, std::slice::from_ref(&**fields))
+                .map_err(CreateError::ShippingAddress)?;
         }
         (None, _) => {}
     }

@@ -59,7 +59,9 @@ async fn an_account_s_addresses_are_added_once_and_at_most_twenty() {
         let blank = ShippingFields { zip: None, ..address("2 Main St.") };
         let refused = shipping::create(&services, &ctx, "a1", &blank).await;
         assert!(matches!(refused, Err(ShippingError::Blank(ref f)) if f == &["zip"]), "{backend:?}: {refused:?}");
-        assert!(matches!(AppError::from(refused.unwrap_err()), AppError::Refused(ref f) if f[0].field == "zip"));
+        assert!(
+            matches!(AppError::from(refused.expect_err("refused")), AppError::Refused(ref f) if f[0].field == "zip")
+        );
 
         for i in 1..MAX_PER_ACCOUNT {
             shipping::create(&services, &ctx, "a1", &address(&format!("{i} Side St."))).await.expect("fits");
@@ -123,7 +125,7 @@ async fn nested_addresses_go_with_a_refused_new_account() {
         let refused =
             accounts::create_with_shipping(&services, &ctx, "n3", &AccountFields::default(), None, &blank).await;
         assert!(matches!(refused, Err(AccountError::ShippingAddress(ShippingError::Blank(_)))), "{backend:?}");
-        match AppError::from(refused.unwrap_err()) {
+        match AppError::from(refused.expect_err("refused")) {
             AppError::Refused(fields) => assert_eq!(fields[0].field, "shipping_addresses.first_name"),
             other => panic!("{other:?}"),
         }
@@ -176,7 +178,7 @@ async fn subscriptions_ship_their_lines_to_their_own_address() {
             &services,
             &ctx,
             subscribe_input(plan.id, a0.clone(), &format!("{:032x}", 99)),
-            Some(ShippingChoice::New(address("9 Gone St."))),
+            Some(ShippingChoice::New(Box::new(address("9 Gone St.")))),
         )
         .await;
         assert!(matches!(refused, Err(CreateError::FirstPaymentDeclined(_))), "{backend:?}: {:?}", refused.err());

@@ -779,7 +779,7 @@ pub(crate) async fn create_adjustment(
             );
         }
         (Some(id), None) => Some(ShippingChoice::Existing(id)),
-        (None, Some(address)) => Some(ShippingChoice::New(views::shipping_fields(address))),
+        (None, Some(address)) => Some(ShippingChoice::New(Box::new(views::shipping_fields(address)))),
         (None, None) => None,
     };
     let Some(unit) = body.unit_amount_in_cents else {

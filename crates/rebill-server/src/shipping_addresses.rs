@@ -9,6 +9,9 @@
 //! - Delete answers 204; an address a live subscription ships to is refused with 422
 //!   `shipping_address_in_use`.
 
+// A refusal is the finished HTTP response, built once per request: its size does not matter.
+#![allow(clippy::result_large_err)]
+
 use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::Response;

@@ -448,7 +448,7 @@ fn shipping_choice(ctx: &WireContext, doc: &Subscription) -> Result<Option<Shipp
             Err(field_error(ctx, "shipping_address_id", "invalid", "can't be sent together with shipping_address"))
         }
         (Some(id), None) => Ok(Some(ShippingChoice::Existing(id))),
-        (None, Some(address)) => Ok(Some(ShippingChoice::New(views::shipping_fields(address)))),
+        (None, Some(address)) => Ok(Some(ShippingChoice::New(Box::new(views::shipping_fields(address))))),
         (None, None) => Ok(None),
     }
 }
