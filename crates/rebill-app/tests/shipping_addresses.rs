@@ -179,6 +179,7 @@ async fn subscriptions_ship_their_lines_to_their_own_address() {
             &ctx,
             subscribe_input(plan.id, a0.clone(), &format!("{:032x}", 99)),
             Some(ShippingChoice::New(Box::new(address("9 Gone St.")))),
+            &[address("8 Gone St.")],
         )
         .await;
         assert!(matches!(refused, Err(CreateError::FirstPaymentDeclined(_))), "{backend:?}: {:?}", refused.err());
@@ -189,6 +190,7 @@ async fn subscriptions_ship_their_lines_to_their_own_address() {
             &ctx,
             subscribe_input(plan.id, a0.clone(), &format!("{:032x}", 98)),
             Some(ShippingChoice::Existing(424_242)),
+            &[],
         )
         .await;
         assert!(

@@ -352,6 +352,26 @@ fn subscriptions_ship_to_addresses(db: &str) {
         "invalid",
     );
 
+    // A nested account's shipping addresses are added to it; the subscription ships to its own
+    // address only.
+    let token = card_token(&s, "4111111111111111");
+    let nested = format!(
+        "<subscription><plan_code>gold</plan_code><currency>USD</currency>\
+         <account><account_code>s2</account_code><shipping_addresses>{}</shipping_addresses>\
+         <billing_info><token_id>{token}</token_id></billing_info></account></subscription>",
+        address("7 Nest St.")
+    );
+    let r = post_at(&s, "2.11", "/v2/subscriptions", &nested);
+    assert_eq!(r.status, 201, "{}", r.body);
+    lacks(&r, "<shipping_address");
+    let list = ok(get_at(&s, "2.11", "/v2/accounts/s2/shipping_addresses"), 200);
+    assert_eq!(records(&list), "1");
+    has(&list, "<address1>7 Nest St.</address1>");
+    let incomplete = nested.replace("<city>San Francisco</city>", "");
+    let r = post_at(&s, "2.11", "/v2/subscriptions", &incomplete.replace("s2", "s3"));
+    refused(&r, "subscription.account.shipping_addresses[0].city", "blank");
+    assert_error(&get_at(&s, "2.11", "/v2/accounts/s3"), 404, "not_found");
+
     // One-off adjustments take an address from 2.11.
     let adj = |version: &str, extra: &str| {
         post_at(

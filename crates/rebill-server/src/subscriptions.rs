@@ -635,7 +635,10 @@ pub(crate) async fn create<E: TakesSubscription>(
         drafted,
         details,
     };
-    let loaded = match subscriptions::create_shipped(state, &call.context(), input, shipping).await {
+    let account_addresses: Vec<_> =
+        nested.and_then(|a| a.shipping_addresses.as_ref()).into_iter().flatten().map(views::shipping_fields).collect();
+    let loaded = match subscriptions::create_shipped(state, &call.context(), input, shipping, &account_addresses).await
+    {
         Ok(loaded) => loaded,
         Err(CreateError::ShippingAddress(e)) => return shipping_refusal(ctx, e),
         Err(CreateError::PaymentMethod(e)) => return payment_method_error(ctx, &e),
