@@ -172,8 +172,17 @@ pub async fn add(
             .collect();
         services
             .store
-            .create_shipping_addresses(ctx.site.id, account.id, &account.account_code, &to_add, ctx.now, &events)
+            .create_shipping_addresses(
+                ctx.site.id,
+                account.id,
+                &account.account_code,
+                &to_add,
+                MAX_PER_ACCOUNT,
+                ctx.now,
+                &events,
+            )
             .await?
+            .ok_or(ShippingError::TooMany)?
     };
     new.iter()
         .map(with_default_nickname)

@@ -267,3 +267,35 @@ async fn a_card_s_security_code_is_checked_three_times_a_day_at_most() {
         assert!(matches!(cvv::verify_cvv(&services, &ctx, "zz", "123").await, Err(CvvError::AccountNotFound(_))));
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_additions_stay_within_the_limit() {
+    for store in both_backends("app_shipping_race").await {
+        let backend = store.backend();
+        let (services, ctx) = subscribers(store, Scripted::declining(&[]), TestClock::starting(T0), 0).await;
+        accounts::create(&services, &ctx, "r1", &AccountFields::default(), None).await.expect("account");
+        for i in 0..MAX_PER_ACCOUNT - 3 {
+            shipping::create(&services, &ctx, "r1", &address(&format!("{i} Side St."))).await.expect("fits");
+        }
+        let tasks: Vec<_> = (0..6)
+            .map(|i| {
+                let (services, ctx) = (services.clone(), ctx.clone());
+                tokio::spawn(async move {
+                    shipping::create(&services, &ctx, "r1", &address(&format!("{i} Race St."))).await
+                })
+            })
+            .collect();
+        let mut added = 0;
+        let mut too_many = 0;
+        for task in tasks {
+            match task.await.expect("task") {
+                Ok(r) if r.added => added += 1,
+                Err(ShippingError::TooMany) => too_many += 1,
+                other => panic!("{backend:?}: {other:?}"),
+            }
+        }
+        assert_eq!((added, too_many), (3, 3), "{backend:?}");
+        let listed = shipping::list(&services, &ctx, "r1", &page()).await.expect("list");
+        assert_eq!(listed.total, MAX_PER_ACCOUNT as i64, "{backend:?}");
+    }
+}

@@ -151,16 +151,20 @@ pub fn same_address(stored: &ShippingFields, new: &ShippingFields) -> bool {
 
 impl Store {
     /// Adds addresses to the account and records `events` (subject: the account code), in one
-    /// transaction; answers them in the order given.
+    /// transaction; answers them in the order given. `None` (nothing added) when the account
+    /// would then hold more than `max_live` live addresses: the count is taken under the
+    /// account's row lock, so concurrent additions cannot pass the limit together.
+    #[allow(clippy::too_many_arguments)]
     pub async fn create_shipping_addresses(
         &self,
         site_id: i64,
         account_id: i64,
         account_code: &str,
         addresses: &[ShippingFields],
+        max_live: usize,
         now: i64,
         events: &[NewEvent],
-    ) -> Result<Vec<ShippingAddress>, StoreError> {
+    ) -> Result<Option<Vec<ShippingAddress>>, StoreError> {
         let placeholders: Vec<String> = (0..SETTABLE.len()).map(|i| format!("${}", i + 4)).collect();
         let sql = format!(
             "INSERT INTO shipping_addresses (site_id, account_id, created_at, updated_at, {}) \
@@ -169,6 +173,16 @@ impl Store {
             placeholders.join(", ")
         );
         let mut work = self.begin_work().await?;
+        sqlx::query("UPDATE accounts SET id = id WHERE id = $1").bind(account_id).execute(&mut *work.tx).await?;
+        let live: i64 =
+            sqlx::query("SELECT COUNT(*) AS n FROM shipping_addresses WHERE account_id = $1 AND deleted_at IS NULL")
+                .bind(account_id)
+                .fetch_one(&mut *work.tx)
+                .await?
+                .try_get("n")?;
+        if usize::try_from(live).unwrap_or(usize::MAX).saturating_add(addresses.len()) > max_live {
+            return Ok(None);
+        }
         let mut made = Vec::with_capacity(addresses.len());
         for fields in addresses {
             let mut query = sqlx::query(&sql).bind(site_id).bind(account_id).bind(now);
@@ -179,7 +193,7 @@ impl Store {
         }
         work.append_item_events(site_id, account_code, events).await?;
         work.commit().await?;
-        Ok(made)
+        Ok(Some(made))
     }
 
     /// The account's live address `id`.
