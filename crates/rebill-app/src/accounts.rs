@@ -5,7 +5,10 @@ use rebill_billing::balance::{AccountBalance, CurrencyInvoices, account_balance}
 use rebill_store::StoreError;
 use rebill_store::accounts::{Account, AccountFields};
 
+use rebill_store::shipping_addresses::ShippingFields;
+
 use crate::payment_methods::{self, BillingRequest, Refusal};
+use crate::shipping_addresses::{self, ShippingError};
 use crate::{Context, Services, events};
 
 /// Why an account operation changed nothing (or, for [`AccountError::BillingInfo`] with a
@@ -21,6 +24,9 @@ pub enum AccountError {
     /// The nested billing info was refused (or its verification declined).
     #[error("the billing info was refused: {0:?}")]
     BillingInfo(Refusal),
+    /// A nested shipping address was refused (nothing was kept).
+    #[error(transparent)]
+    ShippingAddress(ShippingError),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -36,6 +42,21 @@ pub async fn create(
     fields: &AccountFields,
     billing_info: Option<&BillingRequest>,
 ) -> Result<Account, AccountError> {
+    create_with_shipping(services, ctx, code, fields, billing_info, &[]).await
+}
+
+/// [`create`] with the account's first shipping addresses, all or nothing with the account:
+/// they are checked before anything is written, and a refused billing info removes them with
+/// the account.
+pub async fn create_with_shipping(
+    services: &Services,
+    ctx: &Context,
+    code: &str,
+    fields: &AccountFields,
+    billing_info: Option<&BillingRequest>,
+    shipping: &[ShippingFields],
+) -> Result<Account, AccountError> {
+    shipping_addresses::check_new(&[], shipping).map_err(AccountError::ShippingAddress)?;
     let prepared = match billing_info {
         Some(info) => {
             if services.store.account(ctx.site.id, code).await?.is_some() {
@@ -54,6 +75,14 @@ pub async fn create(
         Err(StoreError::DuplicateAccount(_)) => return Err(AccountError::Taken),
         Err(e) => return Err(e.into()),
     };
+    if !shipping.is_empty()
+        && let Err(e) = shipping_addresses::add(services, ctx, &created, shipping).await
+    {
+        if let Err(e) = services.store.discard_new_account(ctx.site.id, created.id).await {
+            tracing::error!(error = %e, "removing an account whose shipping addresses were refused");
+        }
+        return Err(AccountError::ShippingAddress(e));
+    }
     if let Some(prepared) = prepared {
         match payment_methods::commit(services, ctx, &created, prepared).await {
             Ok(_) => {}

@@ -7,6 +7,7 @@ use rebill_store::invoicing::{Adjustment, AdjustmentDeletion, AdjustmentFilter, 
 use rebill_store::{Page, PageRequest, StoreError};
 
 use crate::payment_methods::valid_currency;
+use crate::shipping_addresses::{self, ShippingChoice, ShippingError};
 use crate::{Context, Services};
 
 /// Most units of one adjustment.
@@ -50,6 +51,9 @@ pub enum AdjustmentError {
     /// The total is beyond [`MAX_TOTAL_IN_CENTS`] either way.
     #[error("the amount is too large")]
     TooLarge,
+    /// The shipping address named was refused.
+    #[error(transparent)]
+    ShippingAddress(ShippingError),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -60,6 +64,19 @@ pub async fn create(
     ctx: &Context,
     account: &Account,
     charge: &NewCharge,
+) -> Result<Adjustment, AdjustmentError> {
+    create_shipped(services, ctx, account, charge, None).await
+}
+
+/// [`create`] shipped to the address `shipping` names (2.11: an address of the account, or a
+/// new one added to it; the amounts are checked first, and a new address goes again when the
+/// adjustment is not written).
+pub async fn create_shipped(
+    services: &Services,
+    ctx: &Context,
+    account: &Account,
+    charge: &NewCharge,
+    shipping: Option<&ShippingChoice>,
 ) -> Result<Adjustment, AdjustmentError> {
     let currency = charge.currency.to_ascii_uppercase();
     if !valid_currency(&currency) {
@@ -98,7 +115,16 @@ pub async fn create(
         original_adjustment_id: None,
         reversed_quantity: 0,
     };
-    Ok(services.store.create_adjustment(ctx.site.id, &new, ctx.now).await?)
+    let Some(choice) = shipping else { return Ok(services.store.create_adjustment(ctx.site.id, &new, ctx.now).await?) };
+    let resolved =
+        shipping_addresses::resolve(services, ctx, account, choice).await.map_err(AdjustmentError::ShippingAddress)?;
+    match services.store.create_shipped_adjustment(ctx.site.id, &new, resolved.address.id, ctx.now).await {
+        Ok(made) => Ok(made),
+        Err(e) => {
+            shipping_addresses::discard(services, ctx, account, &resolved).await;
+            Err(e.into())
+        }
+    }
 }
 
 /// The adjustment `uuid` of the site.

@@ -227,6 +227,15 @@ impl From<AccountError> for AppError {
             AccountError::NotFound(code) => Self::NotFound(Missing::account(&code)),
             AccountError::Taken => Self::refused("account_code", "taken", "has already been taken"),
             AccountError::BillingInfo(refusal) => refusal.into(),
+            AccountError::ShippingAddress(e) => match Self::from(e) {
+                Self::Refused(fields) => Self::Refused(
+                    fields
+                        .into_iter()
+                        .map(|f| FieldRefusal { field: format!("shipping_addresses.{}", f.field), ..f })
+                        .collect(),
+                ),
+                other => other,
+            },
             AccountError::Store(e) => e.into(),
         }
     }
@@ -263,6 +272,7 @@ impl From<CreateError> for AppError {
             CreateError::AccountNotFound(code) => Self::NotFound(Missing::account(&code)),
             CreateError::Busy => Self::Conflict(e.to_string()),
             CreateError::FirstPaymentDeclined(transaction) => Self::Declined(transaction),
+            CreateError::ShippingAddress(e) => e.into(),
             CreateError::Failed(e) => e.into(),
         }
     }
@@ -339,6 +349,7 @@ impl From<AdjustmentError> for AppError {
             AdjustmentError::InvalidCurrency => Self::refused("currency", "invalid", e.to_string()),
             AdjustmentError::InvalidQuantity => Self::refused("quantity", "greater_than", e.to_string()),
             AdjustmentError::TooLarge => Self::refused("unit_amount_in_cents", "less_than", e.to_string()),
+            AdjustmentError::ShippingAddress(e) => e.into(),
             AdjustmentError::Store(e) => e.into(),
         }
     }

@@ -33,6 +33,7 @@ pub mod catalog;
 pub mod clock;
 pub mod context;
 pub mod credit_invoices;
+pub mod cvv;
 pub mod documents;
 pub mod error;
 pub mod events;
@@ -46,6 +47,7 @@ pub mod queries;
 pub mod refunds;
 pub mod renewals;
 pub mod scheduler;
+pub mod shipping_addresses;
 pub mod sites;
 pub mod subscriptions;
 #[cfg(feature = "testing")]

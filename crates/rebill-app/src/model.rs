@@ -46,3 +46,8 @@ pub mod credits {
     pub use rebill_store::credits::{CreditPayment, CreditPaymentAction, CreditPaymentFilter};
     pub use rebill_store::invoicing::InvoiceKind;
 }
+
+/// Shipping addresses of accounts.
+pub mod shipping_addresses {
+    pub use rebill_store::shipping_addresses::{ShippingAddress, ShippingFields};
+}

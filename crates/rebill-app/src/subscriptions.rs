@@ -34,7 +34,9 @@ use crate::events;
 use crate::invoicing::{self, Collect, Draft};
 use crate::jobs::JobError;
 use crate::payment_methods::{self, BillingRequest, PaymentMethodError, Refusal};
+use crate::shipping_addresses::{self, ShippingChoice, ShippingError};
 use crate::{Context, Services, time};
+use rebill_store::shipping_addresses::ShippingFields;
 
 /// Seconds a change holds its claim on a subscription (service clock); a process that dies
 /// holding one blocks the subscription this long at most.
@@ -62,6 +64,9 @@ pub struct Details {
     pub customer_notes: Option<String>,
     #[serde(default)]
     pub vat_reverse_charge_notes: Option<String>,
+    /// The account's shipping address the subscription ships to (2.11), kept for its renewals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shipping_address_id: Option<i64>,
 }
 
 pub fn to_json<T: Serialize>(value: &T) -> Result<String, SubscriptionError> {
@@ -830,6 +835,9 @@ pub enum CreateError {
     /// charge (none).
     #[error("the first payment was declined")]
     FirstPaymentDeclined(Option<Box<Transaction>>),
+    /// The shipping address named was refused (nothing was kept).
+    #[error(transparent)]
+    ShippingAddress(crate::shipping_addresses::ShippingError),
     #[error(transparent)]
     Failed(#[from] SubscriptionError),
 }
@@ -845,7 +853,43 @@ impl From<StoreError> for CreateError {
 /// subscription with its first charges, their invoice (a declined first payment removes the
 /// subscription), and its scheduled job.
 pub async fn create(services: &Services, ctx: &Context, input: Subscribe) -> Result<Loaded, CreateError> {
-    let Subscribe { existing, account_code: code, account_fields, billing_info, plan_id, drafted, details } = input;
+    create_shipped(services, ctx, input, None, &[]).await
+}
+
+/// [`create`] shipping to the address `shipping` names (an address of the account, or a new
+/// one added to it), with `account_addresses` (the nested account's `shipping_addresses`) added
+/// to the account: all checked before anything is written, and the addresses this request added
+/// removed again when the subscription is refused after all.
+pub async fn create_shipped(
+    services: &Services,
+    ctx: &Context,
+    input: Subscribe,
+    shipping: Option<ShippingChoice>,
+    account_addresses: &[ShippingFields],
+) -> Result<Loaded, CreateError> {
+    let Subscribe { existing, account_code: code, account_fields, billing_info, plan_id, drafted, mut details } = input;
+    let mut new_addresses = account_addresses.to_vec();
+    if let Some(ShippingChoice::New(fields)) = &shipping {
+        new_addresses.push((**fields).clone());
+    }
+    if !new_addresses.is_empty() {
+        let held = match &existing {
+            Some(a) => services.store.shipping_addresses(a.id).await?,
+            None => Vec::new(),
+        };
+        shipping_addresses::check_new(&held, &new_addresses).map_err(CreateError::ShippingAddress)?;
+    }
+    match (&shipping, &existing) {
+        (Some(ShippingChoice::Existing(id)), None) => {
+            return Err(CreateError::ShippingAddress(ShippingError::NotFound(*id)));
+        }
+        (Some(ShippingChoice::Existing(id)), Some(account)) => {
+            if services.store.shipping_address(account.id, *id).await?.is_none() {
+                return Err(CreateError::ShippingAddress(ShippingError::NotFound(*id)));
+            }
+        }
+        (Some(ShippingChoice::New(_)), _) | (None, _) => {}
+    }
     let prepared = match &billing_info {
         Some(info) => Some(payment_methods::prepare(services, ctx, existing.as_ref(), info).await?),
         None => None,
@@ -894,6 +938,33 @@ pub async fn create(services: &Services, ctx: &Context, input: Subscribe) -> Res
         }
         return Err(CreateError::BillingInfo(refusal));
     }
+    let mut added = Vec::new();
+    if !account_addresses.is_empty() {
+        match shipping_addresses::add(services, ctx, &account, account_addresses).await {
+            Ok(resolved) => added = resolved,
+            Err(e) => {
+                if created_here && let Err(e) = services.store.discard_new_account(ctx.site.id, account.id).await {
+                    tracing::error!(error = %e, "removing an account whose shipping addresses were refused");
+                }
+                return Err(CreateError::ShippingAddress(e));
+            }
+        }
+    }
+    let shipped = match &shipping {
+        Some(choice) => match shipping_addresses::resolve(services, ctx, &account, choice).await {
+            Ok(resolved) => Some(resolved),
+            Err(e) => {
+                if created_here && let Err(e) = services.store.discard_new_account(ctx.site.id, account.id).await {
+                    tracing::error!(error = %e, "removing an account whose shipping address was refused");
+                }
+                return Err(CreateError::ShippingAddress(e));
+            }
+        },
+        None => None,
+    };
+    if let Some(resolved) = &shipped {
+        details.shipping_address_id = Some(resolved.address.id);
+    }
     let Drafted { new, sub, progress } = drafted;
     let record = NewSubscriptionRecord {
         site_id: ctx.site.id,
@@ -913,6 +984,11 @@ pub async fn create(services: &Services, ctx: &Context, input: Subscribe) -> Res
     let result = finish_create(services, ctx, &claim, &mut loaded).await;
     if let Err(e) = services.store.release_subscription(&claim).await {
         tracing::warn!(error = %e, "releasing a subscription claim");
+    }
+    if result.is_err() {
+        for resolved in added.iter().chain(&shipped) {
+            shipping_addresses::discard(services, ctx, &account, resolved).await;
+        }
     }
     result.map(|()| loaded)
 }

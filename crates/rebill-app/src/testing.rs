@@ -244,6 +244,10 @@ impl Gateway for Scripted {
         SandboxGateway.verify(request)
     }
 
+    fn check_cvv<'a>(&'a self, request: &'a rebill_billing::gateway::CvvRequest<'a>) -> GatewayFuture<'a> {
+        SandboxGateway.check_cvv(request)
+    }
+
     fn refund<'a>(&'a self, request: &'a RefundRequest<'a>) -> GatewayFuture<'a> {
         let n = record(
             &self.refunds,

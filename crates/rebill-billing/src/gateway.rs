@@ -132,6 +132,20 @@ pub struct VoidRequest<'a> {
     pub idempotency_key: Option<&'a str>,
 }
 
+/// A check of a stored card's security code: no money moves.
+#[derive(Debug, Clone, Copy)]
+pub struct CvvRequest<'a> {
+    /// The gateway reference of the stored card ([`Gateway::store_payment_method`]).
+    pub reference: &'a str,
+    /// The security code the customer entered (never stored).
+    pub verification_value: &'a str,
+    /// A key unique to the check, as for [`PaymentRequest::idempotency_key`].
+    pub idempotency_key: Option<&'a str>,
+}
+
+/// The sandbox's security code that never matches (any other well-formed code matches).
+pub const SANDBOX_MISMATCHED_CVV: &str = "999";
+
 /// The result of a CVV or AVS check: a one-letter code and its meaning.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckResult {
@@ -240,6 +254,10 @@ pub trait Gateway: Send + Sync {
 
     /// The name of the bank with this routing number, if the gateway knows it.
     fn bank_name(&self, routing_number: &str) -> Option<String>;
+
+    /// Checks a security code against a stored card: approved with CVV result `M` when it
+    /// matches, declined `fraud_security_code` (CVV result `N`) when it does not.
+    fn check_cvv<'a>(&'a self, request: &'a CvvRequest<'a>) -> GatewayFuture<'a>;
 }
 
 /// The sandbox's one routing number.
@@ -598,6 +616,31 @@ impl Gateway for SandboxGateway {
     fn bank_name(&self, routing_number: &str) -> Option<String> {
         (routing_number.trim() == SANDBOX_ROUTING_NUMBER).then(|| SANDBOX_BANK_NAME.to_owned())
     }
+
+    fn check_cvv<'a>(&'a self, request: &'a CvvRequest<'a>) -> GatewayFuture<'a> {
+        Box::pin(std::future::ready(sandbox_cvv(request)))
+    }
+}
+
+/// The sandbox's CVV check: [`SANDBOX_MISMATCHED_CVV`] does not match, any other code does.
+fn sandbox_cvv(request: &CvvRequest<'_>) -> Outcome {
+    if request.verification_value.trim() == SANDBOX_MISMATCHED_CVV {
+        Outcome::Declined(Decline {
+            code: "fraud_security_code",
+            gateway_error_code: Some("N7".to_owned()),
+            cvv_result: Some(CheckResult::new("N", "No Match")),
+            avs_result: None,
+            reference: Some(reference(true)),
+        })
+    } else {
+        Outcome::Approved(Approval {
+            reference: reference(true),
+            code: "approved",
+            cvv_result: Some(CheckResult::new("M", "Match")),
+            avs_result: None,
+            chargeback_expected: false,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -641,6 +684,20 @@ mod tests {
         let c = card(number, Some("123"));
         let r = request(PaymentMethod::Card(&c), recurring);
         now(gateway.purchase(&r))
+    }
+
+    #[test]
+    fn the_sandbox_cvv_check_mismatches_999_only() {
+        let check = |value: &str| {
+            let r = CvvRequest { reference: "ref", verification_value: value, idempotency_key: None };
+            now(SandboxGateway.check_cvv(&r))
+        };
+        assert_eq!(declined_code(&check("999")), "fraud_security_code");
+        match check("123") {
+            Outcome::Approved(a) => assert_eq!(a.cvv_result.map(|c| c.code).as_deref(), Some("M")),
+            Outcome::Declined(d) => panic!("declined: {d:?}"),
+        }
+        assert!(check("9999").is_approved());
     }
 
     fn declined_code(outcome: &Outcome) -> &'static str {

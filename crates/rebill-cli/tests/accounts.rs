@@ -1,7 +1,7 @@
 //! Account endpoints over HTTP against `rebill serve`, on SQLite and on PostgreSQL: create (201,
 //! `Location`, duplicates and racing duplicates 422 `taken`), get (404), partial update, close,
 //! reopen, request decoding and validation per API version, nested billing info (all or nothing
-//! with its account) and the refusal of nested records that are not built yet.
+//! with its account) and nested shipping addresses (on create only).
 
 use rebill_testkit::*;
 
@@ -311,29 +311,73 @@ fn requests(s: &Server) {
     assert_eq!(r.status, 201, "{}", r.body);
     has(&r, "<has_paused_subscription type=\"boolean\">false</has_paused_subscription>");
 
-    // Nested shipping records are not built yet: 501 naming the element, and nothing stored.
-    let nested = [
-        (
-            "2.11",
-            "<shipping_addresses><shipping_address><first_name>x</first_name></shipping_address></shipping_addresses>",
-            "shipping_addresses",
+    // Nested shipping addresses are created with the account, all or nothing
+    // (docs/shipping-addresses.md).
+    let address = |first: &str| {
+        format!(
+            "<shipping_address><first_name>{first}</first_name><last_name>Doe</last_name>\
+             <address1>1 Main St.</address1><city>Lyon</city><state>ARA</state><zip>69001</zip>\
+             <country>FR</country></shipping_address>"
+        )
+    };
+    let r = post(
+        s,
+        "2.10",
+        &format!(
+            "<account><account_code>n0</account_code><shipping_addresses>{}{}</shipping_addresses></account>",
+            address("Ann"),
+            address("Bob")
         ),
-        ("2.11", "<shipping_address><first_name>x</first_name></shipping_address>", "shipping_address"),
-    ];
-    for (version, element, name) in nested {
-        let r = post(s, version, &format!("<account><account_code>n1</account_code>{element}</account>"));
-        assert_error(&r, 501, "not_implemented");
-        has(&r, &format!("Nested &lt;{name}&gt; in an account request is not implemented yet"));
-        assert_error(&get(s, "2.11", "/v2/accounts/n1"), 404, "not_found");
-        let r = put(
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    let list = get(s, "2.10", "/v2/accounts/n0/shipping_addresses");
+    assert_eq!(list.header("X-Records").as_deref(), Some("2"), "{}", list.body);
+    has(&list, "<nickname>Ann Doe</nickname>");
+    has(&list, "<nickname>Bob Doe</nickname>");
+    // One refused address refuses the account: nothing is stored.
+    let incomplete = "<shipping_address><first_name>x</first_name></shipping_address>";
+    let r = post(
+        s,
+        "2.11",
+        &format!(
+            "<account><account_code>n1</account_code><shipping_addresses>{}{incomplete}</shipping_addresses></account>",
+            address("Ann")
+        ),
+    );
+    errors(&r, "account.shipping_addresses[1].last_name", "blank");
+    assert_error(&get(s, "2.11", "/v2/accounts/n1"), 404, "not_found");
+    // The country is checked from 2.8.
+    let zz = address("Zed").replace("<country>FR</country>", "<country>ZZ</country>");
+    let r = post(
+        s,
+        "2.8",
+        &format!("<account><account_code>n1</account_code><shipping_addresses>{zz}</shipping_addresses></account>"),
+    );
+    errors(&r, "account.shipping_addresses[0].country", "invalid");
+    assert_eq!(
+        post(
             s,
-            version,
-            "/v2/accounts/v4",
-            &format!("<account><first_name>changed</first_name>{element}</account>"),
-        );
-        assert_error(&r, 501, "not_implemented");
+            "2.7",
+            &format!("<account><account_code>n1</account_code><shipping_addresses>{zz}</shipping_addresses></account>")
+        )
+        .status,
+        201
+    );
+    // A bare <shipping_address> belongs to purchases (2.11); before 2.11 it is unknown.
+    let bare = format!("<account><account_code>n3</account_code>{}</account>", address("Ann"));
+    errors(&post(s, "2.11", &bare), "account.shipping_address", "not_supported");
+    errors(&post(s, "2.10", &bare), "account.shipping_address", "invalid");
+    assert_error(&get(s, "2.11", "/v2/accounts/n3"), 404, "not_found");
+    // On update, nested addresses are refused whole (400 invalid_xml) and nothing changes.
+    for element in [format!("<shipping_addresses>{}</shipping_addresses>", address("Cy")), address("Cy")] {
+        let r =
+            put(s, "2.11", "/v2/accounts/v4", &format!("<account><first_name>changed</first_name>{element}</account>"));
+        assert_error(&r, 400, "invalid_xml");
+        has(&r, "You can only nest shipping_addresses in your XML when creating a new record, not when updating.");
         has(&get(s, "2.11", "/v2/accounts/v4"), "<first_name nil=\"nil\"></first_name>");
     }
+    let list = get(s, "2.11", "/v2/accounts/v4/shipping_addresses");
+    assert_eq!(list.header("X-Records").as_deref(), Some("0"), "{}", list.body);
     // An empty list of shipping addresses asks for nothing.
     let r =
         post(s, "2.11", "<account><account_code>n2</account_code><shipping_addresses></shipping_addresses></account>");

@@ -12,8 +12,10 @@
 //!   reports): a retry of the same create then works. Only `declined_saveable` keeps the new
 //!   account, since the billing info it keeps needs it. On update, the billing info is verified
 //!   and saved first and the account's own fields change only after it was accepted.
-//! - Nested `shipping_addresses` (with items) and `shipping_address` are not built yet: such a
-//!   request is refused whole with 501 naming the element, and nothing is stored.
+//! - Nested `shipping_addresses` are all or nothing with a new account (checked before anything
+//!   is written, removed with the account when its billing info is refused; see
+//!   docs/shipping-addresses.md). On update they are a 400 `invalid_xml`, and a bare
+//!   `<shipping_address>` (a purchase's element) is a 422 `not_supported`.
 //! - A closed account can still be read and updated.
 
 use axum::extract::Request;
@@ -33,7 +35,7 @@ use rebill_xml::{Money, WireContext};
 use crate::lists::{ListQuery, invalid_choice};
 use crate::request::{Routed, billing_request, href, validated};
 use crate::respond::{field_error, time, with_location};
-use crate::views::refusal_response;
+use crate::views::{refusal_response, shipping_fields};
 use crate::{AppState, respond};
 use rebill_app::accounts::{self, AccountError};
 
@@ -153,18 +155,21 @@ async fn account_request<E: ApiEndpoint<Request = Account>>(
     op: Operation,
 ) -> Result<Account, Response> {
     let account = call.decode(state, request).await?;
-    let unbuilt = [
-        ("shipping_addresses", account.shipping_addresses.as_ref().is_some_and(|l| !l.is_empty())),
-        ("shipping_address", account.shipping_address.is_some()),
-    ];
-    if let Some((element, _)) = unbuilt.iter().find(|(_, given)| *given) {
+    // Addresses nest only in a new account (rebill answers as the reference service does).
+    if op == Operation::Update && (account.shipping_addresses.is_some() || account.shipping_address.is_some()) {
         return Err(respond::error(
-            StatusCode::NOT_IMPLEMENTED,
-            "not_implemented",
-            &format!(
-                "Nested <{element}> in an account request is not implemented yet; send the account without it \
-                 (nothing was stored)."
-            ),
+            StatusCode::BAD_REQUEST,
+            "invalid_xml",
+            "You can only nest shipping_addresses in your XML when creating a new record, not when updating.",
+        ));
+    }
+    // `<shipping_address>` directly in an account belongs to purchases.
+    if account.shipping_address.is_some() {
+        return Err(field_error(
+            &call.ctx.wire,
+            "account.shipping_address",
+            "not_supported",
+            "is accepted in a purchase only; nest shipping_addresses in a new account",
         ));
     }
     validated(call, &account, op)?;
@@ -222,7 +227,16 @@ pub(crate) async fn create(state: &AppState, call: &Routed<'_, api::CreateAccoun
         return field_error(ctx, "account.account_code", "blank", "can't be blank");
     }
     let billing_info = account.billing_info.as_deref().map(billing_request);
-    let created = match accounts::create(state, &call.context(), &code, &fields(&account), billing_info.as_ref()).await
+    let shipping: Vec<_> = account.shipping_addresses.iter().flatten().map(shipping_fields).collect();
+    let created = match accounts::create_with_shipping(
+        state,
+        &call.context(),
+        &code,
+        &fields(&account),
+        billing_info.as_ref(),
+        &shipping,
+    )
+    .await
     {
         Ok(created) => created,
         Err(e) => return account_error(ctx, e),

@@ -140,3 +140,55 @@ pub(crate) async fn update(state: &AppState, call: &Routed<'_, api::UpdateBillin
         Err(refusal) => refusal_response(ctx, &refusal),
     }
 }
+
+/// `POST /v2/accounts/{account_code}/billing_info/verify_cvv` (2.10): checks the security code
+/// of the stored card over [`rebill_app::cvv`] and answers the billing info (decisions in
+/// docs/shipping-addresses.md). The body is `<billing_info>` with `verification_value` alone.
+/// No billing info is a 404, a bank account 400 `billing_info_type_invalid`, a malformed value
+/// a 422 field error, the fourth check of a card within 24 hours 400 `cvv_verify_locked`, and a
+/// mismatch the 422 transaction error document.
+pub(crate) async fn verify_cvv(state: &AppState, call: &Routed<'_, api::VerifyCvv>, request: Request) -> Response {
+    use axum::http::StatusCode;
+    use rebill_app::cvv::{self, CvvError};
+    use rebill_models::validate::Validate;
+
+    let ctx = &call.ctx.wire;
+    let code = &call.params[0];
+    let info = match call.decode(state, request).await {
+        Ok(info) => info,
+        Err(response) => return response,
+    };
+    if let Err(response) = validated(call, &info, Operation::Update) {
+        return response;
+    }
+    if let Some(element) = info.given().into_iter().find(|e| *e != "verification_value") {
+        let field = format!("billing_info.{element}");
+        return respond::field_error(ctx, &field, "not_supported", "is not accepted when verifying a security code");
+    }
+    let Some(value) = info.verification_value.as_deref() else {
+        return respond::field_error(ctx, "billing_info.verification_value", "blank", "can't be blank");
+    };
+    match cvv::verify_cvv(state, &call.context(), code, value).await {
+        Ok(stored) => call.answer(&view(code, &stored)),
+        Err(CvvError::AccountNotFound(code)) => account_not_found(&code),
+        Err(CvvError::NoBillingInfo) => billing_info_not_found(code),
+        Err(CvvError::NotACard) => respond::error(
+            StatusCode::BAD_REQUEST,
+            "billing_info_type_invalid",
+            "Only a credit card's security code can be verified.",
+        ),
+        Err(e @ CvvError::Malformed) => {
+            respond::field_error(ctx, "billing_info.verification_value", "invalid", &e.to_string())
+        }
+        Err(e @ CvvError::Locked) => respond::error(StatusCode::BAD_REQUEST, "cvv_verify_locked", &e.to_string()),
+        Err(CvvError::Mismatch(transaction)) => crate::views::decline_response(
+            ctx,
+            &transaction,
+            crate::views::DeclineFields {
+                verification_value: "billing_info.billing_info.credit_card_verification_value",
+                base: "billing_info.base",
+            },
+        ),
+        Err(CvvError::Store(e)) => respond::internal(&e),
+    }
+}

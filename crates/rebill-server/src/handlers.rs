@@ -14,7 +14,7 @@ use rebill_app::invoicing::Settlement;
 use rebill_models::api::{self, EndpointId};
 
 use crate::request::{Call, Routed};
-use crate::{AppState, accounts, billing_info, invoices, payments, plans, respond, subscriptions};
+use crate::{AppState, accounts, billing_info, invoices, payments, plans, respond, shipping_addresses, subscriptions};
 use rebill_billing::lifecycle::Action;
 
 /// The built endpoints and their handlers: `Id(call) => handler`, where `call` is the request's
@@ -55,6 +55,7 @@ handlers! { state, call, request, query;
     GetBillingInfo(c) => billing_info::get(state, c),
     UpdateBillingInfo(c) => billing_info::update(state, c, request),
     DeleteBillingInfo(c) => billing_info::delete(state, c),
+    VerifyCvv(c) => billing_info::verify_cvv(state, c, request),
 
     ListPlans(c) => plans::list(state, c, query),
     CreatePlan(c) => plans::create(state, c, request),
@@ -109,6 +110,12 @@ handlers! { state, call, request, query;
     PostponeSubscription(c) => subscriptions::postpone(state, c, query),
     UpdateSubscriptionNotes(c) => subscriptions::notes(state, c, request),
     PauseSubscription(c) => subscriptions::pause(state, c, request),
+
+    ListShippingAddresses(c) => shipping_addresses::list(state, c, query),
+    CreateShippingAddress(c) => shipping_addresses::create(state, c, request),
+    GetShippingAddress(c) => shipping_addresses::get(state, c),
+    UpdateShippingAddress(c) => shipping_addresses::update(state, c, request),
+    DeleteShippingAddress(c) => shipping_addresses::delete(state, c),
 }
 
 #[cfg(test)]
@@ -155,6 +162,7 @@ mod tests {
             ("payments.rs", include_str!("payments.rs")),
             ("plans.rs", include_str!("plans.rs")),
             ("subscriptions.rs", include_str!("subscriptions.rs")),
+            ("shipping_addresses.rs", include_str!("shipping_addresses.rs")),
         ];
         for (name, source) in modules {
             for untyped in ["respond::resource(", "resource(StatusCode", "page_response(", "from_xml", "to_xml("] {

@@ -76,6 +76,7 @@ use rebill_app::model::invoicing::{
 };
 use rebill_app::queries;
 use rebill_app::refunds::{self, External, GivenBack, LineRefund, RefundError, RefundRequest};
+use rebill_app::shipping_addresses::{ShippingChoice, ShippingError};
 use rebill_billing::invoice::InvoiceError;
 use rebill_billing::refund::RefundMethod;
 use rebill_models::api::{self, EndpointId};
@@ -186,6 +187,9 @@ fn adjustment_view(
         credit_reason_code: line.credit_reason_code.clone(),
         quantity_remaining: Some((line.quantity - quantity_credited).max(0)),
         refundable_total_in_cents: Some(refundable),
+        shipping_address: stored
+            .and_then(|a| a.shipping_address.as_ref())
+            .map(|address| Box::new(views::shipping_address_view(account_code, address))),
         ..AdjustmentView::default()
     }
 }
@@ -782,13 +786,19 @@ pub(crate) async fn create_adjustment(
     if let Err(errors) = validate(&body, ctx, Operation::Create) {
         return respond::rejection(&Rejection::Invalid(errors), ctx);
     }
-    if body.shipping_address.is_some() || body.shipping_address_id.is_some() {
-        return respond::error(
-            StatusCode::NOT_IMPLEMENTED,
-            "not_implemented",
-            "Shipping addresses on adjustments are not implemented yet; send the adjustment without them (nothing was stored).",
-        );
-    }
+    let shipping = match (body.shipping_address_id, body.shipping_address.as_deref()) {
+        (Some(_), Some(_)) => {
+            return field_error(
+                ctx,
+                "adjustment.shipping_address_id",
+                "invalid",
+                "can't be sent together with shipping_address",
+            );
+        }
+        (Some(id), None) => Some(ShippingChoice::Existing(id)),
+        (None, Some(address)) => Some(ShippingChoice::New(Box::new(views::shipping_fields(address)))),
+        (None, None) => None,
+    };
     let Some(unit) = body.unit_amount_in_cents else {
         return field_error(ctx, "adjustment.unit_amount_in_cents", "blank", "can't be blank");
     };
@@ -808,7 +818,10 @@ pub(crate) async fn create_adjustment(
         start_date: body.start_date.map(|t| t.timestamp()),
         end_date: body.end_date.map(|t| t.timestamp()),
     };
-    match adjustments::create(state, &call.context(), &account, &charge).await {
+    match adjustments::create_shipped(state, &call.context(), &account, &charge, shipping.as_ref()).await {
+        Err(AdjustmentError::ShippingAddress(ShippingError::NotFound(_))) => {
+            field_error(ctx, "adjustment.shipping_address_id", "invalid", "is not a shipping address of the account")
+        }
         Ok(created) => {
             let view = adjustment_view(&created.line, Some(&created), &created.account_code, false);
             let location = EndpointId::GetAdjustment.endpoint().render(&[&created.uuid]);
@@ -1203,6 +1216,7 @@ mod tests {
             quantity_credited: 0,
             created_at: 1_800_000_000,
             updated_at: 1_800_000_000,
+            shipping_address: None,
         }
     }
 

@@ -22,6 +22,7 @@ mod plans;
 mod request;
 pub mod respond;
 pub mod sandbox;
+mod shipping_addresses;
 mod subscriptions;
 pub mod tokens;
 mod views;

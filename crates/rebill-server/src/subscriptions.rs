@@ -70,6 +70,7 @@ use crate::request::{Call, Routed, account_not_found, billing_request, href, que
 use crate::respond::{time, with_location};
 use crate::views::{self, DeclineFields, payment_method_error, refusal_response};
 use crate::{AppState, respond};
+use rebill_app::shipping_addresses::{ShippingChoice, ShippingError};
 use rebill_app::subscriptions::{self, ChangeError, CreateError, Details, Loaded, Subscribe, new_uuid};
 
 /// An endpoint answering a subscription.
@@ -234,6 +235,9 @@ async fn view(
     let live = !matches!(sub.state, EngineState::Expired);
     Ok(Subscription {
         account_href: Some(href(EndpointId::GetAccount, &[&details.account_code])),
+        shipping_address_href: details
+            .shipping_address_id
+            .map(|id| href(EndpointId::GetShippingAddress, &[&details.account_code, &id.to_string()])),
         invoice: record.and_then(|r| r.last_invoice.as_deref()).map(|n| href(EndpointId::GetInvoice, &[n])),
         plan: Some(Box::new(plan_doc(&terms.plan_code, &current))),
         redemptions: stored.then(|| href(EndpointId::ListSubscriptionRedemptions, &[u])),
@@ -436,6 +440,31 @@ fn account_fields(account: &AccountDoc) -> AccountFields {
     }
 }
 
+/// The shipping address a `<subscription>` names (2.11 `shipping_address_id`, or a nested new
+/// `shipping_address`); both at once are refused.
+fn shipping_choice(ctx: &WireContext, doc: &Subscription) -> Result<Option<ShippingChoice>, Response> {
+    match (doc.shipping_address_id, doc.shipping_address.as_deref()) {
+        (Some(_), Some(_)) => {
+            Err(field_error(ctx, "shipping_address_id", "invalid", "can't be sent together with shipping_address"))
+        }
+        (Some(id), None) => Ok(Some(ShippingChoice::Existing(id))),
+        (None, Some(address)) => Ok(Some(ShippingChoice::New(Box::new(views::shipping_fields(address))))),
+        (None, None) => Ok(None),
+    }
+}
+
+/// The answer to a refused shipping address of a subscription: an id the account does not hold
+/// is a field error on `shipping_address_id`; a refused new address names its fields.
+fn shipping_refusal(ctx: &WireContext, error: ShippingError) -> Response {
+    match error {
+        ShippingError::NotFound(_) => {
+            field_error(ctx, "shipping_address_id", "invalid", "is not a shipping address of the account")
+        }
+        ShippingError::AccountNotFound(code) => account_not_found(&code),
+        other => respond::app_error(ctx, "subscription.shipping_address", other.into()),
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Endpoints
 
@@ -593,6 +622,10 @@ pub(crate) async fn create<E: TakesSubscription>(
         }
         info
     });
+    let shipping = match shipping_choice(ctx, &doc) {
+        Ok(choice) => choice,
+        Err(response) => return response,
+    };
     let input = Subscribe {
         existing,
         account_code: code,
@@ -602,8 +635,12 @@ pub(crate) async fn create<E: TakesSubscription>(
         drafted,
         details,
     };
-    let loaded = match subscriptions::create(state, &call.context(), input).await {
+    let account_addresses: Vec<_> =
+        nested.and_then(|a| a.shipping_addresses.as_ref()).into_iter().flatten().map(views::shipping_fields).collect();
+    let loaded = match subscriptions::create_shipped(state, &call.context(), input, shipping, &account_addresses).await
+    {
         Ok(loaded) => loaded,
+        Err(CreateError::ShippingAddress(e)) => return shipping_refusal(ctx, e),
         Err(CreateError::PaymentMethod(e)) => return payment_method_error(ctx, &e),
         Err(CreateError::BillingInfo(refusal)) => return refusal_response(ctx, &refusal),
         Err(CreateError::AccountNotFound(code)) => return account_not_found(&code),
@@ -816,9 +853,35 @@ pub(crate) async fn update<E: TakesSubscription>(
             Err(_) => return field_error(ctx, "remaining_billing_cycles", "invalid", "must be 0 or more"),
         },
     };
+    let shipping = match shipping_choice(ctx, &doc) {
+        Ok(choice) => choice,
+        Err(response) => return response,
+    };
+    // The address is added to the account before the change (a preview adds nothing).
+    let shipping_address_id = match shipping {
+        Some(ShippingChoice::Existing(id)) if preview => Some(id),
+        Some(ShippingChoice::New(_)) if preview => current.details.shipping_address_id,
+        Some(choice) => {
+            match rebill_app::shipping_addresses::for_account(
+                state,
+                &call.context(),
+                &current.details.account_code,
+                &choice,
+            )
+            .await
+            {
+                Ok(resolved) => Some(resolved.address.id),
+                Err(e) => return shipping_refusal(ctx, e),
+            }
+        }
+        None => None,
+    };
     let imported_trial = doc.imported_trial;
     let build = move |sub: &Engine, details: &mut Details, _now: DateTime<Utc>| {
         apply_details(details, &doc);
+        if shipping_address_id.is_some() {
+            details.shipping_address_id = shipping_address_id;
+        }
         let mut actions = Vec::new();
         if let Some(flag) = imported_trial {
             actions.push(Action::SetImportedTrial { imported_trial: flag });

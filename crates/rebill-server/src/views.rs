@@ -270,6 +270,58 @@ pub(crate) fn refusal_response(ctx: &WireContext, refusal: &Refusal) -> Response
     }
 }
 
+/// A shipping address of the account `account_code` as the API shows it.
+pub(crate) fn shipping_address_view(
+    account_code: &str,
+    address: &rebill_app::model::shipping_addresses::ShippingAddress,
+) -> rebill_models::ShippingAddress {
+    let f = &address.fields;
+    let path = EndpointId::GetShippingAddress.endpoint().render(&[account_code, &address.id.to_string()]);
+    rebill_models::ShippingAddress {
+        account: Some(account_href(account_code)),
+        subscriptions: Some(Href::path(format!("{path}/subscriptions"))),
+        id: Some(address.id),
+        nickname: f.nickname.clone(),
+        first_name: f.first_name.clone(),
+        last_name: f.last_name.clone(),
+        company: f.company.clone(),
+        phone: f.phone.clone(),
+        email: f.email.clone(),
+        vat_number: f.vat_number.clone(),
+        address1: f.address1.clone(),
+        address2: f.address2.clone(),
+        city: f.city.clone(),
+        state: f.state.clone(),
+        zip: f.zip.clone(),
+        country: f.country.clone(),
+        geo_code: f.geo_code.clone(),
+        created_at: time(address.created_at),
+        updated_at: time(address.updated_at),
+    }
+}
+
+/// The values a `<shipping_address>` request sets.
+pub(crate) fn shipping_fields(
+    doc: &rebill_models::ShippingAddress,
+) -> rebill_app::model::shipping_addresses::ShippingFields {
+    rebill_app::model::shipping_addresses::ShippingFields {
+        nickname: doc.nickname.clone(),
+        first_name: doc.first_name.clone(),
+        last_name: doc.last_name.clone(),
+        company: doc.company.clone(),
+        email: doc.email.clone(),
+        phone: doc.phone.clone(),
+        vat_number: doc.vat_number.clone(),
+        address1: doc.address1.clone(),
+        address2: doc.address2.clone(),
+        city: doc.city.clone(),
+        state: doc.state.clone(),
+        zip: doc.zip.clone(),
+        country: doc.country.clone(),
+        geo_code: doc.geo_code.clone(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -305,14 +305,15 @@ impl Store {
         // its verifications go with them.
         sqlx::query(
             "DELETE FROM domain_events WHERE site_id = $1 AND (subject IN (SELECT account_code FROM accounts \
-             WHERE id = $2) AND (kind LIKE 'account.%' OR kind LIKE 'billing_info.%') OR kind LIKE 'transaction.%' \
+             WHERE id = $2) AND (kind LIKE 'account.%' OR kind LIKE 'billing_info.%' OR kind LIKE 'shipping_address.%') \
+             OR kind LIKE 'transaction.%' \
              AND subject IN (SELECT uuid FROM transactions WHERE account_id = $2))",
         )
         .bind(site_id)
         .bind(account_id)
         .execute(&mut *tx)
         .await?;
-        for table in ["transactions", "billing_infos"] {
+        for table in ["transactions", "billing_infos", "shipping_addresses"] {
             sqlx::query(&format!("DELETE FROM {table} WHERE account_id = $1"))
                 .bind(account_id)
                 .execute(&mut *tx)

@@ -287,6 +287,8 @@ pub struct Adjustment {
     pub quantity_credited: i64,
     pub created_at: i64,
     pub updated_at: i64,
+    /// The address the line was shipped to (2.11), deleted since or not.
+    pub shipping_address: Option<crate::shipping_addresses::ShippingAddress>,
 }
 
 impl Adjustment {
@@ -531,7 +533,25 @@ pub(crate) const ADJUSTMENT_COLUMNS: &str = "id, uuid, site_id, account_id, \
      (SELECT CAST(COALESCE(SUM(r.reversed_quantity), 0) AS BIGINT) FROM adjustments r \
        JOIN invoices ri ON ri.id = r.invoice_id \
        WHERE r.original_adjustment_id = adjustments.id AND ri.state <> 'failed') AS quantity_credited, \
-     created_at, updated_at";
+     created_at, updated_at, shipping_address_id, \
+     (SELECT s.account_id FROM shipping_addresses s WHERE s.id = adjustments.shipping_address_id) AS ship_account_id, \
+     (SELECT s.nickname FROM shipping_addresses s WHERE s.id = adjustments.shipping_address_id) AS ship_nickname, \
+     (SELECT s.first_name FROM shipping_addresses s WHERE s.id = adjustments.shipping_address_id) AS ship_first_name, \
+     (SELECT s.last_name FROM shipping_addresses s WHERE s.id = adjustments.shipping_address_id) AS ship_last_name, \
+     (SELECT s.company FROM shipping_addresses s WHERE s.id = adjustments.shipping_address_id) AS ship_company, \
+     (SELECT s.email FROM shipping_addresses s WHERE s.id = adjustments.shipping_address_id) AS ship_email, \
+     (SELECT s.phone FROM shipping_addresses s WHERE s.id = adjustments.shipping_address_id) AS ship_phone, \
+     (SELECT s.vat_number FROM shipping_addresses s WHERE s.id = adjustments.shipping_address_id) AS ship_vat_number, \
+     (SELECT s.address1 FROM shipping_addresses s WHERE s.id = adjustments.shipping_address_id) AS ship_address1, \
+     (SELECT s.address2 FROM shipping_addresses s WHERE s.id = adjustments.shipping_address_id) AS ship_address2, \
+     (SELECT s.city FROM shipping_addresses s WHERE s.id = adjustments.shipping_address_id) AS ship_city, \
+     (SELECT s.state FROM shipping_addresses s WHERE s.id = adjustments.shipping_address_id) AS ship_state, \
+     (SELECT s.zip FROM shipping_addresses s WHERE s.id = adjustments.shipping_address_id) AS ship_zip, \
+     (SELECT s.country FROM shipping_addresses s WHERE s.id = adjustments.shipping_address_id) AS ship_country, \
+     (SELECT s.geo_code FROM shipping_addresses s WHERE s.id = adjustments.shipping_address_id) AS ship_geo_code, \
+     (SELECT s.created_at FROM shipping_addresses s WHERE s.id = adjustments.shipping_address_id) AS ship_created_at, \
+     (SELECT s.updated_at FROM shipping_addresses s WHERE s.id = adjustments.shipping_address_id) AS ship_updated_at, \
+     (SELECT s.deleted_at FROM shipping_addresses s WHERE s.id = adjustments.shipping_address_id) AS ship_deleted_at";
 
 /// The columns [`insert_adjustment`] writes, in bind order.
 const ADJUSTMENT_INSERT: &str = "uuid, site_id, account_id, invoice_id, subscription_uuid, state, kind, origin, \
@@ -594,6 +614,7 @@ pub(crate) fn adjustment_from_row(row: &DbRow) -> Result<Adjustment, StoreError>
         quantity_credited: row.try_get("quantity_credited")?,
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
+        shipping_address: crate::shipping_addresses::from_adjustment_row(row, row.try_get("site_id")?)?,
     })
 }
 
@@ -647,7 +668,7 @@ fn bind_adjustment<'q>(
 /// Values an adjustment binds ([`ADJUSTMENT_INSERT`]).
 const ADJUSTMENT_VALUES: usize = 33;
 
-async fn insert_adjustment<'c, E>(
+pub(crate) async fn insert_adjustment<'c, E>(
     executor: E,
     site_id: i64,
     invoice_id: Option<i64>,
@@ -1396,6 +1417,7 @@ impl Work {
             }
             made = query.fetch_all(&mut *self.tx).await?.iter().map(adjustment_from_row).collect::<Result<_, _>>()?;
             made.sort_by_key(|a| a.id);
+            self.ship_subscription_lines(&mut made).await?;
         }
         let mut paid_by_credit = Vec::with_capacity(invoices.len());
         for (invoice, (draft, _)) in invoices.into_iter().zip(drafts) {

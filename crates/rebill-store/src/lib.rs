@@ -21,6 +21,7 @@ pub mod payments;
 pub mod plans;
 pub mod rate;
 pub mod refunds;
+pub mod shipping_addresses;
 pub mod subscriptions;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -671,6 +671,82 @@ def offline_payment():
     expect_true("transaction.base" in error.errors, "a field error on transaction.base: %r" % list(error.errors))
     expect(error.errors["transaction.base"].symbol, "invalid_transition", "field error symbol")
 
+
+def shipping_addresses():
+    account = new_account("py-ship")
+    def work_address():
+        return recurly.ShippingAddress(
+            nickname="Work",
+            first_name="Ada",
+            last_name="Lovelace",
+            address1="12 St James's Square",
+            city="London",
+            state="LDN",
+            zip="SW1Y 4JH",
+            country="GB",
+        )
+
+    work = work_address()
+    account.create_shipping_address(work)  # the client fills in the object it sends
+    expect_true(isinstance(work.id, int) and work.id > 0, "the new address's integer id %r" % work.id)
+    expect(work.nickname, "Work", "created nickname")
+    expect(work.country, "GB", "created country")
+    home = recurly.ShippingAddress(
+        first_name="Ada", last_name="Lovelace", address1="1 Main St.", city="Boston", state="MA", zip="02108", country="US"
+    )
+    account.create_shipping_address(home)
+    expect(home.nickname, "Ada Lovelace", "the nickname defaults to the names")
+    listed = sorted(a.nickname for a in recurly.Account.get("py-ship").shipping_addresses())
+    expect(listed, ["Ada Lovelace", "Work"], "the account's shipping_addresses link")
+
+    home.nickname = "Home"
+    home.save()  # PUT to the Location of the create
+    expect(home.nickname, "Home", "updated nickname (the PUT answer)")
+    again = work_address()
+    account.create_shipping_address(again)
+    expect(again.id, work.id, "an exact duplicate answers the existing address")
+
+    error = raises(
+        recurly.ValidationError,
+        lambda: account.create_shipping_address(recurly.ShippingAddress(first_name="Ada", country="ZZ")),
+        "an incomplete address",
+    )
+    expect(error.errors["shipping_address.country"].symbol, "invalid", "country field error")
+    expect(error.errors["shipping_address.city"].symbol, "blank", "city field error")
+
+    # A subscription ships to an address of the account (2.11), and its invoice lines show it.
+    new_plan("py-ship-plan", 1500)
+    account.update_billing_info(recurly.BillingInfo(token_id=card_token("4111111111111111")))
+    subscription = recurly.Subscription(plan_code="py-ship-plan", currency="USD", shipping_address_id=work.id)
+    account.subscribe(subscription)
+    expect(subscription.shipping_address().nickname, "Work", "the subscription's shipping_address link")
+    invoice = subscription.invoice()
+    expect(invoice.total_in_cents, 1500, "the first invoice")
+    expect(invoice.line_items[0].shipping_address.address1, "12 St James's Square", "the line item's address")
+
+    error = raises(recurly.ValidationError, work.delete, "deleting the address a subscription ships to")
+    expect(error.symbol, "shipping_address_in_use", "refusal symbol")
+    home.delete()
+    listed = [a.nickname for a in recurly.Account.get("py-ship").shipping_addresses()]
+    expect(listed, ["Work"], "after deleting the home address")
+
+
+def verify_cvv():
+    account = account_with_card("py-cvv")
+    info = account.verify_cvv("123")
+    expect(info.last_four, "1111", "the billing info answered")
+    expect(info.card_type, "Visa", "card type")
+    error = raises(recurly.ValidationError, lambda: account.verify_cvv("999"), "the sandbox's mismatching code")
+    expect(error.transaction_error.error_code, "fraud_security_code", "transaction error code")
+    field = "billing_info.billing_info.credit_card_verification_value"
+    expect(error.errors[field].symbol, "declined_bad", "the security code's field error")
+    error = raises(recurly.ValidationError, lambda: account.verify_cvv("12"), "a malformed code")
+    expect(error.errors["billing_info.verification_value"].symbol, "invalid", "malformed field error")
+    account.verify_cvv("4321")  # the third check in 24 hours
+    error = raises(recurly.BadRequestError, lambda: account.verify_cvv("123"), "the fourth check")
+    expect(error.symbol, "cvv_verify_locked", "locked symbol")
+    raises(recurly.NotFoundError, lambda: new_account("py-cvv-none").verify_cvv("123"), "no billing info")
+
 FLOWS = [
     plans_and_add_ons,
     accounts,
@@ -684,6 +760,8 @@ FLOWS = [
     account_balance,
     offline_payment,
     refunds,
+    shipping_addresses,
+    verify_cvv,
     # Moves the site's sandbox clock on by a month: keep it last.
     subscription_pause_and_resume,
 ]

@@ -52,6 +52,11 @@ pub struct ShippingAddress {
     /// (`string`; both)
     #[xml(kind = "string")]
     pub email: Option<String>,
+    /// Recipient VAT number.
+    ///
+    /// (`string`; both)
+    #[xml(kind = "string")]
+    pub vat_number: Option<String>,
     /// Street, first line.
     ///
     /// (`string`; both)
@@ -106,9 +111,10 @@ impl ShippingAddress {
         ("nickname", 255usize),
         ("first_name", 255usize),
         ("last_name", 255usize),
-        ("company", 255usize),
+        ("company", 50usize),
         ("phone", 255usize),
         ("email", 255usize),
+        ("vat_number", 255usize),
         ("address1", 255usize),
         ("address2", 255usize),
         ("city", 255usize),
@@ -122,17 +128,45 @@ impl crate::validate::Validate for ShippingAddress {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
         v.max_length(path, "nickname", &self.nickname, 255usize);
+        v.required(
+            path,
+            "first_name",
+            &self.first_name,
+            &[crate::validate::Operation::Create],
+        );
         v.max_length(path, "first_name", &self.first_name, 255usize);
+        v.required(
+            path,
+            "last_name",
+            &self.last_name,
+            &[crate::validate::Operation::Create],
+        );
         v.max_length(path, "last_name", &self.last_name, 255usize);
-        v.max_length(path, "company", &self.company, 255usize);
+        v.max_length(path, "company", &self.company, 50usize);
         v.max_length(path, "phone", &self.phone, 255usize);
         v.email(path, "email", &self.email);
         v.max_length(path, "email", &self.email, 255usize);
+        v.max_length(path, "vat_number", &self.vat_number, 255usize);
+        v.required(
+            path,
+            "address1",
+            &self.address1,
+            &[crate::validate::Operation::Create],
+        );
         v.max_length(path, "address1", &self.address1, 255usize);
         v.max_length(path, "address2", &self.address2, 255usize);
+        v.required(path, "city", &self.city, &[crate::validate::Operation::Create]);
         v.max_length(path, "city", &self.city, 255usize);
+        v.required(path, "state", &self.state, &[crate::validate::Operation::Create]);
         v.max_length(path, "state", &self.state, 255usize);
+        v.required(path, "zip", &self.zip, &[crate::validate::Operation::Create]);
         v.max_length(path, "zip", &self.zip, 255usize);
+        v.required(
+            path,
+            "country",
+            &self.country,
+            &[crate::validate::Operation::Create],
+        );
         v.country(
             path,
             "country",
@@ -162,6 +196,9 @@ impl crate::validate::Validate for ShippingAddress {
         }
         if self.email.is_some() {
             out.push("email");
+        }
+        if self.vat_number.is_some() {
+            out.push("vat_number");
         }
         if self.address1.is_some() {
             out.push("address1");

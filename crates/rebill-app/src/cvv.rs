@@ -1,0 +1,161 @@
+//! Checking the security code (CVV) of an account's stored card (`verify_cvv`, 2.10; decisions
+//! in `docs/shipping-addresses.md`, "verify_cvv"):
+//!
+//! - the value must be 3 or 4 digits (else `Malformed`, and nothing is counted or recorded);
+//! - only a stored card can be checked: no billing info is `NoBillingInfo`, a bank account
+//!   `NotACard`;
+//! - a card is checked at most [`CHECKS_PER_WINDOW`] times in a rolling [`WINDOW_SECONDS`] on
+//!   the site clock, matched or not; one more is `Locked` (nothing recorded);
+//! - each check is a `verify` transaction of 0 (origin `api_verify_card`), recorded before the
+//!   gateway's [`Gateway::check_cvv`](rebill_billing::gateway::Gateway::check_cvv) is called and
+//!   completed with its answer; a mismatch is `Mismatch` with that transaction.
+//!
+//! The value is passed to the gateway and dropped: it is never stored or logged.
+
+use rebill_billing::gateway::{CvvRequest, Outcome};
+use rebill_store::StoreError;
+use rebill_store::billing_info::{BillingInfo, PaymentKind};
+use rebill_store::invoicing::{NewTransaction, Transaction};
+
+use crate::invoicing::{result_of, snapshot, transaction_event};
+use crate::{Context, Services};
+
+/// Checks of one card in [`WINDOW_SECONDS`].
+pub const CHECKS_PER_WINDOW: i64 = 3;
+/// The rolling window of the limit: 24 hours.
+pub const WINDOW_SECONDS: i64 = 24 * 60 * 60;
+
+/// Why a security code was not confirmed.
+#[derive(Debug, thiserror::Error)]
+pub enum CvvError {
+    #[error("no account with code {0}")]
+    AccountNotFound(String),
+    #[error("the account has no billing info")]
+    NoBillingInfo,
+    #[error("only a credit card's security code can be checked")]
+    NotACard,
+    #[error("verification_value must be three or four digits")]
+    Malformed,
+    #[error("This credit card has too many cvv check attempts.")]
+    Locked,
+    /// The code did not match (or the gateway declined the check): the recorded transaction.
+    #[error("the security code did not match")]
+    Mismatch(Box<Transaction>),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<CvvError> for crate::error::AppError {
+    fn from(e: CvvError) -> Self {
+        use crate::error::{AppError, FieldRefusal, Missing};
+        match e {
+            CvvError::AccountNotFound(code) => AppError::NotFound(Missing::account(&code)),
+            CvvError::NoBillingInfo => {
+                AppError::Refused(vec![FieldRefusal::new("billing_info", "blank", e.to_string())])
+            }
+            CvvError::NotACard => AppError::Refused(vec![FieldRefusal::new("billing_info", "invalid", e.to_string())]),
+            CvvError::Malformed => {
+                AppError::Refused(vec![FieldRefusal::new("verification_value", "invalid", e.to_string())])
+            }
+            CvvError::Locked => AppError::Conflict(e.to_string()),
+            CvvError::Mismatch(t) => AppError::Declined(Some(t)),
+            CvvError::Store(e) => e.into(),
+        }
+    }
+}
+
+/// Whether `value` is a well-formed security code: 3 or 4 ASCII digits.
+pub fn well_formed(value: &str) -> bool {
+    (3..=4).contains(&value.len()) && value.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// What names a stored card for the limit: its gateway reference, else its visible parts.
+fn card_key(info: &BillingInfo) -> String {
+    match &info.gateway_reference {
+        Some(reference) => format!("ref:{reference}"),
+        None => {
+            let f = &info.fields;
+            format!(
+                "card:{}:{}:{}:{}",
+                f.first_six.as_deref().unwrap_or_default(),
+                f.last_four.as_deref().unwrap_or_default(),
+                f.month.unwrap_or_default(),
+                f.year.unwrap_or_default()
+            )
+        }
+    }
+}
+
+/// Checks `value` against the stored card of the account `code`; answers the billing info.
+pub async fn verify_cvv(services: &Services, ctx: &Context, code: &str, value: &str) -> Result<BillingInfo, CvvError> {
+    let account =
+        services.store.account(ctx.site.id, code).await?.ok_or_else(|| CvvError::AccountNotFound(code.to_owned()))?;
+    let info = services.store.billing_info(account.id).await?.ok_or(CvvError::NoBillingInfo)?;
+    if info.kind != PaymentKind::CreditCard {
+        return Err(CvvError::NotACard);
+    }
+    let value = value.trim();
+    if !well_formed(value) {
+        return Err(CvvError::Malformed);
+    }
+    let key = card_key(&info);
+    if !services
+        .store
+        .count_cvv_check(ctx.site.id, account.id, &key, ctx.now, WINDOW_SECONDS, CHECKS_PER_WINDOW)
+        .await?
+    {
+        return Err(CvvError::Locked);
+    }
+    let currency =
+        services.store.site_currencies(ctx.site.id).await?.into_iter().next().unwrap_or_else(|| "USD".into());
+    let check = NewTransaction {
+        idempotency_key: format!("verify_cvv:{}", crate::subscriptions::new_uuid()),
+        account_id: account.id,
+        invoice_id: None,
+        subscription_uuid: None,
+        action: "verify".into(),
+        amount: 0,
+        tax: 0,
+        currency,
+        kind: info.kind,
+        payment_method: "credit_card".into(),
+        source: "billing_info".into(),
+        origin: "api_verify_card".into(),
+        recurring: false,
+        test: services.gateway.is_test(),
+        gateway_type: services.gateway.kind().to_owned(),
+        description: None,
+        original_transaction_id: None,
+        account: snapshot(&account),
+        billing: info.fields.clone(),
+    };
+    let begun = services.store.begin_transaction(ctx.site.id, &check, ctx.now).await?;
+    let request = CvvRequest {
+        reference: info.gateway_reference.as_deref().unwrap_or_default(),
+        verification_value: value,
+        idempotency_key: Some(&begun.uuid),
+    };
+    let outcome = services.bounded(services.gateway.check_cvv(&request)).await;
+    let result = result_of(&outcome, ctx.now);
+    let event = transaction_event(services, &begun, &result, ctx.now);
+    let recorded = services.store.complete_transaction(begun.id, &result, ctx.now, &[event]).await?;
+    match outcome {
+        Outcome::Approved(_) => Ok(info),
+        Outcome::Declined(_) => Err(CvvError::Mismatch(Box::new(recorded))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn security_codes_are_three_or_four_digits() {
+        for good in ["123", "0000", "999"] {
+            assert!(well_formed(good), "{good}");
+        }
+        for bad in ["", "12", "12345", "12a", "１２３", "-12"] {
+            assert!(!well_formed(bad), "{bad}");
+        }
+    }
+}
