@@ -60,3 +60,4 @@ CREATE INDEX gift_cards_site_updated ON gift_cards(site_id, updated_at, id);
 CREATE INDEX gift_cards_gifter ON gift_cards(gifter_account_id);
 CREATE INDEX gift_cards_recipient ON gift_cards(recipient_account_id);
 CREATE INDEX gift_cards_redemption_invoice ON gift_cards(redemption_invoice_id);
+CREATE INDEX gift_cards_subscription ON gift_cards(redeemed_subscription_uuid);
