@@ -661,7 +661,7 @@ fn gift_card_refusal(ctx: &WireContext, refused: GiftSubscribeError) -> Response
             "This gift card has already been redeemed.",
         ),
         e @ GiftSubscribeError::Currency { .. } => {
-            field_error(ctx, "subscription.gift_card.redemption_code", "invalid", &e.to_string())
+            field_error(ctx, "gift_card.redemption_code", "invalid", &e.to_string())
         }
         other => respond::internal(&other),
     }
