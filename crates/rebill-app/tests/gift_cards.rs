@@ -302,7 +302,7 @@ async fn a_subscription_redeems_its_card_only_when_created() {
             &card.redemption_code,
         )
         .await;
-        assert!(matches!(declined, Err(GiftSubscribeError::Create(_))), "{declined:?}");
+        assert!(matches!(declined, Err(GiftSubscribeError::Create(_))), "{:?}", declined.err());
         let id = card.id.to_string();
         assert_eq!(gift_cards::get(&services, &ctx, &id).await.expect("card").redeemed_at, None);
         let (loaded, redeemed) = gift_cards::create_subscription_with_gift(
