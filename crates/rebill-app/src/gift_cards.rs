@@ -506,7 +506,7 @@ async fn write_purchase(
                 ctx.site.id,
                 &preview.invoice,
                 &preview.lines,
-                &[created.clone()],
+                std::slice::from_ref(&created),
                 &card,
                 ctx.now,
             )

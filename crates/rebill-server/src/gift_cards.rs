@@ -52,7 +52,6 @@ fn delivery_view(d: &Delivery) -> DeliveryView {
                 zip: a.zip.clone(),
                 country: a.country.clone(),
                 phone: a.phone.clone(),
-                ..Address::default()
             })
         });
     DeliveryView {
