@@ -7,6 +7,8 @@
 //! | subscription uuid | `subscription.created`, `.activated`, `.changed`, `.updated`, `.renewed`, `.trial_ended`, `.pause_scheduled`, `.paused`, `.paused_renewal`, `.resumed`, `.canceled`, `.reactivated`, `.postponed`, `.past_due`, `.recovered`, `.expired` |
 //! | invoice number | `invoice.created`, `invoice.past_due`, `invoice.paid`, `invoice.failed` |
 //! | transaction uuid | `transaction.approved`, `transaction.declined` |
+//! | gift card id | `gift_card.purchased`, `gift_card.delivered`, `gift_card.redeemed` (see [`crate::gift_cards`]) |
+//! | gift card product code | `gift_card_product.added`, `gift_card_product.removed` |
 //!
 //! Databases older than the events hold `subscription.history` events too: the subscription
 //! history they had, kept by the migration (one per accepted action, the action as payload).
