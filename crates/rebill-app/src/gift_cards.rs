@@ -14,7 +14,9 @@
 //!   credit invoice with origin `gift_card` on a site with Credit Memos, a legacy invoice without
 //!   them — which the account's next charge invoices in that currency use up through the credit
 //!   path (`rebill_store::credits`). What is left of that invoice's credit is the card's
-//!   balance. [`create_subscription_with_gift`] redeems a card inside a subscription's creation.
+//!   balance. [`create_subscription_with_gift`] redeems a card inside a subscription's creation
+//!   (its first invoice takes the credit) and takes the redemption back when the creation is
+//!   refused.
 //!
 //! Events (subject: the card's id): `gift_card.purchased`, `gift_card.delivered`,
 //! `gift_card.redeemed`; products (subject: the product code): `gift_card_product.added`,
@@ -748,21 +750,22 @@ pub enum GiftSubscribeError {
     /// The card's currency is not the subscription's.
     #[error("the gift card is in {card}, the subscription in {subscription}")]
     Currency { card: String, subscription: String },
-    /// The creation refused it; the card is not redeemed.
+    /// The creation refused it; the card's redemption was taken back.
     #[error(transparent)]
     Create(#[from] CreateError),
 }
 
-/// Creates a subscription and redeems the gift card `code` onto its account inside the
-/// creation, only if the creation succeeds: the card is checked first (nothing is written when
-/// it is unknown, redeemed or in another currency than the subscription), the subscription is
-/// created, then the card is redeemed onto its account, whose credit then pays the account's
-/// next invoices in that currency (see docs/gift-cards.md for why the first invoice is not
-/// among them).
+/// Creates a subscription with the gift card `code` redeemed inside the creation, kept only if
+/// the creation succeeds. The card is checked first (nothing is written when it is unknown,
+/// redeemed or in another currency than the subscription); the account is found or created, the
+/// card redeemed onto it, and the subscription created, so its first invoice takes the card's
+/// credit like any credit. A refused creation takes the redemption back (the credit a failed
+/// first invoice took returns, the redemption invoice goes) and removes an account created here
+/// that holds nothing else.
 pub async fn create_subscription_with_gift(
     services: &Services,
     ctx: &Context,
-    input: Subscribe,
+    mut input: Subscribe,
     code: &str,
 ) -> Result<(Loaded, Redeemed), GiftSubscribeError> {
     let card = by_code(services, ctx, code).await.map_err(GiftSubscribeError::Card)?;
@@ -773,18 +776,48 @@ pub async fn create_subscription_with_gift(
     if card.currency != currency {
         return Err(GiftSubscribeError::Currency { card: card.currency, subscription: currency });
     }
-    let account_code = input.account_code.clone();
-    let loaded = crate::subscriptions::create(services, ctx, input).await?;
-    let account = services
-        .store
-        .account(ctx.site.id, &account_code)
-        .await
-        .map_err(|e| GiftSubscribeError::Card(e.into()))?
-        .ok_or_else(|| GiftSubscribeError::Card(GiftCardError::AccountNotFound(account_code.clone())))?;
-    let redeemed = redeem_card(services, ctx, &card, &account, Some(&loaded.record.uuid))
-        .await
-        .map_err(GiftSubscribeError::Card)?;
-    Ok((loaded, redeemed))
+    let (account, created_here) = match input.existing.clone() {
+        Some(account) => (account, false),
+        None => {
+            let fields = input.account_fields.take().unwrap_or_default();
+            let purchase = Purchase {
+                gifter_account_code: input.account_code.clone(),
+                gifter_fields: fields,
+                ..Purchase::default()
+            };
+            gifter(services, ctx, &purchase).await.map_err(GiftSubscribeError::Card)?
+        }
+    };
+    input.existing = Some(account.clone());
+    let uuid = input.drafted.new.uuid.clone();
+    let redeemed = redeem_card(services, ctx, &card, &account, Some(&uuid)).await.map_err(GiftSubscribeError::Card)?;
+    match crate::subscriptions::create(services, ctx, input).await {
+        Ok(loaded) => {
+            // The card as it is now: the first invoice may have taken some of its credit.
+            let card =
+                services.store.gift_card(ctx.site.id, card.id).await.map_err(|e| GiftSubscribeError::Card(e.into()))?;
+            let card = card.unwrap_or(redeemed.card);
+            Ok((loaded, Redeemed { card, invoice: redeemed.invoice }))
+        }
+        Err(refused) => {
+            match services.store.undo_gift_card_redemption(card.id).await {
+                Ok(true) => {
+                    let keep = matches!(
+                        &refused,
+                        CreateError::BillingInfo(crate::payment_methods::Refusal::Declined { saved: true, .. })
+                    );
+                    if created_here && !keep {
+                        discard_if_new(services, ctx, &account, true).await;
+                    }
+                }
+                Ok(false) => {
+                    tracing::warn!(card = card.id, "a refused creation's gift card stays redeemed: its credit was used")
+                }
+                Err(e) => tracing::error!(card = card.id, error = %e, "taking back a gift card's redemption"),
+            }
+            Err(GiftSubscribeError::Create(refused))
+        }
+    }
 }
 
 #[cfg(test)]

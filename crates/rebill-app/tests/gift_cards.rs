@@ -3,7 +3,8 @@
 //! `deliver_at` is delivered by the scheduler at that time, not before; a redemption makes the
 //! credit the account's next invoices use (the card's balance falls with it); two redemptions
 //! of one card at once never both succeed; a subscription created with a card redeems it only
-//! when the creation succeeds.
+//! inside the creation (its first invoice takes the credit) and takes the redemption back when
+//! the creation is refused.
 
 use rebill_app::gift_cards::{self, Delivery, GiftCardError, GiftSubscribeError, ListFilter, Purchase};
 use rebill_app::testing::{DAY, Scripted, T0, TestClock, card};
@@ -262,7 +263,7 @@ async fn a_subscription_redeems_its_card_only_when_created() {
             name: Some("Gold".into()),
             plan_interval_length: Some(1),
             plan_interval_unit: Some(rebill_store::plans::IntervalUnit::Months),
-            unit_amount_in_cents: Some(std::collections::BTreeMap::from([("USD".to_owned(), 1000)])),
+            unit_amount_in_cents: Some(std::collections::BTreeMap::from([("USD".to_owned(), 7000)])),
             ..rebill_store::plans::PlanFields::default()
         };
         let plan = services.store.create_plan(ctx.site.id, "gold", &plan_fields, T0).await.expect("plan");
@@ -275,7 +276,7 @@ async fn a_subscription_redeems_its_card_only_when_created() {
                     plan_code: "gold".into(),
                     currency: "USD".into(),
                     interval: Interval::new(1, IntervalUnit::Months).expect("interval"),
-                    unit_amount_in_cents: 1000,
+                    unit_amount_in_cents: 7000,
                     quantity: 1,
                     add_ons: Vec::new(),
                     setup_fee_in_cents: 0,
@@ -303,8 +304,31 @@ async fn a_subscription_redeems_its_card_only_when_created() {
         )
         .await;
         assert!(matches!(declined, Err(GiftSubscribeError::Create(_))), "{:?}", declined.err());
+        // The redemption is taken back: the card is whole again, its credit invoice gone, and the
+        // failed first invoice (7000: 5000 from the card, 2000 declined) owes its whole total.
         let id = card.id.to_string();
-        assert_eq!(gift_cards::get(&services, &ctx, &id).await.expect("card").redeemed_at, None);
+        let whole = gift_cards::get(&services, &ctx, &id).await.expect("card");
+        assert_eq!((whole.redeemed_at, whole.recipient_account_code, whole.balance), (None, None, None));
+        let sub_a =
+            services.store.account(ctx.site.id, "sub_a").await.expect("read").expect("sub_a keeps its failed invoice");
+        let balances = services.store.account_invoice_balances(sub_a.id).await.expect("balances");
+        assert!(balances.iter().all(|b| b.open == 0), "{balances:?}");
+        let failed = services
+            .store
+            .list_invoices(
+                ctx.site.id,
+                &rebill_store::invoicing::InvoiceFilter { account_id: Some(sub_a.id), ..Default::default() },
+                &PageRequest::default(),
+            )
+            .await
+            .expect("invoices")
+            .items;
+        assert_eq!(failed.len(), 1);
+        assert_eq!(
+            (failed[0].state, failed[0].amounts.paid, failed[0].amounts.balance),
+            (InvoiceState::Failed, 0, 7000)
+        );
+        assert!(kinds(&services.store, ctx.site.id, &id).await.iter().all(|k| k != "gift_card.redeemed"));
         let (loaded, redeemed) = gift_cards::create_subscription_with_gift(
             &services,
             &ctx,
@@ -314,6 +338,8 @@ async fn a_subscription_redeems_its_card_only_when_created() {
         .await
         .expect("created");
         assert_eq!(redeemed.card.redeemed_subscription_uuid.as_deref(), Some(loaded.record.uuid.as_str()));
+        // The first invoice took the whole card (5000 of 7000; 2000 charged).
+        assert_eq!(redeemed.card.balance, Some(0));
         assert!(gift_cards::of_subscription(&services, &ctx, &loaded.record.uuid).await.expect("read").is_some());
         assert!(matches!(
             gift_cards::create_subscription_with_gift(

@@ -6,7 +6,8 @@
 //! `deliver_at`; redeemed with a lower-case code into credit (a credit invoice or a legacy
 //! invoice) that two later invoices use up, the card's balance falling to the cent; the refusals
 //! of a redemption; the list with its filters and cursors; a subscription created with a gift
-//! card (its refusals, `started_with_gift`, the renewal paid by the card's credit). Decisions:
+//! card (its refusals, the redemption taken back after a decline, `started_with_gift`, the first
+//! invoice and the renewal paid by the card's credit). Decisions:
 //! docs/gift-cards.md.
 
 use rebill_testkit::*;
@@ -563,6 +564,8 @@ fn scenario(site: &Site) {
     );
     status(&site.send("POST", "/v2/subscriptions", &body), 422);
     has(&site.get(&format!("/v2/gift_cards/{id2}")), "<redeemed_at type=\"datetime\" nil=\"nil\"></redeemed_at>");
+    // The declined verification removed the account created for it, as without a gift card.
+    assert_error(&site.get_at("2.11", "/v2/accounts/unlucky"), 404, "not_found");
     let r = site.send("POST", "/v2/subscriptions", &subscribe("USD", &code2.to_ascii_lowercase(), "subscriber"));
     status(&r, 201);
     has(&r, "<started_with_gift type=\"boolean\">true</started_with_gift>");
@@ -573,11 +576,16 @@ fn scenario(site: &Site) {
     );
     let card2 = site.get(&format!("/v2/gift_cards/{id2}"));
     has(&card2, &format!("<recipient_account href=\"{base}/v2/accounts/subscriber\"/>"));
-    has(&card2, &cents("balance_in_cents", 5000));
-    // The renewal a month on is paid by the card's credit: 1000 of 5000.
+    // The first invoice took 1000 of the card's 5000; nothing was charged to the card.
+    has(&card2, &cents("balance_in_cents", 4000));
+    let first = site.get("/v2/accounts/subscriber/invoices");
+    has(&first, "<state>paid</state>");
+    has(&first, &cents("total_in_cents", 1000));
+    lacks(&first, "<transaction ");
+    // The renewal a month on is paid by the card's credit too.
     site.advance("1month");
-    has(&site.get(&format!("/v2/gift_cards/{id2}")), &cents("balance_in_cents", 4000));
-    assert_eq!(site.balance("subscriber"), -4000);
+    has(&site.get(&format!("/v2/gift_cards/{id2}")), &cents("balance_in_cents", 3000));
+    assert_eq!(site.balance("subscriber"), -3000);
     assert_eq!(site.count("/v2/gift_cards?recipient_account_code=subscriber"), 1);
 }
 

@@ -433,6 +433,86 @@ impl Store {
         Ok(Some((card, invoice)))
     }
 
+    /// Takes back the redemption of a card made for a creation that was then refused (a
+    /// subscription whose first payment was declined): the credit its invoice gave to invoices
+    /// that ended `failed` goes back to them (their credit payments and events removed, their
+    /// paid amount and balance restored), the redemption invoice, its line and events are
+    /// removed and the card is not redeemed any more; in one database transaction. `false`
+    /// (nothing changed) when the card is not redeemed, or when its credit went to an invoice
+    /// that did not fail (that use stays, and so does the redemption).
+    pub async fn undo_gift_card_redemption(&self, card_id: i64) -> Result<bool, StoreError> {
+        let mut work = self.begin_work().await?;
+        let sql = format!(
+            "SELECT site_id, redemption_invoice_id, \
+             (SELECT invoice_number FROM invoices i WHERE i.id = gift_cards.redemption_invoice_id) AS number \
+             FROM gift_cards WHERE id = $1 AND redemption_invoice_id IS NOT NULL{}",
+            work.backend.for_update()
+        );
+        let Some(row) = sqlx::query(&sql).bind(card_id).fetch_optional(&mut *work.tx).await? else {
+            return Ok(false);
+        };
+        let site_id: i64 = row.try_get("site_id")?;
+        let invoice_id: i64 = row.try_get("redemption_invoice_id")?;
+        let number: i64 = row.try_get("number")?;
+        let uses = sqlx::query(
+            "SELECT p.id, p.uuid, p.amount, p.action, p.applied_to_invoice_id, i.state FROM credit_payments p \
+             LEFT JOIN invoices i ON i.id = p.applied_to_invoice_id WHERE p.original_invoice_id = $1",
+        )
+        .bind(invoice_id)
+        .fetch_all(&mut *work.tx)
+        .await?;
+        let mut taken_back = Vec::new();
+        for r in &uses {
+            let action: String = r.try_get("action")?;
+            let state: Option<String> = r.try_get("state")?;
+            if action != "payment" || state.as_deref() != Some("failed") {
+                return Ok(false);
+            }
+            let id: i64 = r.try_get("id")?;
+            let uuid: String = r.try_get("uuid")?;
+            let amount: i64 = r.try_get("amount")?;
+            let applied: i64 = r.try_get("applied_to_invoice_id")?;
+            taken_back.push((id, uuid, amount, applied));
+        }
+        for (id, uuid, amount, applied) in &taken_back {
+            sqlx::query("UPDATE invoices SET paid = paid - $1, balance = balance + $1 WHERE id = $2")
+                .bind(*amount)
+                .bind(*applied)
+                .execute(&mut *work.tx)
+                .await?;
+            sqlx::query(
+                "DELETE FROM domain_events WHERE site_id = $1 AND subject = $2 AND kind = 'credit_payment.created'",
+            )
+            .bind(site_id)
+            .bind(uuid.clone())
+            .execute(&mut *work.tx)
+            .await?;
+            sqlx::query("DELETE FROM credit_payments WHERE id = $1").bind(*id).execute(&mut *work.tx).await?;
+        }
+        sqlx::query(
+            "UPDATE gift_cards SET recipient_account_id = NULL, redeemed_at = NULL, redemption_invoice_id = NULL, \
+             redeemed_subscription_uuid = NULL, updated_at = COALESCE(delivered_at, purchased_at, created_at) \
+             WHERE id = $1",
+        )
+        .bind(card_id)
+        .execute(&mut *work.tx)
+        .await?;
+        sqlx::query("DELETE FROM domain_events WHERE site_id = $1 AND subject = $2 AND kind = 'gift_card.redeemed'")
+            .bind(site_id)
+            .bind(card_id.to_string())
+            .execute(&mut *work.tx)
+            .await?;
+        sqlx::query("DELETE FROM domain_events WHERE site_id = $1 AND subject = $2 AND kind LIKE 'invoice.%'")
+            .bind(site_id)
+            .bind(number.to_string())
+            .execute(&mut *work.tx)
+            .await?;
+        sqlx::query("DELETE FROM adjustments WHERE invoice_id = $1").bind(invoice_id).execute(&mut *work.tx).await?;
+        sqlx::query("DELETE FROM invoices WHERE id = $1").bind(invoice_id).execute(&mut *work.tx).await?;
+        work.commit().await?;
+        Ok(true)
+    }
+
     /// The site's purchased card with this id.
     pub async fn gift_card(&self, site_id: i64, id: i64) -> Result<Option<GiftCard>, StoreError> {
         let sql =
