@@ -8,6 +8,8 @@
 //! | invoice number | `invoice.created`, `invoice.past_due`, `invoice.paid`, `invoice.failed` |
 //! | transaction uuid | `transaction.approved`, `transaction.declined` |
 //! | account code | `shipping_address.created`, `.updated`, `.deleted` ([`crate::shipping_addresses`]) |
+//! | gift card id | `gift_card.purchased`, `gift_card.delivered`, `gift_card.redeemed` (see [`crate::gift_cards`]) |
+//! | gift card product code | `gift_card_product.added`, `gift_card_product.removed` |
 //!
 //! Databases older than the events hold `subscription.history` events too: the subscription
 //! history they had, kept by the migration (one per accepted action, the action as payload).

@@ -23,6 +23,7 @@
 //! | [`tokens`] | the client-side library's tokens: the site of a public key, a card or bank account sealed into a token, purging expired ones, the vault's key file |
 //! | [`sites`] | authenticating a private key outside the API's layers (sandbox clock); the demo page's sandbox site and key |
 //! | [`documents`] | an invoice's PDF |
+//! | [`gift_cards`] | gift card products, purchases (and previews), delivery, redemption (also inside a subscription's creation), reads |
 //! | [`instant`] | ISO 8601 dates and date-times as epoch seconds |
 //! | [`error`] | [`AppError`](error::AppError), the umbrella every use case's error converts into |
 //! | [`model`] | the domain values the use cases take and answer, for adapters |
@@ -37,6 +38,7 @@ pub mod cvv;
 pub mod documents;
 pub mod error;
 pub mod events;
+pub mod gift_cards;
 pub mod instant;
 pub mod invoicing;
 pub mod jobs;

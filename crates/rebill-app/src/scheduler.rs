@@ -32,6 +32,7 @@ async fn run_job(state: &Services, site: Option<&Site>, job: &Job) -> Result<(),
         (crate::invoicing::DUNNING_JOB, _) => crate::invoicing::run_dunning(state, job).await,
         (crate::invoicing::INVOICE_DUE_JOB, _) => crate::invoicing::run_invoice_due(state, job).await,
         (crate::refunds::REFUND_JOB, _) => crate::refunds::run_refund_job(state, job).await,
+        (crate::gift_cards::DELIVERY_JOB, _) => crate::gift_cards::run_delivery(state, job).await,
         (_, Some(site)) => crate::subscriptions::run_job(state, site, job).await,
         (_, None) => Err(JobError::SiteMissing(job.site_id)),
     }

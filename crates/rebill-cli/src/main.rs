@@ -84,6 +84,56 @@ enum Command {
     /// ends, pauses, dunning retries) before the command returns.
     #[command(subcommand)]
     Clock(ClockCommand),
+    /// Gift cards: the face values a site sells (a gift card can be bought only for one of them).
+    #[command(subcommand, name = "gift-cards")]
+    GiftCards(GiftCardsCommand),
+}
+
+#[derive(Subcommand)]
+enum GiftCardsCommand {
+    /// The site's gift card products: face values per product code and currency.
+    #[command(subcommand)]
+    Products(GiftCardProductsCommand),
+}
+
+#[derive(Subcommand)]
+enum GiftCardProductsCommand {
+    /// Sells the product at these face values (in cents) in the currency; values sold already stay.
+    Add {
+        /// The site's name or id (`rebill site list`).
+        #[arg(long)]
+        site: String,
+        #[arg(long)]
+        product_code: String,
+        /// ISO 4217 code, e.g. USD.
+        #[arg(long)]
+        currency: String,
+        /// Face values in cents, e.g. `2000 5000`.
+        #[arg(required = true, value_parser = clap::value_parser!(i64).range(1..))]
+        amounts: Vec<i64>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stops selling the product at these face values (cards bought keep theirs).
+    Remove {
+        #[arg(long)]
+        site: String,
+        #[arg(long)]
+        product_code: String,
+        #[arg(long)]
+        currency: String,
+        #[arg(required = true)]
+        amounts: Vec<i64>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The face values the site sells.
+    List {
+        #[arg(long)]
+        site: String,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -544,6 +594,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 format!("site {} is at {site_now}; {ran} due jobs ran", site.name),
             );
         }
+        Command::GiftCards(GiftCardsCommand::Products(command)) => {
+            gift_card_products(store, clock, now, command).await?;
+        }
         Command::Alerts(AlertsCommand::List { json }) => {
             let alerts = store.alerts().await?;
             let mut values = Vec::new();
@@ -571,6 +624,60 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 ));
             }
             emit(json, json!({ "alerts": values }), lines.join("\n"));
+        }
+    }
+    Ok(())
+}
+
+/// `rebill gift-cards products …`.
+async fn gift_card_products(
+    store: Store,
+    clock: std::sync::Arc<dyn rebill_app::Clock>,
+    now: i64,
+    command: GiftCardProductsCommand,
+) -> anyhow::Result<()> {
+    use rebill_app::gift_cards;
+    let site_name = match &command {
+        GiftCardProductsCommand::Add { site, .. }
+        | GiftCardProductsCommand::Remove { site, .. }
+        | GiftCardProductsCommand::List { site, .. } => site.clone(),
+    };
+    let site = store.site(&site_name).await?;
+    let ctx = rebill_app::Context { now: site.now(now), site };
+    let services = rebill_app::Services::new(store, clock);
+    let product_json = |p: &gift_cards::GiftCardProduct| json!({ "product_code": p.product_code, "currency": p.currency, "unit_amount_in_cents": p.unit_amount });
+    match command {
+        GiftCardProductsCommand::Add { product_code, currency, amounts, json, .. } => {
+            let added = gift_cards::add_product(&services, &ctx, &product_code, &currency, &amounts).await?;
+            let amounts: Vec<String> = added.iter().map(|p| p.unit_amount.to_string()).collect();
+            emit(
+                json,
+                json!({ "site": ctx.site.name, "added": added.iter().map(product_json).collect::<Vec<_>>() }),
+                format!(
+                    "{product_code} {}: {} new face values ({})",
+                    currency.to_ascii_uppercase(),
+                    added.len(),
+                    amounts.join(", ")
+                ),
+            );
+        }
+        GiftCardProductsCommand::Remove { product_code, currency, amounts, json, .. } => {
+            let removed = gift_cards::remove_product(&services, &ctx, &product_code, &currency, &amounts).await?;
+            emit(
+                json,
+                json!({ "site": ctx.site.name, "removed": removed }),
+                format!("{product_code} {}: {removed} face values removed", currency.to_ascii_uppercase()),
+            );
+        }
+        GiftCardProductsCommand::List { json, .. } => {
+            let products = gift_cards::products(&services, &ctx).await?;
+            let lines: Vec<String> =
+                products.iter().map(|p| format!("{}  {}  {}", p.product_code, p.currency, p.unit_amount)).collect();
+            emit(
+                json,
+                json!({ "site": ctx.site.name, "products": products.iter().map(product_json).collect::<Vec<_>>() }),
+                lines.join("\n"),
+            );
         }
     }
     Ok(())

@@ -128,6 +128,9 @@ fn client_flows(db: &str) {
     let python = venv_python();
     let key_file = vault_key_file();
     let server = start_with(db, Options { args: &["--vault-key-file", &key_file], ..Options::default() });
+    // The gift card flow buys the product `gift_card` (no endpoint configures products).
+    let products = ["gift-cards", "products", "add", "--site", "sandbox", "--product-code", "gift_card"];
+    server.cli(&[&products[..], &["--currency", "USD", "2000", "5000"]].concat());
     let started = Instant::now();
     let output = Command::new(&python)
         .arg(python_dir().join("client_flows.py"))

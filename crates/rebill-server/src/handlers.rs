@@ -14,7 +14,9 @@ use rebill_app::invoicing::Settlement;
 use rebill_models::api::{self, EndpointId};
 
 use crate::request::{Call, Routed};
-use crate::{AppState, accounts, billing_info, invoices, payments, plans, respond, shipping_addresses, subscriptions};
+use crate::{
+    AppState, accounts, billing_info, gift_cards, invoices, payments, plans, respond, shipping_addresses, subscriptions,
+};
 use rebill_billing::lifecycle::Action;
 
 /// The built endpoints and their handlers: `Id(call) => handler`, where `call` is the request's
@@ -116,6 +118,11 @@ handlers! { state, call, request, query;
     GetShippingAddress(c) => shipping_addresses::get(state, c),
     UpdateShippingAddress(c) => shipping_addresses::update(state, c, request),
     DeleteShippingAddress(c) => shipping_addresses::delete(state, c),
+    ListGiftCards(c) => gift_cards::list(state, c, query),
+    CreateGiftCard(c) => gift_cards::create(state, c, request),
+    PreviewGiftCard(c) => gift_cards::preview(state, c, request),
+    GetGiftCard(c) => gift_cards::get(state, c),
+    RedeemGiftCard(c) => gift_cards::redeem(state, c, request),
 }
 
 #[cfg(test)]
@@ -158,6 +165,7 @@ mod tests {
         let modules = [
             ("accounts.rs", include_str!("accounts.rs")),
             ("billing_info.rs", include_str!("billing_info.rs")),
+            ("gift_cards.rs", include_str!("gift_cards.rs")),
             ("invoices.rs", include_str!("invoices.rs")),
             ("payments.rs", include_str!("payments.rs")),
             ("plans.rs", include_str!("plans.rs")),

@@ -12,6 +12,7 @@ mod accounts;
 mod billing_info;
 mod demo;
 mod dispatch;
+mod gift_cards;
 mod handlers;
 mod invoices;
 pub mod js_library;

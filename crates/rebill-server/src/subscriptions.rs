@@ -70,6 +70,7 @@ use crate::request::{Call, Routed, account_not_found, billing_request, href, que
 use crate::respond::{time, with_location};
 use crate::views::{self, DeclineFields, payment_method_error, refusal_response};
 use crate::{AppState, respond};
+use rebill_app::gift_cards::{self, GiftCardError, GiftSubscribeError};
 use rebill_app::shipping_addresses::{ShippingChoice, ShippingError};
 use rebill_app::subscriptions::{self, ChangeError, CreateError, Details, Loaded, Subscribe, new_uuid};
 
@@ -266,7 +267,10 @@ async fn view(
         terms_and_conditions: details.terms_and_conditions.clone(),
         customer_notes: details.customer_notes.clone(),
         vat_reverse_charge_notes: details.vat_reverse_charge_notes.clone(),
-        started_with_gift: Some(false),
+        started_with_gift: Some(match record {
+            Some(r) => rebill_app::gift_cards::of_subscription(state, ctx, &r.uuid).await?.is_some(),
+            None => false,
+        }),
         imported_trial: Some(sub.imported_trial),
         paused_at: sub.paused_at,
         remaining_pause_cycles: sub.remaining_pause_cycles.map(i64::from),
@@ -637,8 +641,19 @@ pub(crate) async fn create<E: TakesSubscription>(
     };
     let account_addresses: Vec<_> =
         nested.and_then(|a| a.shipping_addresses.as_ref()).into_iter().flatten().map(views::shipping_fields).collect();
-    let loaded = match subscriptions::create_shipped(state, &call.context(), input, shipping, &account_addresses).await
-    {
+    // A gift card to redeem makes the creation the gift card's use case (redeemed only if it succeeds).
+    let created = match doc.gift_card.as_deref().and_then(|g| g.redemption_code.as_deref()) {
+        None => subscriptions::create_shipped(state, &call.context(), input, shipping, &account_addresses).await,
+        Some(code) => {
+            let shipped = (shipping, account_addresses.as_slice());
+            match gift_cards::create_subscription_with_gift(state, &call.context(), input, shipped, code).await {
+                Ok((loaded, _)) => Ok(loaded),
+                Err(GiftSubscribeError::Create(e)) => Err(e),
+                Err(refused) => return gift_card_refusal(ctx, refused),
+            }
+        }
+    };
+    let loaded = match created {
         Ok(loaded) => loaded,
         Err(CreateError::ShippingAddress(e)) => return shipping_refusal(ctx, e),
         Err(CreateError::PaymentMethod(e)) => return payment_method_error(ctx, &e),
@@ -669,6 +684,26 @@ pub(crate) async fn create<E: TakesSubscription>(
         return response;
     }
     with_location(response, ctx, &EndpointId::GetSubscription.endpoint().render(&[&uuid]))
+}
+
+/// The answer to a gift card that refused a subscription's creation (nothing was written): 404
+/// `not_found` for an unknown code, 400 `gift_card_already_redeemed`, 422 on
+/// `subscription.gift_card.redemption_code` for a card in another currency.
+fn gift_card_refusal(ctx: &WireContext, refused: GiftSubscribeError) -> Response {
+    match refused {
+        GiftSubscribeError::Card(GiftCardError::CodeNotFound(code)) => {
+            respond::not_found(&format!("Gift Card with redemption code {code} not found"))
+        }
+        GiftSubscribeError::Card(GiftCardError::AlreadyRedeemed) => respond::error(
+            StatusCode::BAD_REQUEST,
+            "gift_card_already_redeemed",
+            "This gift card has already been redeemed.",
+        ),
+        e @ GiftSubscribeError::Currency { .. } => {
+            field_error(ctx, "gift_card.redemption_code", "invalid", &e.to_string())
+        }
+        other => respond::internal(&other),
+    }
 }
 
 /// One action on a stored subscription (`rebill_app::subscriptions::change`), answered with the

@@ -12,6 +12,7 @@ mod db;
 mod dialect;
 mod document;
 pub mod events;
+pub mod gift_cards;
 pub mod invoicing;
 pub mod jobs;
 mod keys;

@@ -747,6 +747,74 @@ def verify_cvv():
     expect(error.symbol, "cvv_verify_locked", "locked symbol")
     raises(recurly.NotFoundError, lambda: new_account("py-cvv-none").verify_cvv("123"), "no billing info")
 
+def gift_cards():
+    # The products (gift_card at 20.00 and 50.00 USD) are configured by the harness with
+    # `rebill gift-cards products add` before the flows run.
+    account_with_card("py-gifter")
+
+    def card(amount=2000):
+        return recurly.GiftCard(
+            product_code="gift_card",
+            unit_amount_in_cents=amount,
+            currency="USD",
+            delivery=recurly.Delivery(
+                method="email",
+                email_address="friend@example.com",
+                first_name="Fran",
+                last_name="Friend",
+                gifter_name="Ada",
+                personal_message="Enjoy",
+            ),
+            gifter_account=recurly.Account(account_code="py-gifter"),
+        )
+
+    preview = card()
+    preview.preview()
+    expect(preview.unit_amount_in_cents, 2000, "previewed face value")
+    expect(preview.id, None, "a preview has no id")
+    expect(preview.redemption_code, "", "a preview has no redemption code")
+    expect([c.id for c in recurly.GiftCard.all()], [], "a preview writes nothing")
+
+    bought = card()
+    bought.save()
+    expect(len(bought.redemption_code), 16, "a 16-character redemption code")
+    expect(bought.redemption_code, bought.redemption_code.upper(), "an upper-case redemption code")
+    expect(bought.delivery.method, "email", "delivery method")
+    expect(bought.delivery.personal_message, "Enjoy", "personal message")
+    expect_true(bought.delivered_at, "delivered at once without deliver_at")
+    expect(bought.redeemed_at, None, "not redeemed yet")
+    invoice = bought.invoice()
+    expect(invoice.total_in_cents, 2000, "the purchase invoice's total")
+    expect(invoice.state, "paid", "the purchase invoice is paid")
+    expect(bought.gifter_account().account_code, "py-gifter", "the gifter account link")
+
+    fetched = recurly.GiftCard.get(bought.id)
+    expect(fetched.redemption_code, bought.redemption_code, "fetched by id")
+    raises(recurly.NotFoundError, lambda: card(3000).save(), "a face value the site does not sell")
+
+    new_account("py-taker")
+    redeemed = recurly.GiftCard(redemption_code=bought.redemption_code.lower())
+    redeemed.redeem("py-taker")
+    expect(redeemed.id, bought.id, "the redeemed card")
+    expect(redeemed.balance_in_cents, 2000, "the whole value is credit")
+    expect_true(redeemed.redeemed_at, "redeemed_at")
+    expect(redeemed.recipient_account().account_code, "py-taker", "the recipient account link")
+    error = raises(
+        recurly.BadRequestError,
+        lambda: recurly.GiftCard(redemption_code=bought.redemption_code).redeem("py-taker"),
+        "a second redemption",
+    )
+    expect(error.symbol, "bad_request", "second redemption symbol")
+    expect(recurly.Account.get("py-taker").account_balance().balance_in_cents["USD"], -2000, "the taker's credit")
+
+    taker = recurly.Account.get("py-taker")
+    taker.charge(recurly.Adjustment(description="Order", unit_amount_in_cents=1250, currency="USD"))
+    taker.invoice()
+    expect(recurly.GiftCard.get(bought.id).balance_in_cents, 750, "the card's balance after an invoice it paid")
+    expect([c.id for c in recurly.GiftCard.all(gifter_account_code="py-gifter")], [bought.id], "the gifter's cards")
+    expect([c.id for c in recurly.GiftCard.all(recipient_account_code="py-taker")], [bought.id], "the taker's cards")
+
+
 FLOWS = [
     plans_and_add_ons,
     accounts,
@@ -762,6 +830,7 @@ FLOWS = [
     refunds,
     shipping_addresses,
     verify_cvv,
+    gift_cards,
     # Moves the site's sandbox clock on by a month: keep it last.
     subscription_pause_and_resume,
 ]

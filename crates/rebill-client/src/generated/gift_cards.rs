@@ -14,12 +14,14 @@ pub struct GiftCards {
     pub(crate) client: Client,
 }
 impl GiftCards {
-    /// Gift cards of the site.
+    /// Gift cards of the site, newest first; narrowed to one gifter or recipient account.
     ///
     /// `GET /v2/gift_cards`
     ///
     /// A list: `.page()`, `.stream()`, `.count()` (HEAD, from API 2.6).
-    pub fn list(&self) -> List<rebill_models::GiftCard, crate::NoFilters> {
+    pub fn list(
+        &self,
+    ) -> List<rebill_models::GiftCard, filters::GifterAccountCodeRecipientAccountCode> {
         List::new::<api::ListGiftCards>(&self.client, &[])
     }
     /// Buys a gift card for a gifter account.
@@ -52,7 +54,7 @@ impl GiftCards {
     pub async fn get(&self, id: &str) -> Result<rebill_models::GiftCard, Error> {
         Call::<api::GetGiftCard>::new(&self.client, &[id]).resource().await
     }
-    /// Redeems a gift card onto a recipient account.
+    /// Redeems a gift card onto a recipient account (200 with Location).
     ///
     /// `POST /v2/gift_cards/{redemption_code}/redeem`
     pub async fn redeem(

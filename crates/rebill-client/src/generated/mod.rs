@@ -23,6 +23,21 @@ pub use purchases::*;
 pub use gift_cards::*;
 /// The filter sets of list endpoints: `List<T, F>` has a method per filter of `F`.
 pub mod filters {
+    /// Lists filtered by `gifter_account_code`, `recipient_account_code`.
+    #[derive(Debug, Clone, Copy)]
+    pub struct GifterAccountCodeRecipientAccountCode;
+    impl<
+        T: rebill_xml::XmlResource + Send + 'static,
+    > crate::List<T, GifterAccountCodeRecipientAccountCode> {
+        /// Only records whose `gifter_account_code` is `value` (a string, or a model enum spelled as the client's version spells it).
+        pub fn gifter_account_code(self, value: impl crate::FilterValue) -> Self {
+            self.filter("gifter_account_code", value)
+        }
+        /// Only records whose `recipient_account_code` is `value` (a string, or a model enum spelled as the client's version spells it).
+        pub fn recipient_account_code(self, value: impl crate::FilterValue) -> Self {
+            self.filter("recipient_account_code", value)
+        }
+    }
     /// Lists filtered by `state`.
     #[derive(Debug, Clone, Copy)]
     pub struct State;

@@ -1207,9 +1207,9 @@ pub static ENDPOINTS: [Endpoint; 90usize] = [
         response: Body::List("gift_card"),
         later: &[],
         status: 200u16,
-        filters: &[],
+        filters: &["gifter_account_code", "recipient_account_code"],
         query: &[],
-        doc: "Gift cards of the site.",
+        doc: "Gift cards of the site, newest first; narrowed to one gifter or recipient account.",
     },
     Endpoint {
         name: "create_gift_card",
@@ -1262,10 +1262,10 @@ pub static ENDPOINTS: [Endpoint; 90usize] = [
         request: Some("recipient_account"),
         response: Body::Resource("gift_card"),
         later: &[],
-        status: 201u16,
+        status: 200u16,
         filters: &[],
         query: &[],
-        doc: "Redeems a gift card onto a recipient account.",
+        doc: "Redeems a gift card onto a recipient account (200 with Location).",
     },
 ];
 /// Endpoint identifiers (`EndpointId::X.endpoint()` is its table entry).
@@ -1611,7 +1611,7 @@ pub enum EndpointId {
     ///
     /// `POST /v2/purchases/authorize` → 201, since 2.9, responds `invoice_collection` from 2.10
     AuthorizePurchase,
-    /// Gift cards of the site.
+    /// Gift cards of the site, newest first; narrowed to one gifter or recipient account.
     ///
     /// `GET /v2/gift_cards` → 200
     ListGiftCards,
@@ -1627,9 +1627,9 @@ pub enum EndpointId {
     ///
     /// `GET /v2/gift_cards/{id}` → 200
     GetGiftCard,
-    /// Redeems a gift card onto a recipient account.
+    /// Redeems a gift card onto a recipient account (200 with Location).
     ///
-    /// `POST /v2/gift_cards/{redemption_code}/redeem` → 201
+    /// `POST /v2/gift_cards/{redemption_code}/redeem` → 200
     RedeemGiftCard,
 }
 impl EndpointId {
@@ -2605,7 +2605,7 @@ impl ApiEndpoint for AuthorizePurchase {
 impl LaterResponse for AuthorizePurchase {
     type Later = InvoiceCollection;
 }
-/// Gift cards of the site.
+/// Gift cards of the site, newest first; narrowed to one gifter or recipient account.
 ///
 /// `GET /v2/gift_cards` → 200
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -2645,9 +2645,9 @@ impl ApiEndpoint for GetGiftCard {
     type Request = ();
     type Response = GiftCard;
 }
-/// Redeems a gift card onto a recipient account.
+/// Redeems a gift card onto a recipient account (200 with Location).
 ///
-/// `POST /v2/gift_cards/{redemption_code}/redeem` → 201
+/// `POST /v2/gift_cards/{redemption_code}/redeem` → 200
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RedeemGiftCard;
 impl ApiEndpoint for RedeemGiftCard {

@@ -22,6 +22,16 @@ pub struct GiftCard {
     /// (`link`; response)
     #[xml(kind = "link", direction = "response")]
     pub recipient_account: Option<rebill_xml::Href>,
+    /// Link to the charge invoice of the gift card purchase (2.10; first seen at 2.12, emitted from 2.10 by rebill).
+    ///
+    /// (`link`; response; 2.10 and later)
+    #[xml(kind = "link", direction = "response", since = "2.10")]
+    pub purchase_invoice: Option<rebill_xml::Href>,
+    /// Link to the invoice holding the gift card's credit once redeemed (2.10; a credit invoice with Credit Memos, else a legacy invoice).
+    ///
+    /// (`link`; response; 2.10 and later)
+    #[xml(kind = "link", direction = "response", since = "2.10")]
+    pub redemption_invoice: Option<rebill_xml::Href>,
     /// Gift card id; the :id path id.
     ///
     /// (`integer`; response)

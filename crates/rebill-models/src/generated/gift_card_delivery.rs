@@ -57,18 +57,19 @@ impl GiftCardDelivery {
         ("first_name", 255usize),
         ("last_name", 255usize),
         ("gifter_name", 255usize),
-        ("personal_message", 4000usize),
+        ("personal_message", 255usize),
     ];
 }
 impl crate::validate::Validate for GiftCardDelivery {
     #[allow(unused_variables)]
     fn validate(&self, v: &mut crate::validate::Validation<'_>, path: &str) {
+        v.email(path, "email_address", &self.email_address);
         v.max_length(path, "email_address", &self.email_address, 255usize);
         v.max_length(path, "first_name", &self.first_name, 255usize);
         v.max_length(path, "last_name", &self.last_name, 255usize);
         v.nested(path, "address", &self.address);
         v.max_length(path, "gifter_name", &self.gifter_name, 255usize);
-        v.max_length(path, "personal_message", &self.personal_message, 4000usize);
+        v.max_length(path, "personal_message", &self.personal_message, 255usize);
     }
     fn given(&self) -> Vec<&'static str> {
         #[allow(unused_mut)]
