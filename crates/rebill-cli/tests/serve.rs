@@ -38,6 +38,10 @@ fn scenario(s: &Server) {
     let r = authed(s, "DELETE", "/v2/accounts", &[], "");
     assert_error(&r, 405, "method_not_allowed");
     assert_eq!(r.header("allow").as_deref(), Some("GET, POST"));
+    // Invoices cannot be edited at the versions served (the edit arrived with 2.14).
+    let r = authed(s, "PUT", "/v2/invoices/1001", &xml_at("2.11"), "<invoice><po_number>7</po_number></invoice>");
+    assert_error(&r, 405, "method_not_allowed");
+    assert_eq!(r.header("allow").as_deref(), Some("GET"));
 
     // 415 for a body without the XML content type; an empty PUT needs none.
     assert_error(

@@ -31,19 +31,6 @@ impl Invoices {
     ) -> Result<rebill_models::Invoice, Error> {
         Call::<api::GetInvoice>::new(&self.client, &[invoice_number]).resource().await
     }
-    /// Updates an invoice's notes and terms.
-    ///
-    /// `PUT /v2/invoices/{invoice_number}`
-    pub async fn update(
-        &self,
-        invoice_number: &str,
-        invoice: &rebill_models::Invoice,
-    ) -> Result<rebill_models::Invoice, Error> {
-        Call::<api::UpdateInvoice>::new(&self.client, &[invoice_number])
-            .body(invoice)
-            .resource()
-            .await
-    }
     /// Refunds an invoice (amount or line items); answers the refund invoice.
     ///
     /// `POST /v2/invoices/{invoice_number}/refund`

@@ -6,7 +6,7 @@
 use super::*;
 use crate::endpoint::{ApiEndpoint, Body, Endpoint, LaterResponse, Method};
 /// Every endpoint, in the order of `schema/endpoints.toml`.
-pub static ENDPOINTS: [Endpoint; 90usize] = [
+pub static ENDPOINTS: [Endpoint; 89usize] = [
     Endpoint {
         name: "list_accounts",
         method: Method::Get,
@@ -932,20 +932,6 @@ pub static ENDPOINTS: [Endpoint; 90usize] = [
         doc: "One invoice.",
     },
     Endpoint {
-        name: "update_invoice",
-        method: Method::Put,
-        path: "/v2/invoices/{invoice_number}",
-        since: None,
-        feature: None,
-        request: Some("invoice"),
-        response: Body::Resource("invoice"),
-        later: &[],
-        status: 200u16,
-        filters: &[],
-        query: &[],
-        doc: "Updates an invoice's notes and terms.",
-    },
-    Endpoint {
         name: "refund_invoice",
         method: Method::Post,
         path: "/v2/invoices/{invoice_number}/refund",
@@ -1535,10 +1521,6 @@ pub enum EndpointId {
     ///
     /// `GET /v2/invoices/{invoice_number}` → 200
     GetInvoice,
-    /// Updates an invoice's notes and terms.
-    ///
-    /// `PUT /v2/invoices/{invoice_number}` → 200
-    UpdateInvoice,
     /// Refunds an invoice (amount or line items); answers the refund invoice.
     ///
     /// `POST /v2/invoices/{invoice_number}/refund` → 201
@@ -1634,7 +1616,7 @@ pub enum EndpointId {
 }
 impl EndpointId {
     /// Every identifier, in table order (`ALL[i]` is `ENDPOINTS[i]`).
-    pub const ALL: [EndpointId; 90usize] = [
+    pub const ALL: [EndpointId; 89usize] = [
         EndpointId::ListAccounts,
         EndpointId::CreateAccount,
         EndpointId::GetAccount,
@@ -1701,7 +1683,6 @@ impl EndpointId {
         EndpointId::ListCreditAdjustments,
         EndpointId::ListInvoices,
         EndpointId::GetInvoice,
-        EndpointId::UpdateInvoice,
         EndpointId::RefundInvoice,
         EndpointId::VoidInvoice,
         EndpointId::MarkInvoiceSuccessful,
@@ -2400,23 +2381,13 @@ impl ApiEndpoint for GetInvoice {
     type Request = ();
     type Response = Invoice;
 }
-/// Updates an invoice's notes and terms.
-///
-/// `PUT /v2/invoices/{invoice_number}` → 200
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct UpdateInvoice;
-impl ApiEndpoint for UpdateInvoice {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[66usize];
-    type Request = Invoice;
-    type Response = Invoice;
-}
 /// Refunds an invoice (amount or line items); answers the refund invoice.
 ///
 /// `POST /v2/invoices/{invoice_number}/refund` → 201
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RefundInvoice;
 impl ApiEndpoint for RefundInvoice {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[67usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[66usize];
     type Request = InvoiceRefund;
     type Response = Invoice;
 }
@@ -2426,7 +2397,7 @@ impl ApiEndpoint for RefundInvoice {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct VoidInvoice;
 impl ApiEndpoint for VoidInvoice {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[68usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[67usize];
     type Request = ();
     type Response = Invoice;
 }
@@ -2436,7 +2407,7 @@ impl ApiEndpoint for VoidInvoice {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MarkInvoiceSuccessful;
 impl ApiEndpoint for MarkInvoiceSuccessful {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[69usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[68usize];
     type Request = ();
     type Response = Invoice;
 }
@@ -2446,7 +2417,7 @@ impl ApiEndpoint for MarkInvoiceSuccessful {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MarkInvoiceFailed;
 impl ApiEndpoint for MarkInvoiceFailed {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[70usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[69usize];
     type Request = ();
     type Response = Invoice;
 }
@@ -2459,7 +2430,7 @@ impl LaterResponse for MarkInvoiceFailed {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CollectInvoice;
 impl ApiEndpoint for CollectInvoice {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[71usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[70usize];
     type Request = ();
     type Response = Invoice;
 }
@@ -2472,7 +2443,7 @@ impl LaterResponse for CollectInvoice {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListOriginalInvoices;
 impl ApiEndpoint for ListOriginalInvoices {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[72usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[71usize];
     type Request = ();
     type Response = Vec<Invoice>;
 }
@@ -2482,7 +2453,7 @@ impl ApiEndpoint for ListOriginalInvoices {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListCreditInvoices;
 impl ApiEndpoint for ListCreditInvoices {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[73usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[72usize];
     type Request = ();
     type Response = Vec<Invoice>;
 }
@@ -2492,7 +2463,7 @@ impl ApiEndpoint for ListCreditInvoices {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListInvoiceRedemptions;
 impl ApiEndpoint for ListInvoiceRedemptions {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[74usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[73usize];
     type Request = ();
     type Response = Vec<Redemption>;
 }
@@ -2502,7 +2473,7 @@ impl ApiEndpoint for ListInvoiceRedemptions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CreateOfflinePayment;
 impl ApiEndpoint for CreateOfflinePayment {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[75usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[74usize];
     type Request = Transaction;
     type Response = Transaction;
 }
@@ -2512,7 +2483,7 @@ impl ApiEndpoint for CreateOfflinePayment {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListCreditPayments;
 impl ApiEndpoint for ListCreditPayments {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[76usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[75usize];
     type Request = ();
     type Response = Vec<CreditPayment>;
 }
@@ -2522,7 +2493,7 @@ impl ApiEndpoint for ListCreditPayments {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GetCreditPayment;
 impl ApiEndpoint for GetCreditPayment {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[77usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[76usize];
     type Request = ();
     type Response = CreditPayment;
 }
@@ -2532,7 +2503,7 @@ impl ApiEndpoint for GetCreditPayment {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListTransactions;
 impl ApiEndpoint for ListTransactions {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[78usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[77usize];
     type Request = ();
     type Response = Vec<Transaction>;
 }
@@ -2542,7 +2513,7 @@ impl ApiEndpoint for ListTransactions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CreateTransaction;
 impl ApiEndpoint for CreateTransaction {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[79usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[78usize];
     type Request = Transaction;
     type Response = Transaction;
 }
@@ -2552,7 +2523,7 @@ impl ApiEndpoint for CreateTransaction {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GetTransaction;
 impl ApiEndpoint for GetTransaction {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[80usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[79usize];
     type Request = ();
     type Response = Transaction;
 }
@@ -2562,7 +2533,7 @@ impl ApiEndpoint for GetTransaction {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RefundTransaction;
 impl ApiEndpoint for RefundTransaction {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[81usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[80usize];
     type Request = ();
     type Response = Transaction;
 }
@@ -2572,7 +2543,7 @@ impl ApiEndpoint for RefundTransaction {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CreatePurchase;
 impl ApiEndpoint for CreatePurchase {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[82usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[81usize];
     type Request = Purchase;
     type Response = Invoice;
 }
@@ -2585,7 +2556,7 @@ impl LaterResponse for CreatePurchase {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PreviewPurchase;
 impl ApiEndpoint for PreviewPurchase {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[83usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[82usize];
     type Request = Purchase;
     type Response = Invoice;
 }
@@ -2598,7 +2569,7 @@ impl LaterResponse for PreviewPurchase {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AuthorizePurchase;
 impl ApiEndpoint for AuthorizePurchase {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[84usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[83usize];
     type Request = Purchase;
     type Response = Invoice;
 }
@@ -2611,7 +2582,7 @@ impl LaterResponse for AuthorizePurchase {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListGiftCards;
 impl ApiEndpoint for ListGiftCards {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[85usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[84usize];
     type Request = ();
     type Response = Vec<GiftCard>;
 }
@@ -2621,7 +2592,7 @@ impl ApiEndpoint for ListGiftCards {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CreateGiftCard;
 impl ApiEndpoint for CreateGiftCard {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[86usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[85usize];
     type Request = GiftCard;
     type Response = GiftCard;
 }
@@ -2631,7 +2602,7 @@ impl ApiEndpoint for CreateGiftCard {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PreviewGiftCard;
 impl ApiEndpoint for PreviewGiftCard {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[87usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[86usize];
     type Request = GiftCard;
     type Response = GiftCard;
 }
@@ -2641,7 +2612,7 @@ impl ApiEndpoint for PreviewGiftCard {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GetGiftCard;
 impl ApiEndpoint for GetGiftCard {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[88usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[87usize];
     type Request = ();
     type Response = GiftCard;
 }
@@ -2651,7 +2622,7 @@ impl ApiEndpoint for GetGiftCard {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RedeemGiftCard;
 impl ApiEndpoint for RedeemGiftCard {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[89usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[88usize];
     type Request = RecipientAccount;
     type Response = GiftCard;
 }
