@@ -97,6 +97,15 @@ fn with_credit_memos(db: &str) {
     assert!(off.contains(&cents("amount_in_cents", 1000)), "{off}");
     assert!(off.contains(&format!("/v2/invoices/{write_off}\"/>")), "{off}");
     assert!(off.contains(&format!("/v2/invoices/{charge}\"/>")), "{off}");
+    // The lists filter by action.
+    let offs = get(&s, "2.10", "/v2/accounts/w1/credit_payments?action=write_off");
+    assert_eq!(offs.body.matches("<credit_payment href=").count(), 1, "{}", offs.body);
+    has(&offs, "<action>write_off</action>");
+    let all_offs = get(&s, "2.10", "/v2/credit_payments?action=write_off");
+    assert_eq!(all_offs.body.matches("<credit_payment href=").count(), 1, "{}", all_offs.body);
+    let r = get(&s, "2.10", "/v2/credit_payments?action=gift");
+    status(&r, 400);
+    has(&r, "<symbol>invalid_parameter</symbol>");
     // The account holds its 300 of credit again and owes nothing.
     let balance = get(&s, "2.10", "/v2/accounts/w1/balance");
     has(&balance, "<USD type=\"integer\">-300</USD>");

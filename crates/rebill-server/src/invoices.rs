@@ -69,7 +69,7 @@ use rebill_app::documents::Locale;
 use rebill_app::error::AppError;
 use rebill_app::model::Page;
 use rebill_app::model::accounts::{Account, AccountFields};
-use rebill_app::model::credits::{CreditPayment, CreditPaymentFilter, InvoiceKind};
+use rebill_app::model::credits::{CreditPayment, CreditPaymentAction, CreditPaymentFilter, InvoiceKind};
 use rebill_app::model::invoicing::{
     Adjustment, AdjustmentFilter, AdjustmentKind, AdjustmentState, CollectionMethod, Invoice, InvoiceAmounts,
     InvoiceFilter, InvoiceState, InvoiceTerms, NewAdjustment, Transaction, TransactionFilter, TransactionStatus,
@@ -699,7 +699,13 @@ pub(crate) async fn list_credit_payments<E: ApiEndpoint<Response = Vec<CreditPay
         Ok(q) => q,
         Err(e) => return e.response(),
     };
-    let filter = CreditPaymentFilter { account_id: account.map(|a| a.id), action: None };
+    let mut filter = CreditPaymentFilter { account_id: account.map(|a| a.id), action: None };
+    if let Some(value) = query.filter("action") {
+        match CreditPaymentAction::parse(value) {
+            Some(action) => filter.action = Some(action),
+            None => return invalid_choice("action", &CREDIT_PAYMENT_ACTIONS, value).response(),
+        }
+    }
     let page = match queries::credit_payments(state, &call.context(), &filter, &query.page()).await {
         Ok(page) => page,
         Err(e) => return respond::internal(&e),
@@ -710,6 +716,9 @@ pub(crate) async fn list_credit_payments<E: ApiEndpoint<Response = Vec<CreditPay
     let list_path = call.endpoint.render(&params);
     call.answer_page(&list_path, &query, &items, page.next, page.total)
 }
+
+/// The values of the credit payment lists' `action` filter.
+const CREDIT_PAYMENT_ACTIONS: [&str; 4] = ["payment", "refund", "reduction", "write_off"];
 
 /// `GET /v2/credit_payments/{uuid}`.
 pub(crate) async fn get_credit_payment(state: &AppState, call: &Routed<'_, api::GetCreditPayment>) -> Response {
@@ -1126,7 +1135,6 @@ mod tests {
         assert!(INVOICE_STATES.iter().all(|s| invoice_state_filter(s).is_some()));
     }
 
-    use rebill_app::model::credits::CreditPaymentAction;
     use rebill_models::CreditPaymentAction as ViewAction;
     use rebill_xml::{ApiVersion, Features, Mode, Project, WireContext, XmlEnum};
 

@@ -122,7 +122,7 @@ impl Accounts {
             .by_version()
             .await
     }
-    /// The account's credit payments.
+    /// The account's credit payments (filter `action`: payment, refund, reduction, write_off).
     ///
     /// `GET /v2/accounts/{account_code}/credit_payments`, since API 2.10
     ///
@@ -130,7 +130,7 @@ impl Accounts {
     pub fn list_credit_payments(
         &self,
         account_code: &str,
-    ) -> List<rebill_models::CreditPayment, crate::NoFilters> {
+    ) -> List<rebill_models::CreditPayment, filters::Action> {
         List::new::<api::ListAccountCreditPayments>(&self.client, &[account_code])
     }
     /// The account's billing info.

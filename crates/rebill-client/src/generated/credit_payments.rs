@@ -14,12 +14,12 @@ pub struct CreditPayments {
     pub(crate) client: Client,
 }
 impl CreditPayments {
-    /// Credit payments of the site.
+    /// Credit payments of the site (filter `action`: payment, refund, reduction, write_off).
     ///
     /// `GET /v2/credit_payments`, since API 2.10
     ///
     /// A list: `.page()`, `.stream()`, `.count()` (HEAD, from API 2.6).
-    pub fn list(&self) -> List<rebill_models::CreditPayment, crate::NoFilters> {
+    pub fn list(&self) -> List<rebill_models::CreditPayment, filters::Action> {
         List::new::<api::ListCreditPayments>(&self.client, &[])
     }
     /// One credit payment.

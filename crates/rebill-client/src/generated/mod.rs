@@ -23,6 +23,15 @@ pub use purchases::*;
 pub use gift_cards::*;
 /// The filter sets of list endpoints: `List<T, F>` has a method per filter of `F`.
 pub mod filters {
+    /// Lists filtered by `action`.
+    #[derive(Debug, Clone, Copy)]
+    pub struct Action;
+    impl<T: rebill_xml::XmlResource + Send + 'static> crate::List<T, Action> {
+        /// Only records whose `action` is `value` (a string, or a model enum spelled as the client's version spells it).
+        pub fn action(self, value: impl crate::FilterValue) -> Self {
+            self.filter("action", value)
+        }
+    }
     /// Lists filtered by `gifter_account_code`, `recipient_account_code`.
     #[derive(Debug, Clone, Copy)]
     pub struct GifterAccountCodeRecipientAccountCode;

@@ -157,9 +157,9 @@ pub static ENDPOINTS: [Endpoint; 89usize] = [
         response: Body::List("credit_payment"),
         later: &[],
         status: 200u16,
-        filters: &[],
+        filters: &["action"],
         query: &[],
-        doc: "The account's credit payments.",
+        doc: "The account's credit payments (filter `action`: payment, refund, reduction, write_off).",
     },
     Endpoint {
         name: "get_billing_info",
@@ -1067,9 +1067,9 @@ pub static ENDPOINTS: [Endpoint; 89usize] = [
         response: Body::List("credit_payment"),
         later: &[],
         status: 200u16,
-        filters: &[],
+        filters: &["action"],
         query: &[],
-        doc: "Credit payments of the site.",
+        doc: "Credit payments of the site (filter `action`: payment, refund, reduction, write_off).",
     },
     Endpoint {
         name: "get_credit_payment",
@@ -1297,7 +1297,7 @@ pub enum EndpointId {
     ///
     /// `POST /v2/accounts/{account_code}/invoices/preview` → 200, responds `invoice_collection` from 2.10
     PreviewInvoice,
-    /// The account's credit payments.
+    /// The account's credit payments (filter `action`: payment, refund, reduction, write_off).
     ///
     /// `GET /v2/accounts/{account_code}/credit_payments` → 200, since 2.10
     ListAccountCreditPayments,
@@ -1557,7 +1557,7 @@ pub enum EndpointId {
     ///
     /// `POST /v2/invoices/{invoice_number}/transactions` → 201
     CreateOfflinePayment,
-    /// Credit payments of the site.
+    /// Credit payments of the site (filter `action`: payment, refund, reduction, write_off).
     ///
     /// `GET /v2/credit_payments` → 200, since 2.10
     ListCreditPayments,
@@ -1821,7 +1821,7 @@ impl ApiEndpoint for PreviewInvoice {
 impl LaterResponse for PreviewInvoice {
     type Later = InvoiceCollection;
 }
-/// The account's credit payments.
+/// The account's credit payments (filter `action`: payment, refund, reduction, write_off).
 ///
 /// `GET /v2/accounts/{account_code}/credit_payments` → 200, since 2.10
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -2477,7 +2477,7 @@ impl ApiEndpoint for CreateOfflinePayment {
     type Request = Transaction;
     type Response = Transaction;
 }
-/// Credit payments of the site.
+/// Credit payments of the site (filter `action`: payment, refund, reduction, write_off).
 ///
 /// `GET /v2/credit_payments` → 200, since 2.10
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
