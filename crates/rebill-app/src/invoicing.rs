@@ -289,9 +289,14 @@ pub fn preview_for(account_id: i64, draft: &Draft, at: i64) -> Result<Preview, B
     })
 }
 
+/// Origin of a credit invoice of posted credits.
+pub const CREDIT_ORIGIN: &str = "credit";
+
 /// Makes an invoice whose lines total less than zero money owed to the account: a credit
 /// invoice (open, its whole total as balance) on a site with Credit Memos, else a legacy invoice
-/// (paid, its negative balance still credit for the account's next invoices).
+/// (paid, its negative balance still credit for the account's next invoices). A credit invoice of
+/// posted credits (origin `purchase`: the account's pending adjustments) has origin `credit`;
+/// others keep theirs (a downgrade's stays `immediate_change`).
 pub fn as_credit_when_negative(invoice: &mut NewInvoice, credit_memos: bool) {
     if invoice.amounts.total >= 0 {
         return;
@@ -301,6 +306,9 @@ pub fn as_credit_when_negative(invoice: &mut NewInvoice, credit_memos: bool) {
     } else {
         (InvoiceKind::Legacy, InvoiceState::Paid)
     };
+    if credit_memos && invoice.origin == InvoiceOrigin::Purchase.name() {
+        invoice.origin = CREDIT_ORIGIN.to_owned();
+    }
     invoice.amounts.paid = 0;
     invoice.amounts.balance = invoice.amounts.total;
     invoice.due_on = None;
@@ -822,7 +830,8 @@ pub async fn invoice_pending(
     invoice(services, &ctx.site, account, draft, ctx.now, collect, None).await
 }
 
-/// [`invoice_pending`] as a dry run: the invoice it would create now, nothing written.
+/// [`invoice_pending`] as a dry run: the invoice it would create now (a credit or legacy one
+/// when its lines total less than zero), nothing written.
 pub async fn preview_pending(
     services: &Services,
     ctx: &Context,
@@ -830,7 +839,9 @@ pub async fn preview_pending(
     terms: InvoiceTerms,
 ) -> Result<Preview, BillingError> {
     let draft = pending_draft(services, account, terms).await?;
-    preview(account, &draft, ctx.now)
+    let mut preview = preview(account, &draft, ctx.now)?;
+    as_credit_when_negative(&mut preview.invoice, ctx.site.credit_memos);
+    Ok(preview)
 }
 
 /// How an open invoice is settled.

@@ -84,7 +84,7 @@ async fn credit_invoices_pay_the_next_invoices_oldest_first() {
         let newer = invoiced(&services, &ctx, &a, -500, T0 + DAY).await;
         for (made, total) in [(&older, -300), (&newer, -500)] {
             let i = &made.invoice;
-            assert_eq!((i.kind, i.state, i.origin.as_str()), (InvoiceKind::Credit, InvoiceState::Open, "purchase"));
+            assert_eq!((i.kind, i.state, i.origin.as_str()), (InvoiceKind::Credit, InvoiceState::Open, "credit"));
             assert_eq!(balance_of(&i.amounts), (total, 0, total), "{backend:?}");
             assert_eq!(made.transaction, None, "{backend:?}: nothing is collected for a credit");
             assert_eq!(made.lines[0].line.kind, AdjustmentKind::Credit, "{backend:?}");

@@ -165,7 +165,8 @@ fn credit_scenario(site: &Site) {
         for expected in [
             "<state>open</state>".to_owned(),
             "<type>credit</type>".to_owned(),
-            "<origin>purchase</origin>".to_owned(),
+            // Posted credits: origin `credit`.
+            "<origin>credit</origin>".to_owned(),
             cents("total_in_cents", -300),
             cents("balance_in_cents", -300),
             cents("refundable_total_in_cents", 0),
@@ -193,6 +194,7 @@ fn credit_scenario(site: &Site) {
         has(&preview, "<charge_invoice nil=\"nil\"></charge_invoice>");
         has(&preview, "<credit_invoice>");
         has(&preview, &cents("balance_in_cents", -50));
+        has(&preview, "<origin>credit</origin>");
     } else {
         has(&preview, "<charge_invoice>");
         has(&preview, &cents("total_in_cents", -50));

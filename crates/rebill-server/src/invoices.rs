@@ -499,9 +499,7 @@ where
     let now = call.ctx.now;
     if preview {
         return match invoicing::preview_pending(state, &call.context(), &account, terms).await {
-            Ok(mut p) => {
-                // Lines totalling less than zero make a credit invoice (Credit Memos) or a legacy one.
-                invoicing::as_credit_when_negative(&mut p.invoice, call.ctx.site.credit_memos);
+            Ok(p) => {
                 let i = &p.invoice;
                 let code = &account.account_code;
                 let mut view = base_view(code, &i.currency, i.kind, i.state, &i.origin, &i.amounts, &i.terms, i.due_on);
