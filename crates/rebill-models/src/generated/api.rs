@@ -6,7 +6,7 @@
 use super::*;
 use crate::endpoint::{ApiEndpoint, Body, Endpoint, LaterResponse, Method};
 /// Every endpoint, in the order of `schema/endpoints.toml`.
-pub static ENDPOINTS: [Endpoint; 90usize] = [
+pub static ENDPOINTS: [Endpoint; 91usize] = [
     Endpoint {
         name: "list_accounts",
         method: Method::Get,
@@ -650,6 +650,20 @@ pub static ENDPOINTS: [Endpoint; 90usize] = [
         filters: &[],
         query: &[],
         doc: "Unique codes of a bulk coupon.",
+    },
+    Endpoint {
+        name: "list_coupon_redemptions",
+        method: Method::Get,
+        path: "/v2/coupons/{coupon_code}/redemptions",
+        since: None,
+        feature: None,
+        request: None,
+        response: Body::List("redemption"),
+        later: &[],
+        status: 200u16,
+        filters: &[],
+        query: &[],
+        doc: "Redemptions of the coupon (the coupon's `redemptions` link).",
     },
     Endpoint {
         name: "redeem_coupon",
@@ -1455,6 +1469,10 @@ pub enum EndpointId {
     ///
     /// `GET /v2/coupons/{coupon_code}/unique_coupon_codes` → 200
     ListUniqueCouponCodes,
+    /// Redemptions of the coupon (the coupon's `redemptions` link).
+    ///
+    /// `GET /v2/coupons/{coupon_code}/redemptions` → 200
+    ListCouponRedemptions,
     /// Redeems a coupon on an account.
     ///
     /// `POST /v2/coupons/{coupon_code}/redeem` → 201
@@ -1634,7 +1652,7 @@ pub enum EndpointId {
 }
 impl EndpointId {
     /// Every identifier, in table order (`ALL[i]` is `ENDPOINTS[i]`).
-    pub const ALL: [EndpointId; 90usize] = [
+    pub const ALL: [EndpointId; 91usize] = [
         EndpointId::ListAccounts,
         EndpointId::CreateAccount,
         EndpointId::GetAccount,
@@ -1681,6 +1699,7 @@ impl EndpointId {
         EndpointId::RestoreCoupon,
         EndpointId::GenerateCouponCodes,
         EndpointId::ListUniqueCouponCodes,
+        EndpointId::ListCouponRedemptions,
         EndpointId::RedeemCoupon,
         EndpointId::ListSubscriptions,
         EndpointId::CreateSubscription,
@@ -2200,13 +2219,23 @@ impl ApiEndpoint for ListUniqueCouponCodes {
     type Request = ();
     type Response = Vec<Coupon>;
 }
+/// Redemptions of the coupon (the coupon's `redemptions` link).
+///
+/// `GET /v2/coupons/{coupon_code}/redemptions` → 200
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListCouponRedemptions;
+impl ApiEndpoint for ListCouponRedemptions {
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[46usize];
+    type Request = ();
+    type Response = Vec<Redemption>;
+}
 /// Redeems a coupon on an account.
 ///
 /// `POST /v2/coupons/{coupon_code}/redeem` → 201
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RedeemCoupon;
 impl ApiEndpoint for RedeemCoupon {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[46usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[47usize];
     type Request = Redemption;
     type Response = Redemption;
 }
@@ -2216,7 +2245,7 @@ impl ApiEndpoint for RedeemCoupon {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListSubscriptions;
 impl ApiEndpoint for ListSubscriptions {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[47usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[48usize];
     type Request = ();
     type Response = Vec<Subscription>;
 }
@@ -2226,7 +2255,7 @@ impl ApiEndpoint for ListSubscriptions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CreateSubscription;
 impl ApiEndpoint for CreateSubscription {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[48usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[49usize];
     type Request = Subscription;
     type Response = Subscription;
 }
@@ -2236,7 +2265,7 @@ impl ApiEndpoint for CreateSubscription {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PreviewSubscription;
 impl ApiEndpoint for PreviewSubscription {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[49usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[50usize];
     type Request = Subscription;
     type Response = Subscription;
 }
@@ -2246,7 +2275,7 @@ impl ApiEndpoint for PreviewSubscription {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GetSubscription;
 impl ApiEndpoint for GetSubscription {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[50usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[51usize];
     type Request = ();
     type Response = Subscription;
 }
@@ -2256,7 +2285,7 @@ impl ApiEndpoint for GetSubscription {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UpdateSubscription;
 impl ApiEndpoint for UpdateSubscription {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[51usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[52usize];
     type Request = Subscription;
     type Response = Subscription;
 }
@@ -2266,7 +2295,7 @@ impl ApiEndpoint for UpdateSubscription {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PreviewSubscriptionChange;
 impl ApiEndpoint for PreviewSubscriptionChange {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[52usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[53usize];
     type Request = Subscription;
     type Response = Subscription;
 }
@@ -2276,7 +2305,7 @@ impl ApiEndpoint for PreviewSubscriptionChange {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CancelSubscription;
 impl ApiEndpoint for CancelSubscription {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[53usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[54usize];
     type Request = ();
     type Response = Subscription;
 }
@@ -2286,7 +2315,7 @@ impl ApiEndpoint for CancelSubscription {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TerminateSubscription;
 impl ApiEndpoint for TerminateSubscription {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[54usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[55usize];
     type Request = ();
     type Response = Subscription;
 }
@@ -2296,7 +2325,7 @@ impl ApiEndpoint for TerminateSubscription {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReactivateSubscription;
 impl ApiEndpoint for ReactivateSubscription {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[55usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[56usize];
     type Request = ();
     type Response = Subscription;
 }
@@ -2306,7 +2335,7 @@ impl ApiEndpoint for ReactivateSubscription {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PostponeSubscription;
 impl ApiEndpoint for PostponeSubscription {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[56usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[57usize];
     type Request = ();
     type Response = Subscription;
 }
@@ -2316,7 +2345,7 @@ impl ApiEndpoint for PostponeSubscription {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UpdateSubscriptionNotes;
 impl ApiEndpoint for UpdateSubscriptionNotes {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[57usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[58usize];
     type Request = Subscription;
     type Response = Subscription;
 }
@@ -2326,7 +2355,7 @@ impl ApiEndpoint for UpdateSubscriptionNotes {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PauseSubscription;
 impl ApiEndpoint for PauseSubscription {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[58usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[59usize];
     type Request = Subscription;
     type Response = Subscription;
 }
@@ -2336,7 +2365,7 @@ impl ApiEndpoint for PauseSubscription {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ResumeSubscription;
 impl ApiEndpoint for ResumeSubscription {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[59usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[60usize];
     type Request = ();
     type Response = Subscription;
 }
@@ -2346,7 +2375,7 @@ impl ApiEndpoint for ResumeSubscription {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListSubscriptionRedemptions;
 impl ApiEndpoint for ListSubscriptionRedemptions {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[60usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[61usize];
     type Request = ();
     type Response = Vec<Redemption>;
 }
@@ -2356,7 +2385,7 @@ impl ApiEndpoint for ListSubscriptionRedemptions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GetAdjustment;
 impl ApiEndpoint for GetAdjustment {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[61usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[62usize];
     type Request = ();
     type Response = Adjustment;
 }
@@ -2366,7 +2395,7 @@ impl ApiEndpoint for GetAdjustment {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeleteAdjustment;
 impl ApiEndpoint for DeleteAdjustment {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[62usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[63usize];
     type Request = ();
     type Response = ();
 }
@@ -2376,7 +2405,7 @@ impl ApiEndpoint for DeleteAdjustment {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListCreditAdjustments;
 impl ApiEndpoint for ListCreditAdjustments {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[63usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[64usize];
     type Request = ();
     type Response = Vec<Adjustment>;
 }
@@ -2386,7 +2415,7 @@ impl ApiEndpoint for ListCreditAdjustments {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListInvoices;
 impl ApiEndpoint for ListInvoices {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[64usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[65usize];
     type Request = ();
     type Response = Vec<Invoice>;
 }
@@ -2396,7 +2425,7 @@ impl ApiEndpoint for ListInvoices {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GetInvoice;
 impl ApiEndpoint for GetInvoice {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[65usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[66usize];
     type Request = ();
     type Response = Invoice;
 }
@@ -2406,7 +2435,7 @@ impl ApiEndpoint for GetInvoice {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UpdateInvoice;
 impl ApiEndpoint for UpdateInvoice {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[66usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[67usize];
     type Request = Invoice;
     type Response = Invoice;
 }
@@ -2416,7 +2445,7 @@ impl ApiEndpoint for UpdateInvoice {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RefundInvoice;
 impl ApiEndpoint for RefundInvoice {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[67usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[68usize];
     type Request = InvoiceRefund;
     type Response = Invoice;
 }
@@ -2426,7 +2455,7 @@ impl ApiEndpoint for RefundInvoice {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct VoidInvoice;
 impl ApiEndpoint for VoidInvoice {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[68usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[69usize];
     type Request = ();
     type Response = Invoice;
 }
@@ -2436,7 +2465,7 @@ impl ApiEndpoint for VoidInvoice {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MarkInvoiceSuccessful;
 impl ApiEndpoint for MarkInvoiceSuccessful {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[69usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[70usize];
     type Request = ();
     type Response = Invoice;
 }
@@ -2446,7 +2475,7 @@ impl ApiEndpoint for MarkInvoiceSuccessful {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MarkInvoiceFailed;
 impl ApiEndpoint for MarkInvoiceFailed {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[70usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[71usize];
     type Request = ();
     type Response = Invoice;
 }
@@ -2459,7 +2488,7 @@ impl LaterResponse for MarkInvoiceFailed {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CollectInvoice;
 impl ApiEndpoint for CollectInvoice {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[71usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[72usize];
     type Request = ();
     type Response = Invoice;
 }
@@ -2472,7 +2501,7 @@ impl LaterResponse for CollectInvoice {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListOriginalInvoices;
 impl ApiEndpoint for ListOriginalInvoices {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[72usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[73usize];
     type Request = ();
     type Response = Vec<Invoice>;
 }
@@ -2482,7 +2511,7 @@ impl ApiEndpoint for ListOriginalInvoices {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListCreditInvoices;
 impl ApiEndpoint for ListCreditInvoices {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[73usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[74usize];
     type Request = ();
     type Response = Vec<Invoice>;
 }
@@ -2492,7 +2521,7 @@ impl ApiEndpoint for ListCreditInvoices {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListInvoiceRedemptions;
 impl ApiEndpoint for ListInvoiceRedemptions {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[74usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[75usize];
     type Request = ();
     type Response = Vec<Redemption>;
 }
@@ -2502,7 +2531,7 @@ impl ApiEndpoint for ListInvoiceRedemptions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CreateOfflinePayment;
 impl ApiEndpoint for CreateOfflinePayment {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[75usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[76usize];
     type Request = Transaction;
     type Response = Transaction;
 }
@@ -2512,7 +2541,7 @@ impl ApiEndpoint for CreateOfflinePayment {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListCreditPayments;
 impl ApiEndpoint for ListCreditPayments {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[76usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[77usize];
     type Request = ();
     type Response = Vec<CreditPayment>;
 }
@@ -2522,7 +2551,7 @@ impl ApiEndpoint for ListCreditPayments {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GetCreditPayment;
 impl ApiEndpoint for GetCreditPayment {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[77usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[78usize];
     type Request = ();
     type Response = CreditPayment;
 }
@@ -2532,7 +2561,7 @@ impl ApiEndpoint for GetCreditPayment {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListTransactions;
 impl ApiEndpoint for ListTransactions {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[78usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[79usize];
     type Request = ();
     type Response = Vec<Transaction>;
 }
@@ -2542,7 +2571,7 @@ impl ApiEndpoint for ListTransactions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CreateTransaction;
 impl ApiEndpoint for CreateTransaction {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[79usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[80usize];
     type Request = Transaction;
     type Response = Transaction;
 }
@@ -2552,7 +2581,7 @@ impl ApiEndpoint for CreateTransaction {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GetTransaction;
 impl ApiEndpoint for GetTransaction {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[80usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[81usize];
     type Request = ();
     type Response = Transaction;
 }
@@ -2562,7 +2591,7 @@ impl ApiEndpoint for GetTransaction {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RefundTransaction;
 impl ApiEndpoint for RefundTransaction {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[81usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[82usize];
     type Request = ();
     type Response = ();
 }
@@ -2572,7 +2601,7 @@ impl ApiEndpoint for RefundTransaction {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CreatePurchase;
 impl ApiEndpoint for CreatePurchase {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[82usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[83usize];
     type Request = Purchase;
     type Response = Invoice;
 }
@@ -2585,7 +2614,7 @@ impl LaterResponse for CreatePurchase {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PreviewPurchase;
 impl ApiEndpoint for PreviewPurchase {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[83usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[84usize];
     type Request = Purchase;
     type Response = Invoice;
 }
@@ -2598,7 +2627,7 @@ impl LaterResponse for PreviewPurchase {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AuthorizePurchase;
 impl ApiEndpoint for AuthorizePurchase {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[84usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[85usize];
     type Request = Purchase;
     type Response = Invoice;
 }
@@ -2611,7 +2640,7 @@ impl LaterResponse for AuthorizePurchase {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListGiftCards;
 impl ApiEndpoint for ListGiftCards {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[85usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[86usize];
     type Request = ();
     type Response = Vec<GiftCard>;
 }
@@ -2621,7 +2650,7 @@ impl ApiEndpoint for ListGiftCards {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CreateGiftCard;
 impl ApiEndpoint for CreateGiftCard {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[86usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[87usize];
     type Request = GiftCard;
     type Response = GiftCard;
 }
@@ -2631,7 +2660,7 @@ impl ApiEndpoint for CreateGiftCard {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PreviewGiftCard;
 impl ApiEndpoint for PreviewGiftCard {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[87usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[88usize];
     type Request = GiftCard;
     type Response = GiftCard;
 }
@@ -2641,7 +2670,7 @@ impl ApiEndpoint for PreviewGiftCard {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GetGiftCard;
 impl ApiEndpoint for GetGiftCard {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[88usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[89usize];
     type Request = ();
     type Response = GiftCard;
 }
@@ -2651,7 +2680,7 @@ impl ApiEndpoint for GetGiftCard {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RedeemGiftCard;
 impl ApiEndpoint for RedeemGiftCard {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[89usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[90usize];
     type Request = RecipientAccount;
     type Response = GiftCard;
 }
