@@ -263,6 +263,7 @@ impl From<CreateError> for AppError {
             CreateError::AccountNotFound(code) => Self::NotFound(Missing::account(&code)),
             CreateError::Busy => Self::Conflict(e.to_string()),
             CreateError::FirstPaymentDeclined(transaction) => Self::Declined(transaction),
+            CreateError::Coupon => Self::refused("coupon_code", "invalid", "is invalid"),
             CreateError::Failed(e) => e.into(),
         }
     }

@@ -32,6 +32,7 @@ pub mod adjustments;
 pub mod catalog;
 pub mod clock;
 pub mod context;
+pub mod coupons;
 pub mod credit_invoices;
 pub mod documents;
 pub mod error;

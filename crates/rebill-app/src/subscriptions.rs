@@ -29,6 +29,7 @@ use rebill_store::{Site, StoreError};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::coupons;
 use crate::error::SubscriptionError;
 use crate::events;
 use crate::invoicing::{self, Collect, Draft};
@@ -810,6 +811,8 @@ pub struct Subscribe {
     pub plan_id: i64,
     pub drafted: Drafted,
     pub details: Details,
+    /// Coupon codes to redeem with it (checked with `coupons::for_new_subscription`).
+    pub coupon_codes: Vec<String>,
 }
 
 /// Why a subscription was not created (nothing of it is kept).
@@ -830,6 +833,9 @@ pub enum CreateError {
     /// charge (none).
     #[error("the first payment was declined")]
     FirstPaymentDeclined(Option<Box<Transaction>>),
+    /// A coupon could not be redeemed (it expired or maxed out meanwhile); nothing is kept.
+    #[error("a coupon code is invalid")]
+    Coupon,
     #[error(transparent)]
     Failed(#[from] SubscriptionError),
 }
@@ -845,7 +851,8 @@ impl From<StoreError> for CreateError {
 /// subscription with its first charges, their invoice (a declined first payment removes the
 /// subscription), and its scheduled job.
 pub async fn create(services: &Services, ctx: &Context, input: Subscribe) -> Result<Loaded, CreateError> {
-    let Subscribe { existing, account_code: code, account_fields, billing_info, plan_id, drafted, details } = input;
+    let Subscribe { existing, account_code: code, account_fields, billing_info, plan_id, drafted, details, coupon_codes } =
+        input;
     let prepared = match &billing_info {
         Some(info) => Some(payment_methods::prepare(services, ctx, existing.as_ref(), info).await?),
         None => None,
@@ -910,7 +917,22 @@ pub async fn create(services: &Services, ctx: &Context, input: Subscribe) -> Res
     let lease = services.clock.now() + CLAIM_SECONDS;
     let (claim, record) = services.store.create_subscription(&record, &charges, &events, ctx.now, lease).await?;
     let mut loaded = Loaded { record, sub, details };
-    let result = finish_create(services, ctx, &claim, &mut loaded).await;
+    let result = match coupons::redeem_for_subscription(services, ctx, &account, &new.uuid, &coupon_codes, &new.terms.currency).await {
+        Ok(redeemed) => {
+            let result = finish_create(services, ctx, &claim, &mut loaded).await;
+            if result.is_err() {
+                coupons::discard(services, &redeemed).await?;
+            }
+            result
+        }
+        Err(e) => {
+            services.store.discard_subscription(&claim).await?;
+            Err(match e {
+                coupons::CouponError::Store(e) => e.into(),
+                _ => CreateError::Coupon,
+            })
+        }
+    };
     if let Err(e) = services.store.release_subscription(&claim).await {
         tracing::warn!(error = %e, "releasing a subscription claim");
     }

@@ -14,7 +14,7 @@ use rebill_app::invoicing::Settlement;
 use rebill_models::api::{self, EndpointId};
 
 use crate::request::{Call, Routed};
-use crate::{AppState, accounts, billing_info, invoices, payments, plans, respond, subscriptions};
+use crate::{AppState, accounts, billing_info, coupons, invoices, payments, plans, respond, subscriptions};
 use rebill_billing::lifecycle::Action;
 
 /// The built endpoints and their handlers: `Id(call) => handler`, where `call` is the request's
@@ -108,6 +108,22 @@ handlers! { state, call, request, query;
     PostponeSubscription(c) => subscriptions::postpone(state, c, query),
     UpdateSubscriptionNotes(c) => subscriptions::notes(state, c, request),
     PauseSubscription(c) => subscriptions::pause(state, c, request),
+
+    ListCoupons(c) => coupons::list(state, c, query),
+    CreateCoupon(c) => coupons::create(state, c, request),
+    GetCoupon(c) => coupons::get(state, c),
+    UpdateCoupon(c) => coupons::update(state, c, request),
+    DeleteCoupon(c) => coupons::delete(state, c),
+    RestoreCoupon(c) => coupons::restore(state, c, request),
+    GenerateCouponCodes(c) => coupons::generate(state, c, request),
+    ListUniqueCouponCodes(c) => coupons::list_unique_codes(state, c, query),
+    RedeemCoupon(c) => coupons::redeem(state, c, request),
+    ListCouponRedemptions(c) => coupons::list_coupon_redemptions(state, c, query),
+    ListAccountRedemptions(c) => coupons::list_account_redemptions(state, c, query),
+    GetAccountRedemption(c) => coupons::get_account_redemption(state, c),
+    DeleteAccountRedemption(c) => coupons::delete_account_redemption(state, c),
+    ListInvoiceRedemptions(c) => coupons::list_invoice_redemptions(state, c, query),
+    ListSubscriptionRedemptions(c) => coupons::list_subscription_redemptions(state, c, query),
 }
 
 #[cfg(test)]
@@ -150,6 +166,7 @@ mod tests {
         let modules = [
             ("accounts.rs", include_str!("accounts.rs")),
             ("billing_info.rs", include_str!("billing_info.rs")),
+            ("coupons.rs", include_str!("coupons.rs")),
             ("invoices.rs", include_str!("invoices.rs")),
             ("payments.rs", include_str!("payments.rs")),
             ("plans.rs", include_str!("plans.rs")),

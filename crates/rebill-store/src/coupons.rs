@@ -140,6 +140,8 @@ pub struct NewRedemption {
     /// Whether the account's other active account-level redemptions go inactive (a new
     /// account coupon replaces the one it had).
     pub replace: bool,
+    /// Whether it is used up as it is made (a free-trial coupon: its effect is the trial).
+    pub used_up: bool,
 }
 
 /// What [`Store::redeem`] did.
@@ -581,7 +583,7 @@ impl Store {
         let uuid = new_uuid();
         let sql = format!(
             "INSERT INTO redemptions (uuid, site_id, coupon_id, account_id, subscription_uuid, currency, state, \
-             total_discounted, expires_at, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, 'active', 0, $7, \
+             total_discounted, expires_at, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $9, 0, $7, \
              $8, $8) RETURNING {REDEMPTION_COLUMNS}"
         );
         let row = sqlx::query(&sql)
@@ -593,6 +595,7 @@ impl Store {
             .bind(new.currency.clone())
             .bind(new.expires_at)
             .bind(now)
+            .bind(if new.used_up { "inactive" } else { "active" })
             .fetch_one(&mut *work.tx)
             .await?;
         let redemption = redemption_from_row(&row)?;
