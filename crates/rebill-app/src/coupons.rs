@@ -848,11 +848,19 @@ async fn usable(
     Ok((usable, lapsed))
 }
 
-/// Applies the account's active redemptions to a previewed charge invoice (its lines: the new
-/// ones, then the `pending` adjustments taken): each line's `discount` and `total`, and the
-/// invoice's discount, subtotal after discount, total and balance. Answers the redemptions'
-/// use to record with the invoice (empty: nothing to record).
-pub async fn discount(services: &Services, account: &Account, preview: &mut Preview, at: i64) -> Result<Vec<RedemptionUse>, StoreError> {
+/// Applies the account's active redemptions to a previewed charge invoice (its lines: the
+/// engine's, the new one-off lines at `one_off`, then the `pending` adjustments taken): each
+/// line's `discount` and `total`, and the invoice's discount, subtotal after discount, total and
+/// balance. The new one-off lines (a one-off transaction's charge, charged as asked) are not
+/// discounted. Answers the redemptions' use to record with the invoice (empty: nothing to
+/// record).
+pub async fn discount(
+    services: &Services,
+    account: &Account,
+    preview: &mut Preview,
+    one_off: std::ops::Range<usize>,
+    at: i64,
+) -> Result<Vec<RedemptionUse>, StoreError> {
     if preview.invoice.kind != InvoiceKind::Charge {
         return Ok(Vec::new());
     }
@@ -883,8 +891,9 @@ pub async fn discount(services: &Services, account: &Account, preview: &mut Prev
     let charges: Vec<discount::Charge> = preview
         .lines
         .iter()
-        .map(|line| {
-            let amount = if line.kind == AdjustmentKind::Credit { -line.total.abs() } else { line.total };
+        .enumerate()
+        .map(|(i, line)| {
+            let amount = if line.kind == AdjustmentKind::Credit || one_off.contains(&i) { -line.total.abs() } else { line.total };
             match (&line.subscription_uuid, &line.engine) {
                 (Some(uuid), Some(engine)) => discount::Charge {
                     kind: if engine.item_kind == "setup_fee" { ChargeKind::SetupFee } else { ChargeKind::Recurring },

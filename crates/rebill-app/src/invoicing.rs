@@ -320,7 +320,8 @@ pub async fn invoice(
 ) -> Result<Invoiced, BillingError> {
     let mut preview = preview(account, &draft, at)?;
     // Coupons discount before tax and before credit.
-    let uses = crate::coupons::discount(state, account, &mut preview, at).await?;
+    let one_off = draft.lines.len()..draft.lines.len() + draft.extra.len();
+    let uses = crate::coupons::discount(state, account, &mut preview, one_off, at).await?;
     as_credit_when_negative(&mut preview.invoice, site.credit_memos);
     let new_lines = &preview.lines[..preview.lines.len() - draft.pending.len()];
     let attach: Vec<i64> = draft.pending.iter().map(|a| a.id).collect();

@@ -194,7 +194,7 @@ fn a_year_of_coupons(db: &str) {
     let old = ok(get_at(&s, "2.9", "/v2/invoices/1001"), 200);
     assert_eq!(field(&old.body, "subtotal_in_cents"), "1000", "{}", old.body);
     assert_eq!(field(&old.body, "subtotal_after_discount_in_cents"), "900");
-    let lines = sql(db, "SELECT CAST(discount AS TEXT) || ':' || CAST(total AS TEXT) FROM adjustments a \
+    let lines = sql(db, "SELECT CAST(a.discount AS TEXT) || ':' || CAST(a.total AS TEXT) FROM adjustments a \
                          JOIN invoices i ON i.id = a.invoice_id WHERE i.invoice_number = 1001");
     assert_eq!(lines, ["100:900"]);
     let on_invoice = ok(get(&s, "/v2/invoices/1001/redemptions"), 200);
@@ -458,7 +458,7 @@ fn catalogue_limits_and_refusals(db: &str) {
     let r = redeem(&s, "soon", "b2", "");
     assert!(r.body.contains("field=\"coupon.base\" symbol=\"expired\""), "{}", r.body);
     let r = subscribe(&s, "g3", "gold", "<coupon_code>soon</coupon_code>");
-    assert!(r.body.contains("<error field=\"subscription.coupon_code\" symbol=\"invalid\">is invalid</error>"), "{}", r.body);
+    assert!(r.body.contains("<error field=\"subscription.coupon_code\" symbol=\"invalid\" lang=\"en-US\">is invalid</error>"), "{}", r.body);
     // The code of an expired coupon may be taken again.
     ok(coupon(&s, "soon", PERCENT_10), 201);
     assert_eq!(field(&ok(get(&s, "/v2/coupons/soon"), 200).body, "state"), "redeemable");

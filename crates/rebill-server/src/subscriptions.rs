@@ -635,7 +635,7 @@ pub(crate) async fn create<E: TakesSubscription>(
                 }],
             );
         }
-        Err(CreateError::Coupon) => return field_error(ctx, "subscription.coupon_code", "invalid", "is invalid"),
+        Err(CreateError::Coupon) => return field_error(ctx, "coupon_code", "invalid", "is invalid"),
         Err(CreateError::Failed(e)) => return respond::internal(&e),
     };
     let response = respond_view(state, call, &loaded).await;
@@ -831,7 +831,7 @@ pub(crate) async fn update<E: TakesSubscription>(
     let coupon_codes = coupons::requested(doc.coupon_code.as_ref(), doc.coupon_codes.as_ref());
     if !coupon_codes.is_empty() {
         if !terms_given || timeframe != EngineTimeframe::Now {
-            return field_error(ctx, "subscription.coupon_code", "invalid", "needs a change with timeframe now");
+            return field_error(ctx, "coupon_code", "invalid", "needs a change with timeframe now");
         }
         if !preview && let Err(e) = coupons::redeem_on_subscription(state, &call.context(), uuid, &coupon_codes).await {
             return respond::app_error(ctx, "subscription", e.into());
