@@ -182,7 +182,8 @@ fn coupon_event(services: &Services, kind: &str, at: i64, coupon: &str) -> NewEv
 
 /// The coupon (or unique code) `code` with its bulk coupon.
 pub async fn find(services: &Services, ctx: &Context, code: &str) -> Result<CouponView, CouponError> {
-    let coupon = services.store.coupon(ctx.site.id, code).await?.ok_or_else(|| CouponError::NotFound(code.to_owned()))?;
+    let coupon =
+        services.store.coupon(ctx.site.id, code).await?.ok_or_else(|| CouponError::NotFound(code.to_owned()))?;
     view(services, ctx, coupon).await
 }
 
@@ -197,7 +198,8 @@ async fn view(services: &Services, ctx: &Context, coupon: Coupon) -> Result<Coup
 /// The rules of a new coupon beside the wire format's (field names relative to `coupon`).
 pub fn check_terms(terms: &CouponTerms, known_plans: &[String], now: i64) -> Vec<FieldRefusal> {
     let mut out = Vec::new();
-    let mut refuse = |field: &str, symbol: &'static str, message: &str| out.push(FieldRefusal::new(field, symbol, message));
+    let mut refuse =
+        |field: &str, symbol: &'static str, message: &str| out.push(FieldRefusal::new(field, symbol, message));
     if terms.name.trim().is_empty() {
         refuse("name", "blank", "can't be blank");
     }
@@ -239,7 +241,9 @@ pub fn check_terms(terms: &CouponTerms, known_plans: &[String], now: i64) -> Vec
     if !terms.applies_to_all_plans && terms.plan_codes.iter().any(|c| !known_plans.contains(c)) {
         refuse("plan_codes", "invalid", "names a plan that does not exist");
     }
-    for (field, value) in [("max_redemptions", terms.max_redemptions), ("max_redemptions_per_account", terms.max_redemptions_per_account)] {
+    for (field, value) in
+        [("max_redemptions", terms.max_redemptions), ("max_redemptions_per_account", terms.max_redemptions_per_account)]
+    {
         if value.is_some_and(|v| v < 1) {
             refuse(field, "invalid", "must be at least 1");
         }
@@ -258,7 +262,12 @@ pub fn check_terms(terms: &CouponTerms, known_plans: &[String], now: i64) -> Vec
 
 /// Creates a coupon. A code may be taken again only once its earlier coupon is expired or
 /// maxed out.
-pub async fn create(services: &Services, ctx: &Context, code: &str, mut terms: CouponTerms) -> Result<CouponView, CouponError> {
+pub async fn create(
+    services: &Services,
+    ctx: &Context,
+    code: &str,
+    mut terms: CouponTerms,
+) -> Result<CouponView, CouponError> {
     let mut plans = Vec::new();
     for plan in &terms.plan_codes {
         if services.store.plan(ctx.site.id, plan).await?.is_some_and(|p| !p.is_deleted()) {
@@ -363,7 +372,12 @@ pub async fn expire(services: &Services, ctx: &Context, code: &str) -> Result<()
 /// Restores an expired or maxed-out coupon with the editable terms of `edit` (a past
 /// `redeem_by_date` must be moved, a reached `max_redemptions` raised; a unique code redeemed
 /// becomes redeemable again). A redeemable coupon is not restored.
-pub async fn restore(services: &Services, ctx: &Context, code: &str, edit: &CouponEdit) -> Result<CouponView, CouponError> {
+pub async fn restore(
+    services: &Services,
+    ctx: &Context,
+    code: &str,
+    edit: &CouponEdit,
+) -> Result<CouponView, CouponError> {
     let current = find(services, ctx, code).await?;
     if current.state == CouponState::Redeemable {
         return Err(CouponError::ActiveCoupon);
@@ -429,12 +443,8 @@ pub async fn generate(
         if codes.len() < wanted {
             continue;
         }
-        let event = events::new(
-            services,
-            COUPON_CODES_GENERATED,
-            ctx.now,
-            json!({ "coupon_code": code, "count": count }),
-        );
+        let event =
+            events::new(services, COUPON_CODES_GENERATED, ctx.now, json!({ "coupon_code": code, "count": count }));
         match services.store.add_unique_codes(&bulk.coupon, &codes, ctx.now, &[event]).await {
             Ok(made) => {
                 let bulk = find(services, ctx, code).await?;
@@ -587,10 +597,18 @@ pub async fn redeem(
                 .subscription(ctx.site.id, uuid)
                 .await?
                 .filter(|r| r.account_id == account.id)
-                .ok_or_else(|| CouponError::refused("subscription_uuid", "not_valid_for_redemption", "not valid for this coupon"))?;
+                .ok_or_else(|| {
+                CouponError::refused("subscription_uuid", "not_valid_for_redemption", "not valid for this coupon")
+            })?;
             let loaded = Loaded::of(record).map_err(|e| StoreError::Invalid(e.to_string()))?;
-            if !applies_to_plan(&terms, &loaded.sub.terms.plan_code) || !matches!(loaded.record.state.as_str(), "active" | "future" | "canceled" | "paused") {
-                return Err(CouponError::refused("subscription_uuid", "not_valid_for_redemption", "not valid for this coupon"));
+            if !applies_to_plan(&terms, &loaded.sub.terms.plan_code)
+                || !matches!(loaded.record.state.as_str(), "active" | "future" | "canceled" | "paused")
+            {
+                return Err(CouponError::refused(
+                    "subscription_uuid",
+                    "not_valid_for_redemption",
+                    "not valid for this coupon",
+                ));
             }
             Some(uuid.clone())
         }
@@ -696,8 +714,11 @@ pub async fn redeem_on_subscription(
     uuid: &str,
     codes: &[String],
 ) -> Result<Vec<i64>, CouponError> {
-    let record =
-        services.store.subscription(ctx.site.id, uuid).await?.ok_or_else(|| CouponError::SubscriptionNotFound(uuid.to_owned()))?;
+    let record = services
+        .store
+        .subscription(ctx.site.id, uuid)
+        .await?
+        .ok_or_else(|| CouponError::SubscriptionNotFound(uuid.to_owned()))?;
     let account_id = record.account_id;
     let loaded = Loaded::of(record).map_err(|e| StoreError::Invalid(e.to_string()))?;
     let account = services
@@ -706,7 +727,8 @@ pub async fn redeem_on_subscription(
         .await?
         .filter(|a| a.id == account_id)
         .ok_or_else(|| CouponError::AccountNotFound(loaded.details.account_code.clone()))?;
-    let coupons = for_new_subscription(services, ctx, codes, &loaded.sub.terms.plan_code, &loaded.sub.terms.currency).await?;
+    let coupons =
+        for_new_subscription(services, ctx, codes, &loaded.sub.terms.plan_code, &loaded.sub.terms.currency).await?;
     if coupons.iter().any(|c| c.terms().discount_type == "free_trial") {
         return Err(CouponError::refused("coupon_code", "invalid", "is invalid"));
     }
@@ -733,12 +755,20 @@ fn redemption_view(
 }
 
 /// Views of `redemptions`, with their coupons' terms and first invoices.
-async fn views(services: &Services, ctx: &Context, redemptions: Vec<Redemption>) -> Result<Vec<RedemptionView>, CouponError> {
+async fn views(
+    services: &Services,
+    ctx: &Context,
+    redemptions: Vec<Redemption>,
+) -> Result<Vec<RedemptionView>, CouponError> {
     let mut terms: HashMap<i64, CouponTerms> = HashMap::new();
     let mut out = Vec::with_capacity(redemptions.len());
     for r in redemptions {
         if !terms.contains_key(&r.coupon_id) {
-            let coupon = services.store.coupon_by_id(r.coupon_id).await?.ok_or_else(|| CouponError::NotFound(r.coupon_code.clone()))?;
+            let coupon = services
+                .store
+                .coupon_by_id(r.coupon_id)
+                .await?
+                .ok_or_else(|| CouponError::NotFound(r.coupon_code.clone()))?;
             let v = view(services, ctx, coupon).await?;
             terms.insert(r.coupon_id, v.terms().clone());
         }
@@ -758,7 +788,11 @@ async fn account_of(services: &Services, ctx: &Context, code: &str) -> Result<Ac
 
 /// The account's redemptions as its list shows them: active ones and lapsed temporal ones, not
 /// removed ones nor used single-use ones (nor replaced ones), newest first.
-pub async fn account_redemptions(services: &Services, ctx: &Context, code: &str) -> Result<Vec<RedemptionView>, CouponError> {
+pub async fn account_redemptions(
+    services: &Services,
+    ctx: &Context,
+    code: &str,
+) -> Result<Vec<RedemptionView>, CouponError> {
     let account = account_of(services, ctx, code).await?;
     let all = services.store.account_redemptions(account.id).await?;
     let mut shown = views(services, ctx, all).await?;
@@ -768,7 +802,11 @@ pub async fn account_redemptions(services: &Services, ctx: &Context, code: &str)
 }
 
 /// The account's most recent redemption (the legacy single `redemption`).
-pub async fn latest_account_redemption(services: &Services, ctx: &Context, code: &str) -> Result<RedemptionView, CouponError> {
+pub async fn latest_account_redemption(
+    services: &Services,
+    ctx: &Context,
+    code: &str,
+) -> Result<RedemptionView, CouponError> {
     let account = account_of(services, ctx, code).await?;
     let all = services.store.account_redemptions(account.id).await?;
     let last = all.into_iter().next_back().ok_or_else(|| CouponError::RedemptionNotFound(String::new()))?;
@@ -790,7 +828,11 @@ pub async fn remove_redemption(services: &Services, ctx: &Context, code: &str, u
 }
 
 /// The redemptions that discounted invoice `number`.
-pub async fn invoice_redemptions(services: &Services, ctx: &Context, number: i64) -> Result<Vec<RedemptionView>, AppError> {
+pub async fn invoice_redemptions(
+    services: &Services,
+    ctx: &Context,
+    number: i64,
+) -> Result<Vec<RedemptionView>, AppError> {
     let invoice = services
         .store
         .invoice(ctx.site.id, number)
@@ -801,8 +843,16 @@ pub async fn invoice_redemptions(services: &Services, ctx: &Context, number: i64
 }
 
 /// The active redemptions tied to subscription `uuid`.
-pub async fn subscription_redemptions(services: &Services, ctx: &Context, uuid: &str) -> Result<Vec<RedemptionView>, AppError> {
-    services.store.subscription(ctx.site.id, uuid).await?.ok_or_else(|| AppError::NotFound(Missing::subscription(uuid)))?;
+pub async fn subscription_redemptions(
+    services: &Services,
+    ctx: &Context,
+    uuid: &str,
+) -> Result<Vec<RedemptionView>, AppError> {
+    services
+        .store
+        .subscription(ctx.site.id, uuid)
+        .await?
+        .ok_or_else(|| AppError::NotFound(Missing::subscription(uuid)))?;
     let found = services.store.subscription_redemptions(uuid).await?;
     let mut shown = views(services, ctx, found).await?;
     shown.retain(|v| v.active);
@@ -810,7 +860,11 @@ pub async fn subscription_redemptions(services: &Services, ctx: &Context, uuid: 
 }
 
 /// Every redemption of coupon `code` (a bulk coupon: of its unique codes).
-pub async fn coupon_redemptions(services: &Services, ctx: &Context, code: &str) -> Result<Vec<RedemptionView>, CouponError> {
+pub async fn coupon_redemptions(
+    services: &Services,
+    ctx: &Context,
+    code: &str,
+) -> Result<Vec<RedemptionView>, CouponError> {
     let coupon = find(services, ctx, code).await?;
     let found = services.store.coupon_redemptions(coupon.coupon.id).await?;
     views(services, ctx, found).await
@@ -893,7 +947,11 @@ pub async fn discount(
         .iter()
         .enumerate()
         .map(|(i, line)| {
-            let amount = if line.kind == AdjustmentKind::Credit || one_off.contains(&i) { -line.total.abs() } else { line.total };
+            let amount = if line.kind == AdjustmentKind::Credit || one_off.contains(&i) {
+                -line.total.abs()
+            } else {
+                line.total
+            };
             match (&line.subscription_uuid, &line.engine) {
                 (Some(uuid), Some(engine)) => discount::Charge {
                     kind: if engine.item_kind == "setup_fee" { ChargeKind::SetupFee } else { ChargeKind::Recurring },

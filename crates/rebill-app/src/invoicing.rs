@@ -334,7 +334,9 @@ pub async fn invoice(
         let attach: Vec<(i64, i64, i64)> = attach.iter().zip(taken).map(|(id, l)| (*id, l.discount, l.total)).collect();
         let events = [created, crate::coupons::discounted_event(state, &account.account_code, &uses, at)];
         let store = &state.store;
-        store.create_discounted_invoice(site.id, &preview.invoice, new_lines, &attach, at, &events, credit, &uses).await?
+        store
+            .create_discounted_invoice(site.id, &preview.invoice, new_lines, &attach, at, &events, credit, &uses)
+            .await?
     };
     if invoice.kind != InvoiceKind::Charge {
         // Credit to use later, nothing to collect.

@@ -851,8 +851,16 @@ impl From<StoreError> for CreateError {
 /// subscription with its first charges, their invoice (a declined first payment removes the
 /// subscription), and its scheduled job.
 pub async fn create(services: &Services, ctx: &Context, input: Subscribe) -> Result<Loaded, CreateError> {
-    let Subscribe { existing, account_code: code, account_fields, billing_info, plan_id, drafted, details, coupon_codes } =
-        input;
+    let Subscribe {
+        existing,
+        account_code: code,
+        account_fields,
+        billing_info,
+        plan_id,
+        drafted,
+        details,
+        coupon_codes,
+    } = input;
     let prepared = match &billing_info {
         Some(info) => Some(payment_methods::prepare(services, ctx, existing.as_ref(), info).await?),
         None => None,
@@ -917,22 +925,25 @@ pub async fn create(services: &Services, ctx: &Context, input: Subscribe) -> Res
     let lease = services.clock.now() + CLAIM_SECONDS;
     let (claim, record) = services.store.create_subscription(&record, &charges, &events, ctx.now, lease).await?;
     let mut loaded = Loaded { record, sub, details };
-    let result = match coupons::redeem_for_subscription(services, ctx, &account, &new.uuid, &coupon_codes, &new.terms.currency).await {
-        Ok(redeemed) => {
-            let result = finish_create(services, ctx, &claim, &mut loaded).await;
-            if result.is_err() {
-                coupons::discard(services, &redeemed).await?;
+    let result =
+        match coupons::redeem_for_subscription(services, ctx, &account, &new.uuid, &coupon_codes, &new.terms.currency)
+            .await
+        {
+            Ok(redeemed) => {
+                let result = finish_create(services, ctx, &claim, &mut loaded).await;
+                if result.is_err() {
+                    coupons::discard(services, &redeemed).await?;
+                }
+                result
             }
-            result
-        }
-        Err(e) => {
-            services.store.discard_subscription(&claim).await?;
-            Err(match e {
-                coupons::CouponError::Store(e) => e.into(),
-                _ => CreateError::Coupon,
-            })
-        }
-    };
+            Err(e) => {
+                services.store.discard_subscription(&claim).await?;
+                Err(match e {
+                    coupons::CouponError::Store(e) => e.into(),
+                    _ => CreateError::Coupon,
+                })
+            }
+        };
     if let Err(e) = services.store.release_subscription(&claim).await {
         tracing::warn!(error = %e, "releasing a subscription claim");
     }

@@ -38,8 +38,7 @@ async fn a_redeemed_coupon_discounts_the_renewal_and_the_batch_keeps_the_others_
         coupons::create(&services, &ctx, "ten", percent(10)).await.expect("coupon");
         let redemption = coupons::redeem(&services, &ctx, "ten", &request("a1")).await.expect("redeemed");
         assert!(redemption.active, "{backend:?}");
-        let kinds: Vec<String> =
-            store.events(site, "ten").await.expect("events").into_iter().map(|e| e.kind).collect();
+        let kinds: Vec<String> = store.events(site, "ten").await.expect("events").into_iter().map(|e| e.kind).collect();
         assert_eq!(kinds, ["coupon.created"], "{backend:?}");
         let kinds: Vec<String> = store
             .events(site, &redemption.redemption.uuid)
@@ -90,10 +89,8 @@ async fn concurrent_redemptions_never_pass_the_cap_and_refusals_write_nothing() 
         let capped = CouponTerms { max_redemptions: Some(1), ..percent(20) };
         coupons::create(&services, &ctx, "one", capped).await.expect("coupon");
         let (r0, r1) = (request("a0"), request("a1"));
-        let (first, second) = tokio::join!(
-            coupons::redeem(&services, &ctx, "one", &r0),
-            coupons::redeem(&services, &ctx, "one", &r1),
-        );
+        let (first, second) =
+            tokio::join!(coupons::redeem(&services, &ctx, "one", &r0), coupons::redeem(&services, &ctx, "one", &r1),);
         let made = [first.is_ok(), second.is_ok()].iter().filter(|ok| **ok).count();
         assert_eq!(made, 1, "{backend:?}");
         let refused = if first.is_err() { first } else { second };

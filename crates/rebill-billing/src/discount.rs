@@ -404,17 +404,32 @@ mod tests {
         ];
         // 10 % of 100 = 10, then 50 % of the 90 left = 45: 55 in all.
         assert_eq!(spread(&charges, &both).per_redemption, vec![1000, 4500]);
-        let capped = [Redeemed::new(Discount::Fixed(9000), Scope::Account), Redeemed::new(Discount::Fixed(5000), Scope::Account)];
+        let capped = [
+            Redeemed::new(Discount::Fixed(9000), Scope::Account),
+            Redeemed::new(Discount::Fixed(5000), Scope::Account),
+        ];
         assert_eq!(spread(&charges, &capped).per_redemption, vec![9000, 1000]);
     }
 
     #[test]
     fn temporal_redemptions_end_an_hour_before_the_anniversary() {
         let jan31 = Utc.with_ymd_and_hms(2025, 1, 31, 12, 0, 0).unwrap();
-        assert_eq!(temporal_end(jan31, TemporalUnit::Month, 1), Some(Utc.with_ymd_and_hms(2025, 2, 28, 11, 0, 0).unwrap()));
-        assert_eq!(temporal_end(jan31, TemporalUnit::Year, 1), Some(Utc.with_ymd_and_hms(2026, 1, 31, 11, 0, 0).unwrap()));
-        assert_eq!(temporal_end(jan31, TemporalUnit::Week, 2), Some(Utc.with_ymd_and_hms(2025, 2, 14, 11, 0, 0).unwrap()));
-        assert_eq!(temporal_end(jan31, TemporalUnit::Day, 3), Some(Utc.with_ymd_and_hms(2025, 2, 3, 11, 0, 0).unwrap()));
+        assert_eq!(
+            temporal_end(jan31, TemporalUnit::Month, 1),
+            Some(Utc.with_ymd_and_hms(2025, 2, 28, 11, 0, 0).unwrap())
+        );
+        assert_eq!(
+            temporal_end(jan31, TemporalUnit::Year, 1),
+            Some(Utc.with_ymd_and_hms(2026, 1, 31, 11, 0, 0).unwrap())
+        );
+        assert_eq!(
+            temporal_end(jan31, TemporalUnit::Week, 2),
+            Some(Utc.with_ymd_and_hms(2025, 2, 14, 11, 0, 0).unwrap())
+        );
+        assert_eq!(
+            temporal_end(jan31, TemporalUnit::Day, 3),
+            Some(Utc.with_ymd_and_hms(2025, 2, 3, 11, 0, 0).unwrap())
+        );
     }
 
     #[test]

@@ -64,7 +64,11 @@ fn plan(s: &Server, code: &str, cents: i64, extra: &str) {
 
 /// Creates coupon `code` named after it with `terms` (the discount and the rest).
 fn coupon(s: &Server, code: &str, terms: &str) -> Reply {
-    post(s, "/v2/coupons", &format!("<coupon><coupon_code>{code}</coupon_code><name>Coupon {code}</name>{terms}</coupon>"))
+    post(
+        s,
+        "/v2/coupons",
+        &format!("<coupon><coupon_code>{code}</coupon_code><name>Coupon {code}</name>{terms}</coupon>"),
+    )
 }
 
 const PERCENT_10: &str = "<discount_type>percent</discount_type><discount_percent>10</discount_percent>";
@@ -92,7 +96,8 @@ fn account(s: &Server, code: &str) {
 }
 
 fn redeem(s: &Server, code: &str, account: &str, extra: &str) -> Reply {
-    let body = format!("<redemption><account_code>{account}</account_code><currency>USD</currency>{extra}</redemption>");
+    let body =
+        format!("<redemption><account_code>{account}</account_code><currency>USD</currency>{extra}</redemption>");
     post(s, &format!("/v2/coupons/{code}/redeem"), &body)
 }
 
@@ -126,7 +131,12 @@ fn a_year_of_coupons(db: &str) {
     plan(&s, "gold", 1000, "");
     plan(&s, "silver", 2000, "");
     plan(&s, "setup", 1000, "<setup_fee_in_cents><USD>300</USD></setup_fee_in_cents>");
-    plan(&s, "trialplan", 1000, "<trial_interval_length>7</trial_interval_length><trial_interval_unit>days</trial_interval_unit>");
+    plan(
+        &s,
+        "trialplan",
+        1000,
+        "<trial_interval_length>7</trial_interval_length><trial_interval_unit>days</trial_interval_unit>",
+    );
     ok(coupon(&s, "ten", PERCENT_10), 201);
     ok(
         coupon(
@@ -194,8 +204,11 @@ fn a_year_of_coupons(db: &str) {
     let old = ok(get_at(&s, "2.9", "/v2/invoices/1001"), 200);
     assert_eq!(field(&old.body, "subtotal_in_cents"), "1000", "{}", old.body);
     assert_eq!(field(&old.body, "subtotal_after_discount_in_cents"), "900");
-    let lines = sql(db, "SELECT CAST(a.discount AS TEXT) || ':' || CAST(a.total AS TEXT) FROM adjustments a \
-                         JOIN invoices i ON i.id = a.invoice_id WHERE i.invoice_number = 1001");
+    let lines = sql(
+        db,
+        "SELECT CAST(a.discount AS TEXT) || ':' || CAST(a.total AS TEXT) FROM adjustments a \
+                         JOIN invoices i ON i.id = a.invoice_id WHERE i.invoice_number = 1001",
+    );
     assert_eq!(lines, ["100:900"]);
     let on_invoice = ok(get(&s, "/v2/invoices/1001/redemptions"), 200);
     assert_eq!(all_tags(&on_invoice.body, "coupon_code"), ["ten"], "{}", on_invoice.body);
@@ -259,8 +272,11 @@ fn a_year_of_coupons(db: &str) {
     assert!(billed.body.contains("<discount_in_cents type=\"integer\">700</discount_in_cents>"), "{}", billed.body);
     assert_eq!(totals(db, "oo"), [1300]);
     assert_eq!(
-        sql(db, "SELECT CAST(a.discount AS TEXT) FROM adjustments a JOIN accounts c ON c.id = a.account_id \
-                 WHERE c.account_code = 'oo'"),
+        sql(
+            db,
+            "SELECT CAST(a.discount AS TEXT) FROM adjustments a JOIN accounts c ON c.id = a.account_id \
+                 WHERE c.account_code = 'oo'"
+        ),
         ["700"]
     );
 
@@ -301,7 +317,11 @@ fn a_year_of_coupons(db: &str) {
     let single = ok(get(&s, "/v2/accounts/f1/redemption"), 200);
     assert_eq!(field(&single.body, "coupon_code"), "ten");
     assert_eq!(field(&single.body, "total_discounted_in_cents"), "1300");
-    assert!(single.body.contains(&format!("<invoice href=\"http://{}/v2/invoices/1001\"/>", s.addr)), "{}", single.body);
+    assert!(
+        single.body.contains(&format!("<invoice href=\"http://{}/v2/invoices/1001\"/>", s.addr)),
+        "{}",
+        single.body
+    );
 
     // Removing a redemption stops the discount from the next renewal on.
     ok(delete(&s, &format!("/v2/accounts/ar/redemptions/{r_uuid}")), 204);
@@ -333,7 +353,10 @@ fn catalogue_limits_and_refusals(db: &str) {
     assert_eq!(field(&made.body, "duration"), "forever");
     assert_eq!(field(&made.body, "redemption_resource"), "account");
     assert!(
-        made.body.contains(&format!("<a name=\"redeem\" href=\"http://{}/v2/coupons/save/redeem\" method=\"post\"/>", s.addr)),
+        made.body.contains(&format!(
+            "<a name=\"redeem\" href=\"http://{}/v2/coupons/save/redeem\" method=\"post\"/>",
+            s.addr
+        )),
         "{}",
         made.body
     );
@@ -350,7 +373,9 @@ fn catalogue_limits_and_refusals(db: &str) {
     let r = coupon(
         &s,
         "x4",
-        &format!("{PERCENT_10}<applies_to_all_plans>false</applies_to_all_plans><plan_codes><plan_code>nope</plan_code></plan_codes>"),
+        &format!(
+            "{PERCENT_10}<applies_to_all_plans>false</applies_to_all_plans><plan_codes><plan_code>nope</plan_code></plan_codes>"
+        ),
     );
     assert!(r.body.contains("field=\"coupon.plan_codes\" symbol=\"invalid\""), "{}", r.body);
     let r = coupon(&s, "save", PERCENT_10);
@@ -366,7 +391,10 @@ fn catalogue_limits_and_refusals(db: &str) {
     assert_error(&get(&s, "/v2/coupons?state=bogus"), 400, "invalid_parameter");
 
     // Edit: the editable terms only.
-    let edited = ok(put(&s, "/v2/coupons/save", "<coupon><name>Save more</name><max_redemptions>5</max_redemptions></coupon>"), 200);
+    let edited = ok(
+        put(&s, "/v2/coupons/save", "<coupon><name>Save more</name><max_redemptions>5</max_redemptions></coupon>"),
+        200,
+    );
     assert_eq!(field(&edited.body, "name"), "Save more");
     assert_eq!(field(&edited.body, "max_redemptions"), "5");
     let r = put(&s, "/v2/coupons/save", "<coupon><discount_type>dollars</discount_type></coupon>");
@@ -381,7 +409,8 @@ fn catalogue_limits_and_refusals(db: &str) {
     assert!(expired.body.contains("name=\"restore\""), "{}", expired.body);
     assert!(!expired.body.contains("name=\"redeem\""), "{}", expired.body);
     assert_eq!(all_tags(&ok(get(&s, "/v2/coupons?state=expired"), 200).body, "coupon_code"), ["save"]);
-    let r = put(&s, "/v2/coupons/save/restore", "<coupon><redeem_by_date>2026-01-01T00:00:00Z</redeem_by_date></coupon>");
+    let r =
+        put(&s, "/v2/coupons/save/restore", "<coupon><redeem_by_date>2026-01-01T00:00:00Z</redeem_by_date></coupon>");
     assert!(r.body.contains("field=\"coupon.redeem_by_date\" symbol=\"in_past\""), "{}", r.body);
     let restored = ok(put(&s, "/v2/coupons/save/restore", "<coupon/>"), 200);
     assert_eq!(field(&restored.body, "state"), "redeemable");
@@ -432,7 +461,8 @@ fn catalogue_limits_and_refusals(db: &str) {
     let r = redeem(&s, "silversub", "b2", "");
     assert!(r.body.contains("field=\"coupon.subscription\" symbol=\"must_be_present\""), "{}", r.body);
     let gold = ok(subscribe(&s, "g1", "gold", ""), 201);
-    let r = redeem(&s, "silversub", "g1", &format!("<subscription_uuid>{}</subscription_uuid>", field(&gold.body, "uuid")));
+    let r =
+        redeem(&s, "silversub", "g1", &format!("<subscription_uuid>{}</subscription_uuid>", field(&gold.body, "uuid")));
     assert!(r.body.contains("field=\"coupon.subscription_uuid\" symbol=\"not_valid_for_redemption\""), "{}", r.body);
     // Not for the plan on a new subscription either.
     let r = subscribe(&s, "g2", "gold", "<coupon_code>silversub</coupon_code>");
@@ -440,7 +470,14 @@ fn catalogue_limits_and_refusals(db: &str) {
     assert!(sql(db, "SELECT account_code FROM accounts WHERE account_code = 'g2'").is_empty());
 
     // Free-trial coupons only on new subscriptions.
-    ok(coupon(&s, "freeweek", "<discount_type>free_trial</discount_type><free_trial_amount>1</free_trial_amount><free_trial_unit>week</free_trial_unit>"), 201);
+    ok(
+        coupon(
+            &s,
+            "freeweek",
+            "<discount_type>free_trial</discount_type><free_trial_amount>1</free_trial_amount><free_trial_unit>week</free_trial_unit>",
+        ),
+        201,
+    );
     let r = redeem(&s, "freeweek", "b2", "");
     assert!(r.body.contains("field=\"coupon.base\" symbol=\"invalid\""), "{}", r.body);
 
@@ -458,14 +495,23 @@ fn catalogue_limits_and_refusals(db: &str) {
     let r = redeem(&s, "soon", "b2", "");
     assert!(r.body.contains("field=\"coupon.base\" symbol=\"expired\""), "{}", r.body);
     let r = subscribe(&s, "g3", "gold", "<coupon_code>soon</coupon_code>");
-    assert!(r.body.contains("<error field=\"subscription.coupon_code\" symbol=\"invalid\" lang=\"en-US\">is invalid</error>"), "{}", r.body);
+    assert!(
+        r.body
+            .contains("<error field=\"subscription.coupon_code\" symbol=\"invalid\" lang=\"en-US\">is invalid</error>"),
+        "{}",
+        r.body
+    );
     // The code of an expired coupon may be taken again.
     ok(coupon(&s, "soon", PERCENT_10), 201);
     assert_eq!(field(&ok(get(&s, "/v2/coupons/soon"), 200).body, "state"), "redeemable");
 
     // A coupon on a change with timeframe now only.
     let g1_uuid = field(&gold.body, "uuid");
-    let r = put(&s, &format!("/v2/subscriptions/{g1_uuid}"), "<subscription><coupon_code>save</coupon_code></subscription>");
+    let r = put(
+        &s,
+        &format!("/v2/subscriptions/{g1_uuid}"),
+        "<subscription><coupon_code>save</coupon_code></subscription>",
+    );
     assert!(r.body.contains("field=\"subscription.coupon_code\" symbol=\"invalid\""), "{}", r.body);
     let r = put(
         &s,
@@ -509,7 +555,9 @@ fn unique_codes(db: &str) {
         coupon(
             &s,
             "thanks",
-            &format!("{PERCENT_10}<coupon_type>bulk</coupon_type><unique_code_template>'thanks'9999</unique_code_template>"),
+            &format!(
+                "{PERCENT_10}<coupon_type>bulk</coupon_type><unique_code_template>'thanks'9999</unique_code_template>"
+            ),
         ),
         201,
     );
@@ -517,7 +565,10 @@ fn unique_codes(db: &str) {
     assert!(!bulk.body.contains("name=\"redeem\""), "{}", bulk.body);
     assert_eq!(field(&bulk.body, "max_redemptions_per_account"), "1");
 
-    let made = ok(post(&s, "/v2/coupons/thanks/generate", "<coupon><number_of_unique_codes>3</number_of_unique_codes></coupon>"), 201);
+    let made = ok(
+        post(&s, "/v2/coupons/thanks/generate", "<coupon><number_of_unique_codes>3</number_of_unique_codes></coupon>"),
+        201,
+    );
     assert!(made.body.is_empty(), "{}", made.body);
     let location = made.header("location").expect("location");
     let prefix = format!("http://{}/v2/coupons/thanks/unique_coupon_codes?cursor=", s.addr);
@@ -527,8 +578,12 @@ fn unique_codes(db: &str) {
     let first_codes = all_tags(&first.body, "coupon_code");
     assert_eq!(first_codes.len(), 3, "{}", first.body);
     // A second batch: its Location lists the new codes first.
-    let again = ok(post(&s, "/v2/coupons/thanks/generate", "<coupon><number_of_unique_codes>2</number_of_unique_codes></coupon>"), 201);
-    let path2 = again.header("location").expect("location").trim_start_matches(&format!("http://{}", s.addr)).to_owned();
+    let again = ok(
+        post(&s, "/v2/coupons/thanks/generate", "<coupon><number_of_unique_codes>2</number_of_unique_codes></coupon>"),
+        201,
+    );
+    let path2 =
+        again.header("location").expect("location").trim_start_matches(&format!("http://{}", s.addr)).to_owned();
     let second_codes = all_tags(&ok(get(&s, &path2), 200).body, "coupon_code");
     assert_eq!(second_codes.len(), 2);
     assert!(second_codes.iter().all(|c| !first_codes.contains(c)));
@@ -542,7 +597,10 @@ fn unique_codes(db: &str) {
         assert!(c.len() == 10 && c.starts_with("thanks") && c[6..].bytes().all(|b| b.is_ascii_digit()), "{c}");
     }
     assert_eq!(field(&ok(get(&s, "/v2/coupons/thanks"), 200).body, "unique_coupon_codes_count"), "5");
-    assert_eq!(sql(db, "SELECT CAST(COUNT(*) AS TEXT) FROM domain_events WHERE kind = 'coupon.codes_generated'"), ["2"]);
+    assert_eq!(
+        sql(db, "SELECT CAST(COUNT(*) AS TEXT) FROM domain_events WHERE kind = 'coupon.codes_generated'"),
+        ["2"]
+    );
 
     // Each code redeemed once.
     for (i, code) in codes.iter().enumerate() {
@@ -550,7 +608,11 @@ fn unique_codes(db: &str) {
         account(&s, &a);
         let one = ok(get(&s, &format!("/v2/coupons/{code}")), 200);
         assert_eq!(field(&one.body, "coupon_type"), "unique_code");
-        assert!(one.body.contains(&format!("<bulk_coupon href=\"http://{}/v2/coupons/thanks\"/>", s.addr)), "{}", one.body);
+        assert!(
+            one.body.contains(&format!("<bulk_coupon href=\"http://{}/v2/coupons/thanks\"/>", s.addr)),
+            "{}",
+            one.body
+        );
         assert!(one.body.contains("name=\"redeem\""), "{}", one.body);
         ok(redeem(&s, code, &a, ""), 201);
         let used = ok(get(&s, &format!("/v2/coupons/{code}")), 200);
@@ -562,7 +624,10 @@ fn unique_codes(db: &str) {
     let r = redeem(&s, &codes[0], "late", "");
     assert!(r.body.contains("field=\"coupon.base\" symbol=\"maxed_out\""), "{}", r.body);
     // One code per account.
-    ok(post(&s, "/v2/coupons/thanks/generate", "<coupon><number_of_unique_codes>1</number_of_unique_codes></coupon>"), 201);
+    ok(
+        post(&s, "/v2/coupons/thanks/generate", "<coupon><number_of_unique_codes>1</number_of_unique_codes></coupon>"),
+        201,
+    );
     let fresh = all_tags(&ok(get(&s, "/v2/coupons/thanks/unique_coupon_codes?per_page=1"), 200).body, "coupon_code");
     let r = redeem(&s, &fresh[0], "u0", "");
     assert!(r.body.contains("symbol=\"maxed_out_for_account\""), "{}", r.body);
@@ -572,11 +637,16 @@ fn unique_codes(db: &str) {
     assert_eq!(all_tags(&ok(get(&s, "/v2/coupons/thanks/redemptions"), 200).body, "uuid").len(), 5);
 
     // Generate refusals.
-    let r = post(&s, "/v2/coupons/thanks/generate", "<coupon><number_of_unique_codes>201</number_of_unique_codes></coupon>");
+    let r = post(
+        &s,
+        "/v2/coupons/thanks/generate",
+        "<coupon><number_of_unique_codes>201</number_of_unique_codes></coupon>",
+    );
     assert_error(&r, 400, "number_of_unique_codes");
     assert!(r.body.contains("You are limited to generating 200 at a time"), "{}", r.body);
     ok(coupon(&s, "single", PERCENT_10), 201);
-    let r = post(&s, "/v2/coupons/single/generate", "<coupon><number_of_unique_codes>2</number_of_unique_codes></coupon>");
+    let r =
+        post(&s, "/v2/coupons/single/generate", "<coupon><number_of_unique_codes>2</number_of_unique_codes></coupon>");
     assert_error(&r, 400, "number_of_unique_codes");
     assert!(r.body.contains("Coupon must be of type bulk to generate unique codes"), "{}", r.body);
     assert_error(&get(&s, "/v2/coupons/nothing/unique_coupon_codes"), 404, "not_found");

@@ -75,10 +75,13 @@ fn view(v: &CouponView) -> Coupon {
         hosted_description: None,
         discount_type: CouponDiscountType::from_name(&t.discount_type),
         discount_percent: if percent { t.discount_percent } else { None },
-        discount_in_cents: dollars
-            .then(|| Money(t.discount_amounts.iter().map(|(c, a)| (c.clone(), *a)).collect())),
+        discount_in_cents: dollars.then(|| Money(t.discount_amounts.iter().map(|(c, a)| (c.clone(), *a)).collect())),
         free_trial_amount: if free_trial { t.free_trial_amount } else { None },
-        free_trial_unit: if free_trial { t.free_trial_unit.as_deref().and_then(CouponFreeTrialUnit::from_name) } else { None },
+        free_trial_unit: if free_trial {
+            t.free_trial_unit.as_deref().and_then(CouponFreeTrialUnit::from_name)
+        } else {
+            None
+        },
         redeem_by_date: t.redeem_by_date.and_then(time),
         single_use: Some(t.duration == "single_use"),
         applies_for_months: None,
@@ -498,6 +501,9 @@ mod tests {
         assert_eq!(terms_of(&doc).description.as_deref(), Some("own"));
         let legacy = Coupon { applies_for_months: Some(3), ..Coupon::default() };
         let t = terms_of(&legacy);
-        assert_eq!((t.duration.as_str(), t.temporal_unit.as_deref(), t.temporal_amount), ("temporal", Some("month"), Some(3)));
+        assert_eq!(
+            (t.duration.as_str(), t.temporal_unit.as_deref(), t.temporal_amount),
+            ("temporal", Some("month"), Some(3))
+        );
     }
 }

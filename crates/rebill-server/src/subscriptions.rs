@@ -559,12 +559,11 @@ pub(crate) async fn create<E: TakesSubscription>(
         },
     };
     let coupon_codes = coupons::requested(doc.coupon_code.as_ref(), doc.coupon_codes.as_ref());
-    let coupons = match coupons::for_new_subscription(state, &call.context(), &coupon_codes, &plan.plan_code, &currency)
-        .await
-    {
-        Ok(coupons) => coupons,
-        Err(e) => return respond::app_error(ctx, "subscription", e.into()),
-    };
+    let coupons =
+        match coupons::for_new_subscription(state, &call.context(), &coupon_codes, &plan.plan_code, &currency).await {
+            Ok(coupons) => coupons,
+            Err(e) => return respond::app_error(ctx, "subscription", e.into()),
+        };
     // An explicit trial_ends_at wins over a free-trial coupon, which wins over the plan's trial.
     let trial = match doc.trial_ends_at {
         Some(end) => Some(Trial::Until(end)),

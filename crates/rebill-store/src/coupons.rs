@@ -316,7 +316,14 @@ impl Store {
         let sql = format!(
             "SELECT {COUPON_COLUMNS} FROM coupons WHERE site_id = $1 AND coupon_code = $2 ORDER BY id DESC LIMIT 1"
         );
-        sqlx::query(&sql).bind(site_id).bind(code).fetch_optional(&self.reads).await?.as_ref().map(coupon_from_row).transpose()
+        sqlx::query(&sql)
+            .bind(site_id)
+            .bind(code)
+            .fetch_optional(&self.reads)
+            .await?
+            .as_ref()
+            .map(coupon_from_row)
+            .transpose()
     }
 
     /// The coupon with this id.
@@ -434,9 +441,8 @@ impl Store {
     /// Expires coupon `id` (DELETE); for a bulk coupon also its unique codes not redeemed.
     pub async fn expire_coupon(&self, id: i64, now: i64, events: &[NewEvent]) -> Result<Coupon, StoreError> {
         let mut work = self.begin_work().await?;
-        let sql = format!(
-            "UPDATE coupons SET expired_at = $1, updated_at = $1 WHERE id = $2 RETURNING {COUPON_COLUMNS}"
-        );
+        let sql =
+            format!("UPDATE coupons SET expired_at = $1, updated_at = $1 WHERE id = $2 RETURNING {COUPON_COLUMNS}");
         let row = sqlx::query(&sql).bind(now).bind(id).fetch_one(&mut *work.tx).await?;
         let coupon = coupon_from_row(&row)?;
         sqlx::query(
@@ -519,12 +525,7 @@ impl Store {
     /// is one redemption) and counts the redemption, all in one database transaction; a new
     /// account-level redemption with `replace` makes the account's other active account-level
     /// redemptions inactive. `events` are recorded with it (subject: its uuid).
-    pub async fn redeem(
-        &self,
-        new: &NewRedemption,
-        now: i64,
-        events: &[NewEvent],
-    ) -> Result<Redeemed, StoreError> {
+    pub async fn redeem(&self, new: &NewRedemption, now: i64, events: &[NewEvent]) -> Result<Redeemed, StoreError> {
         let mut work = self.begin_work().await?;
         // Counting first serialises concurrent redemptions of the coupon (a row write lock).
         let limits_of = new.bulk_coupon_id.unwrap_or(new.coupon_id);
@@ -610,10 +611,16 @@ impl Store {
     pub async fn discard_redemptions(&self, ids: &[i64]) -> Result<(), StoreError> {
         let mut work = self.begin_work().await?;
         for id in ids {
-            let row = sqlx::query("SELECT coupon_id FROM redemptions WHERE id = $1").bind(*id).fetch_optional(&mut *work.tx).await?;
+            let row = sqlx::query("SELECT coupon_id FROM redemptions WHERE id = $1")
+                .bind(*id)
+                .fetch_optional(&mut *work.tx)
+                .await?;
             let Some(row) = row else { continue };
             let coupon_id: i64 = row.try_get("coupon_id")?;
-            sqlx::query("DELETE FROM redemption_invoices WHERE redemption_id = $1").bind(*id).execute(&mut *work.tx).await?;
+            sqlx::query("DELETE FROM redemption_invoices WHERE redemption_id = $1")
+                .bind(*id)
+                .execute(&mut *work.tx)
+                .await?;
             sqlx::query("DELETE FROM redemptions WHERE id = $1").bind(*id).execute(&mut *work.tx).await?;
             sqlx::query(
                 "UPDATE coupons SET redemptions_count = redemptions_count - 1, \
@@ -630,7 +637,14 @@ impl Store {
     /// The redemption with this uuid on the site.
     pub async fn redemption(&self, site_id: i64, uuid: &str) -> Result<Option<Redemption>, StoreError> {
         let sql = format!("SELECT {REDEMPTION_COLUMNS} FROM redemptions WHERE site_id = $1 AND uuid = $2");
-        sqlx::query(&sql).bind(site_id).bind(uuid).fetch_optional(&self.reads).await?.as_ref().map(redemption_from_row).transpose()
+        sqlx::query(&sql)
+            .bind(site_id)
+            .bind(uuid)
+            .fetch_optional(&self.reads)
+            .await?
+            .as_ref()
+            .map(redemption_from_row)
+            .transpose()
     }
 
     /// Removes a redemption (it stays counted towards the coupon's limits).
@@ -691,10 +705,11 @@ impl Store {
 
     /// The invoices a redemption discounted, by id, oldest first.
     pub async fn redemption_invoice_ids(&self, redemption_id: i64) -> Result<Vec<i64>, StoreError> {
-        let rows = sqlx::query("SELECT invoice_id FROM redemption_invoices WHERE redemption_id = $1 ORDER BY invoice_id")
-            .bind(redemption_id)
-            .fetch_all(&self.reads)
-            .await?;
+        let rows =
+            sqlx::query("SELECT invoice_id FROM redemption_invoices WHERE redemption_id = $1 ORDER BY invoice_id")
+                .bind(redemption_id)
+                .fetch_all(&self.reads)
+                .await?;
         rows.iter().map(|r| Ok(r.try_get("invoice_id")?)).collect()
     }
 
@@ -769,12 +784,14 @@ impl Store {
             .execute(&mut *work.tx)
             .await?;
             if u.discount > 0 {
-                sqlx::query("INSERT INTO redemption_invoices (redemption_id, invoice_id, discount) VALUES ($1, $2, $3)")
-                    .bind(u.redemption_id)
-                    .bind(invoice.id)
-                    .bind(u.discount)
-                    .execute(&mut *work.tx)
-                    .await?;
+                sqlx::query(
+                    "INSERT INTO redemption_invoices (redemption_id, invoice_id, discount) VALUES ($1, $2, $3)",
+                )
+                .bind(u.redemption_id)
+                .bind(invoice.id)
+                .bind(u.discount)
+                .execute(&mut *work.tx)
+                .await?;
             }
         }
         work.commit().await?;
