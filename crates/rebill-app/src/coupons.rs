@@ -251,11 +251,8 @@ pub fn check_terms(terms: &CouponTerms, known_plans: &[String], now: i64) -> Vec
     if terms.redeem_by_date.is_some_and(|d| d <= now) {
         refuse("redeem_by_date", "in_past", "must be in the future");
     }
-    if terms.coupon_type == "bulk" {
-        match &terms.unique_code_template {
-            None => refuse("unique_code_template", "blank", "can't be blank"),
-            Some(_) => {}
-        }
+    if terms.coupon_type == "bulk" && terms.unique_code_template.is_none() {
+        refuse("unique_code_template", "blank", "can't be blank");
     }
     out
 }
@@ -555,7 +552,7 @@ async fn make_redemption(
         json!({ "account_code": account.account_code, "coupon_code": coupon.coupon.coupon_code }),
     );
     match services.store.redeem(&new, ctx.now, &[event]).await? {
-        Redeemed::Made(r) => Ok(r),
+        Redeemed::Made(r) => Ok(*r),
         Redeemed::MaxedOut => Err(CouponError::refused("base", "maxed_out", "Coupon has reached max redemptions")),
         Redeemed::MaxedOutForAccount => Err(CouponError::refused(
             "base",
@@ -763,14 +760,14 @@ async fn views(
     let mut terms: HashMap<i64, CouponTerms> = HashMap::new();
     let mut out = Vec::with_capacity(redemptions.len());
     for r in redemptions {
-        if !terms.contains_key(&r.coupon_id) {
+        if let std::collections::hash_map::Entry::Vacant(slot) = terms.entry(r.coupon_id) {
             let coupon = services
                 .store
                 .coupon_by_id(r.coupon_id)
                 .await?
                 .ok_or_else(|| CouponError::NotFound(r.coupon_code.clone()))?;
             let v = view(services, ctx, coupon).await?;
-            terms.insert(r.coupon_id, v.terms().clone());
+            slot.insert(v.terms().clone());
         }
         let invoice = match services.store.redemption_invoice_ids(r.id).await?.first() {
             Some(id) => services.store.invoice_by_id(*id).await?.map(|i| i.invoice_number),
@@ -888,13 +885,13 @@ async fn usable(
             lapsed.push(r.id);
             continue;
         }
-        if !terms.contains_key(&r.coupon_id) {
+        if let std::collections::hash_map::Entry::Vacant(slot) = terms.entry(r.coupon_id) {
             let Some(coupon) = services.store.coupon_by_id(r.coupon_id).await? else { continue };
             let t = match coupon.bulk_coupon_id {
                 Some(id) => services.store.coupon_by_id(id).await?.map_or(coupon.terms, |b| b.terms),
                 None => coupon.terms,
             };
-            terms.insert(r.coupon_id, t);
+            slot.insert(t);
         }
         let t = terms[&r.coupon_id].clone();
         usable.push((r, t));

@@ -931,8 +931,10 @@ pub async fn create(services: &Services, ctx: &Context, input: Subscribe) -> Res
         {
             Ok(redeemed) => {
                 let result = finish_create(services, ctx, &claim, &mut loaded).await;
-                if result.is_err() {
-                    coupons::discard(services, &redeemed).await?;
+                if result.is_err()
+                    && let Err(e) = coupons::discard(services, &redeemed).await
+                {
+                    tracing::error!(error = %e, "taking back the redemptions of a refused subscription");
                 }
                 result
             }

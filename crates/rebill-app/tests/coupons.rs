@@ -124,3 +124,67 @@ async fn concurrent_redemptions_never_pass_the_cap_and_refusals_write_nothing() 
         assert!(store.account_redemptions(a2.id).await.expect("read").is_empty(), "{backend:?}");
     }
 }
+
+#[tokio::test]
+async fn a_declined_first_payment_takes_back_the_redemptions_of_its_request() {
+    use rebill_app::subscriptions::{CreateError, Details, Subscribe};
+    use rebill_app::testing::{at, card};
+    use rebill_app::{accounts, payment_methods, subscriptions};
+    use rebill_billing::lifecycle::{NewSubscription, SubscriptionTerms};
+    use rebill_billing::period::{Interval, IntervalUnit};
+    use rebill_store::accounts::AccountFields;
+
+    for store in both_backends("coupons_declined").await {
+        let backend = store.backend();
+        // The first purchase is declined.
+        let (services, ctx) = subscribers(store.clone(), Scripted::declining(&[1]), TestClock::starting(T0), 0).await;
+        let capped = CouponTerms { max_redemptions: Some(1), ..percent(20) };
+        coupons::create(&services, &ctx, "one", capped).await.expect("coupon");
+        let account = accounts::create(&services, &ctx, "d1", &AccountFields::default(), None).await.expect("account");
+        payment_methods::apply(&services, &ctx, &account, &card()).await.expect("billing info");
+        let plan = store.plan(ctx.site.id, "gold").await.expect("read").expect("gold");
+        let new = NewSubscription {
+            uuid: format!("{:032x}", 7),
+            terms: SubscriptionTerms {
+                plan_code: "gold".into(),
+                currency: "USD".into(),
+                interval: Interval::new(1, IntervalUnit::Months).expect("interval"),
+                unit_amount_in_cents: 1000,
+                quantity: 1,
+                add_ons: Vec::new(),
+                setup_fee_in_cents: 0,
+            },
+            starts_at: None,
+            trial: None,
+            total_billing_cycles: None,
+            imported_trial: false,
+        };
+        let input = Subscribe {
+            existing: Some(account.clone()),
+            account_code: "d1".into(),
+            account_fields: None,
+            billing_info: None,
+            plan_id: plan.id,
+            drafted: subscriptions::draft(new, at(T0)).expect("drafted"),
+            details: Details { account_code: "d1".into(), ..Details::default() },
+            coupon_codes: vec!["one".into()],
+        };
+        let refused = subscriptions::create(&services, &ctx, input).await;
+        assert!(matches!(refused, Err(CreateError::FirstPaymentDeclined(_))), "{backend:?}: {:?}", refused.err());
+        let coupon = coupons::find(&services, &ctx, "one").await.expect("coupon");
+        assert_eq!(coupon.coupon.redemptions_count, 0, "{backend:?}");
+        assert_eq!(coupon.state, coupons::CouponState::Redeemable, "{backend:?}");
+        assert!(store.account_redemptions(account.id).await.expect("read").is_empty(), "{backend:?}");
+        // The declined invoice was discounted (20 % of 1000) but gave nothing to keep.
+        let account_invoices = store
+            .list_invoices(
+                ctx.site.id,
+                &InvoiceFilter { account_id: Some(account.id), states: Vec::new() },
+                &PageRequest::default(),
+            )
+            .await
+            .expect("invoices");
+        let totals: Vec<i64> = account_invoices.items.iter().map(|i| i.amounts.total).collect();
+        assert!(totals.iter().all(|t| *t == 800), "{backend:?}: {totals:?}");
+    }
+}

@@ -260,7 +260,7 @@ fn a_year_of_coupons(db: &str) {
     let sr = ok(subscribe(&s, "sr", "gold", "<coupon_code>subonly</coupon_code>"), 201);
     let sr_uuid = field(&sr.body, "uuid");
     let of_sr = ok(get(&s, &format!("/v2/subscriptions/{sr_uuid}/redemptions")), 200);
-    assert_eq!(all_tags(&of_sr.body, "subscription_uuid"), [sr_uuid.clone()], "{}", of_sr.body);
+    assert_eq!(all_tags(&of_sr.body, "subscription_uuid"), [sr_uuid], "{}", of_sr.body);
 
     // One-time charges with a coupon that applies to them (and to silver only): 2000 - 700.
     account(&s, "oo");

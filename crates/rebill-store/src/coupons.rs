@@ -147,7 +147,7 @@ pub struct NewRedemption {
 /// What [`Store::redeem`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Redeemed {
-    Made(Redemption),
+    Made(Box<Redemption>),
     /// The coupon reached `max_redemptions` (a unique code: it was redeemed).
     MaxedOut,
     /// The account reached `max_redemptions_per_account`.
@@ -603,7 +603,7 @@ impl Store {
         let subjects: Vec<(i64, &str, &NewEvent)> = events.iter().map(|e| (site_id, uuid.as_str(), e)).collect();
         work.append_events(&subjects).await?;
         work.commit().await?;
-        Ok(Redeemed::Made(redemption))
+        Ok(Redeemed::Made(Box::new(redemption)))
     }
 
     /// Takes back redemptions made for a creation that was refused (a declined first payment):
