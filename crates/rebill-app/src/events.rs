@@ -7,6 +7,8 @@
 //! | subscription uuid | `subscription.created`, `.activated`, `.changed`, `.updated`, `.renewed`, `.trial_ended`, `.pause_scheduled`, `.paused`, `.paused_renewal`, `.resumed`, `.canceled`, `.reactivated`, `.postponed`, `.past_due`, `.recovered`, `.expired` |
 //! | invoice number | `invoice.created`, `invoice.past_due`, `invoice.paid`, `invoice.failed` |
 //! | transaction uuid | `transaction.approved`, `transaction.declined` |
+//! | coupon code | `coupon.created`, `coupon.updated`, `coupon.expired`, `coupon.restored`, `coupon.codes_generated` (see [`crate::coupons`]) |
+//! | redemption uuid | `redemption.created`, `redemption.removed`; an invoice's use of redemptions is `invoice.discounted` (subject: the invoice number) |
 //!
 //! Databases older than the events hold `subscription.history` events too: the subscription
 //! history they had, kept by the migration (one per accepted action, the action as payload).
