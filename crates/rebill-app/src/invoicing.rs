@@ -842,7 +842,10 @@ pub async fn preview_pending(
     terms: InvoiceTerms,
 ) -> Result<Preview, BillingError> {
     let draft = pending_draft(services, account, terms).await?;
-    preview(account, &draft, ctx.now)
+    let mut preview = preview(account, &draft, ctx.now)?;
+    // Discounted as the invoice would be (nothing of the redemptions' use is written).
+    crate::coupons::discount(services, account, &mut preview, 0..0, ctx.now).await?;
+    Ok(preview)
 }
 
 /// How an open invoice is settled.

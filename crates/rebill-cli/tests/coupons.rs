@@ -268,6 +268,14 @@ fn a_year_of_coupons(db: &str) {
     let charge = "<adjustment><description>Setup work</description><unit_amount_in_cents>2000</unit_amount_in_cents>\
                   <currency>USD</currency></adjustment>";
     ok(post(&s, "/v2/accounts/oo/adjustments", charge), 201);
+    // The preview shows the discount the invoice gets.
+    let previewed = ok(post(&s, "/v2/accounts/oo/invoices/preview", "<invoice/>"), 200);
+    assert!(
+        previewed.body.contains("<discount_in_cents type=\"integer\">700</discount_in_cents>"),
+        "{}",
+        previewed.body
+    );
+    assert!(previewed.body.contains("<total_in_cents type=\"integer\">1300</total_in_cents>"), "{}", previewed.body);
     let billed = ok(post(&s, "/v2/accounts/oo/invoices", "<invoice/>"), 201);
     assert!(billed.body.contains("<discount_in_cents type=\"integer\">700</discount_in_cents>"), "{}", billed.body);
     assert_eq!(totals(db, "oo"), [1300]);
