@@ -806,21 +806,22 @@ impl Work {
         self.append_events(&subjects).await
     }
 
-    /// Which of these accounts hold an active redemption (their invoices may be discounted).
+    /// Which of these accounts hold an active redemption (their invoices may be discounted), in
+    /// one statement.
     pub async fn accounts_with_redemptions(&mut self, account_ids: &[i64]) -> Result<Vec<i64>, StoreError> {
-        let mut found = Vec::new();
-        for id in account_ids {
-            let n: i64 = sqlx::query(
-                "SELECT COUNT(*) AS n FROM redemptions WHERE account_id = $1 AND state = 'active' AND removed_at IS NULL",
-            )
-            .bind(*id)
-            .fetch_one(&mut *self.tx)
-            .await?
-            .try_get("n")?;
-            if n > 0 {
-                found.push(*id);
-            }
+        if account_ids.is_empty() {
+            return Ok(Vec::new());
         }
-        Ok(found)
+        let sql = format!(
+            "SELECT DISTINCT account_id FROM redemptions WHERE state = 'active' AND removed_at IS NULL \
+             AND account_id IN ({})",
+            self.backend.params(account_ids.len(), 1)
+        );
+        let mut query = sqlx::query(&sql);
+        for id in account_ids {
+            query = query.bind(*id);
+        }
+        let rows = query.fetch_all(&mut *self.tx).await?;
+        rows.iter().map(|r| r.try_get("account_id").map_err(StoreError::from)).collect()
     }
 }
