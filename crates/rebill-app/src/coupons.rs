@@ -533,6 +533,7 @@ async fn make_redemption(
     account: &Account,
     subscription_uuid: Option<String>,
     currency: String,
+    replace: bool,
 ) -> Result<Redemption, CouponError> {
     let terms = coupon.terms();
     let new = NewRedemption {
@@ -542,7 +543,7 @@ async fn make_redemption(
         subscription_uuid,
         currency,
         expires_at: expires_at(terms, ctx.now),
-        replace: terms.redemption_resource == "account",
+        replace: replace && terms.redemption_resource == "account",
         used_up: terms.discount_type == "free_trial",
     };
     let event = events::new(
@@ -612,7 +613,7 @@ pub async fn redeem(
         (_, _) => None,
     };
     let currency = currency_of(&terms, request.currency.as_deref())?;
-    let redemption = make_redemption(services, ctx, &coupon, &account, subscription, currency).await?;
+    let redemption = make_redemption(services, ctx, &coupon, &account, subscription, currency, true).await?;
     Ok(redemption_view(services, &terms, redemption, ctx.now, None))
 }
 
@@ -683,12 +684,14 @@ pub async fn redeem_for_subscription(
     currency: &str,
 ) -> Result<Vec<i64>, CouponError> {
     let mut made = Vec::new();
-    for code in codes {
+    for (i, code) in codes.iter().enumerate() {
         let result = async {
             let coupon = find(services, ctx, code).await?;
             check_redeemable(&coupon)?;
             let subscription = (coupon.terms().redemption_resource == "subscription").then(|| uuid.to_owned());
-            make_redemption(services, ctx, &coupon, account, subscription, currency.to_owned()).await
+            // The codes of one request stack: only the first replaces the account's coupon.
+            let replace = i == 0;
+            make_redemption(services, ctx, &coupon, account, subscription, currency.to_owned(), replace).await
         }
         .await;
         match result {

@@ -262,6 +262,11 @@ fn a_year_of_coupons(db: &str) {
     let of_sr = ok(get(&s, &format!("/v2/subscriptions/{sr_uuid}/redemptions")), 200);
     assert_eq!(all_tags(&of_sr.body, "subscription_uuid"), [sr_uuid], "{}", of_sr.body);
 
+    // Two codes in one request stack, oldest first: 10 % of 1000, then 5 USD of the 900 left.
+    let both = "<coupon_codes><coupon_code>ten</coupon_code><coupon_code>first5</coupon_code></coupon_codes>";
+    ok(subscribe(&s, "mc", "gold", both), 201);
+    assert_eq!(totals(db, "mc"), [400]);
+
     // One-time charges with a coupon that applies to them (and to silver only): 2000 - 700.
     account(&s, "oo");
     ok(redeem(&s, "nonplan", "oo", ""), 201);
@@ -315,6 +320,10 @@ fn a_year_of_coupons(db: &str) {
     assert_eq!(totals(db, "ar"), ar);
     assert_eq!(redemptions(db, "ar"), ["active:1200"]);
     assert_eq!(totals(db, "sr"), [750; 13]);
+    let mut mc = vec![400];
+    mc.extend([900; 12]);
+    assert_eq!(totals(db, "mc"), mc);
+    assert_eq!(redemptions(db, "mc"), ["active:1300", "inactive:500"]);
 
     // The lists: the lapsed temporal redemption is shown inactive, the used single-use one not.
     let t1_list = ok(get(&s, "/v2/accounts/t1/redemptions"), 200);
