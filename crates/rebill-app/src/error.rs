@@ -273,6 +273,7 @@ impl From<CreateError> for AppError {
             CreateError::Busy => Self::Conflict(e.to_string()),
             CreateError::FirstPaymentDeclined(transaction) => Self::Declined(transaction),
             CreateError::ShippingAddress(e) => e.into(),
+            CreateError::Coupon => Self::refused("coupon_code", "invalid", "is invalid"),
             CreateError::Failed(e) => e.into(),
         }
     }

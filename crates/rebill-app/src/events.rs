@@ -10,6 +10,8 @@
 //! | account code | `shipping_address.created`, `.updated`, `.deleted` ([`crate::shipping_addresses`]) |
 //! | gift card id | `gift_card.purchased`, `gift_card.delivered`, `gift_card.redeemed` (see [`crate::gift_cards`]) |
 //! | gift card product code | `gift_card_product.added`, `gift_card_product.removed` |
+//! | coupon code | `coupon.created`, `coupon.updated`, `coupon.expired`, `coupon.restored`, `coupon.codes_generated` (see [`crate::coupons`]) |
+//! | redemption uuid | `redemption.created`, `redemption.removed`; an invoice's use of redemptions is `invoice.discounted` (subject: the invoice number) |
 //!
 //! Databases older than the events hold `subscription.history` events too: the subscription
 //! history they had, kept by the migration (one per accepted action, the action as payload).

@@ -236,7 +236,8 @@ pub fn line_of_adjustment(adjustment: &Adjustment) -> Option<LineItem> {
         currency: line.currency.clone(),
         unit_amount_in_cents: line.unit_amount,
         quantity: u32::try_from(line.quantity).ok()?,
-        total_in_cents: line.total,
+        // The engine's amount is the one before any coupon discount.
+        total_in_cents: line.total + line.discount,
         proration: engine.proration.map(|(part_seconds, whole_seconds)| Proration { part_seconds, whole_seconds }),
         description: line.description.clone().unwrap_or_default(),
     })
@@ -326,13 +327,25 @@ pub async fn invoice(
     source: Option<PaymentSource>,
 ) -> Result<Invoiced, BillingError> {
     let mut preview = preview(account, &draft, at)?;
+    // Coupons discount before tax and before credit.
+    let one_off = draft.lines.len()..draft.lines.len() + draft.extra.len();
+    let uses = crate::coupons::discount(state, account, &mut preview, one_off, at).await?;
     as_credit_when_negative(&mut preview.invoice, site.credit_memos);
     let new_lines = &preview.lines[..preview.lines.len() - draft.pending.len()];
     let attach: Vec<i64> = draft.pending.iter().map(|a| a.id).collect();
     let created = created_event(state, &account.account_code, &preview.invoice, at);
     let credit = (preview.invoice.kind == InvoiceKind::Charge).then(|| CreditUse { recorded_at: state.clock.now() });
-    let (invoice, lines) =
-        state.store.create_invoice(site.id, &preview.invoice, new_lines, &attach, at, &[created], credit).await?;
+    let (invoice, lines) = if uses.is_empty() {
+        state.store.create_invoice(site.id, &preview.invoice, new_lines, &attach, at, &[created], credit).await?
+    } else {
+        let taken = &preview.lines[new_lines.len()..];
+        let attach: Vec<(i64, i64, i64)> = attach.iter().zip(taken).map(|(id, l)| (*id, l.discount, l.total)).collect();
+        let events = [created, crate::coupons::discounted_event(state, &account.account_code, &uses, at)];
+        let store = &state.store;
+        store
+            .create_discounted_invoice(site.id, &preview.invoice, new_lines, &attach, at, &events, credit, &uses)
+            .await?
+    };
     if invoice.kind != InvoiceKind::Charge {
         // Credit to use later, nothing to collect.
         return Ok(Invoiced { invoice, lines, transaction: None });
@@ -840,6 +853,8 @@ pub async fn preview_pending(
 ) -> Result<Preview, BillingError> {
     let draft = pending_draft(services, account, terms).await?;
     let mut preview = preview(account, &draft, ctx.now)?;
+    // Discounted as the invoice would be (nothing of the redemptions' use is written).
+    crate::coupons::discount(services, account, &mut preview, 0..0, ctx.now).await?;
     as_credit_when_negative(&mut preview.invoice, ctx.site.credit_memos);
     Ok(preview)
 }

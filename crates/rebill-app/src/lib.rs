@@ -33,6 +33,7 @@ pub mod adjustments;
 pub mod catalog;
 pub mod clock;
 pub mod context;
+pub mod coupons;
 pub mod credit_invoices;
 pub mod cvv;
 pub mod documents;

@@ -205,6 +205,8 @@ async fn begin_renewals<'a>(state: &Services, site: &Site, jobs: &'a [Job]) -> R
     let payers = work.payers(site.id, &codes.iter().map(String::as_str).collect::<Vec<_>>()).await?;
     let payer_ids: Vec<i64> = payers.iter().map(|p| p.account_id).collect();
     let with_credit = work.accounts_with_credit(&payer_ids).await?;
+    // Accounts with active coupon redemptions renew on the general path, which discounts.
+    let with_redemptions = work.accounts_with_redemptions(&payer_ids).await?;
     let mut planned = Vec::new();
     for job in jobs {
         let held = claimed.remove(&job.subject);
@@ -214,7 +216,9 @@ async fn begin_renewals<'a>(state: &Services, site: &Site, jobs: &'a [Job]) -> R
             adjustments.iter().filter(|a| a.line.subscription_uuid.as_deref() == Some(job.subject.as_str())).collect();
         match plan_renewal(state, job, held.clone(), &own, &lines, &payers) {
             // An account with credit to use renews on the general path, which takes the credit.
-            Some(p) if !with_credit.contains(&p.account_id) => planned.push(p),
+            Some(p) if !with_credit.contains(&p.account_id) && !with_redemptions.contains(&p.account_id) => {
+                planned.push(p)
+            }
             _ => {
                 // Released with the others below: the job runs alone next.
                 if let Some(held) = held {

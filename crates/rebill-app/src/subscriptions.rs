@@ -29,6 +29,7 @@ use rebill_store::{Site, StoreError};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::coupons;
 use crate::error::SubscriptionError;
 use crate::events;
 use crate::invoicing::{self, Collect, Draft};
@@ -815,6 +816,8 @@ pub struct Subscribe {
     pub plan_id: i64,
     pub drafted: Drafted,
     pub details: Details,
+    /// Coupon codes to redeem with it (checked with `coupons::for_new_subscription`).
+    pub coupon_codes: Vec<String>,
 }
 
 /// Why a subscription was not created (nothing of it is kept).
@@ -838,6 +841,9 @@ pub enum CreateError {
     /// The shipping address named was refused (nothing was kept).
     #[error(transparent)]
     ShippingAddress(crate::shipping_addresses::ShippingError),
+    /// A coupon could not be redeemed (it expired or maxed out meanwhile); nothing is kept.
+    #[error("a coupon code is invalid")]
+    Coupon,
     #[error(transparent)]
     Failed(#[from] SubscriptionError),
 }
@@ -867,7 +873,16 @@ pub async fn create_shipped(
     shipping: Option<ShippingChoice>,
     account_addresses: &[ShippingFields],
 ) -> Result<Loaded, CreateError> {
-    let Subscribe { existing, account_code: code, account_fields, billing_info, plan_id, drafted, mut details } = input;
+    let Subscribe {
+        existing,
+        account_code: code,
+        account_fields,
+        billing_info,
+        plan_id,
+        drafted,
+        mut details,
+        coupon_codes,
+    } = input;
     let mut new_addresses = account_addresses.to_vec();
     if let Some(ShippingChoice::New(fields)) = &shipping {
         new_addresses.push((**fields).clone());
@@ -981,7 +996,27 @@ pub async fn create_shipped(
     let lease = services.clock.now() + CLAIM_SECONDS;
     let (claim, record) = services.store.create_subscription(&record, &charges, &events, ctx.now, lease).await?;
     let mut loaded = Loaded { record, sub, details };
-    let result = finish_create(services, ctx, &claim, &mut loaded).await;
+    let result =
+        match coupons::redeem_for_subscription(services, ctx, &account, &new.uuid, &coupon_codes, &new.terms.currency)
+            .await
+        {
+            Ok(redeemed) => {
+                let result = finish_create(services, ctx, &claim, &mut loaded).await;
+                if result.is_err()
+                    && let Err(e) = coupons::discard(services, &redeemed).await
+                {
+                    tracing::error!(error = %e, "taking back the redemptions of a refused subscription");
+                }
+                result
+            }
+            Err(e) => {
+                services.store.discard_subscription(&claim).await?;
+                Err(match e {
+                    coupons::CouponError::Store(e) => e.into(),
+                    _ => CreateError::Coupon,
+                })
+            }
+        };
     if let Err(e) = services.store.release_subscription(&claim).await {
         tracing::warn!(error = %e, "releasing a subscription claim");
     }

@@ -350,6 +350,7 @@ pub async fn subscribers(store: Store, gateway: Arc<Scripted>, clock: Arc<TestCl
             plan_id: plan.id,
             drafted,
             details: Details { account_code: code, ..Details::default() },
+            coupon_codes: Vec::new(),
         };
         subscriptions::create(&services, &ctx, input).await.expect("subscribed");
     }

@@ -294,6 +294,7 @@ async fn a_subscription_redeems_its_card_only_when_created() {
                 plan_id: plan.id,
                 drafted: subscriptions::draft(new, rebill_app::testing::at(T0)).expect("drafted"),
                 details: subscriptions::Details { account_code: code.into(), ..subscriptions::Details::default() },
+                coupon_codes: Vec::new(),
             }
         };
         let declined = gift_cards::create_subscription_with_gift(

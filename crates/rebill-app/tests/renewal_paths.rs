@@ -130,6 +130,7 @@ async fn setup(
             plan_id,
             drafted: subscriptions::draft(new, at(T0)).expect("drafted"),
             details: Details { account_code: code.clone(), collection_method, ..Details::default() },
+            coupon_codes: Vec::new(),
         };
         subscriptions::create(&services, &ctx, input).await.expect("subscribed");
         match branch {

@@ -159,6 +159,7 @@ fn subscribe_input(plan_id: i64, account: rebill_store::accounts::Account, uuid:
         plan_id,
         drafted: subscriptions::draft(new, at(T0)).expect("drafted"),
         details: Details { account_code: code, ..Details::default() },
+        coupon_codes: Vec::new(),
     }
 }
 

@@ -19,6 +19,7 @@
 pub mod balance;
 pub mod card;
 pub mod collection;
+pub mod discount;
 pub mod errors;
 pub mod gateway;
 pub mod invoice;

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use futures_util::{StreamExt, TryStreamExt};
 use rebill_client::models::{
-    Account, AccountState, AddOn, Adjustment, BillingInfo, CollectionMethod, Invoice, InvoiceState, Plan, Subscription,
-    SubscriptionState, Timeframe, Transaction, TransactionStatus,
+    Account, AccountState, AddOn, Adjustment, BillingInfo, CollectionMethod, Coupon, CouponDiscountType, CouponState,
+    Invoice, InvoiceState, Plan, Subscription, SubscriptionState, Timeframe, Transaction, TransactionStatus,
 };
 use rebill_client::{ApiVersion, ByVersion, Client, Error, Money, Order, RetryPolicy};
 use rebill_testkit::*;
@@ -411,8 +411,23 @@ fn errors(db: &str) {
 
         let e = c.accounts().list().per_page(500).page().await.expect_err("per_page too large");
         assert!(matches!(&e, Error::Api { status: 400, symbol, .. } if symbol == "invalid_parameter"), "{e:?}");
-        let e = c.coupons().list().page().await.expect_err("not implemented yet");
-        assert!(matches!(&e, Error::Api { status: 501, symbol, .. } if symbol == "not_implemented"), "{e:?}");
+        // Coupons: created, then listed by state.
+        let coupon = Coupon {
+            coupon_code: Some("save10".into()),
+            name: Some("Ten percent".into()),
+            discount_type: Some(CouponDiscountType::Percent),
+            discount_percent: Some(10),
+            ..Coupon::default()
+        };
+        let made = c.coupons().create(&coupon).await.expect("coupon");
+        assert_eq!(made.state, Some(CouponState::Redeemable));
+        let listed = c.coupons().list().page().await.expect("coupons");
+        let codes: Vec<_> = listed.items.iter().filter_map(|c| c.coupon_code.clone()).collect();
+        assert_eq!(codes, ["save10"]);
+        assert_eq!(c.coupons().list().state("redeemable").count().await.expect("count"), 1);
+        assert_eq!(c.coupons().list().state("expired").count().await.expect("count"), 0);
+        let e = c.coupons().list().per_page(500).page().await.expect_err("per_page too large");
+        assert!(matches!(&e, Error::Api { status: 400, symbol, .. } if symbol == "invalid_parameter"), "{e:?}");
 
         // Nothing listens on a port just released.
         let port = std::net::TcpListener::bind("127.0.0.1:0").expect("port").local_addr().expect("addr").port();

@@ -15,7 +15,8 @@ use rebill_models::api::{self, EndpointId};
 
 use crate::request::{Call, Routed};
 use crate::{
-    AppState, accounts, billing_info, gift_cards, invoices, payments, plans, respond, shipping_addresses, subscriptions,
+    AppState, accounts, billing_info, coupons, gift_cards, invoices, payments, plans, respond, shipping_addresses,
+    subscriptions,
 };
 use rebill_billing::lifecycle::Action;
 
@@ -123,6 +124,21 @@ handlers! { state, call, request, query;
     PreviewGiftCard(c) => gift_cards::preview(state, c, request),
     GetGiftCard(c) => gift_cards::get(state, c),
     RedeemGiftCard(c) => gift_cards::redeem(state, c, request),
+    ListCoupons(c) => coupons::list(state, c, query),
+    CreateCoupon(c) => coupons::create(state, c, request),
+    GetCoupon(c) => coupons::get(state, c),
+    UpdateCoupon(c) => coupons::update(state, c, request),
+    DeleteCoupon(c) => coupons::delete(state, c),
+    RestoreCoupon(c) => coupons::restore(state, c, request),
+    GenerateCouponCodes(c) => coupons::generate(state, c, request),
+    ListUniqueCouponCodes(c) => coupons::list_unique_codes(state, c, query),
+    RedeemCoupon(c) => coupons::redeem(state, c, request),
+    ListCouponRedemptions(c) => coupons::list_coupon_redemptions(state, c, query),
+    ListAccountRedemptions(c) => coupons::list_account_redemptions(state, c, query),
+    GetAccountRedemption(c) => coupons::get_account_redemption(state, c),
+    DeleteAccountRedemption(c) => coupons::delete_account_redemption(state, c),
+    ListInvoiceRedemptions(c) => coupons::list_invoice_redemptions(state, c, query),
+    ListSubscriptionRedemptions(c) => coupons::list_subscription_redemptions(state, c, query),
 }
 
 #[cfg(test)]
@@ -166,6 +182,7 @@ mod tests {
             ("accounts.rs", include_str!("accounts.rs")),
             ("billing_info.rs", include_str!("billing_info.rs")),
             ("gift_cards.rs", include_str!("gift_cards.rs")),
+            ("coupons.rs", include_str!("coupons.rs")),
             ("invoices.rs", include_str!("invoices.rs")),
             ("payments.rs", include_str!("payments.rs")),
             ("plans.rs", include_str!("plans.rs")),

@@ -10,6 +10,7 @@
 
 mod accounts;
 mod billing_info;
+mod coupons;
 mod demo;
 mod dispatch;
 mod gift_cards;

@@ -46,6 +46,7 @@ use chrono::{DateTime, Utc};
 use rebill_app::Context;
 use rebill_app::accounts::AccountError;
 use rebill_app::catalog::{self, CatalogError};
+use rebill_app::coupons;
 use rebill_app::error::Missing;
 use rebill_app::model::accounts::{Account, AccountFields, AddressFields};
 use rebill_app::model::plans::{IntervalUnit as PlanUnit, Plan};
@@ -590,9 +591,16 @@ pub(crate) async fn create<E: TakesSubscription>(
             Err(_) => return field_error(ctx, "total_billing_cycles", "invalid", "must be at least 1"),
         },
     };
+    let coupon_codes = coupons::requested(doc.coupon_code.as_ref(), doc.coupon_codes.as_ref());
+    let coupons =
+        match coupons::for_new_subscription(state, &call.context(), &coupon_codes, &plan.plan_code, &currency).await {
+            Ok(coupons) => coupons,
+            Err(e) => return respond::app_error(ctx, "subscription", e.into()),
+        };
+    // An explicit trial_ends_at wins over a free-trial coupon, which wins over the plan's trial.
     let trial = match doc.trial_ends_at {
         Some(end) => Some(Trial::Until(end)),
-        None => trial_of(&plan).map(Trial::For),
+        None => coupons::free_trial(&coupons).or_else(|| trial_of(&plan)).map(Trial::For),
     };
     let uuid = new_uuid();
     let new = NewSubscription {
@@ -638,6 +646,7 @@ pub(crate) async fn create<E: TakesSubscription>(
         plan_id: plan.id,
         drafted,
         details,
+        coupon_codes,
     };
     let account_addresses: Vec<_> =
         nested.and_then(|a| a.shipping_addresses.as_ref()).into_iter().flatten().map(views::shipping_fields).collect();
@@ -677,6 +686,7 @@ pub(crate) async fn create<E: TakesSubscription>(
                 }],
             );
         }
+        Err(CreateError::Coupon) => return field_error(ctx, "coupon_code", "invalid", "is invalid"),
         Err(CreateError::Failed(e)) => return respond::internal(&e),
     };
     let response = respond_view(state, call, &loaded).await;
@@ -911,6 +921,16 @@ pub(crate) async fn update<E: TakesSubscription>(
         }
         None => None,
     };
+    // Coupons only with a change now (the reference: never with renewal-timeframe changes).
+    let coupon_codes = coupons::requested(doc.coupon_code.as_ref(), doc.coupon_codes.as_ref());
+    if !coupon_codes.is_empty() {
+        if !terms_given || timeframe != EngineTimeframe::Now {
+            return field_error(ctx, "coupon_code", "invalid", "needs a change with timeframe now");
+        }
+        if !preview && let Err(e) = coupons::redeem_on_subscription(state, &call.context(), uuid, &coupon_codes).await {
+            return respond::app_error(ctx, "subscription", e.into());
+        }
+    }
     let imported_trial = doc.imported_trial;
     let build = move |sub: &Engine, details: &mut Details, _now: DateTime<Utc>| {
         apply_details(details, &doc);

@@ -1332,7 +1332,7 @@ impl Work {
     /// numbers, invoices, then each invoice's pending adjustments to take (by id; one no longer
     /// pending is a [`StoreError::Conflict`] and the work must not be committed) and its new
     /// lines. Answers each invoice with its new lines.
-    async fn make_invoices(
+    pub(crate) async fn make_invoices(
         &mut self,
         site_id: i64,
         drafts: &[(InvoiceDraft<'_>, &[i64])],

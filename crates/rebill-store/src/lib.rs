@@ -7,6 +7,7 @@
 
 pub mod accounts;
 pub mod billing_info;
+pub mod coupons;
 pub mod credits;
 mod db;
 mod dialect;

@@ -814,6 +814,77 @@ def gift_cards():
     expect([c.id for c in recurly.GiftCard.all(gifter_account_code="py-gifter")], [bought.id], "the gifter's cards")
     expect([c.id for c in recurly.GiftCard.all(recipient_account_code="py-taker")], [bought.id], "the taker's cards")
 
+def coupons_and_redemptions():
+    new_plan("py-coupon-plan", 1000)
+    coupon = recurly.Coupon(
+        coupon_code="py-ten",
+        name="Ten percent",
+        discount_type="percent",
+        discount_percent=10,
+        hosted_description="Ten percent off",
+    )
+    coupon.save()
+    expect(coupon.state, "redeemable", "created coupon state")
+    fetched = recurly.Coupon.get("py-ten")
+    expect(fetched.discount_percent, 10, "fetched discount percent")
+    expect(fetched.description, "Ten percent off", "hosted_description read as the description")
+    expect_true("py-ten" in [c.coupon_code for c in recurly.Coupon.all_redeemable()], "listed as redeemable")
+
+    # A new subscription with the coupon: its first invoice is 10 % off.
+    subscription = recurly.Subscription(
+        plan_code="py-coupon-plan",
+        currency="USD",
+        coupon_code="py-ten",
+        account=recurly.Account(
+            account_code="py-couponed",
+            email="py-couponed@example.com",
+            billing_info=recurly.BillingInfo(token_id=card_token("4111111111111111")),
+        ),
+    )
+    subscription.save()
+    account = recurly.Account.get("py-couponed")
+    expect([(i.state, i.total_in_cents) for i in account.invoices()], [("paid", 900)], "the discounted first invoice")
+    invoice = account.invoices()[0]
+    expect(invoice.discount_in_cents, 100, "the invoice's discount")
+    expect(invoice.subtotal_before_discount_in_cents, 1000, "the subtotal before discount")
+    redemption = account.redemption()
+    expect(redemption.coupon_code, "py-ten", "the account's redemption")
+    expect(redemption.total_discounted_in_cents, 100, "discounted so far")
+
+    # Redeemed on another account through the coupon's redeem anchor, then removed.
+    account_with_card("py-redeemer")
+    redeemed = fetched.redeem(recurly.Redemption(account_code="py-redeemer", currency="USD"))
+    expect(redeemed.currency, "USD", "the redemption made")
+    expect(recurly.Account.get("py-redeemer").redemption().coupon_code, "py-ten", "the redeemer's redemption")
+    redeemed.delete()
+    expect(len(list(recurly.Account.get("py-redeemer").redemptions())), 0, "no redemption after removal")
+
+    # An expired coupon is refused on a new subscription.
+    fetched.delete()
+    expect(recurly.Coupon.get("py-ten").state, "expired", "state after delete")
+    late = recurly.Subscription(
+        plan_code="py-coupon-plan",
+        currency="USD",
+        coupon_code="py-ten",
+        account=recurly.Account(account_code="py-late", email="py-late@example.com"),
+    )
+    error = raises(recurly.ValidationError, late.save, "an expired coupon on a new subscription")
+    expect(error.errors["subscription.coupon_code"].symbol, "invalid", "field error symbol")
+
+    # Unique codes of a bulk coupon, generated and listed from the Location the client follows.
+    bulk = recurly.Coupon(
+        coupon_code="py-bulk",
+        name="Bulk",
+        discount_type="percent",
+        discount_percent=5,
+        coupon_type="bulk",
+        unique_code_template="'py-bulk'9999",
+    )
+    bulk.save()
+    codes = list(bulk.generate(3))
+    expect(len(codes), 3, "the generated codes")
+    expect([c.coupon_type for c in codes], ["unique_code"] * 3, "their type")
+    expect_true(all(c.coupon_code.startswith("py-bulk") for c in codes), "their template")
 
 FLOWS = [
     plans_and_add_ons,
@@ -831,6 +902,7 @@ FLOWS = [
     shipping_addresses,
     verify_cvv,
     gift_cards,
+    coupons_and_redemptions,
     # Moves the site's sandbox clock on by a month: keep it last.
     subscription_pause_and_resume,
 ]

@@ -93,6 +93,17 @@ impl Coupons {
     ) -> List<rebill_models::Coupon, crate::NoFilters> {
         List::new::<api::ListUniqueCouponCodes>(&self.client, &[coupon_code])
     }
+    /// Redemptions of the coupon (the coupon's `redemptions` link).
+    ///
+    /// `GET /v2/coupons/{coupon_code}/redemptions`
+    ///
+    /// A list: `.page()`, `.stream()`, `.count()` (HEAD, from API 2.6).
+    pub fn list_redemptions(
+        &self,
+        coupon_code: &str,
+    ) -> List<rebill_models::Redemption, crate::NoFilters> {
+        List::new::<api::ListCouponRedemptions>(&self.client, &[coupon_code])
+    }
     /// Redeems a coupon on an account.
     ///
     /// `POST /v2/coupons/{coupon_code}/redeem`

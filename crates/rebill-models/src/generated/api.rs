@@ -6,7 +6,7 @@
 use super::*;
 use crate::endpoint::{ApiEndpoint, Body, Endpoint, LaterResponse, Method};
 /// Every endpoint, in the order of `schema/endpoints.toml`.
-pub static ENDPOINTS: [Endpoint; 89usize] = [
+pub static ENDPOINTS: [Endpoint; 90usize] = [
     Endpoint {
         name: "list_accounts",
         method: Method::Get,
@@ -650,6 +650,20 @@ pub static ENDPOINTS: [Endpoint; 89usize] = [
         filters: &[],
         query: &[],
         doc: "Unique codes of a bulk coupon.",
+    },
+    Endpoint {
+        name: "list_coupon_redemptions",
+        method: Method::Get,
+        path: "/v2/coupons/{coupon_code}/redemptions",
+        since: None,
+        feature: None,
+        request: None,
+        response: Body::List("redemption"),
+        later: &[],
+        status: 200u16,
+        filters: &[],
+        query: &[],
+        doc: "Redemptions of the coupon (the coupon's `redemptions` link).",
     },
     Endpoint {
         name: "redeem_coupon",
@@ -1441,6 +1455,10 @@ pub enum EndpointId {
     ///
     /// `GET /v2/coupons/{coupon_code}/unique_coupon_codes` → 200
     ListUniqueCouponCodes,
+    /// Redemptions of the coupon (the coupon's `redemptions` link).
+    ///
+    /// `GET /v2/coupons/{coupon_code}/redemptions` → 200
+    ListCouponRedemptions,
     /// Redeems a coupon on an account.
     ///
     /// `POST /v2/coupons/{coupon_code}/redeem` → 201
@@ -1616,7 +1634,7 @@ pub enum EndpointId {
 }
 impl EndpointId {
     /// Every identifier, in table order (`ALL[i]` is `ENDPOINTS[i]`).
-    pub const ALL: [EndpointId; 89usize] = [
+    pub const ALL: [EndpointId; 90usize] = [
         EndpointId::ListAccounts,
         EndpointId::CreateAccount,
         EndpointId::GetAccount,
@@ -1663,6 +1681,7 @@ impl EndpointId {
         EndpointId::RestoreCoupon,
         EndpointId::GenerateCouponCodes,
         EndpointId::ListUniqueCouponCodes,
+        EndpointId::ListCouponRedemptions,
         EndpointId::RedeemCoupon,
         EndpointId::ListSubscriptions,
         EndpointId::CreateSubscription,
@@ -2181,13 +2200,23 @@ impl ApiEndpoint for ListUniqueCouponCodes {
     type Request = ();
     type Response = Vec<Coupon>;
 }
+/// Redemptions of the coupon (the coupon's `redemptions` link).
+///
+/// `GET /v2/coupons/{coupon_code}/redemptions` → 200
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListCouponRedemptions;
+impl ApiEndpoint for ListCouponRedemptions {
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[46usize];
+    type Request = ();
+    type Response = Vec<Redemption>;
+}
 /// Redeems a coupon on an account.
 ///
 /// `POST /v2/coupons/{coupon_code}/redeem` → 201
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RedeemCoupon;
 impl ApiEndpoint for RedeemCoupon {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[46usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[47usize];
     type Request = Redemption;
     type Response = Redemption;
 }
@@ -2197,7 +2226,7 @@ impl ApiEndpoint for RedeemCoupon {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListSubscriptions;
 impl ApiEndpoint for ListSubscriptions {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[47usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[48usize];
     type Request = ();
     type Response = Vec<Subscription>;
 }
@@ -2207,7 +2236,7 @@ impl ApiEndpoint for ListSubscriptions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CreateSubscription;
 impl ApiEndpoint for CreateSubscription {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[48usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[49usize];
     type Request = Subscription;
     type Response = Subscription;
 }
@@ -2217,7 +2246,7 @@ impl ApiEndpoint for CreateSubscription {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PreviewSubscription;
 impl ApiEndpoint for PreviewSubscription {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[49usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[50usize];
     type Request = Subscription;
     type Response = Subscription;
 }
@@ -2227,7 +2256,7 @@ impl ApiEndpoint for PreviewSubscription {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GetSubscription;
 impl ApiEndpoint for GetSubscription {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[50usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[51usize];
     type Request = ();
     type Response = Subscription;
 }
@@ -2237,7 +2266,7 @@ impl ApiEndpoint for GetSubscription {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UpdateSubscription;
 impl ApiEndpoint for UpdateSubscription {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[51usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[52usize];
     type Request = Subscription;
     type Response = Subscription;
 }
@@ -2247,7 +2276,7 @@ impl ApiEndpoint for UpdateSubscription {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PreviewSubscriptionChange;
 impl ApiEndpoint for PreviewSubscriptionChange {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[52usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[53usize];
     type Request = Subscription;
     type Response = Subscription;
 }
@@ -2257,7 +2286,7 @@ impl ApiEndpoint for PreviewSubscriptionChange {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CancelSubscription;
 impl ApiEndpoint for CancelSubscription {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[53usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[54usize];
     type Request = ();
     type Response = Subscription;
 }
@@ -2267,7 +2296,7 @@ impl ApiEndpoint for CancelSubscription {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TerminateSubscription;
 impl ApiEndpoint for TerminateSubscription {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[54usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[55usize];
     type Request = ();
     type Response = Subscription;
 }
@@ -2277,7 +2306,7 @@ impl ApiEndpoint for TerminateSubscription {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReactivateSubscription;
 impl ApiEndpoint for ReactivateSubscription {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[55usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[56usize];
     type Request = ();
     type Response = Subscription;
 }
@@ -2287,7 +2316,7 @@ impl ApiEndpoint for ReactivateSubscription {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PostponeSubscription;
 impl ApiEndpoint for PostponeSubscription {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[56usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[57usize];
     type Request = ();
     type Response = Subscription;
 }
@@ -2297,7 +2326,7 @@ impl ApiEndpoint for PostponeSubscription {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UpdateSubscriptionNotes;
 impl ApiEndpoint for UpdateSubscriptionNotes {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[57usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[58usize];
     type Request = Subscription;
     type Response = Subscription;
 }
@@ -2307,7 +2336,7 @@ impl ApiEndpoint for UpdateSubscriptionNotes {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PauseSubscription;
 impl ApiEndpoint for PauseSubscription {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[58usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[59usize];
     type Request = Subscription;
     type Response = Subscription;
 }
@@ -2317,7 +2346,7 @@ impl ApiEndpoint for PauseSubscription {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ResumeSubscription;
 impl ApiEndpoint for ResumeSubscription {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[59usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[60usize];
     type Request = ();
     type Response = Subscription;
 }
@@ -2327,7 +2356,7 @@ impl ApiEndpoint for ResumeSubscription {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListSubscriptionRedemptions;
 impl ApiEndpoint for ListSubscriptionRedemptions {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[60usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[61usize];
     type Request = ();
     type Response = Vec<Redemption>;
 }
@@ -2337,7 +2366,7 @@ impl ApiEndpoint for ListSubscriptionRedemptions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GetAdjustment;
 impl ApiEndpoint for GetAdjustment {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[61usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[62usize];
     type Request = ();
     type Response = Adjustment;
 }
@@ -2347,7 +2376,7 @@ impl ApiEndpoint for GetAdjustment {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeleteAdjustment;
 impl ApiEndpoint for DeleteAdjustment {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[62usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[63usize];
     type Request = ();
     type Response = ();
 }
@@ -2357,7 +2386,7 @@ impl ApiEndpoint for DeleteAdjustment {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListCreditAdjustments;
 impl ApiEndpoint for ListCreditAdjustments {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[63usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[64usize];
     type Request = ();
     type Response = Vec<Adjustment>;
 }
@@ -2367,7 +2396,7 @@ impl ApiEndpoint for ListCreditAdjustments {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListInvoices;
 impl ApiEndpoint for ListInvoices {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[64usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[65usize];
     type Request = ();
     type Response = Vec<Invoice>;
 }
@@ -2377,7 +2406,7 @@ impl ApiEndpoint for ListInvoices {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GetInvoice;
 impl ApiEndpoint for GetInvoice {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[65usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[66usize];
     type Request = ();
     type Response = Invoice;
 }
@@ -2387,7 +2416,7 @@ impl ApiEndpoint for GetInvoice {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RefundInvoice;
 impl ApiEndpoint for RefundInvoice {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[66usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[67usize];
     type Request = InvoiceRefund;
     type Response = Invoice;
 }
@@ -2397,7 +2426,7 @@ impl ApiEndpoint for RefundInvoice {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct VoidInvoice;
 impl ApiEndpoint for VoidInvoice {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[67usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[68usize];
     type Request = ();
     type Response = Invoice;
 }
@@ -2407,7 +2436,7 @@ impl ApiEndpoint for VoidInvoice {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MarkInvoiceSuccessful;
 impl ApiEndpoint for MarkInvoiceSuccessful {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[68usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[69usize];
     type Request = ();
     type Response = Invoice;
 }
@@ -2417,7 +2446,7 @@ impl ApiEndpoint for MarkInvoiceSuccessful {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MarkInvoiceFailed;
 impl ApiEndpoint for MarkInvoiceFailed {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[69usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[70usize];
     type Request = ();
     type Response = Invoice;
 }
@@ -2430,7 +2459,7 @@ impl LaterResponse for MarkInvoiceFailed {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CollectInvoice;
 impl ApiEndpoint for CollectInvoice {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[70usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[71usize];
     type Request = ();
     type Response = Invoice;
 }
@@ -2443,7 +2472,7 @@ impl LaterResponse for CollectInvoice {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListOriginalInvoices;
 impl ApiEndpoint for ListOriginalInvoices {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[71usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[72usize];
     type Request = ();
     type Response = Vec<Invoice>;
 }
@@ -2453,7 +2482,7 @@ impl ApiEndpoint for ListOriginalInvoices {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListCreditInvoices;
 impl ApiEndpoint for ListCreditInvoices {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[72usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[73usize];
     type Request = ();
     type Response = Vec<Invoice>;
 }
@@ -2463,7 +2492,7 @@ impl ApiEndpoint for ListCreditInvoices {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListInvoiceRedemptions;
 impl ApiEndpoint for ListInvoiceRedemptions {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[73usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[74usize];
     type Request = ();
     type Response = Vec<Redemption>;
 }
@@ -2473,7 +2502,7 @@ impl ApiEndpoint for ListInvoiceRedemptions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CreateOfflinePayment;
 impl ApiEndpoint for CreateOfflinePayment {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[74usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[75usize];
     type Request = Transaction;
     type Response = Transaction;
 }
@@ -2483,7 +2512,7 @@ impl ApiEndpoint for CreateOfflinePayment {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListCreditPayments;
 impl ApiEndpoint for ListCreditPayments {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[75usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[76usize];
     type Request = ();
     type Response = Vec<CreditPayment>;
 }
@@ -2493,7 +2522,7 @@ impl ApiEndpoint for ListCreditPayments {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GetCreditPayment;
 impl ApiEndpoint for GetCreditPayment {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[76usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[77usize];
     type Request = ();
     type Response = CreditPayment;
 }
@@ -2503,7 +2532,7 @@ impl ApiEndpoint for GetCreditPayment {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListTransactions;
 impl ApiEndpoint for ListTransactions {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[77usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[78usize];
     type Request = ();
     type Response = Vec<Transaction>;
 }
@@ -2513,7 +2542,7 @@ impl ApiEndpoint for ListTransactions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CreateTransaction;
 impl ApiEndpoint for CreateTransaction {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[78usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[79usize];
     type Request = Transaction;
     type Response = Transaction;
 }
@@ -2523,7 +2552,7 @@ impl ApiEndpoint for CreateTransaction {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GetTransaction;
 impl ApiEndpoint for GetTransaction {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[79usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[80usize];
     type Request = ();
     type Response = Transaction;
 }
@@ -2533,7 +2562,7 @@ impl ApiEndpoint for GetTransaction {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RefundTransaction;
 impl ApiEndpoint for RefundTransaction {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[80usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[81usize];
     type Request = ();
     type Response = Transaction;
 }
@@ -2543,7 +2572,7 @@ impl ApiEndpoint for RefundTransaction {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CreatePurchase;
 impl ApiEndpoint for CreatePurchase {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[81usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[82usize];
     type Request = Purchase;
     type Response = Invoice;
 }
@@ -2556,7 +2585,7 @@ impl LaterResponse for CreatePurchase {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PreviewPurchase;
 impl ApiEndpoint for PreviewPurchase {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[82usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[83usize];
     type Request = Purchase;
     type Response = Invoice;
 }
@@ -2569,7 +2598,7 @@ impl LaterResponse for PreviewPurchase {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AuthorizePurchase;
 impl ApiEndpoint for AuthorizePurchase {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[83usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[84usize];
     type Request = Purchase;
     type Response = Invoice;
 }
@@ -2582,7 +2611,7 @@ impl LaterResponse for AuthorizePurchase {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ListGiftCards;
 impl ApiEndpoint for ListGiftCards {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[84usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[85usize];
     type Request = ();
     type Response = Vec<GiftCard>;
 }
@@ -2592,7 +2621,7 @@ impl ApiEndpoint for ListGiftCards {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CreateGiftCard;
 impl ApiEndpoint for CreateGiftCard {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[85usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[86usize];
     type Request = GiftCard;
     type Response = GiftCard;
 }
@@ -2602,7 +2631,7 @@ impl ApiEndpoint for CreateGiftCard {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PreviewGiftCard;
 impl ApiEndpoint for PreviewGiftCard {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[86usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[87usize];
     type Request = GiftCard;
     type Response = GiftCard;
 }
@@ -2612,7 +2641,7 @@ impl ApiEndpoint for PreviewGiftCard {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GetGiftCard;
 impl ApiEndpoint for GetGiftCard {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[87usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[88usize];
     type Request = ();
     type Response = GiftCard;
 }
@@ -2622,7 +2651,7 @@ impl ApiEndpoint for GetGiftCard {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RedeemGiftCard;
 impl ApiEndpoint for RedeemGiftCard {
-    const ENDPOINT: &'static Endpoint = &ENDPOINTS[88usize];
+    const ENDPOINT: &'static Endpoint = &ENDPOINTS[89usize];
     type Request = RecipientAccount;
     type Response = GiftCard;
 }

@@ -17,6 +17,16 @@ pub struct Coupon {
     /// (`link`; response)
     #[xml(kind = "link", direction = "response")]
     pub unique_coupon_codes: Option<rebill_xml::Href>,
+    /// Link to the bulk coupon a unique code was generated from (unique codes only).
+    ///
+    /// (`link`; response)
+    #[xml(kind = "link", direction = "response")]
+    pub bulk_coupon: Option<rebill_xml::Href>,
+    /// Link to the redemption of a redeemed unique code (unique codes only).
+    ///
+    /// (`link`; response)
+    #[xml(kind = "link", direction = "response")]
+    pub redemption: Option<rebill_xml::Href>,
     /// Numeric coupon id (2.5).
     ///
     /// (`integer`; response; 2.5 and later)
@@ -142,6 +152,16 @@ pub struct Coupon {
     /// (`string`; both)
     #[xml(kind = "string")]
     pub unique_code_template: Option<String>,
+    /// Number of unique codes generated for a bulk coupon.
+    ///
+    /// (`integer`; response)
+    #[xml(kind = "integer", direction = "response")]
+    pub unique_coupon_codes_count: Option<i64>,
+    /// When a unique code was redeemed (unique codes only).
+    ///
+    /// (`datetime`; response)
+    #[xml(kind = "datetime", direction = "response")]
+    pub redeemed_at: Option<chrono::DateTime<chrono::Utc>>,
     /// When the coupon was created.
     ///
     /// (`datetime`; response)
@@ -177,6 +197,11 @@ pub struct Coupon {
     /// (`anchor`; response)
     #[xml(kind = "anchor", anchor = "restore", method = "put", direction = "response")]
     pub restore_action: Option<rebill_xml::Href>,
+    /// Action: generate unique codes of a bulk coupon (POST …/generate).
+    ///
+    /// (`anchor`; response)
+    #[xml(kind = "anchor", anchor = "generate", method = "post", direction = "response")]
+    pub generate_action: Option<rebill_xml::Href>,
 }
 impl Coupon {
     /// The most characters a request may send in each bounded string field, by field
@@ -394,7 +419,7 @@ pub enum CouponTemporalUnit {
     #[xml(unknown)]
     Unknown(String),
 }
-/// Whether a coupon has one code or generated unique codes.
+/// Whether a coupon has one code or generated unique codes; unique_code is one generated code of a bulk coupon (responses).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, XmlEnum)]
 #[xml(name = "coupon_type")]
 pub enum CouponType {
@@ -404,6 +429,9 @@ pub enum CouponType {
     /// `bulk`
     #[xml(value = "bulk")]
     Bulk,
+    /// `unique_code`
+    #[xml(value = "unique_code")]
+    UniqueCode,
     /// A value this version of rebill does not know (kept when reading responses).
     #[xml(unknown)]
     Unknown(String),

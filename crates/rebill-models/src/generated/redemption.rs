@@ -3,9 +3,13 @@
 #[allow(unused_imports)]
 use super::*;
 use rebill_xml_derive::{XmlEnum, XmlResource};
-/// A coupon redemption by an account (optionally for one subscription); also the coupon redeem request body (POST /v2/coupons/:coupon_code/redeem). Its URL (/v2/accounts/:account_code/redemptions/:uuid) needs the account code, which is not a redemption field, so no href pattern is declared.
+/// A coupon redemption by an account (optionally for one subscription); also the coupon redeem request body (POST /v2/coupons/:coupon_code/redeem). Its URL (/v2/accounts/:account_code/redemptions/:uuid) carries the account code, which responses hold only in that href (redeemed_by).
 #[derive(Debug, Clone, PartialEq, Default, XmlResource)]
-#[xml(root = "redemption", plural = "redemptions")]
+#[xml(
+    root = "redemption",
+    plural = "redemptions",
+    href = "/v2/accounts/{redeemed_by}/redemptions/{uuid}"
+)]
 pub struct Redemption {
     /// Link to the redeemed coupon.
     ///
@@ -27,6 +31,11 @@ pub struct Redemption {
     /// (`link`; response)
     #[xml(kind = "link", direction = "response")]
     pub invoice: Option<rebill_xml::Href>,
+    /// Code of the redeeming account, carried only in the root href (set it to get the href; read back from it).
+    ///
+    /// (`string`; response; only in the root href)
+    #[xml(kind = "string", direction = "response", href_only)]
+    pub redeemed_by: Option<String>,
     /// Redemption UUID; the :uuid path id.
     ///
     /// (`string`; response)
