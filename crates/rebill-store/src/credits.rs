@@ -512,19 +512,6 @@ impl Store {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn actions_round_trip() {
-        for a in CreditPaymentAction::ALL {
-            assert_eq!(CreditPaymentAction::parse(a.as_str()), Some(a));
-        }
-        assert_eq!(CreditPaymentAction::parse("gift"), None);
-    }
-}
-
 /// Origin of the credit invoice that writes off a failed charge invoice.
 pub const WRITE_OFF_ORIGIN: &str = "write_off";
 
@@ -611,5 +598,18 @@ impl Store {
             .fetch_optional(&self.pool)
             .await?;
         row.map(|r| r.try_get::<i64, _>("credit_memos").map(|v| v != 0)).transpose().map_err(Into::into)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn actions_round_trip() {
+        for a in CreditPaymentAction::ALL {
+            assert_eq!(CreditPaymentAction::parse(a.as_str()), Some(a));
+        }
+        assert_eq!(CreditPaymentAction::parse("gift"), None);
     }
 }
