@@ -683,8 +683,24 @@ async fn gift_card_products(
     Ok(())
 }
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
+/// Stack of each runtime thread. A request's future (a subscription created with its account,
+/// billing info, addresses, coupons and gift card, all in one call) is deep; unoptimised builds
+/// need more than the 2 MiB default.
+const THREAD_STACK_BYTES: usize = 16 * 1024 * 1024;
+
+fn main() -> std::process::ExitCode {
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().enable_all().thread_stack_size(THREAD_STACK_BYTES).build();
+    match runtime {
+        Ok(runtime) => runtime.block_on(async_main()),
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn async_main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
