@@ -15,7 +15,8 @@ use rebill_models::api::{self, EndpointId};
 
 use crate::request::{Call, Routed};
 use crate::{
-    AppState, accounts, billing_info, gift_cards, invoices, payments, plans, respond, shipping_addresses, subscriptions,
+    AppState, accounts, billing_info, gift_cards, invoices, payments, plans, purchases, respond, shipping_addresses,
+    subscriptions,
 };
 use rebill_billing::lifecycle::Action;
 
@@ -123,6 +124,9 @@ handlers! { state, call, request, query;
     PreviewGiftCard(c) => gift_cards::preview(state, c, request),
     GetGiftCard(c) => gift_cards::get(state, c),
     RedeemGiftCard(c) => gift_cards::redeem(state, c, request),
+    CreatePurchase(c) => purchases::create(state, c, request, purchases::Kind::Purchase),
+    PreviewPurchase(c) => purchases::create(state, c, request, purchases::Kind::Preview),
+    AuthorizePurchase(c) => purchases::create(state, c, request, purchases::Kind::Authorize),
 }
 
 #[cfg(test)]
@@ -151,7 +155,7 @@ mod tests {
             assert!(BUILT.contains(&id), "{id:?}");
         }
         assert!(BUILT.contains(&EndpointId::RefundInvoice));
-        assert!(!BUILT.contains(&EndpointId::CreatePurchase));
+        assert!(BUILT.contains(&EndpointId::CreatePurchase));
         // Every plan and add-on endpoint.
         let catalog = EndpointId::ALL.iter().filter(|id| id.endpoint().path.starts_with("/v2/plans"));
         assert_eq!(catalog.clone().count(), 10);
@@ -169,6 +173,7 @@ mod tests {
             ("invoices.rs", include_str!("invoices.rs")),
             ("payments.rs", include_str!("payments.rs")),
             ("plans.rs", include_str!("plans.rs")),
+            ("purchases.rs", include_str!("purchases.rs")),
             ("subscriptions.rs", include_str!("subscriptions.rs")),
             ("shipping_addresses.rs", include_str!("shipping_addresses.rs")),
         ];
