@@ -31,8 +31,8 @@ use rebill_store::subscriptions::{NewSubscriptionRecord, SubscriptionClaim};
 
 use crate::error::{AppError, FieldRefusal, SubscriptionError};
 use crate::gift_cards::{self, GiftCardError};
-use crate::invoicing::{self, BillingError, Draft, Invoiced, Preview};
-use crate::payment_methods::{self, BillingRequest, PaymentMethodError, Refusal, valid_currency};
+use crate::invoicing::{self, BillingError, Draft, Invoiced, PaymentSource, Preview};
+use crate::payment_methods::{self, BillingRequest, PaymentMethodError, valid_currency};
 use crate::shipping_addresses::{self, Resolved, ShippingChoice, ShippingError};
 use crate::subscriptions::{self, CLAIM_SECONDS, Details, Drafted};
 use crate::{Context, Services, events};
@@ -108,9 +108,6 @@ pub enum PurchaseError {
     /// The nested billing info was refused before anything was written.
     #[error(transparent)]
     PaymentMethod(#[from] PaymentMethodError),
-    /// The nested billing info was not saved (declined verification, …).
-    #[error("the billing info was not saved: {0:?}")]
-    BillingInfo(Refusal),
     /// Another request created the account meanwhile.
     #[error("the account was created by another request meanwhile")]
     Busy,
@@ -373,10 +370,6 @@ impl Written {
 /// Makes a purchase (see the module documentation): answers its invoice as collected.
 pub async fn purchase(services: &Services, ctx: &Context, p: Purchase, mode: Mode) -> Result<Invoiced, PurchaseError> {
     check_reads(services, ctx, &p).await?;
-    let prepared = match &p.billing_info {
-        Some(info) => Some(payment_methods::prepare(services, ctx, p.existing.as_ref(), info).await?),
-        None => None,
-    };
     let code = p.account_code.clone();
     let mut written = Written { account_created: p.existing.is_none(), ..Written::default() };
     let account = match (&p.existing, &p.account_fields) {
@@ -399,14 +392,34 @@ pub async fn purchase(services: &Services, ctx: &Context, p: Purchase, mode: Mod
             }
         }
     };
-    if let Some(prepared) = prepared
-        && let Err(refusal) = payment_methods::commit(services, ctx, &account, prepared).await
-    {
-        let keep = matches!(refusal, Refusal::Declined { saved: true, .. });
-        written.undo(services, ctx, &account, keep).await;
-        return Err(PurchaseError::BillingInfo(refusal));
+    // The nested billing info is the purchase's payment method: checked and stored with the
+    // gateway, verified by the purchase's own charge, saved when that is approved (or declined
+    // `declined_saveable`), or at once when nothing is charged now.
+    let requested = match &p.billing_info {
+        Some(info) => match payment_methods::requested_method(services, ctx, &account, info).await {
+            Ok(m) => m,
+            Err(e) => {
+                written.undo(services, ctx, &account, false).await;
+                return Err(e.into());
+            }
+        },
+        None => None,
+    };
+    let source = requested
+        .as_ref()
+        .map(|m| PaymentSource { kind: m.kind, fields: m.fields.clone(), reference: m.reference.clone() });
+    let outcome = write_and_invoice(services, ctx, &p, &account, &mut written, mode, source).await;
+    let save = match &outcome {
+        Ok(_) => true,
+        Err(PurchaseError::Declined(Some(t))) => {
+            t.result.failure.as_ref().is_some_and(|f| f.error_code == "declined_saveable")
+        }
+        Err(_) => false,
+    };
+    if let Some(method) = requested.as_ref().filter(|_| save) {
+        payment_methods::save_requested(services, ctx, &account, method).await?;
     }
-    match write_and_invoice(services, ctx, &p, &account, &mut written, mode).await {
+    match outcome {
         Ok(invoiced) => Ok(invoiced),
         Err(e) => {
             // A declined payment leaves its transaction (and the failed invoice holding it) on
@@ -472,6 +485,7 @@ async fn write_and_invoice(
     account: &Account,
     written: &mut Written,
     mode: Mode,
+    source: Option<PaymentSource>,
 ) -> Result<Invoiced, PurchaseError> {
     if !p.account_addresses.is_empty() {
         let added = shipping_addresses::add(services, ctx, account, &p.account_addresses)
@@ -547,7 +561,7 @@ async fn write_and_invoice(
         origin: InvoiceOrigin::Purchase,
         terms: p.terms.clone(),
     };
-    let invoiced = invoicing::invoice(services, &ctx.site, account, draft, ctx.now, collect, None).await?;
+    let invoiced = invoicing::invoice(services, &ctx.site, account, draft, ctx.now, collect, source).await?;
     written.adjustments.clear();
     let settled = invoiced.is_paid() || collect == Collect::Manual || invoiced.invoice.kind != InvoiceKind::Charge;
     if !settled {

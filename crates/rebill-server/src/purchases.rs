@@ -249,7 +249,6 @@ fn refusal(ctx: &WireContext, error: PurchaseError) -> Response {
             field_error(ctx, "account.billing_info", "blank", "can't be blank: the purchase needs a payment method")
         }
         PurchaseError::PaymentMethod(e) => views::payment_method_error(ctx, &e),
-        PurchaseError::BillingInfo(r) => views::refusal_response(ctx, &r),
         PurchaseError::GiftCard(GiftCardError::CodeNotFound(code)) => {
             respond::not_found(&format!("Gift Card with redemption code {code} not found"))
         }
