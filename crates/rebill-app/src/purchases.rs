@@ -405,9 +405,11 @@ pub async fn purchase(services: &Services, ctx: &Context, p: Purchase, mode: Mod
         },
         None => None,
     };
-    let source = requested
-        .as_ref()
-        .map(|m| PaymentSource { kind: m.kind, fields: m.fields.clone(), reference: m.reference.clone() });
+    let source = requested.as_ref().map(|m| PaymentSource {
+        kind: m.kind,
+        fields: m.fields.clone(),
+        reference: m.reference.clone(),
+    });
     let outcome = write_and_invoice(services, ctx, &p, &account, &mut written, mode, source).await;
     let save = match &outcome {
         Ok(_) => true,

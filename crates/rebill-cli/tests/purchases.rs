@@ -246,8 +246,8 @@ fn purchases(db: &str) {
     assert_eq!(count(&s, "/v2/accounts/decliner/invoices"), 1);
     status(&authed(&s, "GET", "/v2/accounts/decliner/billing_info", &[("X-Api-Version", "2.11")], ""), 404);
     // The card was not kept redeemed: it redeems elsewhere, whole.
-    let redeem = format!("<recipient_account><account_code>buyer</account_code></recipient_account>");
-    let r = send(&s, "2.11", &format!("/v2/gift_cards/{second}/redeem"), &redeem);
+    let redeem = "<recipient_account><account_code>buyer</account_code></recipient_account>";
+    let r = send(&s, "2.11", &format!("/v2/gift_cards/{second}/redeem"), redeem);
     assert!(r.status == 200 || r.status == 201, "{}", r.body);
     has(&r, &cents("balance_in_cents", 2000));
 

@@ -142,7 +142,7 @@ async fn subscription(
     let drafted = match subscriptions::draft(new, now) {
         Ok(drafted) => drafted,
         Err(LifecycleError::InvalidTerms { field, message }) => {
-            return Err(field_error(ctx, &at(field), "invalid", &message));
+            return Err(field_error(ctx, &at(field), "invalid", message));
         }
         Err(e) => return Err(respond::error(StatusCode::UNPROCESSABLE_ENTITY, e.symbol(), &e.to_string())),
     };
