@@ -203,6 +203,14 @@ fn purchases(db: &str) {
         "{lines:?}"
     );
 
+    // Every part left its event: two subscriptions, one invoice made and paid, one charge, one
+    // redemption.
+    let kinds = sql(db, "SELECT kind FROM domain_events ORDER BY id");
+    let n = |kind: &str| kinds.iter().filter(|k| k.as_str() == kind).count();
+    assert_eq!(n("subscription.created"), 2, "{kinds:?}");
+    assert_eq!(n("gift_card.redeemed"), 1, "{kinds:?}");
+    assert!(n("invoice.paid") >= 2 && n("invoice.created") >= 2, "{kinds:?}");
+
     // ---- the same invoice read at 2.9 and at 2.11 ----
     let old = get(&s, "2.9", &format!("/v2/invoices/{number}"));
     has(&old, "<invoice href=");
@@ -325,6 +333,26 @@ fn purchases(db: &str) {
     status(&r, 201);
     has(&r, &cents("total_in_cents", -500));
     lacks(&r, "<transaction ");
+
+    // ---- credits only on a site with Credit Memos: a credit invoice in `credit_invoices` ----
+    let made = s.cli_json(&["site", "create", "--name", "memos", "--credit-memos"]);
+    let memos = made["private_key"].as_str().expect("key").to_owned();
+    let body = format!(
+        "<purchase><currency>USD</currency><credit_customer_notes>Sorry</credit_customer_notes>\
+         <account><account_code>credited</account_code></account><adjustments>{}{}</adjustments></purchase>",
+        adjustment("Goodwill", -500, 2, ""),
+        adjustment("Fee", 300, 1, "")
+    );
+    let r = authed_with(&s, &memos, "POST", "/v2/purchases", &xml_at("2.11"), &body);
+    status(&r, 201);
+    // -1000 + 300 = -700 owed to the account.
+    has(&r, "<charge_invoice nil=\"nil\">");
+    has(&r, "<type>credit</type>");
+    has(&r, &cents("total_in_cents", -700));
+    lacks(&r, "<transaction ");
+    let balance = authed_with(&s, &memos, "GET", "/v2/accounts/credited/balance", &[("X-Api-Version", "2.11")], "");
+    status(&balance, 200);
+    assert_eq!(tag(&balance.body, "USD").as_deref(), Some("-700"), "{}", balance.body);
 
     // ---- refusals: nothing written ----
     let refuse = |body: &str| send(&s, "2.11", "/v2/purchases", body);
