@@ -88,6 +88,9 @@ pub struct Purchase {
     pub adjustments: Vec<OneOff>,
     /// A gift card's redemption code.
     pub gift_card: Option<String>,
+    /// The customer notes of the invoice when the purchase makes a credit invoice (2.10, Credit
+    /// Memos: only credits).
+    pub credit_customer_notes: Option<String>,
 }
 
 /// What a purchase does with its invoice.
@@ -237,6 +240,18 @@ fn subscription_lines(p: &Purchase) -> Vec<LineItem> {
         .collect()
 }
 
+/// The invoice terms of the purchase: a purchase of credits only on a site with Credit Memos
+/// makes a credit invoice, whose customer notes are `credit_customer_notes` when sent.
+fn invoice_terms(ctx: &Context, p: &Purchase) -> InvoiceTerms {
+    let mut terms = p.terms.clone();
+    let lines: i64 = subscription_lines(p).iter().map(|l| l.total_in_cents).sum::<i64>()
+        + p.adjustments.iter().map(|a| a.unit_amount_in_cents.saturating_mul(a.quantity.unwrap_or(1))).sum::<i64>();
+    if lines < 0 && ctx.site.credit_memos && p.credit_customer_notes.is_some() {
+        terms.customer_notes.clone_from(&p.credit_customer_notes);
+    }
+    terms
+}
+
 /// Checks the gift card named (nothing written): it exists, is not redeemed and is in the
 /// purchase's currency.
 async fn check_card(services: &Services, ctx: &Context, p: &Purchase) -> Result<(), PurchaseError> {
@@ -315,7 +330,7 @@ pub async fn preview(services: &Services, ctx: &Context, p: &Purchase) -> Result
         extra,
         pending: Vec::new(),
         origin: InvoiceOrigin::Purchase,
-        terms: p.terms.clone(),
+        terms: invoice_terms(ctx, p),
     };
     let mut preview = invoicing::preview_for(account_id, &draft, ctx.now)?;
     invoicing::as_credit_when_negative(&mut preview.invoice, ctx.site.credit_memos);
@@ -561,7 +576,7 @@ async fn write_and_invoice(
         extra: Vec::new(),
         pending: written.adjustments.clone(),
         origin: InvoiceOrigin::Purchase,
-        terms: p.terms.clone(),
+        terms: invoice_terms(ctx, p),
     };
     let invoiced = invoicing::invoice(services, &ctx.site, account, draft, ctx.now, collect, source).await?;
     written.adjustments.clear();
@@ -569,18 +584,35 @@ async fn write_and_invoice(
     if !settled {
         return Err(PurchaseError::Declined(invoiced.declined().map(|t| Box::new(t.clone()))));
     }
+    // The purchase is made: what follows is bookkeeping that must not take it back. A charge
+    // left unmarked after a failure here is found on its invoice by the subscription's next run
+    // (`subscriptions::bill_pending`), never billed twice.
+    written.claims.clear();
     let number = invoiced.invoice.invoice_number.to_string();
     for (claim, record, sub) in &made {
-        for charge in services.store.subscription_charges(record.id).await? {
-            if charge.billed_at.is_none() {
-                services.store.mark_charge_billed(&charge, Some(&number), ctx.now).await?;
-            }
+        if let Err(e) = settle_subscription(services, ctx, record.id, sub, &number).await {
+            tracing::error!(error = %e, subscription = %record.uuid, "recording a purchase's subscription charges");
         }
-        subscriptions::reschedule(services, ctx.site.id, sub, None).await?;
         if let Err(e) = services.store.release_subscription(claim).await {
             tracing::warn!(error = %e, "releasing a subscription claim");
         }
     }
-    written.claims.clear();
     Ok(invoiced)
+}
+
+/// Marks a purchased subscription's charges billed with the purchase's invoice and schedules
+/// the subscription's next job.
+async fn settle_subscription(
+    services: &Services,
+    ctx: &Context,
+    record_id: i64,
+    sub: &rebill_billing::lifecycle::Subscription,
+    number: &str,
+) -> Result<(), StoreError> {
+    for charge in services.store.subscription_charges(record_id).await? {
+        if charge.billed_at.is_none() {
+            services.store.mark_charge_billed(&charge, Some(number), ctx.now).await?;
+        }
+    }
+    subscriptions::reschedule(services, ctx.site.id, sub, None).await
 }

@@ -348,6 +348,7 @@ fn purchases(db: &str) {
     // -1000 + 300 = -700 owed to the account.
     has(&r, "<charge_invoice nil=\"nil\">");
     has(&r, "<type>credit</type>");
+    has(&r, "<customer_notes>Sorry</customer_notes>");
     has(&r, &cents("total_in_cents", -700));
     lacks(&r, "<transaction ");
     let balance = authed_with(&s, &memos, "GET", "/v2/accounts/credited/balance", &[("X-Api-Version", "2.11")], "");

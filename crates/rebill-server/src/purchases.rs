@@ -232,6 +232,7 @@ async fn read(state: &AppState, call: &crate::request::Call, doc: &Purchase) -> 
         subscriptions: subs,
         adjustments,
         gift_card: doc.gift_card.as_deref().and_then(|g| g.redemption_code.clone()),
+        credit_customer_notes: doc.credit_customer_notes.clone(),
     })
 }
 
