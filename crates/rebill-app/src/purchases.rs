@@ -161,6 +161,12 @@ pub fn check(p: &Purchase) -> Vec<FieldRefusal> {
     }
     if p.subscriptions.is_empty() && p.adjustments.is_empty() {
         refused.push(FieldRefusal::new("base", "blank", "a purchase needs subscriptions or adjustments"));
+    } else if p.adjustments.is_empty() && subscription_lines(p).is_empty() {
+        refused.push(FieldRefusal::new(
+            "base",
+            "invalid",
+            "the purchase charges nothing now (subscriptions in a trial or starting later): create them alone",
+        ));
     }
     for (i, a) in p.adjustments.iter().enumerate() {
         let quantity = a.quantity.unwrap_or(1);
@@ -615,4 +621,62 @@ async fn settle_subscription(
         }
     }
     subscriptions::reschedule(services, ctx.site.id, sub, None).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields(p: &Purchase) -> Vec<(String, &'static str)> {
+        check(p).into_iter().map(|r| (r.field, r.symbol)).collect()
+    }
+
+    fn one_off(unit: i64, quantity: Option<i64>) -> OneOff {
+        OneOff { unit_amount_in_cents: unit, quantity, ..OneOff::default() }
+    }
+
+    #[test]
+    fn a_purchase_needs_an_account_a_currency_and_something_to_charge() {
+        let ok = Purchase {
+            account_code: "a1".into(),
+            currency: "USD".into(),
+            adjustments: vec![one_off(100, None)],
+            ..Purchase::default()
+        };
+        assert!(check(&ok).is_empty());
+        let empty = Purchase { account_code: " ".into(), currency: "US".into(), ..Purchase::default() };
+        assert_eq!(
+            fields(&empty),
+            [
+                ("account.account_code".to_owned(), "blank"),
+                ("currency".to_owned(), "invalid"),
+                ("base".to_owned(), "blank")
+            ]
+        );
+        let bad =
+            Purchase { adjustments: vec![one_off(100, Some(0)), one_off(0, None), one_off(i64::MAX, Some(2))], ..ok };
+        assert_eq!(
+            fields(&bad),
+            [
+                ("adjustments[0].quantity".to_owned(), "invalid"),
+                ("adjustments[1].unit_amount_in_cents".to_owned(), "invalid"),
+                ("adjustments[2].unit_amount_in_cents".to_owned(), "invalid")
+            ]
+        );
+    }
+
+    #[test]
+    fn a_purchase_address_cannot_go_with_new_account_addresses() {
+        let p = Purchase {
+            account_code: "a1".into(),
+            currency: "USD".into(),
+            adjustments: vec![one_off(100, None)],
+            shipping: Some(ShippingChoice::Existing(7)),
+            account_addresses: vec![ShippingFields::default()],
+            ..Purchase::default()
+        };
+        assert_eq!(fields(&p), [("shipping_address_id".to_owned(), "invalid")]);
+        let without = Purchase { account_addresses: Vec::new(), ..p };
+        assert!(check(&without).is_empty());
+    }
 }

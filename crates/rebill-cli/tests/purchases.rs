@@ -368,6 +368,15 @@ fn purchases(db: &str) {
         "invalid",
     );
     refused(&refuse(&format!("<purchase><currency>USD</currency>{account}</purchase>")), "purchase.base", "blank");
+    // Only a subscription in its trial: nothing to invoice now.
+    refused(
+        &refuse(&format!(
+            "<purchase><currency>USD</currency>{account}<subscriptions><subscription><plan_code>silver</plan_code>\
+             </subscription></subscriptions></purchase>"
+        )),
+        "purchase.base",
+        "invalid",
+    );
     refused(
         &refuse(&format!(
             "<purchase><currency>USD</currency>{account}<adjustments>{}</adjustments></purchase>",
