@@ -230,6 +230,29 @@ fn purchases(db: &str) {
     lacks(&r, "<invoice_collection");
     has(&r, "<state>collected</state>");
     has(&r, &cents("total_in_cents", 999));
+    // Its preview at 2.9: an <invoice>, `open`, without a number.
+    let r = send(&s, "2.9", "/v2/purchases/preview", &body29);
+    status(&r, 200);
+    assert!(r.body.contains("<invoice>") || r.body.contains("<invoice "), "{}", r.body);
+    lacks(&r, "<invoice_collection");
+    has(&r, "<state>open</state>");
+    has(&r, &cents("total_in_cents", 999));
+
+    // ---- new billing info on an existing account replaces the stored one once approved ----
+    let other = card_token(&s, "4012888888881881");
+    let body = format!(
+        "<purchase><currency>USD</currency><account><account_code>buyer</account_code>\
+         <billing_info><token_id>{other}</token_id></billing_info></account><adjustments>{}</adjustments></purchase>",
+        adjustment("Refill", 5000, 1, "")
+    );
+    status(&send(&s, "2.11", "/v2/purchases", &body), 201);
+    let info = get(&s, "2.11", "/v2/accounts/buyer/billing_info");
+    assert_eq!(field(&info.body, "last_four"), "1881");
+    // A declined one leaves the stored one as it was.
+    let bad = card_token(&s, "4000000000000002");
+    let body = body.replace(&other, &bad);
+    status(&send(&s, "2.11", "/v2/purchases", &body), 422);
+    assert_eq!(field(&get(&s, "2.11", "/v2/accounts/buyer/billing_info").body, "last_four"), "1881");
 
     // ---- a decline leaves nothing but its transaction ----
     let second = buy_gift_card(&s);
