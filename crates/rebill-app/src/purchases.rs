@@ -582,7 +582,15 @@ async fn write_and_invoice(
         extra: Vec::new(),
         pending: written.adjustments.clone(),
         origin: InvoiceOrigin::Purchase,
-        terms: invoice_terms(ctx, p),
+        terms: InvoiceTerms {
+            // Nothing collects an authorized purchase's invoice: it waits like a manual one.
+            collection_method: if mode == Mode::Authorize {
+                CollectionMethod::Manual
+            } else {
+                p.terms.collection_method
+            },
+            ..invoice_terms(ctx, p)
+        },
     };
     let invoiced = invoicing::invoice(services, &ctx.site, account, draft, ctx.now, collect, source).await?;
     written.adjustments.clear();

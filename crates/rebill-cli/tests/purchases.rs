@@ -311,6 +311,7 @@ fn purchases(db: &str) {
     status(&r, 201);
     has(&r, "<state>pending</state>");
     has(&r, &cents("total_in_cents", 700));
+    has(&r, "<collection_method>manual</collection_method>");
     lacks(&r, "<transaction ");
     assert_ne!(send(&s, "2.8", "/v2/purchases/authorize", &body).status, 201);
 
