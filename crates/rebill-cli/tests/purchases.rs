@@ -451,6 +451,31 @@ fn purchases(db: &str) {
         "purchase.shipping_address_id",
         "invalid",
     );
+    refused(
+        &refuse(&format!(
+            "<purchase><currency>USD</currency>{account}<adjustments><adjustment><description>X</description>\
+             </adjustment></adjustments></purchase>"
+        )),
+        "purchase.adjustments[0].unit_amount_in_cents",
+        "not_a_number",
+    );
+    refused(
+        &refuse(&format!(
+            "<purchase><currency>USD</currency>{account}<subscriptions><subscription><plan_code>gold</plan_code>\
+             <subscription_add_ons><subscription_add_on><add_on_code>desk</add_on_code></subscription_add_on>\
+             </subscription_add_ons></subscription></subscriptions></purchase>"
+        )),
+        "purchase.subscriptions[0].subscription_add_ons[0].add_on_code",
+        "not_found",
+    );
+    refused(
+        &refuse(&format!(
+            "<purchase><currency>GBP</currency>{account}<subscriptions><subscription><plan_code>gold</plan_code>\
+             </subscription></subscriptions></purchase>"
+        )),
+        "purchase.subscriptions[0].plan_code",
+        "invalid",
+    );
     // A card redeemed already.
     let r = refuse(&format!(
         "<purchase><currency>USD</currency>{account}<adjustments>{one}</adjustments>\
