@@ -24,6 +24,7 @@
 //! | [`sites`] | authenticating a private key outside the API's layers (sandbox clock); the demo page's sandbox site and key |
 //! | [`documents`] | an invoice's PDF |
 //! | [`gift_cards`] | gift card products, purchases (and previews), delivery, redemption (also inside a subscription's creation), reads |
+//! | [`purchases`] | a purchase: an account with subscriptions, one-off charges and a gift card on one invoice paid by one transaction (preview, authorize) |
 //! | [`instant`] | ISO 8601 dates and date-times as epoch seconds |
 //! | [`error`] | [`AppError`](error::AppError), the umbrella every use case's error converts into |
 //! | [`model`] | the domain values the use cases take and answer, for adapters |
@@ -46,6 +47,7 @@ pub mod jobs;
 pub mod model;
 pub mod offline_payments;
 pub mod payment_methods;
+pub mod purchases;
 pub mod queries;
 pub mod refunds;
 pub mod renewals;

@@ -138,7 +138,7 @@ fn view_collection_method(method: CollectionMethod) -> ViewCollectionMethod {
 /// An adjustment as the API shows it (`stored`: with its identity; `None` on previews).
 /// `on_paid_invoice`: it is on a paid charge invoice, so what its credits have not taken back
 /// yet can be refunded.
-fn adjustment_view(
+pub(crate) fn adjustment_view(
     line: &NewAdjustment,
     stored: Option<&Adjustment>,
     account_code: &str,
@@ -282,7 +282,7 @@ fn invoice_view(
 
 /// What a stored invoice and a preview share.
 #[allow(clippy::too_many_arguments)]
-fn base_view(
+pub(crate) fn base_view(
     account_code: &str,
     currency: &str,
     kind: InvoiceKind,
@@ -321,7 +321,7 @@ fn base_view(
 }
 
 /// The invoice with its lines, transactions and credit payments loaded.
-async fn full_view(state: &AppState, invoice: &Invoice, now: i64) -> Result<InvoiceView, AppError> {
+pub(crate) async fn full_view(state: &AppState, invoice: &Invoice, now: i64) -> Result<InvoiceView, AppError> {
     let details = queries::invoice_details(state, invoice).await?;
     Ok(invoice_view(invoice, &details.lines, &details.transactions, &details.credit_payments, now))
 }
@@ -330,7 +330,7 @@ async fn full_view(state: &AppState, invoice: &Invoice, now: i64) -> Result<Invo
 /// as the collection's charge invoice, or as its one credit invoice (with a nil charge invoice)
 /// when it is a credit invoice. A legacy invoice (a site without Credit Memos) is the charge
 /// invoice.
-fn collection(view: InvoiceView) -> InvoiceCollection {
+pub(crate) fn collection(view: InvoiceView) -> InvoiceCollection {
     if view.kind == Some(InvoiceType::Credit) {
         InvoiceCollection { charge_invoice: None, credit_invoices: Some(vec![view]) }
     } else {

@@ -21,6 +21,7 @@ pub mod layers;
 mod lists;
 mod payments;
 mod plans;
+mod purchases;
 mod request;
 pub mod respond;
 pub mod sandbox;

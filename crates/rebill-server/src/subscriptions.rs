@@ -310,7 +310,7 @@ async fn read_request<E: ApiEndpoint<Request = Subscription>>(
     Ok(doc)
 }
 
-fn interval_of(plan: &Plan) -> Result<Interval, Response> {
+pub(crate) fn interval_of(plan: &Plan) -> Result<Interval, Response> {
     let unit = match plan.interval.unit {
         PlanUnit::Days => IntervalUnit::Days,
         PlanUnit::Months => IntervalUnit::Months,
@@ -321,7 +321,7 @@ fn interval_of(plan: &Plan) -> Result<Interval, Response> {
         .ok_or_else(|| respond::internal(&format!("plan {} has an invalid interval", plan.plan_code)))
 }
 
-fn trial_of(plan: &Plan) -> Option<Interval> {
+pub(crate) fn trial_of(plan: &Plan) -> Option<Interval> {
     let unit = match plan.trial.unit {
         PlanUnit::Days => IntervalUnit::Days,
         PlanUnit::Months => IntervalUnit::Months,
@@ -419,7 +419,7 @@ async fn terms_of(
 }
 
 /// The account fields a nested `<account>` sets.
-fn account_fields(account: &AccountDoc) -> AccountFields {
+pub(crate) fn account_fields(account: &AccountDoc) -> AccountFields {
     let a = account.address.as_deref().cloned().unwrap_or_default();
     AccountFields {
         username: account.username.clone(),

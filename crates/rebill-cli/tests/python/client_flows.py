@@ -886,6 +886,43 @@ def coupons_and_redemptions():
     expect([c.coupon_type for c in codes], ["unique_code"] * 3, "their type")
     expect_true(all(c.coupon_code.startswith("py-bulk") for c in codes), "their template")
 
+def purchases():
+    new_plan("py-purchase-plan", 1500)
+
+    def purchase(account_code, number="4111111111111111"):
+        return recurly.Purchase(
+            currency="USD",
+            account=recurly.Account(
+                account_code=account_code,
+                email="%s@example.com" % account_code,
+                billing_info=recurly.BillingInfo(token_id=card_token(number)),
+            ),
+            subscriptions=[recurly.Subscription(plan_code="py-purchase-plan")],
+            adjustments=[recurly.Adjustment(description="Setup help", unit_amount_in_cents=500, quantity=2)],
+        )
+
+    # 1500 for the plan and 2 x 500 for the help: 2500 on one invoice.
+    preview = purchase("py-purchaser").preview()
+    expect(preview.charge_invoice.total_in_cents, 2500, "the previewed total")
+    expect(preview.charge_invoice.state, "pending", "a preview is pending")
+    raises(recurly.NotFoundError, lambda: recurly.Account.get("py-purchaser"), "a preview writes nothing")
+
+    collection = purchase("py-purchaser").invoice()
+    charge = collection.charge_invoice
+    expect(charge.total_in_cents, 2500, "the purchase's total")
+    expect(charge.state, "paid", "the purchase is paid")
+    expect(len(charge.transactions), 1, "one transaction")
+    expect(charge.transactions[0].amount_in_cents, 2500, "the transaction's amount")
+    expect(len(collection.credit_invoices), 0, "no credit invoice")
+    expect(len(list(recurly.Account.get("py-purchaser").subscriptions())), 1, "the purchase's subscription")
+
+    error = raises(recurly.ValidationError, lambda: purchase("py-purchase-declined", "4000000000000002").invoice(), "a declined purchase")
+    expect(error.transaction_error_code, "declined", "purchase decline code")
+    expect_true("purchase.base" in error.errors, "a field error on purchase.base: %r" % list(error.errors))
+    account = recurly.Account.get("py-purchase-declined")
+    expect(len(list(account.subscriptions())), 0, "a declined purchase leaves no subscription")
+
+
 FLOWS = [
     plans_and_add_ons,
     accounts,
@@ -903,6 +940,7 @@ FLOWS = [
     verify_cvv,
     gift_cards,
     coupons_and_redemptions,
+    purchases,
     # Moves the site's sandbox clock on by a month: keep it last.
     subscription_pause_and_resume,
 ]
