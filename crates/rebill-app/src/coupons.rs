@@ -706,6 +706,80 @@ pub async fn redeem_for_subscription(
     Ok(made)
 }
 
+/// The coupons of a purchase (checked, nothing written): each must exist, be redeemable, apply
+/// to one of the purchase's plans (`plan_codes`) or to its one-off charges, and hold an amount
+/// in `currency` when fixed; a free-trial coupon needs a subscription it applies to. Field
+/// names are the purchase's (`coupon_codes`).
+pub async fn for_purchase(
+    services: &Services,
+    ctx: &Context,
+    codes: &[String],
+    plan_codes: &[String],
+    has_one_off_charges: bool,
+    currency: &str,
+) -> Result<Vec<CouponView>, CouponError> {
+    let invalid = |code: &str| CouponError::refused("coupon_codes", "invalid", format!("{code} is invalid"));
+    let mut out = Vec::new();
+    for code in codes {
+        let coupon = match find(services, ctx, code).await {
+            Ok(c) => c,
+            Err(CouponError::NotFound(_)) => return Err(invalid(code)),
+            Err(e) => return Err(e),
+        };
+        let terms = coupon.terms();
+        let on_plans = plan_codes.iter().any(|p| applies_to_plan(terms, p));
+        let applies = on_plans || (has_one_off_charges && terms.applies_to_non_plan_charges);
+        if check_redeemable(&coupon).is_err()
+            || !applies
+            || (terms.discount_type == "free_trial" && !on_plans)
+            || terms.discount_type == "dollars" && !terms.discount_amounts.contains_key(currency)
+        {
+            return Err(invalid(code));
+        }
+        out.push(coupon);
+    }
+    Ok(out)
+}
+
+/// Redeems the purchase's `codes` (checked by [`for_purchase`]) for `account`: a coupon redeemed
+/// on subscriptions is tied to the first of `subscriptions` (uuid, plan code) it applies to, any
+/// other to the account (the first code replacing the account's coupon, the others stacking).
+/// Answers the redemptions made, to take back when the purchase is refused.
+pub async fn redeem_for_purchase(
+    services: &Services,
+    ctx: &Context,
+    account: &Account,
+    codes: &[String],
+    subscriptions: &[(String, String)],
+    currency: &str,
+) -> Result<Vec<i64>, CouponError> {
+    let mut made = Vec::new();
+    for (i, code) in codes.iter().enumerate() {
+        let result = async {
+            let coupon = find(services, ctx, code).await?;
+            check_redeemable(&coupon)?;
+            let terms = coupon.terms();
+            let subscription = (terms.redemption_resource == "subscription")
+                .then(|| subscriptions.iter().find(|(_, plan)| applies_to_plan(terms, plan)).map(|(u, _)| u.clone()))
+                .flatten();
+            make_redemption(services, ctx, &coupon, account, subscription, currency.to_owned(), i == 0).await
+        }
+        .await;
+        match result {
+            Ok(r) => made.push(r.id),
+            Err(CouponError::Store(e)) => {
+                services.store.discard_redemptions(&made).await?;
+                return Err(e.into());
+            }
+            Err(_) => {
+                services.store.discard_redemptions(&made).await?;
+                return Err(CouponError::refused("coupon_codes", "invalid", format!("{code} is invalid")));
+            }
+        }
+    }
+    Ok(made)
+}
+
 /// Checks and redeems `codes` on an existing subscription before a change with
 /// `timeframe=now` (field names are the subscription's).
 pub async fn redeem_on_subscription(
@@ -921,6 +995,69 @@ pub async fn discount(
     let (usable, lapsed) = usable(services, account.id, at).await?;
     let mut uses: Vec<RedemptionUse> =
         lapsed.into_iter().map(|id| RedemptionUse { redemption_id: id, discount: 0, inactive: true }).collect();
+    uses.extend(apply(services, account.site_id, preview, one_off, &usable).await?);
+    Ok(uses)
+}
+
+/// A purchase preview discounted as the purchase would be (nothing written): the account's
+/// usable redemptions (an existing account's; without its account-level ones when the purchase
+/// names coupons, as the first of them replaces them) and the purchase's `coupons`, redeemed as
+/// [`redeem_for_purchase`] would redeem them on `subscriptions` (uuid, plan code).
+pub async fn discount_purchase_preview(
+    services: &Services,
+    ctx: &Context,
+    account: Option<&Account>,
+    preview: &mut Preview,
+    coupons: &[CouponView],
+    subscriptions: &[(String, String)],
+) -> Result<(), StoreError> {
+    if preview.invoice.kind != InvoiceKind::Charge {
+        return Ok(());
+    }
+    let mut usable = match account {
+        Some(a) => usable(services, a.id, ctx.now).await?.0,
+        None => Vec::new(),
+    };
+    if !coupons.is_empty() {
+        usable.retain(|(r, _)| r.subscription_uuid.is_some());
+    }
+    for coupon in coupons {
+        let terms = coupon.terms().clone();
+        let subscription_uuid = (terms.redemption_resource == "subscription")
+            .then(|| subscriptions.iter().find(|(_, plan)| applies_to_plan(&terms, plan)).map(|(u, _)| u.clone()))
+            .flatten();
+        let unsaved = Redemption {
+            id: 0,
+            uuid: String::new(),
+            site_id: ctx.site.id,
+            coupon_id: coupon.coupon.id,
+            coupon_code: coupon.coupon.coupon_code.clone(),
+            account_id: account.map_or(0, |a| a.id),
+            account_code: String::new(),
+            subscription_uuid,
+            currency: preview.invoice.currency.clone(),
+            state: "active".to_owned(),
+            total_discounted: 0,
+            expires_at: None,
+            removed_at: None,
+            created_at: ctx.now,
+            updated_at: ctx.now,
+        };
+        usable.push((unsaved, terms));
+    }
+    apply(services, ctx.site.id, preview, 0..0, &usable).await?;
+    Ok(())
+}
+
+/// Discounts `preview` by the `usable` redemptions; answers what each gave.
+async fn apply(
+    services: &Services,
+    site_id: i64,
+    preview: &mut Preview,
+    one_off: std::ops::Range<usize>,
+    usable: &[(Redemption, CouponTerms)],
+) -> Result<Vec<RedemptionUse>, StoreError> {
+    let mut uses = Vec::new();
     if usable.is_empty() {
         return Ok(uses);
     }
@@ -936,7 +1073,7 @@ pub async fn discount(
     for line in &preview.lines {
         if let Some(uuid) = &line.subscription_uuid
             && !plans.contains_key(uuid)
-            && let Some(record) = services.store.subscription(account.site_id, uuid).await?
+            && let Some(record) = services.store.subscription(site_id, uuid).await?
             && let Ok(loaded) = Loaded::of(record)
         {
             plans.insert(uuid.clone(), loaded.sub.terms.plan_code.clone());

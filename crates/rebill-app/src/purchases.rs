@@ -29,6 +29,7 @@ use rebill_store::invoicing::{
 use rebill_store::shipping_addresses::ShippingFields;
 use rebill_store::subscriptions::{NewSubscriptionRecord, SubscriptionClaim};
 
+use crate::coupons::{self, CouponError, CouponView};
 use crate::error::{AppError, FieldRefusal, SubscriptionError};
 use crate::gift_cards::{self, GiftCardError};
 use crate::invoicing::{self, BillingError, Draft, Invoiced, PaymentSource, Preview};
@@ -88,6 +89,9 @@ pub struct Purchase {
     pub adjustments: Vec<OneOff>,
     /// A gift card's redemption code.
     pub gift_card: Option<String>,
+    /// Coupon codes redeemed with the purchase (on the account, or on a subscription of the
+    /// purchase for a coupon redeemed on subscriptions).
+    pub coupon_codes: Vec<String>,
     /// The customer notes of the invoice when the purchase makes a credit invoice (2.10, Credit
     /// Memos: only credits).
     pub credit_customer_notes: Option<String>,
@@ -281,14 +285,48 @@ async fn check_card(services: &Services, ctx: &Context, p: &Purchase) -> Result<
     Ok(())
 }
 
-/// The checks that read: the gift card, the existing addresses named, new addresses and the
-/// limit of the account's addresses.
+/// The purchase's subscriptions as (uuid, plan code).
+fn subscription_plans(p: &Purchase) -> Vec<(String, String)> {
+    p.subscriptions.iter().map(|s| (s.drafted.new.uuid.clone(), s.drafted.new.terms.plan_code.clone())).collect()
+}
+
+/// The coupons named, checked (nothing written). Free-trial coupons are refused: a purchase's
+/// subscriptions carry their own trials.
+async fn purchase_coupons(services: &Services, ctx: &Context, p: &Purchase) -> Result<Vec<CouponView>, PurchaseError> {
+    if p.coupon_codes.is_empty() {
+        return Ok(Vec::new());
+    }
+    let plans: Vec<String> = subscription_plans(p).into_iter().map(|(_, plan)| plan).collect();
+    let found = coupons::for_purchase(services, ctx, &p.coupon_codes, &plans, !p.adjustments.is_empty(), &p.currency)
+        .await
+        .map_err(coupon_error)?;
+    if let Some(c) = found.iter().find(|c| c.terms().discount_type == "free_trial") {
+        return Err(PurchaseError::Refused(vec![FieldRefusal::new(
+            "coupon_codes",
+            "invalid",
+            format!("{} is a free trial coupon: give the subscription its trial instead", c.coupon.coupon_code),
+        )]));
+    }
+    Ok(found)
+}
+
+fn coupon_error(e: CouponError) -> PurchaseError {
+    match e {
+        CouponError::Refused(fields) => PurchaseError::Refused(fields),
+        CouponError::Store(e) => e.into(),
+        other => PurchaseError::Refused(vec![FieldRefusal::new("coupon_codes", "invalid", other.to_string())]),
+    }
+}
+
+/// The checks that read: the gift card, the coupons, the existing addresses named, new
+/// addresses and the limit of the account's addresses.
 async fn check_reads(services: &Services, ctx: &Context, p: &Purchase) -> Result<(), PurchaseError> {
     let refused = check(p);
     if !refused.is_empty() {
         return Err(PurchaseError::Refused(refused));
     }
     check_card(services, ctx, p).await?;
+    purchase_coupons(services, ctx, p).await?;
     let held = match &p.existing {
         Some(a) => services.store.shipping_addresses(a.id).await?,
         None => Vec::new(),
@@ -339,6 +377,16 @@ pub async fn preview(services: &Services, ctx: &Context, p: &Purchase) -> Result
         terms: invoice_terms(ctx, p),
     };
     let mut preview = invoicing::preview_for(account_id, &draft, ctx.now)?;
+    let found = purchase_coupons(services, ctx, p).await?;
+    coupons::discount_purchase_preview(
+        services,
+        ctx,
+        p.existing.as_ref(),
+        &mut preview,
+        &found,
+        &subscription_plans(p),
+    )
+    .await?;
     invoicing::as_credit_when_negative(&mut preview.invoice, ctx.site.credit_memos);
     Ok(preview)
 }
@@ -351,6 +399,7 @@ struct Written {
     adjustments: Vec<Adjustment>,
     card_id: Option<i64>,
     claims: Vec<SubscriptionClaim>,
+    redemptions: Vec<i64>,
 }
 
 impl Written {
@@ -361,6 +410,9 @@ impl Written {
             if let Err(e) = services.store.discard_subscription(claim).await {
                 tracing::error!(error = %e, "removing a subscription of a refused purchase");
             }
+        }
+        if let Err(e) = coupons::discard(services, &self.redemptions).await {
+            tracing::error!(error = %e, "taking back the redemptions of a refused purchase");
         }
         if let Some(id) = self.card_id {
             match services.store.undo_gift_card_redemption(id).await {
@@ -571,6 +623,14 @@ async fn write_and_invoice(
             services.store.create_subscription(&record, &charges, &step_events, ctx.now, lease).await?;
         written.claims.push(claim.clone());
         made.push((claim, record, sub.clone()));
+    }
+    // The coupons, redeemed for the invoice to discount.
+    if !p.coupon_codes.is_empty() {
+        let plans = subscription_plans(p);
+        written.redemptions =
+            coupons::redeem_for_purchase(services, ctx, account, &p.coupon_codes, &plans, &p.currency)
+                .await
+                .map_err(coupon_error)?;
     }
     // One invoice for everything, collected once.
     let collect = match (mode, p.terms.collection_method) {

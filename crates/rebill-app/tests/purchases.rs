@@ -83,6 +83,7 @@ fn purchase(services_account: &rebill_store::accounts::Account, plan_id: i64, co
             ..OneOff::default()
         }],
         gift_card: Some(code.into()),
+        coupon_codes: Vec::new(),
         ..Purchase::default()
     }
 }

@@ -489,3 +489,98 @@ fn purchases(db: &str) {
 fn purchases_on_one_invoice_all_or_nothing() {
     on_both_backends("purchases", purchases);
 }
+
+/// A purchase with a percent coupon and a gift card: the discount (never on setup fees, on the
+/// one-off charges as the coupon allows) before the gift card's credit, the preview equal to the
+/// purchase, the redemption kept on success and taken back on a decline, refusals.
+fn purchases_with_coupons(db: &str) {
+    let s = serve_at(db, T0, &[]);
+    s.cli(&[
+        "gift-cards",
+        "products",
+        "add",
+        "--site",
+        "sandbox",
+        "--product-code",
+        "gift_card",
+        "--currency",
+        "USD",
+        "2000",
+    ]);
+    let gold = "<plan><plan_code>gold</plan_code><name>Gold</name><unit_amount_in_cents><USD>1000</USD>\
+                </unit_amount_in_cents><setup_fee_in_cents><USD>500</USD></setup_fee_in_cents></plan>";
+    status(&send(&s, "2.11", "/v2/plans", gold), 201);
+    let silver = "<plan><plan_code>silver</plan_code><name>Silver</name><unit_amount_in_cents><USD>2000</USD>\
+                  </unit_amount_in_cents><trial_interval_length>7</trial_interval_length>\
+                  <trial_interval_unit>days</trial_interval_unit></plan>";
+    status(&send(&s, "2.11", "/v2/plans", silver), 201);
+    let coupon = "<coupon><coupon_code>tenoff</coupon_code><name>Ten off</name>\
+                  <discount_type>percent</discount_type><discount_percent>10</discount_percent>\
+                  <applies_to_non_plan_charges>true</applies_to_non_plan_charges></coupon>";
+    status(&send(&s, "2.11", "/v2/coupons", coupon), 201);
+    let code = buy_gift_card(&s);
+    let body = |account: &str, token: &str, coupons: &str, gift: bool| {
+        let gift = if gift {
+            format!("<gift_card><redemption_code>{code}</redemption_code></gift_card>")
+        } else {
+            String::new()
+        };
+        format!(
+            "<purchase><currency>USD</currency>\
+             <account><account_code>{account}</account_code><billing_info><token_id>{token}</token_id></billing_info></account>\
+             <adjustments>{}{}</adjustments>\
+             <subscriptions><subscription><plan_code>gold</plan_code><quantity>2</quantity></subscription>\
+             <subscription><plan_code>silver</plan_code></subscription></subscriptions>\
+             <coupon_codes>{coupons}</coupon_codes>{gift}</purchase>",
+            adjustment("Widget", 1500, 2, ""),
+            adjustment("Gadget", 250, 1, ""),
+        )
+    };
+    let tenoff = "<coupon_code>tenoff</coupon_code>";
+    // Gold 2 x 1000 = 2000 and its setup fee 500 (not discounted), silver in its trial 0,
+    // Widget 3000, Gadget 250: 5750 before discount; 10 % of 2000 + 3000 + 250 = 525 off:
+    // 5225, of which the gift card pays 2000 and the card 3225.
+    let preview = send(&s, "2.11", "/v2/purchases/preview", &body("cbuyer", "unused", tenoff, true));
+    status(&preview, 200);
+    has(&preview, &cents("subtotal_before_discount_in_cents", 5750));
+    has(&preview, &cents("discount_in_cents", 525));
+    has(&preview, &cents("total_in_cents", 5225));
+    assert_eq!(count(&s, "/v2/coupons/tenoff/redemptions"), 0, "a preview redeems nothing");
+
+    let made = send(&s, "2.11", "/v2/purchases", &body("cbuyer", &card_token(&s, "4111111111111111"), tenoff, true));
+    status(&made, 201);
+    has(&made, &cents("subtotal_before_discount_in_cents", 5750));
+    has(&made, &cents("discount_in_cents", 525));
+    has(&made, &cents("total_in_cents", 5225));
+    has(&made, &cents("amount_in_cents", 3225));
+    for (line, discount) in [(2000, 200), (3000, 300), (250, 25)] {
+        has(&made, &format!("{}\n", cents("discount_in_cents", discount)));
+        has(&made, &cents("total_in_cents", line - discount));
+    }
+    let number = location_number(&made);
+    let redemptions = get(&s, "2.11", &format!("/v2/invoices/{number}/redemptions"));
+    status(&redemptions, 200);
+    has(&redemptions, "<coupon_code>tenoff</coupon_code>");
+    let mine = get(&s, "2.11", "/v2/accounts/cbuyer/redemptions");
+    has(&mine, "<state>active</state>");
+    has(&mine, &cents("total_discounted_in_cents", 525));
+
+    // A declined purchase takes its redemption back (the account stays with its failed invoice).
+    let declined =
+        send(&s, "2.11", "/v2/purchases", &body("cdeclined", &card_token(&s, "4000000000000002"), tenoff, false));
+    status(&declined, 422);
+    has(&declined, "<transaction_error>");
+    let left = get(&s, "2.11", "/v2/accounts/cdeclined/redemptions");
+    assert_eq!(left.body.matches("<redemption ").count(), 0, "{}", left.body);
+    assert_eq!(count(&s, "/v2/coupons/tenoff/redemptions"), 1);
+
+    // Refusals: an unknown coupon, and a coupon on a subscription of the purchase.
+    let r = send(&s, "2.11", "/v2/purchases", &body("cother", "unused", "<coupon_code>nope</coupon_code>", false));
+    refused(&r, "purchase.coupon_codes", "invalid");
+    status(&authed(&s, "GET", "/v2/accounts/cother", &[("X-Api-Version", "2.11")], ""), 404);
+}
+
+#[test]
+fn purchases_with_a_coupon_and_a_gift_card() {
+    on_both_backends("purchases_coupons", purchases_with_coupons);
+}

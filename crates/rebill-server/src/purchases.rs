@@ -82,7 +82,12 @@ async fn subscription(
     let ctx = &call.ctx.wire;
     let at = |name: &str| format!("subscriptions[{i}].{name}");
     if doc.coupon_codes.as_ref().is_some_and(|c| !c.is_empty()) {
-        return Err(field_error(ctx, &at("coupon_codes"), "invalid", "coupons in purchases are not supported yet"));
+        return Err(field_error(
+            ctx,
+            &at("coupon_codes"),
+            "invalid",
+            "name a purchase's coupons in purchase.coupon_codes (a coupon redeemed on subscriptions goes to the first subscription it applies to)",
+        ));
     }
     let code = doc.plan_code.clone().unwrap_or_default();
     let plan = match catalog::plan(state, &call.context(), &code).await {
@@ -153,10 +158,6 @@ async fn subscription(
 /// The purchase use case's input from the request.
 async fn read(state: &AppState, call: &crate::request::Call, doc: &Purchase) -> Result<purchases::Purchase, Response> {
     let ctx = &call.ctx.wire;
-    // Coupons arrive with their own branch; until then they are refused here, in one place.
-    if doc.coupon_codes.as_ref().is_some_and(|c| !c.is_empty()) {
-        return Err(field_error(ctx, "coupon_codes", "invalid", "coupons in purchases are not supported yet"));
-    }
     let Some(account) = doc.account.as_deref() else {
         return Err(field_error(ctx, "account", "blank", "can't be blank"));
     };
@@ -232,6 +233,7 @@ async fn read(state: &AppState, call: &crate::request::Call, doc: &Purchase) -> 
         subscriptions: subs,
         adjustments,
         gift_card: doc.gift_card.as_deref().and_then(|g| g.redemption_code.clone()),
+        coupon_codes: rebill_app::coupons::requested(None, doc.coupon_codes.as_ref()),
         credit_customer_notes: doc.credit_customer_notes.clone(),
     })
 }
