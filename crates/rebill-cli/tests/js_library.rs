@@ -169,6 +169,10 @@ fn setup_browser() {
 /// Runs Node's test runner over the browser tests against `s`; panics with its output when a
 /// test fails or none ran.
 fn run_browser_tests(s: &Server, suite: &str, tag: &str) {
+    // One browser suite at a time: several headless Chromiums on a small machine starve each
+    // other, and the keyboard tests then wait on focus that arrives late.
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let dir = js_dir();
     let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).join("js-screenshots").join(tag);
     std::fs::create_dir_all(&shots).expect("screenshot directory");
