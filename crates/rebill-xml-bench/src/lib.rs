@@ -240,6 +240,8 @@ pub struct SerdeShippingAddress {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub email: Option<Leaf>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub vat_number: Option<Leaf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub address1: Option<Leaf>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub address2: Option<Leaf>,

@@ -303,16 +303,26 @@ test('Tab moves through the field frames in page order', async () => {
   await page.focus('#ln');
   const order = [];
   let last = 'ln';
+  const moved = (last) =>
+    page.evaluate((last) => {
+      const el = document.activeElement;
+      const now = el.tagName === 'IFRAME' ? el.parentElement.parentElement.getAttribute('data-service') : el.id || el.tagName;
+      return now !== last && now;
+    }, last);
   for (let i = 0; i < 5; i++) {
     await page.keyboard.press('Tab');
     // Leaving a frame goes through the bus (hostedField:tab:next), so wait for the focus to move.
-    last = await eventually(() =>
-      page.evaluate((last) => {
-        const el = document.activeElement;
-        const now = el.tagName === 'IFRAME' ? el.parentElement.parentElement.getAttribute('data-service') : el.id || el.tagName;
-        return now !== last && now;
-      }, last),
-    );
+    // A key event the browser dropped while busy (the focus still where it was after 3 s) is
+    // pressed again; a press that was only slow would then skip a field, which the order below
+    // would show.
+    let now = await eventually(() => moved(last), 3000).catch(() => null);
+    if (!now) {
+      await page.keyboard.press('Tab');
+      now = await eventually(() => moved(last), 20000).catch((e) => {
+        throw new Error(`Tab ${i + 1} after ${JSON.stringify(order)} did not move the focus from ${last}: ${e.message}`);
+      });
+    }
+    last = now;
     order.push(last);
   }
   assert.deepEqual(order, ['number', 'month', 'year', 'cvv', 'outside']);
