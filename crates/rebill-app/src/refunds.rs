@@ -375,9 +375,25 @@ fn plan<'a>(
 
 /// The refund invoice's line reversing `part`.
 fn credit_line(part: &Part<'_>, cm: bool) -> NewAdjustment {
-    let original = &part.line.line;
-    let subtotal = part.amount - part.tax;
-    let units = if part.units > 0 && subtotal % part.units == 0 { part.units } else { 1 };
+    reversal_line(&part.line.line, Some(part.line.id), part.amount, part.tax, part.units, cm, "refund")
+}
+
+/// A line giving back `amount` cents (`tax` of them tax) of the line `original` (its id
+/// `original_id`, `units` of its units when a number of units is given back): a credit line
+/// with `credit_reason_code` `reason` on a credit invoice (`credit_memos`), else a legacy
+/// `Refund for …` charge of negative quantity.
+pub(crate) fn reversal_line(
+    original: &NewAdjustment,
+    original_id: Option<i64>,
+    amount: i64,
+    tax: i64,
+    units: i64,
+    credit_memos: bool,
+    reason: &str,
+) -> NewAdjustment {
+    let cm = credit_memos;
+    let subtotal = amount - tax;
+    let whole = if units > 0 && subtotal % units == 0 { units } else { 1 };
     let description = original.description.clone().unwrap_or_default();
     NewAdjustment {
         account_id: original.account_id,
@@ -389,19 +405,59 @@ fn credit_line(part: &Part<'_>, cm: bool) -> NewAdjustment {
         accounting_code: original.accounting_code.clone(),
         product_code: original.product_code.clone(),
         currency: original.currency.clone(),
-        unit_amount: if cm { -subtotal / units } else { subtotal / units },
-        quantity: if cm { units } else { -units },
+        unit_amount: if cm { -subtotal / whole } else { subtotal / whole },
+        quantity: if cm { whole } else { -whole },
         discount: 0,
-        tax: -part.tax,
-        total: -part.amount,
+        tax: -tax,
+        total: -amount,
         tax_exempt: original.tax_exempt,
         tax_code: original.tax_code.clone(),
-        credit_reason_code: cm.then(|| "refund".to_owned()),
+        credit_reason_code: cm.then(|| reason.to_owned()),
         start_date: original.start_date,
         end_date: original.end_date,
         engine: None,
-        original_adjustment_id: Some(part.line.id),
-        reversed_quantity: part.units,
+        original_adjustment_id: original_id,
+        reversed_quantity: units,
+    }
+}
+
+/// An invoice giving back `amount` cents (`tax` of them tax) of `original`, `balance` (≤ 0) of
+/// it left as credit: its kind (credit or legacy), state, origin and customer notes as given,
+/// the original's collection method and PO number, closed at `closed_at`.
+pub(crate) fn reversal_invoice(
+    original: &Invoice,
+    (kind, state, origin): (InvoiceKind, InvoiceState, &str),
+    (amount, tax, balance): (i64, i64, i64),
+    customer_notes: Option<String>,
+    closed_at: Option<i64>,
+) -> NewInvoice {
+    NewInvoice {
+        account_id: original.account_id,
+        kind,
+        original_invoice_id: Some(original.id),
+        state,
+        origin: origin.to_owned(),
+        currency: original.currency.clone(),
+        amounts: InvoiceAmounts {
+            subtotal_before_discount: -(amount - tax),
+            discount: 0,
+            subtotal_after_discount: -(amount - tax),
+            tax: -tax,
+            total: -amount,
+            paid: -amount - balance,
+            balance,
+        },
+        terms: rebill_store::invoicing::InvoiceTerms {
+            collection_method: original.terms.collection_method,
+            net_terms: 0,
+            po_number: original.terms.po_number.clone(),
+            customer_notes,
+            terms_and_conditions: None,
+            vat_reverse_charge_notes: None,
+        },
+        due_on: None,
+        attempt_next_collection_at: None,
+        closed_at,
     }
 }
 
@@ -529,34 +585,17 @@ async fn write(
     } else {
         InvoiceState::Paid
     };
-    let new = NewInvoice {
-        account_id: original.account_id,
-        kind: if cm { InvoiceKind::Credit } else { InvoiceKind::Legacy },
-        original_invoice_id: Some(original.id),
-        state,
-        origin: if request.termination { "termination" } else { "refund" }.to_owned(),
-        currency: original.currency.clone(),
-        amounts: InvoiceAmounts {
-            subtotal_before_discount: -(amount - tax),
-            discount: 0,
-            subtotal_after_discount: -(amount - tax),
-            tax: -tax,
-            total: -amount,
-            paid: -amount - balance,
-            balance,
-        },
-        terms: rebill_store::invoicing::InvoiceTerms {
-            collection_method: original.terms.collection_method,
-            net_terms: 0,
-            po_number: original.terms.po_number.clone(),
-            customer_notes: request.credit_customer_notes.clone(),
-            terms_and_conditions: None,
-            vat_reverse_charge_notes: None,
-        },
-        due_on: None,
-        attempt_next_collection_at: None,
-        closed_at: (balance == 0 && !pending).then_some(now),
-    };
+    let new = reversal_invoice(
+        original,
+        (
+            if cm { InvoiceKind::Credit } else { InvoiceKind::Legacy },
+            state,
+            if request.termination { "termination" } else { "refund" },
+        ),
+        (amount, tax, balance),
+        request.credit_customer_notes.clone(),
+        (balance == 0 && !pending).then_some(now),
+    );
     let created = [invoicing::created_event(services, &original.account_code, &new, now)];
     let mut work = services.store.begin_work().await?;
     let locked = work
@@ -703,15 +742,28 @@ pub enum GivenBack {
 /// (site clock), as [`give_back_transaction`] decides: only successful purchases; one paid
 /// outside the gateway (an offline payment) is never voided, only refunded.
 pub fn give_back_flags(t: &Transaction, now: i64) -> (bool, bool) {
-    if t.new.action != "purchase" || !matches!(t.status(), TransactionStatus::Success | TransactionStatus::Void) {
-        return (false, false);
-    }
-    let voided = t.status() == TransactionStatus::Void;
-    let settled = is_offline(t) || settlement::is_settled(t.created_at, now);
+    let Some(GivingBack { settled, voided }) = giving_back(t, now) else { return (false, false) };
     (
         settlement::voidable(t.new.amount, t.refunded, settled, voided),
         settlement::refundable(t.new.amount, t.refunded, voided),
     )
+}
+
+/// What the settlement rule needs of a transaction that can be given back at all.
+struct GivingBack {
+    settled: bool,
+    voided: bool,
+}
+
+/// `None` unless `t` is a successful (or voided) purchase; an offline payment counts as settled.
+fn giving_back(t: &Transaction, now: i64) -> Option<GivingBack> {
+    if t.new.action != "purchase" || !matches!(t.status(), TransactionStatus::Success | TransactionStatus::Void) {
+        return None;
+    }
+    Some(GivingBack {
+        settled: is_offline(t) || settlement::is_settled(t.created_at, now),
+        voided: t.status() == TransactionStatus::Void,
+    })
 }
 
 /// Gives back `amount` cents (everything left when `None`) of the site's transaction `uuid`, a
@@ -727,17 +779,15 @@ pub async fn give_back_transaction(
     amount: Option<i64>,
 ) -> Result<GivenBack, RefundError> {
     let t = queries::transaction(services, ctx, uuid).await?;
-    if t.new.action != "purchase" || !matches!(t.status(), TransactionStatus::Success | TransactionStatus::Void) {
+    let Some(GivingBack { settled, voided }) = giving_back(&t, ctx.now) else {
         return Err(refused(
             "base",
             "not_refundable",
             format!("Transaction {uuid} is not a successful purchase; only those can be given back"),
         ));
-    }
+    };
     let offline = is_offline(&t);
-    let settled = offline || settlement::is_settled(t.created_at, ctx.now);
-    let how = settlement::give_back(t.new.amount, t.refunded, amount, settled, t.status() == TransactionStatus::Void)
-        .map_err(|e| {
+    let how = settlement::give_back(t.new.amount, t.refunded, amount, settled, voided).map_err(|e| {
         let field = if matches!(e, GiveBackError::ExceedsRemaining { .. } | GiveBackError::InvalidAmount { .. }) {
             "amount_in_cents"
         } else {
@@ -802,8 +852,7 @@ async fn finish_void(
     let outcome = services.bounded(services.gateway.void(&request)).await;
     let result = invoicing::result_of(&outcome, at);
     if result.status == TransactionStatus::Success {
-        let cm = refund.kind == InvoiceKind::Credit;
-        let state = if cm { credit_state(refund.amounts.total, 0, 0) } else { InvoiceState::Paid };
+        let state = given_back_state(refund);
         let voided = [events::new(
             services,
             events::TRANSACTION_VOIDED,
@@ -831,6 +880,12 @@ async fn finish_void(
     }
     tracing::info!(transaction = %purchase.uuid, "the gateway refused the void; refunding instead");
     refund_instead_of_void(services, refund, original_number, purchase, at).await
+}
+
+/// The state of a refund invoice that gave everything back: closed (credit invoice) or paid
+/// (legacy).
+fn given_back_state(refund: &Invoice) -> InvoiceState {
+    if refund.kind == InvoiceKind::Credit { credit_state(refund.amounts.total, 0, 0) } else { InvoiceState::Paid }
 }
 
 /// Records a refund transaction of the whole `purchase` on the refund invoice and finishes the
@@ -873,11 +928,7 @@ pub async fn run_refund_job(services: &Services, job: &Job) -> Result<(), JobErr
             }
             // Voided by the first run, its refund invoice not yet settled.
             Some(p) if p.status() == TransactionStatus::Void => {
-                let state = if refund.kind == InvoiceKind::Credit {
-                    credit_state(refund.amounts.total, 0, 0)
-                } else {
-                    InvoiceState::Paid
-                };
+                let state = given_back_state(&refund);
                 let event = [refund_event(services, events::INVOICE_REFUNDED, &refund, original, job.due_at)];
                 let mut work = services.store.begin_work().await?;
                 work.settle_refund_invoice(refund.id, state, 0, job.due_at, &event).await?;

@@ -24,10 +24,11 @@ use rebill_billing::states::InvoiceState;
 use rebill_store::StoreError;
 use rebill_store::credits::{CreditPaymentAction, NewCreditPayment, WRITE_OFF_ORIGIN};
 use rebill_store::events::Event;
-use rebill_store::invoicing::{AdjustmentKind, InvoiceAmounts, InvoiceDraft, InvoiceKind, NewAdjustment, NewInvoice};
+use rebill_store::invoicing::{AdjustmentKind, InvoiceDraft, InvoiceKind, NewAdjustment};
 use serde_json::json;
 
 use crate::jobs::JobError;
+use crate::refunds::{reversal_invoice, reversal_line};
 
 /// The origin of a write-off credit invoice.
 pub const ORIGIN: &str = WRITE_OFF_ORIGIN;
@@ -67,45 +68,24 @@ pub async fn on_invoice_failed(services: &Services, event: &Event) -> Result<(),
         .filter(|(_, part)| **part > 0)
         .map(|(line, part)| {
             let tax = refund::tax_share(line.line.total, line.line.tax, *part);
-            write_off_line(&line.line, Some(line.id), *part, tax)
+            reversal_line(&line.line, Some(line.id), *part, tax, 0, true, WRITE_OFF_ORIGIN)
         })
         .collect();
     if new_lines.is_empty() {
         // Nothing left to reverse line by line: one line for the whole amount.
         let template = lines.first().map(|l| l.line.clone()).ok_or_else(unknown)?;
-        let mut line = write_off_line(&template, None, amount, 0);
+        let mut line = reversal_line(&template, None, amount, 0, 0, true, WRITE_OFF_ORIGIN);
         line.description = Some(format!("Write-off of invoice #{}", invoice.invoice_number));
         new_lines.push(line);
     }
     let tax: i64 = new_lines.iter().map(|l| -l.tax).sum();
-    let new = NewInvoice {
-        account_id: invoice.account_id,
-        kind: InvoiceKind::Credit,
-        original_invoice_id: Some(invoice.id),
-        state: InvoiceState::Closed,
-        origin: WRITE_OFF_ORIGIN.to_owned(),
-        currency: invoice.currency.clone(),
-        amounts: InvoiceAmounts {
-            subtotal_before_discount: -(amount - tax),
-            discount: 0,
-            subtotal_after_discount: -(amount - tax),
-            tax: -tax,
-            total: -amount,
-            paid: -amount,
-            balance: 0,
-        },
-        terms: rebill_store::invoicing::InvoiceTerms {
-            collection_method: invoice.terms.collection_method,
-            net_terms: 0,
-            po_number: invoice.terms.po_number.clone(),
-            customer_notes: None,
-            terms_and_conditions: None,
-            vat_reverse_charge_notes: None,
-        },
-        due_on: None,
-        attempt_next_collection_at: None,
-        closed_at: Some(at),
-    };
+    let new = reversal_invoice(
+        &invoice,
+        (InvoiceKind::Credit, InvoiceState::Closed, WRITE_OFF_ORIGIN),
+        (amount, tax, 0),
+        None,
+        Some(at),
+    );
     let created = [invoicing::created_event(services, &invoice.account_code, &new, at)];
     let draft = InvoiceDraft { invoice: &new, lines: &new_lines, now: at, events: &created, credit: None };
     let (write_off, _) = work
@@ -143,31 +123,4 @@ pub async fn on_invoice_failed(services: &Services, event: &Event) -> Result<(),
     work.record_invoice_events(&current, &[written_off]).await?;
     work.commit().await?;
     Ok(())
-}
-
-/// A credit line writing off `amount` cents (tax `tax` of it) of `original`.
-fn write_off_line(original: &NewAdjustment, original_id: Option<i64>, amount: i64, tax: i64) -> NewAdjustment {
-    NewAdjustment {
-        account_id: original.account_id,
-        subscription_uuid: None,
-        kind: AdjustmentKind::Credit,
-        origin: original.origin.clone(),
-        description: original.description.clone(),
-        accounting_code: original.accounting_code.clone(),
-        product_code: original.product_code.clone(),
-        currency: original.currency.clone(),
-        unit_amount: -(amount - tax),
-        quantity: 1,
-        discount: 0,
-        tax: -tax,
-        total: -amount,
-        tax_exempt: original.tax_exempt,
-        tax_code: original.tax_code.clone(),
-        credit_reason_code: Some(WRITE_OFF_ORIGIN.to_owned()),
-        start_date: original.start_date,
-        end_date: original.end_date,
-        engine: None,
-        original_adjustment_id: original_id,
-        reversed_quantity: 0,
-    }
 }

@@ -100,9 +100,9 @@ fn buy_gift_card(s: &Server) -> String {
     field(&r.body, "redemption_code")
 }
 
-fn purchases(db: &str) {
-    let s = serve_at(db, T0, &[]);
-    let base = format!("http://{}", s.addr);
+/// The site's gift card product (20.00 USD) and plans: `gold` (10.00 a month, a 5.00 setup
+/// fee) and `silver` (20.00 a month after a 7-day trial).
+fn catalogue(s: &Server) {
     s.cli(&[
         "gift-cards",
         "products",
@@ -117,14 +117,20 @@ fn purchases(db: &str) {
     ]);
     let gold = "<plan><plan_code>gold</plan_code><name>Gold</name><unit_amount_in_cents><USD>1000</USD>\
                 </unit_amount_in_cents><setup_fee_in_cents><USD>500</USD></setup_fee_in_cents></plan>";
-    status(&send(&s, "2.11", "/v2/plans", gold), 201);
-    let extra = "<add_on><add_on_code>extra</add_on_code><name>Extra</name>\
-                 <unit_amount_in_cents><USD>300</USD></unit_amount_in_cents></add_on>";
-    status(&send(&s, "2.11", "/v2/plans/gold/add_ons", extra), 201);
+    status(&send(s, "2.11", "/v2/plans", gold), 201);
     let silver = "<plan><plan_code>silver</plan_code><name>Silver</name><unit_amount_in_cents><USD>2000</USD>\
                   </unit_amount_in_cents><trial_interval_length>7</trial_interval_length>\
                   <trial_interval_unit>days</trial_interval_unit></plan>";
-    status(&send(&s, "2.11", "/v2/plans", silver), 201);
+    status(&send(s, "2.11", "/v2/plans", silver), 201);
+}
+
+fn purchases(db: &str) {
+    let s = serve_at(db, T0, &[]);
+    let base = format!("http://{}", s.addr);
+    catalogue(&s);
+    let extra = "<add_on><add_on_code>extra</add_on_code><name>Extra</name>\
+                 <unit_amount_in_cents><USD>300</USD></unit_amount_in_cents></add_on>";
+    status(&send(&s, "2.11", "/v2/plans/gold/add_ons", extra), 201);
     let code = buy_gift_card(&s);
 
     // ---- the big purchase: preview first, then the same purchase ----
@@ -495,25 +501,7 @@ fn purchases_on_one_invoice_all_or_nothing() {
 /// purchase, the redemption kept on success and taken back on a decline, refusals.
 fn purchases_with_coupons(db: &str) {
     let s = serve_at(db, T0, &[]);
-    s.cli(&[
-        "gift-cards",
-        "products",
-        "add",
-        "--site",
-        "sandbox",
-        "--product-code",
-        "gift_card",
-        "--currency",
-        "USD",
-        "2000",
-    ]);
-    let gold = "<plan><plan_code>gold</plan_code><name>Gold</name><unit_amount_in_cents><USD>1000</USD>\
-                </unit_amount_in_cents><setup_fee_in_cents><USD>500</USD></setup_fee_in_cents></plan>";
-    status(&send(&s, "2.11", "/v2/plans", gold), 201);
-    let silver = "<plan><plan_code>silver</plan_code><name>Silver</name><unit_amount_in_cents><USD>2000</USD>\
-                  </unit_amount_in_cents><trial_interval_length>7</trial_interval_length>\
-                  <trial_interval_unit>days</trial_interval_unit></plan>";
-    status(&send(&s, "2.11", "/v2/plans", silver), 201);
+    catalogue(&s);
     let coupon = "<coupon><coupon_code>tenoff</coupon_code><name>Ten off</name>\
                   <discount_type>percent</discount_type><discount_percent>10</discount_percent>\
                   <applies_to_non_plan_charges>true</applies_to_non_plan_charges></coupon>";

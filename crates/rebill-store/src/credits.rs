@@ -292,12 +292,12 @@ impl Work {
         if used == 0 {
             return Ok(invoice);
         }
-        sqlx::query("UPDATE invoices SET paid = paid + $1, balance = balance - $1, updated_at = $2 WHERE id = $3")
-            .bind(used)
-            .bind(at)
-            .bind(invoice.id)
-            .execute(&mut *self.tx)
-            .await?;
+        if !self.pay_by_credit(&invoice, used, at).await? {
+            return Err(StoreError::Conflict(format!(
+                "invoice {} changed while credit paid it",
+                invoice.invoice_number
+            )));
+        }
         self.invoice(invoice.id).await?.ok_or_else(|| StoreError::Invalid("the invoice paid by credit is gone".into()))
     }
 
@@ -573,8 +573,9 @@ impl Work {
         Ok(row.try_get::<i64, _>("n")? > 0)
     }
 
-    /// Records `amount` (> 0) of the charge invoice `invoice` as paid by credit (a write-off):
-    /// its balance falls by it, compare-and-set on the balance read. Answers whether it held.
+    /// Records `amount` (> 0) of the charge invoice `invoice` as paid by credit (credit payments,
+    /// a write-off): its balance falls by it, compare-and-set on the balance read. Answers whether
+    /// it held.
     pub async fn pay_by_credit(&mut self, invoice: &Invoice, amount: i64, at: i64) -> Result<bool, StoreError> {
         let done = sqlx::query(
             "UPDATE invoices SET balance = balance - $1, paid = paid + $1, updated_at = $2 \
