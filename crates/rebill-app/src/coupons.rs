@@ -809,6 +809,42 @@ pub async fn redeem_on_subscription(
     redeem_for_subscription(services, ctx, &account, uuid, codes, &loaded.sub.terms.currency).await
 }
 
+/// Why a change with coupons was not made.
+#[derive(Debug, thiserror::Error)]
+pub enum CouponChangeError {
+    /// A coupon was refused (nothing redeemed).
+    #[error(transparent)]
+    Coupon(CouponError),
+    /// The change was refused or failed (its redemptions were taken back).
+    #[error(transparent)]
+    Change(crate::subscriptions::ChangeError),
+}
+
+/// A change of the subscription `uuid` (`timeframe=now`) that redeems `codes` on it first, so the
+/// change's invoice is discounted; a change that is then refused takes its redemptions back.
+pub async fn change_with_coupons(
+    services: &Services,
+    ctx: &Context,
+    uuid: &str,
+    codes: &[String],
+    build: impl FnOnce(
+        &rebill_billing::lifecycle::Subscription,
+        &mut crate::subscriptions::Details,
+        chrono::DateTime<chrono::Utc>,
+    ) -> Vec<rebill_billing::lifecycle::Action>,
+) -> Result<Loaded, CouponChangeError> {
+    let redeemed = redeem_on_subscription(services, ctx, uuid, codes).await.map_err(CouponChangeError::Coupon)?;
+    match crate::subscriptions::change(services, ctx, uuid, build).await {
+        Ok(loaded) => Ok(loaded),
+        Err(e) => {
+            if let Err(undo) = discard(services, &redeemed).await {
+                tracing::error!(error = %undo, "taking back the redemptions of a refused change");
+            }
+            Err(CouponChangeError::Change(e))
+        }
+    }
+}
+
 /// Takes back the redemptions of a refused creation.
 pub async fn discard(services: &Services, ids: &[i64]) -> Result<(), StoreError> {
     if ids.is_empty() {

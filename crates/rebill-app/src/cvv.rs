@@ -45,30 +45,6 @@ pub enum CvvError {
     Store(#[from] StoreError),
 }
 
-impl From<CvvError> for crate::error::AppError {
-    fn from(e: CvvError) -> Self {
-        use crate::error::{AppError, FieldRefusal, Missing};
-        match e {
-            CvvError::AccountNotFound(code) => AppError::NotFound(Missing::account(&code)),
-            CvvError::NoBillingInfo => {
-                AppError::Refused(vec![FieldRefusal::new("billing_info", "blank", e.to_string())])
-            }
-            CvvError::NotACard => AppError::Refused(vec![FieldRefusal::new("billing_info", "invalid", e.to_string())]),
-            CvvError::Malformed => {
-                AppError::Refused(vec![FieldRefusal::new("verification_value", "invalid", e.to_string())])
-            }
-            CvvError::Locked => AppError::Conflict(e.to_string()),
-            CvvError::Mismatch(t) => AppError::Declined(Some(t)),
-            CvvError::Store(e) => e.into(),
-        }
-    }
-}
-
-/// Whether `value` is a well-formed security code: 3 or 4 ASCII digits.
-pub fn well_formed(value: &str) -> bool {
-    (3..=4).contains(&value.len()) && value.bytes().all(|b| b.is_ascii_digit())
-}
-
 /// What names a stored card for the limit: its gateway reference, else its visible parts.
 fn card_key(info: &BillingInfo) -> String {
     match &info.gateway_reference {
@@ -95,7 +71,7 @@ pub async fn verify_cvv(services: &Services, ctx: &Context, code: &str, value: &
         return Err(CvvError::NotACard);
     }
     let value = value.trim();
-    if !well_formed(value) {
+    if !rebill_billing::card::is_cvv_shaped(value) {
         return Err(CvvError::Malformed);
     }
     let key = card_key(&info);
@@ -106,8 +82,6 @@ pub async fn verify_cvv(services: &Services, ctx: &Context, code: &str, value: &
     {
         return Err(CvvError::Locked);
     }
-    let currency =
-        services.store.site_currencies(ctx.site.id).await?.into_iter().next().unwrap_or_else(|| "USD".into());
     let check = NewTransaction {
         idempotency_key: format!("verify_cvv:{}", crate::subscriptions::new_uuid()),
         account_id: account.id,
@@ -116,7 +90,7 @@ pub async fn verify_cvv(services: &Services, ctx: &Context, code: &str, value: &
         action: "verify".into(),
         amount: 0,
         tax: 0,
-        currency,
+        currency: crate::payment_methods::VERIFY_CURRENCY.to_owned(),
         kind: info.kind,
         payment_method: "credit_card".into(),
         source: "billing_info".into(),
@@ -142,20 +116,5 @@ pub async fn verify_cvv(services: &Services, ctx: &Context, code: &str, value: &
     match outcome {
         Outcome::Approved(_) => Ok(info),
         Outcome::Declined(_) => Err(CvvError::Mismatch(Box::new(recorded))),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn security_codes_are_three_or_four_digits() {
-        for good in ["123", "0000", "999"] {
-            assert!(well_formed(good), "{good}");
-        }
-        for bad in ["", "12", "12345", "12a", "１２３", "-12"] {
-            assert!(!well_formed(bad), "{bad}");
-        }
     }
 }

@@ -290,9 +290,6 @@ pub fn preview_for(account_id: i64, draft: &Draft, at: i64) -> Result<Preview, B
     })
 }
 
-/// Origin of a credit invoice of posted credits.
-pub const CREDIT_ORIGIN: &str = "credit";
-
 /// Makes an invoice whose lines total less than zero money owed to the account: a credit
 /// invoice (open, its whole total as balance) on a site with Credit Memos, else a legacy invoice
 /// (paid, its negative balance still credit for the account's next invoices). A credit invoice of
@@ -308,7 +305,7 @@ pub fn as_credit_when_negative(invoice: &mut NewInvoice, credit_memos: bool) {
         (InvoiceKind::Legacy, InvoiceState::Paid)
     };
     if credit_memos && invoice.origin == InvoiceOrigin::Purchase.name() {
-        invoice.origin = CREDIT_ORIGIN.to_owned();
+        invoice.origin = InvoiceOrigin::Credit.name().to_owned();
     }
     invoice.amounts.paid = 0;
     invoice.amounts.balance = invoice.amounts.total;

@@ -26,7 +26,7 @@ use crate::events;
 /// Amount of the verification authorization (one unit of the currency).
 const VERIFY_AMOUNT_IN_CENTS: i64 = 100;
 /// Currency of the verification when the request names none.
-const VERIFY_CURRENCY: &str = "USD";
+pub(crate) const VERIFY_CURRENCY: &str = "USD";
 
 /// A requested `<billing_info>` as plain values: the names and address it sets, and the payment
 /// method it names (a token, card fields or bank-account fields).

@@ -29,6 +29,7 @@ use rebill_store::invoicing::{
 use rebill_store::shipping_addresses::ShippingFields;
 use rebill_store::subscriptions::{NewSubscriptionRecord, SubscriptionClaim};
 
+use crate::adjustments::{MAX_QUANTITY, MAX_TOTAL_IN_CENTS};
 use crate::coupons::{self, CouponError, CouponView};
 use crate::error::{AppError, FieldRefusal, SubscriptionError};
 use crate::gift_cards::{self, GiftCardError};
@@ -37,11 +38,6 @@ use crate::payment_methods::{self, BillingRequest, PaymentMethodError, valid_cur
 use crate::shipping_addresses::{self, Resolved, ShippingChoice, ShippingError};
 use crate::subscriptions::{self, CLAIM_SECONDS, Details, Drafted};
 use crate::{Context, Services, events};
-
-/// Largest quantity of a one-off charge.
-const MAX_QUANTITY: i64 = 1_000_000;
-/// Largest absolute total of a one-off charge, in cents.
-const MAX_TOTAL: i64 = 1_000_000_000_000;
 
 /// One subscription of a purchase, drafted by the engine (`subscriptions::draft`).
 #[derive(Debug)]
@@ -180,7 +176,7 @@ pub fn check(p: &Purchase) -> Vec<FieldRefusal> {
                 "invalid",
                 format!("must be from 1 to {MAX_QUANTITY}"),
             ));
-        } else if a.unit_amount_in_cents.checked_mul(quantity).is_none_or(|t| t.unsigned_abs() > MAX_TOTAL as u64) {
+        } else if a.unit_amount_in_cents.checked_mul(quantity).is_none_or(|t| t.unsigned_abs() > MAX_TOTAL_IN_CENTS) {
             refused.push(FieldRefusal::new(
                 &format!("adjustments[{i}].unit_amount_in_cents"),
                 "invalid",
@@ -320,13 +316,13 @@ fn coupon_error(e: CouponError) -> PurchaseError {
 
 /// The checks that read: the gift card, the coupons, the existing addresses named, new
 /// addresses and the limit of the account's addresses.
-async fn check_reads(services: &Services, ctx: &Context, p: &Purchase) -> Result<(), PurchaseError> {
+async fn check_reads(services: &Services, ctx: &Context, p: &Purchase) -> Result<Vec<CouponView>, PurchaseError> {
     let refused = check(p);
     if !refused.is_empty() {
         return Err(PurchaseError::Refused(refused));
     }
     check_card(services, ctx, p).await?;
-    purchase_coupons(services, ctx, p).await?;
+    let coupons = purchase_coupons(services, ctx, p).await?;
     let held = match &p.existing {
         Some(a) => services.store.shipping_addresses(a.id).await?,
         None => Vec::new(),
@@ -361,12 +357,12 @@ async fn check_reads(services: &Services, ctx: &Context, p: &Purchase) -> Result
         shipping_addresses::check_new(&held, &new)
             .map_err(|error| PurchaseError::ShippingAddress { field: "shipping_address".into(), error })?;
     }
-    Ok(())
+    Ok(coupons)
 }
 
 /// The invoice a purchase would make, nothing written (the account's id is 0 for a new account).
 pub async fn preview(services: &Services, ctx: &Context, p: &Purchase) -> Result<Preview, PurchaseError> {
-    check_reads(services, ctx, p).await?;
+    let coupons = check_reads(services, ctx, p).await?;
     let account_id = p.existing.as_ref().map_or(0, |a| a.id);
     let extra = p.adjustments.iter().map(|a| one_off_line(account_id, &p.currency, a, ctx.now)).collect();
     let draft = Draft {
@@ -377,13 +373,12 @@ pub async fn preview(services: &Services, ctx: &Context, p: &Purchase) -> Result
         terms: invoice_terms(ctx, p),
     };
     let mut preview = invoicing::preview_for(account_id, &draft, ctx.now)?;
-    let found = purchase_coupons(services, ctx, p).await?;
     coupons::discount_purchase_preview(
         services,
         ctx,
         p.existing.as_ref(),
         &mut preview,
-        &found,
+        &coupons,
         &subscription_plans(p),
     )
     .await?;

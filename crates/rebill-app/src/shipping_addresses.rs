@@ -262,18 +262,6 @@ pub async fn get(services: &Services, ctx: &Context, code: &str, id: i64) -> Res
     services.store.shipping_address(account.id, id).await?.ok_or(ShippingError::NotFound(id))
 }
 
-/// The address `id` of any account of the site, deleted or not (for naming it on what was
-/// shipped to it); `None` when the account does not hold it.
-pub async fn shown(
-    services: &Services,
-    ctx: &Context,
-    code: &str,
-    id: i64,
-) -> Result<Option<ShippingAddress>, ShippingError> {
-    let account = account(services, ctx, code).await?;
-    Ok(services.store.shipping_address_any(account.id, id).await?)
-}
-
 /// Adds an address to the account `code` (see [`add`]).
 pub async fn create(
     services: &Services,

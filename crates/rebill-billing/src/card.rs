@@ -605,6 +605,16 @@ pub fn validate_bank_account(input: &BankInput<'_>) -> Result<BankAccount, Vec<F
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn security_codes_are_three_or_four_digits() {
+        for good in ["123", "0000", "999", " 123 "] {
+            assert!(is_cvv_shaped(good), "{good}");
+        }
+        for bad in ["", "12", "12345", "12a", "１２３", "-12"] {
+            assert!(!is_cvv_shaped(bad), "{bad}");
+        }
+    }
     use proptest::prelude::*;
 
     /// 2027-01-15T08:00:00Z.

@@ -18,12 +18,10 @@ use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::Response;
 use rebill_app::gift_cards::{self, Delivery, GiftCard, GiftCardError, ListFilter, Previewed, Purchase};
-use rebill_app::model::accounts::{AccountFields, AddressFields};
+use rebill_app::model::accounts::AddressFields;
 use rebill_models::api::{self, EndpointId};
 use rebill_models::validate::Operation;
-use rebill_models::{
-    Account, Address, GiftCard as View, GiftCardDelivery as DeliveryView, GiftCardDeliveryMethod as Method,
-};
+use rebill_models::{Address, GiftCard as View, GiftCardDelivery as DeliveryView, GiftCardDeliveryMethod as Method};
 use rebill_xml::{Href, WireContext};
 
 use crate::AppState;
@@ -124,24 +122,6 @@ fn address_fields(a: Option<&Address>) -> AddressFields {
     }
 }
 
-/// The fields of a gifter account created by the purchase.
-fn account_fields(account: &Account) -> AccountFields {
-    AccountFields {
-        username: account.username.clone(),
-        email: account.email.clone(),
-        cc_emails: account.cc_emails.clone(),
-        first_name: account.first_name.clone(),
-        last_name: account.last_name.clone(),
-        company_name: account.company_name.clone(),
-        vat_number: account.vat_number.clone(),
-        tax_exempt: account.tax_exempt,
-        entity_use_code: account.entity_use_code.clone(),
-        address: address_fields(account.address.as_deref()),
-        accept_language: account.accept_language.clone(),
-        preferred_locale: account.preferred_locale.clone(),
-    }
-}
-
 /// The purchase a request document asks for.
 fn purchase_of(body: &View) -> Purchase {
     let gifter = body.gifter_account.as_deref().cloned().unwrap_or_default();
@@ -165,7 +145,7 @@ fn purchase_of(body: &View) -> Purchase {
             deliver_at: d.deliver_at.map(|t| t.timestamp()),
         }),
         gifter_account_code: gifter.account_code.clone().unwrap_or_default(),
-        gifter_fields: account_fields(&gifter),
+        gifter_fields: crate::subscriptions::account_fields(&gifter),
         billing_info: gifter.billing_info.as_deref().map(billing_request),
     }
 }
@@ -249,7 +229,6 @@ pub(crate) async fn list(state: &AppState, call: &Routed<'_, api::ListGiftCards>
 pub(crate) async fn get(state: &AppState, call: &Routed<'_, api::GetGiftCard>) -> Response {
     match gift_cards::get(state, &call.context(), &call.params[0]).await {
         Ok(card) => call.answer(&view(&card)),
-        Err(GiftCardError::NotFound(id)) => respond::not_found(&format!("Couldn't find GiftCard with id = {id}")),
         Err(e) => respond::app_error(&call.ctx.wire, "gift_card", e.into()),
     }
 }

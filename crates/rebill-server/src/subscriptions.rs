@@ -46,7 +46,7 @@ use chrono::{DateTime, Utc};
 use rebill_app::Context;
 use rebill_app::accounts::AccountError;
 use rebill_app::catalog::{self, CatalogError};
-use rebill_app::coupons;
+use rebill_app::coupons::{self, CouponChangeError};
 use rebill_app::error::Missing;
 use rebill_app::model::accounts::{Account, AccountFields, AddressFields};
 use rebill_app::model::plans::{IntervalUnit as PlanUnit, Plan};
@@ -725,10 +725,17 @@ async fn change<E: AnswersSubscription>(
 ) -> Response {
     match subscriptions::change(state, &call.context(), &call.params[0], build).await {
         Ok(loaded) => respond_view(state, call, &loaded).await,
-        Err(ChangeError::NotFound(uuid)) => not_found(&uuid),
-        Err(ChangeError::Busy) => simultaneous_request(),
-        Err(ChangeError::Refused(e)) => lifecycle_error(&call.ctx.wire, &e),
-        Err(ChangeError::Failed(e)) => respond::internal(&e),
+        Err(e) => change_refusal(call, e),
+    }
+}
+
+/// The answer to a change that was not made.
+fn change_refusal<E>(call: &Routed<'_, E>, e: ChangeError) -> Response {
+    match e {
+        ChangeError::NotFound(uuid) => not_found(&uuid),
+        ChangeError::Busy => simultaneous_request(),
+        ChangeError::Refused(e) => lifecycle_error(&call.ctx.wire, &e),
+        ChangeError::Failed(e) => respond::internal(&e),
     }
 }
 
@@ -927,9 +934,6 @@ pub(crate) async fn update<E: TakesSubscription>(
         if !terms_given || timeframe != EngineTimeframe::Now {
             return field_error(ctx, "coupon_code", "invalid", "needs a change with timeframe now");
         }
-        if !preview && let Err(e) = coupons::redeem_on_subscription(state, &call.context(), uuid, &coupon_codes).await {
-            return respond::app_error(ctx, "subscription", e.into());
-        }
     }
     let imported_trial = doc.imported_trial;
     let build = move |sub: &Engine, details: &mut Details, _now: DateTime<Utc>| {
@@ -956,7 +960,14 @@ pub(crate) async fn update<E: TakesSubscription>(
     if preview {
         return preview_change(state, call, current, build).await;
     }
-    change(state, call, build).await
+    if coupon_codes.is_empty() {
+        return change(state, call, build).await;
+    }
+    match coupons::change_with_coupons(state, &call.context(), uuid, &coupon_codes, build).await {
+        Ok(loaded) => respond_view(state, call, &loaded).await,
+        Err(CouponChangeError::Coupon(e)) => respond::app_error(ctx, "subscription", e.into()),
+        Err(CouponChangeError::Change(e)) => change_refusal(call, e),
+    }
 }
 
 /// The subscription as a change would leave it, with `cost_in_cents`; nothing is written.

@@ -6,6 +6,7 @@
 //!
 //! Lists of accounts are read with the keyset paging of [`crate::list`].
 
+use crate::db::is_unique_violation;
 use sqlx::Row;
 
 use crate::db::{DbQuery, DbRow};
@@ -202,10 +203,6 @@ fn login_token() -> String {
     // The OS random source failing is not recoverable for a token generator.
     getrandom::fill(&mut buf).expect("the operating system's random source");
     hex::encode(buf)
-}
-
-fn is_unique_violation(e: &sqlx::Error) -> bool {
-    matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
 }
 
 impl Store {

@@ -719,31 +719,6 @@ impl Store {
             .await
     }
 
-    /// A page of the account's redemptions not removed.
-    pub async fn list_account_redemptions(
-        &self,
-        account_id: i64,
-        page: &PageRequest,
-    ) -> Result<Page<Redemption>, StoreError> {
-        let mut conditions = Conditions::default();
-        conditions.eq("account_id", Arg::Int(account_id));
-        conditions.push("removed_at IS NULL".to_owned());
-        conditions.time_range(page);
-        let count_sql = format!("SELECT COUNT(*) AS n FROM redemptions{}", conditions.sql());
-        let total: i64 = conditions.bind(sqlx::query(&count_sql)).fetch_one(&self.reads).await?.try_get("n")?;
-        conditions.after(page);
-        let sql = format!("SELECT {REDEMPTION_COLUMNS} FROM redemptions{}{}", conditions.sql(), order_and_limit(page));
-        let rows = conditions.bind(sqlx::query(&sql)).fetch_all(&self.reads).await?;
-        let items = rows.iter().map(redemption_from_row).collect::<Result<Vec<_>, _>>()?;
-        Ok(into_page(items, page, total, |r| crate::list::Position {
-            value: match page.sort {
-                crate::list::Sort::CreatedAt => r.created_at,
-                crate::list::Sort::UpdatedAt => r.updated_at,
-            },
-            id: r.id,
-        }))
-    }
-
     /// Creates an invoice as [`Store::create_invoice`] does, with the discount of the pending
     /// adjustments it takes (`attach`: id, discount, total after discount) written as it takes
     /// them and its redemptions' use recorded, all in one database transaction.

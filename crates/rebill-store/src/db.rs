@@ -30,6 +30,11 @@ pub(crate) fn install_drivers() {
     sqlx::any::install_default_drivers();
 }
 
+/// Whether a write failed on a unique index (a code or key taken, also by a racing write).
+pub(crate) fn is_unique_violation(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
+}
+
 #[cfg(test)]
 mod tests {
     /// No other module of the store names the `Any` driver's types.

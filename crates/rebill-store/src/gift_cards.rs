@@ -15,6 +15,7 @@
 //! Every change appends its events in the same database transaction (subject: the card's id;
 //! products: the product code).
 
+use crate::db::is_unique_violation;
 use sqlx::Row;
 
 use crate::accounts::AddressFields;
@@ -180,10 +181,6 @@ fn product_from_row(row: &DbRow) -> Result<GiftCardProduct, StoreError> {
         unit_amount: row.try_get("unit_amount")?,
         created_at: row.try_get("created_at")?,
     })
-}
-
-fn is_unique_violation(e: &sqlx::Error) -> bool {
-    matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
 }
 
 impl Store {

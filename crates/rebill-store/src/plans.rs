@@ -16,6 +16,7 @@
 //!
 //! Lists are read with the keyset paging of [`crate::list`].
 
+use crate::db::is_unique_violation;
 use std::collections::BTreeMap;
 
 use sqlx::Row;
@@ -622,10 +623,6 @@ fn by_id(id: i64) -> Conditions {
     let mut conditions = Conditions::default();
     conditions.eq("id", Arg::Int(id));
     conditions
-}
-
-fn is_unique_violation(e: &sqlx::Error) -> bool {
-    matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
 }
 
 /// Replaces the `kind` amounts of a plan.

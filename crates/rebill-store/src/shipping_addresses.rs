@@ -308,16 +308,6 @@ impl Store {
         rows.iter().map(|r| Ok((r.try_get("uuid")?, crate::document::read(r.try_get("details")?)?))).collect()
     }
 
-    /// The account's address `id`, deleted or not.
-    pub async fn shipping_address_any(&self, account_id: i64, id: i64) -> Result<Option<ShippingAddress>, StoreError> {
-        let row = sqlx::query(&format!("SELECT {COLUMNS} FROM shipping_addresses WHERE account_id = $1 AND id = $2"))
-            .bind(account_id)
-            .bind(id)
-            .fetch_optional(&self.reads)
-            .await?;
-        row.as_ref().map(from_row).transpose()
-    }
-
     /// Adds a pending adjustment shipped to the account's address `shipping_address_id` (the
     /// caller checked it), in one transaction.
     pub async fn create_shipped_adjustment(
