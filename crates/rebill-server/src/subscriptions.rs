@@ -930,10 +930,8 @@ pub(crate) async fn update<E: TakesSubscription>(
     };
     // Coupons only with a change now (the reference: never with renewal-timeframe changes).
     let coupon_codes = coupons::requested(doc.coupon_code.as_ref(), doc.coupon_codes.as_ref());
-    if !coupon_codes.is_empty() {
-        if !terms_given || timeframe != EngineTimeframe::Now {
-            return field_error(ctx, "coupon_code", "invalid", "needs a change with timeframe now");
-        }
+    if !coupon_codes.is_empty() && (!terms_given || timeframe != EngineTimeframe::Now) {
+        return field_error(ctx, "coupon_code", "invalid", "needs a change with timeframe now");
     }
     let imported_trial = doc.imported_trial;
     let build = move |sub: &Engine, details: &mut Details, _now: DateTime<Utc>| {
