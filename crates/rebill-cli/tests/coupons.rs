@@ -537,13 +537,13 @@ fn catalogue_limits_and_refusals(db: &str) {
     );
     assert!(r.body.contains("field=\"subscription.coupon_code\" symbol=\"invalid\""), "{}", r.body);
     // A change refused after its coupon was redeemed takes the redemption back.
-    let redeemed = |s: &Server| {
+    let redeemed = || {
         sql(
             db,
             "SELECT COUNT(*) FROM redemptions r JOIN coupons c ON c.id = r.coupon_id          WHERE c.coupon_code = 'save' AND r.removed_at IS NULL",
         )
     };
-    let before = redeemed(&s);
+    let before = redeemed();
     let r = put(
         &s,
         &format!("/v2/subscriptions/{g1_uuid}"),
@@ -551,7 +551,7 @@ fn catalogue_limits_and_refusals(db: &str) {
          <imported_trial>true</imported_trial></subscription>",
     );
     assert_eq!(r.status, 422, "{}", r.body);
-    assert_eq!(redeemed(&s), before, "the refused change's redemption is taken back");
+    assert_eq!(redeemed(), before, "the refused change's redemption is taken back");
     ok(
         put(
             &s,
