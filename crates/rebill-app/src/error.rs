@@ -390,7 +390,7 @@ impl From<SiteError> for AppError {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use rebill_billing::card::{Field, FieldError, Problem};
     use rebill_billing::states::TransactionStatus;
     use rebill_store::billing_info::{BillingFields, PaymentKind};
@@ -408,7 +408,8 @@ mod tests {
         }
     }
 
-    fn declined() -> Box<Transaction> {
+    /// A declined transaction, for tests of what is made of transactions.
+    pub(crate) fn declined() -> Box<Transaction> {
         Box::new(Transaction {
             id: 7,
             uuid: "t7".into(),

@@ -36,6 +36,7 @@ pub mod clock;
 pub mod context;
 pub mod coupons;
 pub mod credit_invoices;
+pub mod credit_refunds;
 pub mod cvv;
 pub mod documents;
 pub mod error;

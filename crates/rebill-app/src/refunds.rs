@@ -162,7 +162,7 @@ struct Plan<'a> {
 fn refundable(invoice: &Invoice, lines: &[Adjustment], txns: &[Transaction], credit_paid: i64) -> Refundable {
     let left =
         |through_gateway| purchases(txns, through_gateway).iter().map(|t| (t.new.amount - t.refunded).max(0)).sum();
-    let mut r = Refundable { credit: 0, gateway: left(true), outside: left(false) };
+    let mut r = Refundable { gateway: left(true), outside: left(false), ..Refundable::default() };
     let total = (invoice.amounts.paid - invoice.credited).max(0);
     let credit_lines: i64 = lines.iter().filter(|l| l.line.kind == AdjustmentKind::Credit).map(|l| -l.line.total).sum();
     let rest = (total - r.gateway - r.outside).max(0);
@@ -187,11 +187,17 @@ pub async fn refund_invoice(
             format!("refund_method {} needs Credit Memos, which the site does not have", request.method.as_str()),
         ));
     }
+    if original.kind == InvoiceKind::Credit {
+        return crate::credit_refunds::pay_out(services, ctx, &original, request).await;
+    }
     if original.kind != InvoiceKind::Charge || original.state != InvoiceState::Paid {
         return Err(refused(
             "base",
             "not_refundable",
-            format!("Invoice #{} is not a paid charge invoice; only those can be refunded", original.invoice_number),
+            format!(
+                "Invoice #{} is not a paid charge invoice or an open credit invoice; only those can be refunded",
+                original.invoice_number
+            ),
         ));
     }
     let lines = services.store.invoice_lines(original.id).await?;
@@ -215,9 +221,9 @@ pub async fn refund_invoice(
             };
             let own = (t.new.amount - t.refunded).max(0);
             left = if is_offline(t) {
-                Refundable { credit: 0, gateway: 0, outside: own.min(left.outside) }
+                Refundable { outside: own.min(left.outside), ..Refundable::default() }
             } else {
-                Refundable { credit: 0, gateway: own.min(left.gateway), outside: 0 }
+                Refundable { gateway: own.min(left.gateway), ..Refundable::default() }
             };
             vec![t.clone()]
         }
@@ -229,6 +235,13 @@ pub async fn refund_invoice(
             format!("Nothing is left to refund on invoice #{}", original.invoice_number),
         ));
     }
+    // With all_transaction, what credit paid goes back to the purchases behind that credit.
+    let sources = if cm && request.method == RefundMethod::AllTransaction && left.credit > 0 {
+        crate::credit_refunds::behind_credit_paid(services, &original, left.credit).await?
+    } else {
+        Vec::new()
+    };
+    left.traced = sources.iter().map(|s| s.amount).sum();
     let plan = plan(ctx, &original, &lines, request, left)?;
     if cm && plan.split.to_outside > 0 && request.external.is_none() {
         return Err(refused(
@@ -237,7 +250,7 @@ pub async fn refund_invoice(
             "Money paid outside the gateway can only be refunded with external_refund set to true",
         ));
     }
-    write(services, ctx, &original, &txns, request, &plan).await
+    write(services, ctx, &original, &txns, request, &plan, &sources).await
 }
 
 /// The parts and split of a refund, refusing what cannot be refunded.
@@ -367,7 +380,10 @@ fn plan<'a>(
         SplitError::MoreThanPayments(n) => refused(
             "refund_method",
             "invalid",
-            format!("all_transaction can give back only the {n} cents the invoice's transactions paid"),
+            format!(
+                "all_transaction can give back only the {n} cents paid by the invoice's transactions and by the \
+                 transactions behind the credit that paid it"
+            ),
         ),
     })?;
     Ok(Plan { parts, split })
@@ -463,7 +479,7 @@ pub(crate) fn reversal_invoice(
 
 /// A refund transaction of `amount` from `original` (a purchase), or a manual one without an
 /// original (money paid outside any transaction).
-fn refund_transaction(
+pub(crate) fn refund_transaction(
     services: &Services,
     invoice: &Invoice,
     original: Option<&Transaction>,
@@ -505,7 +521,7 @@ fn refund_transaction(
 }
 
 /// A manual refund's result: done when recorded.
-fn recorded_outside(at: i64) -> TransactionResult {
+pub(crate) fn recorded_outside(at: i64) -> TransactionResult {
     TransactionResult {
         status: TransactionStatus::Success,
         reference: None,
@@ -536,7 +552,7 @@ fn allocate<'a>(amount: i64, from: &[&'a Transaction]) -> Vec<(&'a Transaction, 
     out
 }
 
-fn refund_event(services: &Services, kind: &str, refund: &Invoice, original: i64, at: i64) -> NewEvent {
+pub(crate) fn refund_event(services: &Services, kind: &str, refund: &Invoice, original: i64, at: i64) -> NewEvent {
     events::new(
         services,
         kind,
@@ -558,6 +574,7 @@ async fn write(
     txns: &[Transaction],
     request: &RefundRequest,
     plan: &Plan<'_>,
+    sources: &[crate::credit_refunds::CardSource],
 ) -> Result<Invoice, RefundError> {
     let cm = ctx.site.credit_memos;
     let now = ctx.now;
@@ -569,7 +586,8 @@ async fn write(
     let mut gateway_parts = allocate(plan.split.to_gateway, &purchases(txns, true));
     let outside_parts = allocate(plan.split.to_outside, &purchases(txns, false));
     let unmatched_outside = plan.split.to_outside - outside_parts.iter().map(|(_, a)| a).sum::<i64>();
-    let pending = external.is_none() && !gateway_parts.is_empty();
+    let credit_parts = crate::credit_refunds::take(sources, plan.split.credit_to_gateway);
+    let pending = external.is_none() && (!gateway_parts.is_empty() || !credit_parts.is_empty());
     // A void moves the money by cancelling the purchase: no refund transaction is recorded.
     let voided = match void {
         Some(target) if pending && gateway_parts.len() == 1 && gateway_parts[0].0.uuid == target.uuid => {
@@ -608,6 +626,14 @@ async fn write(
     {
         return Err(RefundError::Busy(original.invoice_number));
     }
+    // Each purchase refunded is locked and read again: refunds of it through other invoices
+    // (credit paid out) are made one after the other.
+    let refunded = gateway_parts.iter().map(|(t, part)| (*t, *part));
+    for (t, part) in refunded.chain(credit_parts.iter().map(|(s, part)| (&s.purchase, *part))) {
+        if work.refundable_left(t.id).await? < part {
+            return Err(RefundError::Busy(original.invoice_number));
+        }
+    }
     let draft = InvoiceDraft { invoice: &new, lines: &lines, now, events: &created, credit: None };
     let (refund, _) = work
         .create_invoices(ctx.site.id, &[draft])
@@ -637,10 +663,25 @@ async fn write(
             recorded.push(refund_transaction(services, &refund, None, template, unmatched_outside, external, key));
         }
     }
+    // Credit paid back to the purchases behind it: each with its `refund` credit payment.
+    let mut paid_out: Vec<(usize, Option<i64>)> = Vec::new();
+    for (s, part) in &credit_parts {
+        let key = format!("refund:{}:{}:{}", refund.uuid, s.purchase.uuid, s.via.unwrap_or_default());
+        if external.is_some() {
+            manual.push(recorded.len());
+        }
+        paid_out.push((recorded.len(), s.via));
+        recorded.push(refund_transaction(services, &refund, Some(&s.purchase), &s.purchase, *part, external, key));
+    }
     let begun = {
         let at: Vec<(&NewTransaction, i64)> = recorded.iter().map(|t| (t, now)).collect();
         work.begin_transactions(ctx.site.id, &at).await?
     };
+    let recorded_at = services.clock.now();
+    for (i, via) in &paid_out {
+        let payment = crate::credit_refunds::refund_payment(&refund, &begun[*i], *via);
+        work.record_credit_payment(ctx.site.id, &payment, now, recorded_at).await?;
+    }
     let collected = external.and_then(|e| e.refunded_at).unwrap_or(now);
     let done = recorded_outside(collected);
     let done_events: Vec<[NewEvent; 1]> =
@@ -663,18 +704,21 @@ async fn write(
         return finish_void(services, &refund, original.invoice_number, purchase, now).await;
     }
     let waiting: Vec<Transaction> = begun.into_iter().filter(|t| t.status() == TransactionStatus::Processing).collect();
-    finish(services, &refund, original.invoice_number, &waiting, now).await
+    finish(services, &refund, original.invoice_number, &waiting, now, false).await
 }
 
 /// Asks the gateway for the refund transactions still `processing` and settles the refund
 /// invoice with the answers; answers the invoice as it is afterwards, or the declined refund on
-/// a site without Credit Memos.
-async fn finish(
+/// a site without Credit Memos (and, `declines_refuse`, on every site). A declined refund keeps
+/// its amount as credit on the (credit) invoice: the `refund` credit payment of a declined
+/// refund paying credit out is voided.
+pub(crate) async fn finish(
     services: &Services,
     refund: &Invoice,
     original_number: i64,
     waiting: &[Transaction],
     at: i64,
+    declines_refuse: bool,
 ) -> Result<Invoice, RefundError> {
     let mut results = Vec::with_capacity(waiting.len());
     for t in waiting {
@@ -705,6 +749,11 @@ async fn finish(
     let completions: Vec<(i64, &TransactionResult, i64, &[NewEvent])> =
         waiting.iter().zip(&results).zip(&outcome_events).map(|((t, r), e)| (t.id, r, at, &e[..])).collect();
     work.complete_transactions(&completions).await?;
+    for (t, r) in waiting.iter().zip(&results) {
+        if r.status != TransactionStatus::Success {
+            work.void_refund_credit_payment(t.id, at).await?;
+        }
+    }
     let current =
         work.invoice(refund.id).await?.ok_or_else(|| StoreError::Invalid("the refund invoice is gone".into()))?;
     let (state, balance, kind) = if declined == 0 {
@@ -722,7 +771,7 @@ async fn finish(
     work.settle_refund_invoice(refund.id, state, balance, at, &event).await?;
     work.commit().await?;
     let first_declined = waiting.iter().zip(&results).find(|(_, r)| r.status != TransactionStatus::Success);
-    if let (false, Some((t, _))) = (cm, first_declined) {
+    if let (true, Some((t, _))) = (!cm || declines_refuse, first_declined) {
         let declined = services.store.transaction_by_id(t.id).await?.unwrap_or_else(|| t.clone());
         return Err(RefundError::Declined(Box::new(declined)));
     }
@@ -903,7 +952,7 @@ async fn refund_instead_of_void(
     let begun = work.begin_transactions(refund.site_id, &[(&new, at)]).await?;
     work.commit().await?;
     let waiting: Vec<Transaction> = begun.into_iter().filter(|t| t.status() == TransactionStatus::Processing).collect();
-    finish(services, refund, original_number, &waiting, at).await
+    finish(services, refund, original_number, &waiting, at, false).await
 }
 
 /// The recovery job of a refund: finishes a refund invoice still `processing` (its run stopped
@@ -945,7 +994,7 @@ pub async fn run_refund_job(services: &Services, job: &Job) -> Result<(), JobErr
     }
     let waiting: Vec<Transaction> =
         recorded.into_iter().filter(|t| t.status() == TransactionStatus::Processing).collect();
-    match finish(services, &refund, original, &waiting, job.due_at).await {
+    match finish(services, &refund, original, &waiting, job.due_at, false).await {
         Ok(_) | Err(RefundError::Declined(_)) => Ok(()),
         Err(RefundError::Store(e)) => Err(e.into()),
         Err(e) => Err(JobError::Refund(e.to_string())),

@@ -1,4 +1,4 @@
-//! Refunds and voids whose run dies while the gateway has their call, on both backends: the
+//! Refunds, voids and payouts of credit whose run dies while the gateway has their call, on both backends: the
 //! refund invoice and its refund transaction were recorded `processing` before the call, so the
 //! recovery job finishes them once due, asking the gateway again under the same idempotency
 //! key; nothing is given back twice and nothing recorded is lost.
@@ -18,10 +18,13 @@ use rebill_store::testing::both_backends;
 use rebill_store::{Mode, NewSite, Plan, Store};
 
 async fn site(store: Store, gateway: Arc<Scripted>) -> (Services, Context, Arc<TestClock>) {
+    site_with(store, gateway, false).await
+}
+
+async fn site_with(store: Store, gateway: Arc<Scripted>, credit_memos: bool) -> (Services, Context, Arc<TestClock>) {
     let clock = TestClock::starting(T0);
     let services = Services::new(store, clock.clone()).with_gateway(gateway);
-    let new =
-        NewSite { name: "recovery".into(), mode: Mode::Sandbox, plan: Plan::Core, credit_memos: false, contact: None };
+    let new = NewSite { name: "recovery".into(), mode: Mode::Sandbox, plan: Plan::Core, credit_memos, contact: None };
     let (site, _) = services.store.create_site(&new, T0).await.expect("site");
     (services, Context { site, now: T0 }, clock)
 }
@@ -170,5 +173,68 @@ async fn a_void_stopped_at_the_gateway_is_finished_once_by_its_recovery_job() {
         let after = refunds::give_back_transaction(&services, &ctx, &purchase.uuid, None).await;
         assert!(matches!(after, Err(RefundError::Refused(_))), "{backend:?}: {after:?}");
         assert!(!matches!(after, Ok(GivenBack::Voided(_))));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payout_of_credit_stopped_at_the_gateway_is_finished_once_by_its_recovery_job() {
+    for store in both_backends("app_payout_recovery").await {
+        let backend = store.backend();
+        let gateway = Scripted::scripting(&[(Call::Refund, 1, Script::Hang)]);
+        let (services, ctx, clock) = site_with(store, gateway.clone(), true).await;
+        let (original, purchase) = paid(&services, &ctx, "c1", 4000).await;
+        let all = |method| RefundRequest {
+            amount: None,
+            percentage: None,
+            lines: Vec::new(),
+            method,
+            credit_customer_notes: None,
+            external: None,
+            termination: false,
+            transaction: None,
+        };
+        // All of it as credit (no gateway call), then that credit paid back to the card.
+        let number = original.invoice_number.to_string();
+        let credit = refunds::refund_invoice(&services, &ctx, &number, &all(RefundMethod::AllCredit)).await;
+        let credit = credit.expect("credit invoice");
+        assert_eq!((credit.state, credit.amounts.balance), (InvoiceState::Open, -4000), "{backend:?}");
+        let run = {
+            let (services, ctx, number) = (services.clone(), ctx.clone(), credit.invoice_number.to_string());
+            let request = all(RefundMethod::CreditFirst);
+            tokio::spawn(async move { refunds::refund_invoice(&services, &ctx, &number, &request).await })
+        };
+        until(&gateway, |g| g.refunds() == 1).await;
+        run.abort();
+        assert!(run.await.is_err_and(|e| e.is_cancelled()), "{backend:?}: the run died");
+        // The credit left the balance when the payout was recorded; the invoice waits.
+        let stopped = services.store.invoice_by_id(credit.id).await.expect("read").expect("credit invoice");
+        assert_eq!((stopped.state, stopped.amounts.balance), (InvoiceState::Processing, 0), "{backend:?}");
+        let waiting = services.store.invoice_transactions(credit.id).await.expect("transactions");
+        assert_eq!(waiting.len(), 1, "{backend:?}");
+        assert_eq!((waiting[0].status(), waiting[0].new.amount), (TransactionStatus::Processing, 4000));
+        assert_eq!(waiting[0].new.original_transaction_id, Some(purchase.id), "{backend:?}: back to the card");
+
+        clock.set(T0 + RECOVERY_SECONDS);
+        scheduler::run_due(&services, Some(&ctx.site)).await.expect("recovery");
+        assert_eq!(gateway.refunds(), 2, "{backend:?}");
+        assert_eq!(gateway.distinct_refund_keys(), 1, "{backend:?}: the same refund, asked again");
+        let finished = services.store.invoice_by_id(credit.id).await.expect("read").expect("credit invoice");
+        assert_eq!((finished.state, finished.amounts.balance), (InvoiceState::Closed, 0), "{backend:?}");
+        let payments = services.store.invoice_credit_payments(credit.id).await.expect("credit payments");
+        let refunds: Vec<_> = payments.iter().filter(|p| p.action.as_str() == "refund").collect();
+        assert_eq!(refunds.len(), 1, "{backend:?}");
+        assert_eq!((refunds[0].amount, refunds[0].voided_at), (4000, None), "{backend:?}");
+        let purchase = services.store.transaction_by_id(purchase.id).await.expect("read").expect("purchase");
+        assert_eq!(purchase.refunded, 4000, "{backend:?}");
+        // Nothing is left to pay out.
+        let ctx = Context { site: ctx.site.clone(), now: T0 + RECOVERY_SECONDS };
+        let again = refunds::refund_invoice(
+            &services,
+            &ctx,
+            &credit.invoice_number.to_string(),
+            &all(RefundMethod::CreditFirst),
+        )
+        .await;
+        assert!(matches!(again, Err(RefundError::Refused(_))), "{backend:?}: {again:?}");
     }
 }

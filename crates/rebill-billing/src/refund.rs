@@ -46,6 +46,9 @@ pub struct Refundable {
     pub gateway: i64,
     /// Paid outside the gateway (offline payments, invoices marked paid).
     pub outside: i64,
+    /// Of `credit`, what can go back to the gateway payments that paid for that credit (a
+    /// refund kept as credit traces back to the purchase it refunded).
+    pub traced: i64,
 }
 
 impl Refundable {
@@ -63,6 +66,16 @@ pub struct Split {
     pub to_gateway: i64,
     /// Given back outside the gateway.
     pub to_outside: i64,
+    /// Of what credit paid, given back through the gateway to the payments that paid for the
+    /// credit (`all_transaction`).
+    pub credit_to_gateway: i64,
+}
+
+impl Split {
+    /// What the split gives back in all.
+    pub fn total(&self) -> i64 {
+        self.to_credit + self.to_gateway + self.to_outside + self.credit_to_gateway
+    }
 }
 
 /// Why a refund cannot be split.
@@ -74,7 +87,8 @@ pub enum SplitError {
     /// More than the invoice can still give back.
     #[error("the refund is more than the {0} cents left to refund")]
     MoreThanRefundable(i64),
-    /// `all_transaction` asks more than the invoice's payments (other than credit) can give back.
+    /// `all_transaction` asks more than the invoice's payments, and the payments behind the
+    /// credit that paid it, can give back.
     #[error("the invoice's payments can give back only {0} cents")]
     MoreThanPayments(i64),
 }
@@ -86,7 +100,7 @@ pub enum SplitError {
 /// | `credit_first` | what credit paid, first | the rest |
 /// | `transaction_first` | the rest | first |
 /// | `all_credit` | everything | nothing |
-/// | `all_transaction` | nothing | everything (no more than they paid) |
+/// | `all_transaction` | nothing | everything: what they paid, then what credit paid back to the payments behind that credit (`traced`) |
 pub fn split(amount: i64, method: RefundMethod, left: Refundable) -> Result<Split, SplitError> {
     if amount <= 0 {
         return Err(SplitError::NotPositive);
@@ -99,24 +113,26 @@ pub fn split(amount: i64, method: RefundMethod, left: Refundable) -> Result<Spli
         (to_gateway, amount - to_gateway)
     };
     Ok(match method {
-        RefundMethod::AllCredit => Split { to_credit: amount, to_gateway: 0, to_outside: 0 },
+        RefundMethod::AllCredit => Split { to_credit: amount, ..Split::default() },
         RefundMethod::CreditFirst => {
             let to_credit = amount.min(left.credit);
             let (to_gateway, to_outside) = payments(amount - to_credit);
-            Split { to_credit, to_gateway, to_outside }
+            Split { to_credit, to_gateway, to_outside, credit_to_gateway: 0 }
         }
         RefundMethod::TransactionFirst => {
             let paid = amount.min(left.gateway + left.outside);
             let (to_gateway, to_outside) = payments(paid);
-            Split { to_credit: amount - paid, to_gateway, to_outside }
+            Split { to_credit: amount - paid, to_gateway, to_outside, credit_to_gateway: 0 }
         }
         RefundMethod::AllTransaction => {
             let paid = left.gateway + left.outside;
-            if amount > paid {
-                return Err(SplitError::MoreThanPayments(paid));
+            let traced = left.traced.clamp(0, left.credit);
+            if amount > paid + traced {
+                return Err(SplitError::MoreThanPayments(paid + traced));
             }
-            let (to_gateway, to_outside) = payments(amount);
-            Split { to_credit: 0, to_gateway, to_outside }
+            let direct = amount.min(paid);
+            let (to_gateway, to_outside) = payments(direct);
+            Split { to_credit: 0, to_gateway, to_outside, credit_to_gateway: amount - direct }
         }
     })
 }
@@ -185,38 +201,52 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    const PAID: Refundable = Refundable { credit: 2000, gateway: 8000, outside: 0 };
+    const PAID: Refundable = Refundable { credit: 2000, gateway: 8000, outside: 0, traced: 0 };
 
     #[test]
     fn methods_split_as_the_reference_tells() {
         // $100 paid by $20 credit and $80 card.
         assert_eq!(
             split(5000, RefundMethod::CreditFirst, PAID),
-            Ok(Split { to_credit: 2000, to_gateway: 3000, to_outside: 0 })
+            Ok(Split { to_credit: 2000, to_gateway: 3000, to_outside: 0, credit_to_gateway: 0 })
         );
         assert_eq!(
             split(5000, RefundMethod::TransactionFirst, PAID),
-            Ok(Split { to_credit: 0, to_gateway: 5000, to_outside: 0 })
+            Ok(Split { to_credit: 0, to_gateway: 5000, to_outside: 0, credit_to_gateway: 0 })
         );
         assert_eq!(
             split(10000, RefundMethod::AllCredit, PAID),
-            Ok(Split { to_credit: 10000, to_gateway: 0, to_outside: 0 })
+            Ok(Split { to_credit: 10000, to_gateway: 0, to_outside: 0, credit_to_gateway: 0 })
         );
         assert_eq!(
             split(8000, RefundMethod::AllTransaction, PAID),
-            Ok(Split { to_credit: 0, to_gateway: 8000, to_outside: 0 })
+            Ok(Split { to_credit: 0, to_gateway: 8000, to_outside: 0, credit_to_gateway: 0 })
         );
         assert_eq!(split(9000, RefundMethod::AllTransaction, PAID), Err(SplitError::MoreThanPayments(8000)));
         assert_eq!(
             split(10000, RefundMethod::TransactionFirst, PAID),
-            Ok(Split { to_credit: 2000, to_gateway: 8000, to_outside: 0 })
+            Ok(Split { to_credit: 2000, to_gateway: 8000, to_outside: 0, credit_to_gateway: 0 })
         );
         assert_eq!(split(10001, RefundMethod::CreditFirst, PAID), Err(SplitError::MoreThanRefundable(10000)));
+        // The credit part goes back to the card behind the credit as far as it can be traced.
+        let traced = Refundable { traced: 1500, ..PAID };
+        assert_eq!(
+            split(9500, RefundMethod::AllTransaction, traced),
+            Ok(Split { to_credit: 0, to_gateway: 8000, to_outside: 0, credit_to_gateway: 1500 })
+        );
+        assert_eq!(split(9501, RefundMethod::AllTransaction, traced), Err(SplitError::MoreThanPayments(9500)));
+        let overtraced = Refundable { traced: 5000, ..PAID };
+        assert_eq!(split(10001, RefundMethod::AllTransaction, overtraced), Err(SplitError::MoreThanRefundable(10000)));
+        assert_eq!(
+            split(10000, RefundMethod::AllTransaction, overtraced).map(|s| s.credit_to_gateway),
+            Ok(2000),
+            "never more than credit paid"
+        );
         assert_eq!(split(0, RefundMethod::CreditFirst, PAID), Err(SplitError::NotPositive));
-        let outside = Refundable { credit: 0, gateway: 300, outside: 700 };
+        let outside = Refundable { credit: 0, gateway: 300, outside: 700, traced: 0 };
         assert_eq!(
             split(500, RefundMethod::CreditFirst, outside),
-            Ok(Split { to_credit: 0, to_gateway: 300, to_outside: 200 })
+            Ok(Split { to_credit: 0, to_gateway: 300, to_outside: 200, credit_to_gateway: 0 })
         );
     }
 
@@ -247,15 +277,16 @@ mod tests {
         #[test]
         fn splits_add_up_and_stay_within_what_was_paid(
             credit in 0i64..100_000, gateway in 0i64..100_000, outside in 0i64..100_000,
-            amount in 1i64..300_000, m in 0usize..4,
+            traced in 0i64..100_000, amount in 1i64..300_000, m in 0usize..4,
         ) {
-            let left = Refundable { credit, gateway, outside };
+            let left = Refundable { credit, gateway, outside, traced };
             let method = [RefundMethod::CreditFirst, RefundMethod::TransactionFirst, RefundMethod::AllCredit,
                 RefundMethod::AllTransaction][m];
             if let Ok(s) = split(amount, method, left) {
-                prop_assert_eq!(s.to_credit + s.to_gateway + s.to_outside, amount);
+                prop_assert_eq!(s.total(), amount);
                 prop_assert!(s.to_gateway <= gateway && s.to_outside <= outside);
-                prop_assert!(s.to_credit >= 0 && s.to_gateway >= 0 && s.to_outside >= 0);
+                prop_assert!(s.credit_to_gateway <= traced.min(credit));
+                prop_assert!(s.to_credit >= 0 && s.to_gateway >= 0 && s.to_outside >= 0 && s.credit_to_gateway >= 0);
                 if method == RefundMethod::CreditFirst {
                     prop_assert!(s.to_credit <= credit);
                 }

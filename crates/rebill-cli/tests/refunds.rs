@@ -238,9 +238,265 @@ fn credit_memos(db: &str) {
     status(&r, 201);
     assert_eq!(stored(db, &r), "credit:refund:open:-500");
     has(&r, "<status>declined</status>");
-    // all_transaction on an invoice partly paid by credit is refused beyond what cards paid.
+    // Nothing is left of it to refund, whatever the method.
     let r = refund(&s, "2.11", &next, "<invoice><refund_method>all_transaction</refund_method></invoice>");
     status(&r, 422);
+    has(&r, "field=\"invoice.base\" symbol=\"not_refundable\"");
+}
+
+/// The one row of `statement`.
+fn one(db: &str, statement: &str) -> String {
+    let rows = sql(db, statement);
+    assert_eq!(rows.len(), 1, "{statement}: {rows:?}");
+    rows[0].clone()
+}
+
+/// The credit payments of `action`, as `amount:original invoice:applied-to invoice:original
+/// credit payment:refund transaction` (0 for none, the uuids as given), oldest first.
+fn credit_payments(db: &str, action: &str) -> Vec<String> {
+    sql(
+        db,
+        &format!(
+            "SELECT CAST(p.amount AS TEXT) || ':' || CAST(o.invoice_number AS TEXT) || ':' || \
+             COALESCE(CAST(a.invoice_number AS TEXT), '0') || ':' || COALESCE(op.uuid, '0') || ':' || \
+             COALESCE(t.uuid, '0') || ':' || CASE WHEN p.voided_at IS NULL THEN 'kept' ELSE 'voided' END \
+             FROM credit_payments p JOIN invoices o ON o.id = p.original_invoice_id \
+             LEFT JOIN invoices a ON a.id = p.applied_to_invoice_id \
+             LEFT JOIN credit_payments op ON op.id = p.original_credit_payment_id \
+             LEFT JOIN transactions t ON t.id = p.refund_transaction_id \
+             WHERE p.action = '{action}' ORDER BY p.id"
+        ),
+    )
+}
+
+/// `all_transaction` on an invoice paid partly by credit: the credit part goes back to the card
+/// that paid for the credit, through a `refund` credit payment naming the `payment` it gives
+/// back and its refund transaction. Credit with no card behind it cannot go back to a card.
+fn credit_back_to_the_card(db: &str) {
+    let s = serve(db);
+    s.cli(&["site", "update", "--name", "sandbox", "--credit-memos", "true"]);
+    let base = format!("http://{}", s.addr);
+    customer(&s, "p1", "4111111111111111");
+    // 100.00 paid by card (T1); 30.00 of it refunded as credit.
+    let first = paid_invoice(&s, "p1", &[(10000, 1, "Plan year")]);
+    let r = refund(
+        &s,
+        "2.11",
+        &first,
+        "<invoice><refund_method>all_credit</refund_method><amount_in_cents>3000</amount_in_cents></invoice>",
+    );
+    status(&r, 201);
+    let credit = field(&r.body, "invoice_number");
+    // 50.00 more: 30.00 paid by that credit, 20.00 by the card (T2).
+    let second = paid_invoice(&s, "p1", &[(5000, 1, "Extra seats")]);
+    let payment = credit_payments(db, "payment");
+    assert_eq!(payment.len(), 1);
+    assert!(payment[0].starts_with(&format!("3000:{credit}:{second}:0:0:")), "{payment:?}");
+    let payment_uuid = one(db, "SELECT uuid FROM credit_payments WHERE action = 'payment'");
+    let t1 = one(
+        db,
+        &format!(
+            "SELECT t.uuid FROM transactions t JOIN invoices i ON i.id = t.invoice_id \
+             WHERE i.invoice_number = {first} AND t.action = 'purchase'"
+        ),
+    );
+    // All of it back to the cards: 20.00 to T2, the 30.00 credit paid back to T1.
+    let r = refund(&s, "2.11", &second, "<invoice><refund_method>all_transaction</refund_method></invoice>");
+    status(&r, 201);
+    let back = field(&r.body, "invoice_number");
+    assert_eq!(stored(db, &r), "credit:refund:closed:0");
+    has(&r, "<total_in_cents type=\"integer\">-5000</total_in_cents>");
+    has(&r, "<balance_in_cents type=\"integer\">0</balance_in_cents>");
+    has(&r, &format!("<original_transaction href=\"{base}/v2/transactions/{t1}\"/>"));
+    let refunds = sql(
+        db,
+        &format!(
+            "SELECT CAST(r.amount AS TEXT) || ':' || o.uuid || ':' || r.status FROM transactions r \
+             JOIN transactions o ON o.id = r.original_transaction_id JOIN invoices i ON i.id = r.invoice_id \
+             WHERE i.invoice_number = {back} ORDER BY r.id"
+        ),
+    );
+    assert_eq!(refunds.len(), 2, "{refunds:?}");
+    assert!(refunds[0].starts_with("2000:") && refunds[0].ends_with(":success"), "{refunds:?}");
+    assert_eq!(refunds[1], format!("3000:{t1}:success"));
+    let given = credit_payments(db, "refund");
+    assert_eq!(given.len(), 1);
+    let refund_t =
+        one(db, "SELECT t.uuid FROM credit_payments p JOIN transactions t ON t.id = p.refund_transaction_id");
+    assert_eq!(given[0], format!("3000:{back}:0:{payment_uuid}:{refund_t}:kept"));
+    // The credit payment as the API shows it.
+    let r = get(&s, "2.11", "/v2/credit_payments?action=refund");
+    status(&r, 200);
+    for expected in [
+        "<action>refund</action>".to_owned(),
+        "<amount_in_cents type=\"integer\">3000</amount_in_cents>".to_owned(),
+        format!("<original_invoice href=\"{base}/v2/invoices/{back}\"/>"),
+        format!("<original_credit_payment href=\"{base}/v2/credit_payments/{payment_uuid}\"/>"),
+        format!("<refund_transaction href=\"{base}/v2/transactions/{refund_t}\"/>"),
+    ] {
+        has(&r, &expected);
+    }
+    // The refund credit invoice lists it with its own transactions.
+    let r = get(&s, "2.11", &format!("/v2/invoices/{back}"));
+    has(&r, &format!("<refund_transaction href=\"{base}/v2/transactions/{refund_t}\"/>"));
+    // T1 gave back 3000: the first invoice still refunds its 7000 (10000 less the 3000 credited),
+    // all of it to T1, which has given back everything then.
+    let r = get(&s, "2.11", &format!("/v2/invoices/{first}"));
+    has(&r, "<refundable_total_in_cents type=\"integer\">7000</refundable_total_in_cents>");
+    let r = refund(&s, "2.11", &first, "<invoice><refund_method>transaction_first</refund_method></invoice>");
+    status(&r, 201);
+    assert_eq!(stored(db, &r), "credit:refund:closed:0");
+    let to_t1 = one(
+        db,
+        &format!(
+            "SELECT CAST(SUM(r.amount) AS TEXT) FROM transactions r JOIN transactions o \
+             ON o.id = r.original_transaction_id WHERE o.uuid = '{t1}' AND r.status = 'success'"
+        ),
+    );
+    assert_eq!(to_t1, "10000");
+    // Every cent the customer paid (12000) came back to the cards.
+    let all_back = one(db, "SELECT CAST(SUM(amount) AS TEXT) FROM transactions WHERE action = 'refund'");
+    assert_eq!(all_back, "12000");
+
+    // Credit with no card behind it (a posted credit) cannot go back to a card.
+    customer(&s, "p2", "4111111111111111");
+    let body = "<adjustment><description>Goodwill</description><unit_amount_in_cents>-1000</unit_amount_in_cents>\
+                <currency>USD</currency></adjustment>";
+    status(&post(&s, "2.11", "/v2/accounts/p2/adjustments", body), 201);
+    status(&post(&s, "2.11", "/v2/accounts/p2/invoices", ""), 201);
+    let paid = paid_invoice(&s, "p2", &[(2500, 1, "Gadget")]);
+    let r = refund(&s, "2.11", &paid, "<invoice><refund_method>all_transaction</refund_method></invoice>");
+    status(&r, 422);
+    has(&r, "field=\"invoice.refund_method\" symbol=\"invalid\"");
+    has(&r, "can give back only the 1500 cents");
+    // What the card paid goes back to it.
+    let r = refund(
+        &s,
+        "2.11",
+        &paid,
+        "<invoice><refund_method>all_transaction</refund_method><amount_in_cents>1500</amount_in_cents></invoice>",
+    );
+    status(&r, 201);
+    assert_eq!(stored(db, &r), "credit:refund:closed:0");
+    assert_eq!(credit_payments(db, "refund").len(), 1, "no credit was paid out");
+}
+
+/// Refunding an open credit invoice pays its balance out: the whole of it to the card behind the
+/// credit, a part (or credit with no card behind it) only as an external refund. A declined
+/// payout puts the credit back and is answered as declined.
+fn credit_invoice_paid_out(db: &str) {
+    let s = serve(db);
+    s.cli(&["site", "update", "--name", "sandbox", "--credit-memos", "true"]);
+    let base = format!("http://{}", s.addr);
+    customer(&s, "q1", "4111111111111111");
+    let paid = paid_invoice(&s, "q1", &[(4000, 1, "Annual")]);
+    let r = refund(&s, "2.11", &paid, "<invoice><refund_method>all_credit</refund_method></invoice>");
+    status(&r, 201);
+    let credit = field(&r.body, "invoice_number");
+    has(&r, "<refundable_total_in_cents type=\"integer\">4000</refundable_total_in_cents>");
+    has(&r, &format!("<a name=\"refund\" href=\"{base}/v2/invoices/{credit}/refund\" method=\"post\"/>"));
+    // Refusals: a part without external_refund, line items, all_credit, more than is left.
+    let refusals = [
+        ("<invoice><amount_in_cents>1000</amount_in_cents></invoice>", "external_refund", "blank"),
+        (
+            "<invoice><line_items><adjustment><uuid>x</uuid></adjustment></line_items></invoice>",
+            "line_items",
+            "invalid",
+        ),
+        ("<invoice><refund_method>all_credit</refund_method></invoice>", "refund_method", "invalid"),
+        ("<invoice><amount_in_cents>4001</amount_in_cents></invoice>", "amount_in_cents", "less_than_or_equal_to"),
+    ];
+    for (body, field_name, symbol) in refusals {
+        let r = refund(&s, "2.11", &credit, body);
+        status(&r, 422);
+        has(&r, &format!("field=\"invoice.{field_name}\" symbol=\"{symbol}\""));
+    }
+    // The whole balance, as a 2.9 client asks (refund_apply_order): back to the card that paid.
+    let r = refund(&s, "2.9", &credit, "<invoice><refund_apply_order>credit</refund_apply_order></invoice>");
+    status(&r, 201);
+    assert!(r.header("location").expect("Location").ends_with(&format!("/v2/invoices/{credit}")));
+    has(&r, "<state>collected</state>");
+    has(&r, "<action>refund</action>");
+    let r = get(&s, "2.11", &format!("/v2/invoices/{credit}"));
+    has(&r, "<state>closed</state>");
+    has(&r, "<balance_in_cents type=\"integer\">0</balance_in_cents>");
+    assert!(!r.body.contains("name=\"refund\"") && !r.body.contains("name=\"void\""), "{}", r.body);
+    let given = credit_payments(db, "refund");
+    assert_eq!(given.len(), 1);
+    assert!(given[0].starts_with(&format!("4000:{credit}:0:0:")) && given[0].ends_with(":kept"), "{given:?}");
+    let to_card = one(
+        db,
+        &format!(
+            "SELECT CAST(r.amount AS TEXT) || ':' || r.status FROM transactions r JOIN transactions o \
+             ON o.id = r.original_transaction_id JOIN invoices i ON i.id = o.invoice_id \
+             WHERE i.invoice_number = {paid} AND r.action = 'refund'"
+        ),
+    );
+    assert_eq!(to_card, "4000:success");
+    let r = refund(&s, "2.11", &credit, "<invoice/>");
+    status(&r, 422);
+    has(&r, "field=\"invoice.base\" symbol=\"not_refundable\"");
+    // The paid invoice has nothing left to give back either.
+    let r = refund(&s, "2.11", &paid, "<invoice/>");
+    status(&r, 422);
+
+    // A part, outside the gateway: a manual refund transaction; the rest stays credit.
+    customer(&s, "q2", "4111111111111111");
+    let paid = paid_invoice(&s, "q2", &[(3000, 1, "Quarter")]);
+    let r = refund(&s, "2.11", &paid, "<invoice><refund_method>all_credit</refund_method></invoice>");
+    let credit = field(&r.body, "invoice_number");
+    let body = "<invoice><amount_in_cents>1000</amount_in_cents><external_refund>true</external_refund>\
+                <payment_method>check</payment_method><description>Cheque 42</description></invoice>";
+    let r = refund(&s, "2.11", &credit, body);
+    status(&r, 201);
+    has(&r, "<state>open</state>");
+    has(&r, "<balance_in_cents type=\"integer\">-2000</balance_in_cents>");
+    has(&r, "<payment_method>check</payment_method>");
+    has(&r, "<description>Cheque 42</description>");
+    let manual = one(
+        db,
+        &format!(
+            "SELECT CAST(t.amount AS TEXT) || ':' || t.gateway_type || ':' || t.status FROM transactions t \
+             JOIN invoices i ON i.id = t.invoice_id WHERE i.invoice_number = {credit} AND t.action = 'refund'"
+        ),
+    );
+    assert!(manual.starts_with("1000:") && manual.ends_with(":success") && !manual.contains(":test:"), "{manual}");
+
+    // A posted credit has no card behind it: only an external refund pays it out.
+    customer(&s, "q3", "4111111111111111");
+    let body = "<adjustment><description>Goodwill</description><unit_amount_in_cents>-700</unit_amount_in_cents>\
+                <currency>USD</currency></adjustment>";
+    status(&post(&s, "2.11", "/v2/accounts/q3/adjustments", body), 201);
+    let r = post(&s, "2.11", "/v2/accounts/q3/invoices", "");
+    let posted = field(&r.body, "invoice_number");
+    let r = refund(&s, "2.11", &posted, "<invoice/>");
+    status(&r, 422);
+    has(&r, "field=\"invoice.external_refund\" symbol=\"blank\"");
+    has(&r, "Only 0 cents");
+    let r = refund(&s, "2.11", &posted, "<invoice><external_refund>true</external_refund></invoice>");
+    status(&r, 201);
+    has(&r, "<state>closed</state>");
+
+    // The sandbox declines refunds of 4000000000002024: the credit comes back, the refund
+    // credit payment is voided, and the answer is the transaction error document.
+    customer(&s, "q4", "4000000000002024");
+    let paid = paid_invoice(&s, "q4", &[(1500, 1, "Gadget")]);
+    let r = refund(&s, "2.11", &paid, "<invoice><refund_method>all_credit</refund_method></invoice>");
+    let credit = field(&r.body, "invoice_number");
+    let r = refund(&s, "2.11", &credit, "<invoice/>");
+    status(&r, 422);
+    has(&r, "<error_code>transaction_cannot_be_refunded</error_code>");
+    has(&r, "field=\"invoice.base\" symbol=\"declined\"");
+    let r = get(&s, "2.11", &format!("/v2/invoices/{credit}"));
+    has(&r, "<state>open</state>");
+    has(&r, "<balance_in_cents type=\"integer\">-1500</balance_in_cents>");
+    has(&r, "<status>declined</status>");
+    let given = credit_payments(db, "refund");
+    let last = given.last().expect("the declined payout's credit payment");
+    assert!(last.starts_with(&format!("1500:{credit}:0:0:")) && last.ends_with(":voided"), "{given:?}");
+    // The balance still counts the credit.
+    let r = get(&s, "2.11", "/v2/accounts/q4/balance");
+    has(&r, "<USD type=\"integer\">-1500</USD>");
 }
 
 /// The Credit Memos stories as a client of 2.9 sees them: the refund answered as a plain invoice
@@ -358,6 +614,16 @@ fn refunds_without_credit_memos() {
 #[test]
 fn refunds_with_credit_memos() {
     on_both_backends("refunds_cm", credit_memos);
+}
+
+#[test]
+fn all_transaction_gives_credit_back_to_the_card() {
+    on_both_backends("refunds_credit_back", credit_back_to_the_card);
+}
+
+#[test]
+fn open_credit_invoices_are_paid_out() {
+    on_both_backends("refunds_payout", credit_invoice_paid_out);
 }
 
 #[test]

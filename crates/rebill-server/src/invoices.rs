@@ -64,7 +64,6 @@ use axum::response::Response;
 use std::collections::HashSet;
 
 use rebill_app::adjustments::{self, AdjustmentError, NewCharge};
-use rebill_app::credit_invoices;
 use rebill_app::documents::Locale;
 use rebill_app::error::AppError;
 use rebill_app::model::Page;
@@ -77,6 +76,7 @@ use rebill_app::model::invoicing::{
 use rebill_app::queries;
 use rebill_app::refunds::{self, External, GivenBack, LineRefund, RefundError, RefundRequest};
 use rebill_app::shipping_addresses::{ShippingChoice, ShippingError};
+use rebill_app::{credit_invoices, credit_refunds};
 use rebill_billing::invoice::InvoiceError;
 use rebill_billing::refund::RefundMethod;
 use rebill_models::api::{self, EndpointId};
@@ -224,10 +224,17 @@ fn is_paid_charge(invoice: &Invoice) -> bool {
     invoice.kind == InvoiceKind::Charge && invoice.state == InvoiceState::Paid
 }
 
-/// What of a paid charge invoice can still be refunded: what was paid (by transactions and
-/// credit) less what its credit and refund invoices took back; nothing on any other invoice.
+/// What a refund of the invoice can still give back: of a paid charge invoice, what was paid (by
+/// transactions and credit) less what its credit and refund invoices took back; of an open credit
+/// invoice, the credit left on it; nothing on any other invoice.
 fn refundable_total(invoice: &Invoice) -> i64 {
-    if is_paid_charge(invoice) { (invoice.amounts.paid - invoice.credited).max(0) } else { 0 }
+    if is_paid_charge(invoice) {
+        (invoice.amounts.paid - invoice.credited).max(0)
+    } else if credit_refunds::is_refundable(invoice) {
+        -invoice.amounts.balance
+    } else {
+        0
+    }
 }
 
 /// A stored invoice with its lines, transactions and credit payments as the API shows it.
@@ -1258,11 +1265,12 @@ mod tests {
         );
         assert_eq!(view.kind, Some(InvoiceType::Credit));
         assert_eq!(state_word(&view, ApiVersion::V2_11, true), "open");
-        assert_eq!((view.balance_in_cents, view.refundable_total_in_cents), (Some(-500), Some(0)));
+        assert_eq!((view.balance_in_cents, view.refundable_total_in_cents), (Some(-500), Some(500)));
         assert_eq!(view.void_action, Some(href(EndpointId::VoidInvoice, &["1002"])));
+        assert_eq!(view.refund_action, Some(href(EndpointId::RefundInvoice, &["1002"])));
         assert_eq!(view.original_invoices, Some(href(EndpointId::ListOriginalInvoices, &["1002"])));
         assert_eq!(view.credit_payments, Some(Vec::new()));
-        assert_eq!((view.credit_invoices, view.refund_action, view.mark_successful_action), (None, None, None));
+        assert_eq!((view.credit_invoices, view.mark_successful_action), (None, None));
         // Closed, voided or with a refund processing: nothing to void.
         for state in [InvoiceState::Closed, InvoiceState::Voided, InvoiceState::Processing] {
             let done = stored(InvoiceKind::Credit, state, -500, -500);
@@ -1326,6 +1334,21 @@ mod tests {
         let view = invoice_view(&pending, std::slice::from_ref(&charge), &[], &[], 0);
         assert_eq!((view.refundable_total_in_cents, view.refund_action), (Some(0), None));
         assert_eq!(view.line_items.unwrap_or_default()[0].refundable_total_in_cents, Some(0));
+    }
+
+    #[test]
+    fn an_open_credit_invoice_refunds_the_credit_left() {
+        // 500 of credit, 200 of it used: 300 can be paid out.
+        let open = stored(InvoiceKind::Credit, InvoiceState::Open, -500, -200);
+        let view = invoice_view(&open, &[], &[], &[], 0);
+        assert_eq!(view.refundable_total_in_cents, Some(300));
+        assert_eq!(view.refund_action, Some(href(EndpointId::RefundInvoice, &["1002"])));
+        for (state, paid) in
+            [(InvoiceState::Closed, -500), (InvoiceState::Voided, -500), (InvoiceState::Processing, -200)]
+        {
+            let view = invoice_view(&stored(InvoiceKind::Credit, state, -500, paid), &[], &[], &[], 0);
+            assert_eq!((view.refundable_total_in_cents, view.refund_action), (Some(0), None), "{state:?}");
+        }
     }
 
     #[test]

@@ -244,6 +244,73 @@ impl Work {
         Ok(done.rows_affected() == 1)
     }
 
+    /// Takes `amount` (> 0, at most its balance) of the open credit invoice `invoice` to pay it
+    /// out through the gateway: the amount leaves the balance at once and the invoice is
+    /// `processing` until the gateway answered (compare-and-set on the state and balance read).
+    /// Answers whether it held.
+    pub async fn begin_payout(&mut self, invoice: &Invoice, amount: i64, at: i64) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE invoices SET balance = balance + $1, paid = paid - $1, state = $2, updated_at = $3 \
+             WHERE id = $4 AND kind = $5 AND state = $6 AND balance = $7 AND balance <= -$1",
+        )
+        .bind(amount)
+        .bind(InvoiceState::Processing.as_str())
+        .bind(at)
+        .bind(invoice.id)
+        .bind(InvoiceKind::Credit.as_str())
+        .bind(InvoiceState::Open.as_str())
+        .bind(invoice.amounts.balance)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Voids the `refund` credit payment of the refund transaction `refund_transaction_id` (the
+    /// gateway declined it: the credit stays with its credit invoice, whose balance the caller
+    /// sets). Answers the payment voided, if there was one.
+    pub async fn void_refund_credit_payment(
+        &mut self,
+        refund_transaction_id: i64,
+        at: i64,
+    ) -> Result<Option<CreditPayment>, StoreError> {
+        let found = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM credit_payments WHERE refund_transaction_id = $1 AND action = $2 \
+             AND voided_at IS NULL"
+        ))
+        .bind(refund_transaction_id)
+        .bind(CreditPaymentAction::Refund.as_str())
+        .fetch_optional(&mut *self.tx)
+        .await?;
+        let Some(row) = found else { return Ok(None) };
+        let payment = from_row(&row)?;
+        sqlx::query("UPDATE credit_payments SET voided_at = $1, updated_at = $1 WHERE id = $2")
+            .bind(at)
+            .bind(payment.id)
+            .execute(&mut *self.tx)
+            .await?;
+        Ok(Some(CreditPayment { voided_at: Some(at), updated_at: at, ..payment }))
+    }
+
+    /// What of the purchase `transaction_id` is still refundable (its amount less its refunds
+    /// succeeded or under way), its row locked for this work on PostgreSQL so that two refunds
+    /// of it are made one after the other.
+    pub async fn refundable_left(&mut self, transaction_id: i64) -> Result<i64, StoreError> {
+        let lock = format!("SELECT amount FROM transactions WHERE id = $1{}", self.backend.for_update());
+        let Some(row) = sqlx::query(&lock).bind(transaction_id).fetch_optional(&mut *self.tx).await? else {
+            return Ok(0);
+        };
+        let amount: i64 = row.try_get("amount")?;
+        let row = sqlx::query(
+            "SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) AS refunded FROM transactions \
+             WHERE original_transaction_id = $1 AND status IN ('success', 'processing')",
+        )
+        .bind(transaction_id)
+        .fetch_one(&mut *self.tx)
+        .await?;
+        let refunded: i64 = row.try_get("refunded")?;
+        Ok((amount - refunded).max(0))
+    }
+
     /// The account's credit invoices with credit left in `currency`, oldest first, locked for
     /// this work on PostgreSQL (SQLite has one writer).
     pub async fn available_credit(&mut self, account_id: i64, currency: &str) -> Result<Vec<Invoice>, StoreError> {
@@ -364,6 +431,26 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         rows.iter().map(from_row).collect()
+    }
+
+    /// What of each credit payment `ids` was paid back to a card since (its `refund` credit
+    /// payments not voided), by id; payments with none are left out.
+    pub async fn credit_payments_refunded(&self, ids: &[i64]) -> Result<Vec<(i64, i64)>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut conditions = Conditions::default();
+        conditions.eq("action", Arg::Text(CreditPaymentAction::Refund.as_str().to_owned()));
+        conditions.push("voided_at IS NULL".to_owned());
+        let args: Vec<String> = ids.iter().map(|id| conditions.arg(Arg::Int(*id))).collect();
+        conditions.push(format!("original_credit_payment_id IN ({})", args.join(", ")));
+        let sql = format!(
+            "SELECT original_credit_payment_id AS id, CAST(SUM(amount) AS BIGINT) AS refunded FROM credit_payments{} \
+             GROUP BY original_credit_payment_id",
+            conditions.sql()
+        );
+        let rows = conditions.bind(sqlx::query(&sql)).fetch_all(&self.pool).await?;
+        rows.iter().map(|r| Ok((r.try_get("id")?, r.try_get("refunded")?))).collect()
     }
 
     /// A page of the site's credit payments.
