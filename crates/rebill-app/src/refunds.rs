@@ -94,6 +94,22 @@ pub struct RefundRequest {
     pub transaction: Option<TransactionTarget>,
 }
 
+impl RefundRequest {
+    /// A refund of `amount` (everything left when `None`) by `method`, nothing else asked.
+    pub fn of_amount(amount: Option<i64>, method: RefundMethod) -> Self {
+        RefundRequest {
+            amount,
+            percentage: None,
+            lines: Vec::new(),
+            method,
+            credit_customer_notes: None,
+            external: None,
+            termination: false,
+            transaction: None,
+        }
+    }
+}
+
 /// The one payment a refund of a transaction gives back through.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TransactionTarget {
@@ -848,14 +864,9 @@ pub async fn give_back_transaction(
         return Err(refused("base", "not_refundable", format!("Transaction {uuid} paid no invoice")));
     };
     let request = RefundRequest {
-        amount: Some(how.amount()),
-        percentage: None,
-        lines: Vec::new(),
-        method: RefundMethod::TransactionFirst,
-        credit_customer_notes: None,
         external: offline.then(External::default),
-        termination: false,
         transaction: Some(TransactionTarget { uuid: t.uuid.clone(), void: how.is_void() }),
+        ..RefundRequest::of_amount(Some(how.amount()), RefundMethod::TransactionFirst)
     };
     let refund = refund_invoice(services, ctx, &number.to_string(), &request).await?;
     let original = services.store.transaction_by_id(t.id).await?.unwrap_or(t);
@@ -1028,18 +1039,13 @@ pub async fn terminate(
         .collect();
     let Some(last) = current.iter().filter_map(|a| a.invoice_number).max() else { return Ok(loaded) };
     let request = RefundRequest {
-        amount: None,
-        percentage: None,
         lines: current
             .iter()
             .filter(|a| a.invoice_number == Some(last))
             .map(|a| LineRefund { uuid: a.uuid.clone(), quantity: None, prorate: refund == Refund::Partial })
             .collect(),
-        method: RefundMethod::CreditFirst,
-        credit_customer_notes: None,
-        external: None,
         termination: true,
-        transaction: None,
+        ..RefundRequest::of_amount(None, RefundMethod::CreditFirst)
     };
     match refund_invoice(services, ctx, &last.to_string(), &request).await {
         Ok(_) | Err(RefundError::Refused(_) | RefundError::Declined(_) | RefundError::Read(_)) => Ok(loaded),

@@ -35,16 +35,7 @@ async fn pdf_text(services: &Services, ctx: &Context, number: &str, locale: Loca
 }
 
 fn refund(amount: i64, method: RefundMethod) -> RefundRequest {
-    RefundRequest {
-        amount: Some(amount),
-        percentage: None,
-        lines: Vec::new(),
-        method,
-        credit_customer_notes: None,
-        external: None,
-        termination: false,
-        transaction: None,
-    }
+    RefundRequest::of_amount(Some(amount), method)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -75,16 +75,7 @@ async fn a_refund_stopped_at_the_gateway_is_finished_once_by_its_recovery_job() 
         let (services, ctx, clock) = site(store, gateway.clone()).await;
         let (original, purchase) = paid(&services, &ctx, "r1", 5000).await;
 
-        let request = RefundRequest {
-            amount: Some(3000),
-            percentage: None,
-            lines: Vec::new(),
-            method: RefundMethod::CreditFirst,
-            credit_customer_notes: None,
-            external: None,
-            termination: false,
-            transaction: None,
-        };
+        let request = RefundRequest::of_amount(Some(3000), RefundMethod::CreditFirst);
         let run = {
             let (services, ctx, number) = (services.clone(), ctx.clone(), original.invoice_number.to_string());
             tokio::spawn(async move { refunds::refund_invoice(&services, &ctx, &number, &request).await })
@@ -119,16 +110,7 @@ async fn a_refund_stopped_at_the_gateway_is_finished_once_by_its_recovery_job() 
         scheduler::run_due(&services, Some(&ctx.site)).await.expect("nothing left");
         assert_eq!(gateway.refunds(), 2, "{backend:?}");
         let ctx = Context { site: ctx.site.clone(), now: T0 + 2 * RECOVERY_SECONDS };
-        let more = RefundRequest {
-            amount: Some(2001),
-            percentage: None,
-            lines: Vec::new(),
-            method: RefundMethod::CreditFirst,
-            credit_customer_notes: None,
-            external: None,
-            termination: false,
-            transaction: None,
-        };
+        let more = RefundRequest::of_amount(Some(2001), RefundMethod::CreditFirst);
         let refused = refunds::refund_invoice(&services, &ctx, &original.invoice_number.to_string(), &more).await;
         assert!(matches!(refused, Err(RefundError::Refused(_))), "{backend:?}: {refused:?}");
     }
@@ -183,16 +165,7 @@ async fn a_payout_of_credit_stopped_at_the_gateway_is_finished_once_by_its_recov
         let gateway = Scripted::scripting(&[(Call::Refund, 1, Script::Hang)]);
         let (services, ctx, clock) = site_with(store, gateway.clone(), true).await;
         let (original, purchase) = paid(&services, &ctx, "c1", 4000).await;
-        let all = |method| RefundRequest {
-            amount: None,
-            percentage: None,
-            lines: Vec::new(),
-            method,
-            credit_customer_notes: None,
-            external: None,
-            termination: false,
-            transaction: None,
-        };
+        let all = |method| RefundRequest::of_amount(None, method);
         // All of it as credit (no gateway call), then that credit paid back to the card.
         let number = original.invoice_number.to_string();
         let credit = refunds::refund_invoice(&services, &ctx, &number, &all(RefundMethod::AllCredit)).await;
