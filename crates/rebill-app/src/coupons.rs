@@ -683,23 +683,41 @@ pub async fn redeem_for_subscription(
     codes: &[String],
     currency: &str,
 ) -> Result<Vec<i64>, CouponError> {
+    let invalid = |_: &str| CouponError::refused("coupon_code", "invalid", "is invalid");
+    redeem_all(services, ctx, account, codes, currency, |_| Some(uuid.to_owned()), invalid).await
+}
+
+/// Redeems `codes` for `account` in order (the first replacing the account's coupon, the others
+/// stacking), a coupon redeemed on subscriptions tied to the subscription `subscription_of` names
+/// for its terms; answers the redemptions made. When one is refused (`invalid` of its code) or
+/// cannot be written, the redemptions made before it are taken back and nothing stays redeemed.
+async fn redeem_all(
+    services: &Services,
+    ctx: &Context,
+    account: &Account,
+    codes: &[String],
+    currency: &str,
+    subscription_of: impl Fn(&CouponTerms) -> Option<String>,
+    invalid: impl Fn(&str) -> CouponError,
+) -> Result<Vec<i64>, CouponError> {
     let mut made = Vec::new();
     for (i, code) in codes.iter().enumerate() {
         let result = async {
             let coupon = find(services, ctx, code).await?;
             check_redeemable(&coupon)?;
-            let subscription = (coupon.terms().redemption_resource == "subscription").then(|| uuid.to_owned());
-            // The codes of one request stack: only the first replaces the account's coupon.
-            let replace = i == 0;
-            make_redemption(services, ctx, &coupon, account, subscription, currency.to_owned(), replace).await
+            let terms = coupon.terms();
+            let subscription = (terms.redemption_resource == "subscription").then(|| subscription_of(terms)).flatten();
+            make_redemption(services, ctx, &coupon, account, subscription, currency.to_owned(), i == 0).await
         }
         .await;
         match result {
             Ok(r) => made.push(r.id),
-            Err(CouponError::Store(e)) => return Err(e.into()),
-            Err(_) => {
+            Err(e) => {
                 services.store.discard_redemptions(&made).await?;
-                return Err(CouponError::refused("coupon_code", "invalid", "is invalid"));
+                return Err(match e {
+                    CouponError::Store(e) => e.into(),
+                    _ => invalid(code),
+                });
             }
         }
     }
@@ -753,31 +771,11 @@ pub async fn redeem_for_purchase(
     subscriptions: &[(String, String)],
     currency: &str,
 ) -> Result<Vec<i64>, CouponError> {
-    let mut made = Vec::new();
-    for (i, code) in codes.iter().enumerate() {
-        let result = async {
-            let coupon = find(services, ctx, code).await?;
-            check_redeemable(&coupon)?;
-            let terms = coupon.terms();
-            let subscription = (terms.redemption_resource == "subscription")
-                .then(|| subscriptions.iter().find(|(_, plan)| applies_to_plan(terms, plan)).map(|(u, _)| u.clone()))
-                .flatten();
-            make_redemption(services, ctx, &coupon, account, subscription, currency.to_owned(), i == 0).await
-        }
-        .await;
-        match result {
-            Ok(r) => made.push(r.id),
-            Err(CouponError::Store(e)) => {
-                services.store.discard_redemptions(&made).await?;
-                return Err(e.into());
-            }
-            Err(_) => {
-                services.store.discard_redemptions(&made).await?;
-                return Err(CouponError::refused("coupon_codes", "invalid", format!("{code} is invalid")));
-            }
-        }
-    }
-    Ok(made)
+    let first_on = |terms: &CouponTerms| {
+        subscriptions.iter().find(|(_, plan)| applies_to_plan(terms, plan)).map(|(uuid, _)| uuid.clone())
+    };
+    let invalid = |code: &str| CouponError::refused("coupon_codes", "invalid", format!("{code} is invalid"));
+    redeem_all(services, ctx, account, codes, currency, first_on, invalid).await
 }
 
 /// Checks and redeems `codes` on an existing subscription before a change with
