@@ -19,7 +19,7 @@ use rebill_billing::lifecycle::{
 };
 use rebill_store::accounts::{Account, AccountFields};
 use rebill_store::events::{Event, NewEvent};
-use rebill_store::invoicing::{CollectionMethod as InvoiceCollection, Invoice, InvoiceTerms, Transaction};
+use rebill_store::invoicing::{CollectionMethod as InvoiceCollection, Invoice, InvoiceKind, InvoiceTerms, Transaction};
 use rebill_store::jobs::Job;
 use rebill_store::subscriptions::{
     Charge, Claimed, Indexed, NewCharge, NewSubscriptionRecord, SubscriptionChange, SubscriptionClaim,
@@ -29,10 +29,10 @@ use rebill_store::{Site, StoreError};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::coupons;
+use crate::coupons::{self, CouponView};
 use crate::error::SubscriptionError;
 use crate::events;
-use crate::invoicing::{self, Collect, Draft};
+use crate::invoicing::{self, Collect, Draft, Preview};
 use crate::jobs::JobError;
 use crate::payment_methods::{self, BillingRequest, PaymentMethodError, Refusal};
 use crate::shipping_addresses::{self, ShippingChoice, ShippingError};
@@ -348,11 +348,16 @@ pub async fn invoice_charge(
     lines: Vec<LineItem>,
 ) -> Result<Collected, SubscriptionError> {
     let origin = charge_origin(charge)?;
-    let terms = invoice_terms(details);
-    let collect = collection(&terms, origin);
-    let draft = Draft { terms, ..Draft::of_lines(lines, origin) };
+    let draft = charge_draft(details, origin, lines);
+    let collect = collection(&draft.terms, origin);
     let invoiced = invoicing::invoice(state, site, account, draft, charge.at, collect, None).await?;
     Ok(collected(&invoiced, collect))
+}
+
+/// The draft of the invoice of one charge of the subscription: its lines and origin, with the
+/// subscription's invoice terms and notes ([`invoice_charge`] and the previews of its invoices).
+pub fn charge_draft(details: &Details, origin: InvoiceOrigin, lines: Vec<LineItem>) -> Draft {
+    Draft { terms: invoice_terms(details), ..Draft::of_lines(lines, origin) }
 }
 
 /// What invoicing a charge did, from its invoice as collected.
@@ -751,21 +756,87 @@ async fn change_held(
     Ok(loaded)
 }
 
+// ---------------------------------------------------------------------------------------------
+// Previews
+
+/// The invoices a subscription operation would make, nothing written: one per charge with lines,
+/// as [`bill_pending`] invoices them ([`preview_invoices`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InvoicePreviews {
+    /// The charge invoices (a total of zero or more), in the order the operation makes them.
+    pub charges: Vec<Preview>,
+    /// The invoices of money owed to the account (a total below zero): credit invoices, or
+    /// legacy invoices on a site without Credit Memos.
+    pub credits: Vec<Preview>,
+}
+
+impl InvoicePreviews {
+    /// Files the previewed invoice of a charge (discounted as the invoice would be) as
+    /// [`invoicing::invoice`] makes it: a credit invoice when it totals less than zero.
+    pub fn add(&mut self, mut preview: Preview, credit_memos: bool) {
+        invoicing::as_credit_when_negative(&mut preview.invoice, credit_memos);
+        if preview.invoice.kind == InvoiceKind::Charge {
+            self.charges.push(preview);
+        } else {
+            self.credits.push(preview);
+        }
+    }
+
+    /// The operation's charge invoice: the first one it makes (`None`: it makes none).
+    pub fn charge_invoice(&self) -> Option<&Preview> {
+        self.charges.first()
+    }
+}
+
+/// The invoices `charges` of the subscription (`uuid` on `plan_code`) would make for `account`
+/// (`None`: an account not created yet), nothing written: each charge with lines drafted as
+/// [`invoice_charge`] drafts it, discounted by the account's redemptions and the `coupons` the
+/// operation redeems first (the first of them replacing the account's coupon, as a creation or a
+/// change redeems them), and a credit invoice when it totals less than zero. The credit the
+/// account holds, which the charge invoices made take, is not shown.
+pub async fn preview_invoices(
+    services: &Services,
+    ctx: &Context,
+    account: Option<&Account>,
+    details: &Details,
+    charges: &[Pending],
+    coupons: &[CouponView],
+    (uuid, plan_code): (&str, &str),
+) -> Result<InvoicePreviews, SubscriptionError> {
+    let account_id = account.map_or(0, |a| a.id);
+    let subscription = [(uuid.to_owned(), plan_code.to_owned())];
+    let mut previews = InvoicePreviews::default();
+    for charge in charges.iter().filter(|c| !c.lines.is_empty()) {
+        let draft = charge_draft(details, charge.origin, charge.lines.clone());
+        let mut preview = invoicing::preview_for(account_id, &draft, epoch(charge.at))?;
+        coupons::discount_purchase_preview(services, ctx, account, &mut preview, coupons, &subscription).await?;
+        previews.add(preview, ctx.site.credit_memos);
+    }
+    Ok(previews)
+}
+
 /// A change as [`change`] would make it now, nothing written: the subscription and details
-/// after it and the total of the charges the change itself makes (not those of catching up).
+/// after it, the total of the charges the change itself makes (not those of catching up) and the
+/// invoices it makes of them.
 #[derive(Debug, Clone)]
 pub struct Previewed {
     pub sub: Engine,
     pub details: Details,
     pub cost_in_cents: i64,
+    pub invoices: InvoicePreviews,
 }
 
-/// [`change`] as a dry run over the subscription as loaded.
-pub fn preview_change(
+/// [`change`] as a dry run over the subscription as loaded, its invoices discounted as if
+/// `coupons` were redeemed first, as [`coupons::change_with_coupons`] redeems them (checked by
+/// the caller; none for a change without coupon codes).
+pub async fn preview_change(
+    services: &Services,
+    ctx: &Context,
     current: &Loaded,
-    now: DateTime<Utc>,
+    coupons: &[CouponView],
     build: impl FnOnce(&Engine, &mut Details, DateTime<Utc>) -> Vec<Action>,
-) -> Result<Previewed, LifecycleError> {
+) -> Result<Previewed, ChangeError> {
+    let now = time(ctx.now).ok_or(SubscriptionError::TimeOutOfRange)?;
     let mut progress = Progress::default();
     let mut sub = catch_up(&current.sub, now, &mut progress)?;
     let before = progress.charges.len();
@@ -773,8 +844,32 @@ pub fn preview_change(
     for a in build(&sub, &mut details, now) {
         sub = push(lifecycle::apply(&sub, &a, now)?, now, action_kind(&a), None, &mut progress);
     }
-    let cost_in_cents = progress.charges[before..].iter().flat_map(|c| &c.lines).map(|l| l.total_in_cents).sum();
-    Ok(Previewed { sub, details, cost_in_cents })
+    let made = &progress.charges[before..];
+    let cost_in_cents = made.iter().flat_map(|c| &c.lines).map(|l| l.total_in_cents).sum();
+    let account = services
+        .store
+        .account(ctx.site.id, &details.account_code)
+        .await
+        .map_err(SubscriptionError::from)?
+        .ok_or(SubscriptionError::AccountMissing)?;
+    let subscription = (current.record.uuid.as_str(), current.sub.terms.plan_code.as_str());
+    let invoices = preview_invoices(services, ctx, Some(&account), &details, made, coupons, subscription).await?;
+    Ok(Previewed { sub, details, cost_in_cents, invoices })
+}
+
+/// The invoices the creation `drafted` would make, nothing written: for the account `existing`
+/// (`None`: created with the subscription), with the `coupons` the creation redeems
+/// ([`coupons::for_new_subscription`]).
+pub async fn preview_create(
+    services: &Services,
+    ctx: &Context,
+    existing: Option<&Account>,
+    drafted: &Drafted,
+    details: &Details,
+    coupons: &[CouponView],
+) -> Result<InvoicePreviews, SubscriptionError> {
+    let subscription = (drafted.new.uuid.as_str(), drafted.new.terms.plan_code.as_str());
+    preview_invoices(services, ctx, existing, details, &drafted.progress.charges, coupons, subscription).await
 }
 
 /// A new subscription as the engine made it, nothing written ([`draft`]).
@@ -1047,6 +1142,106 @@ async fn finish_create(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use chrono::TimeZone;
+    use rebill_billing::invoice::{ItemRef, LineKind, OriginKey};
+    use rebill_billing::states::InvoiceState;
+
+    fn day(d: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2027, 1, d, 8, 0, 0).single().expect("valid date")
+    }
+
+    /// A line of plan `plan` for the rest of January from day 16 (a credit when `total` < 0).
+    fn line(plan: &str, total: i64) -> LineItem {
+        let credit = total < 0;
+        LineItem {
+            kind: if credit { LineKind::Credit } else { LineKind::Plan },
+            key: OriginKey {
+                subscription: "s1".into(),
+                item: ItemRef::Plan { plan_code: plan.into() },
+                period_start: day(1),
+                period_end: day(31),
+            },
+            period_end: day(31),
+            start: day(16),
+            end: day(31),
+            currency: "USD".into(),
+            unit_amount_in_cents: if credit { -2 * total } else { 2 * total },
+            quantity: 1,
+            total_in_cents: total,
+            proration: Some(rebill_billing::proration::Proration { part_seconds: 15, whole_seconds: 30 }),
+            description: format!("Plan {plan}"),
+        }
+    }
+
+    /// The previews of a change's invoice of `lines`, filed as the invoice would be made.
+    fn filed(lines: Vec<LineItem>, credit_memos: bool) -> InvoicePreviews {
+        let draft = charge_draft(&Details::default(), InvoiceOrigin::ImmediateChange, lines);
+        let mut previews = InvoicePreviews::default();
+        previews.add(invoicing::preview_for(7, &draft, 1_000).expect("preview"), credit_memos);
+        previews
+    }
+
+    /// The invoice of a charge takes the subscription's terms and notes.
+    #[test]
+    fn a_charge_is_drafted_with_the_subscription_terms() {
+        let details = Details {
+            account_code: "a1".into(),
+            net_terms: Some(10),
+            collection_method: Some("manual".into()),
+            po_number: Some("PO-7".into()),
+            customer_notes: Some("thanks".into()),
+            ..Details::default()
+        };
+        let draft = charge_draft(&details, InvoiceOrigin::Renewal, vec![line("pro", 3000)]);
+        assert_eq!((draft.origin, draft.lines.len()), (InvoiceOrigin::Renewal, 1));
+        assert_eq!(draft.terms, invoice_terms(&details));
+        assert_eq!(
+            (draft.terms.collection_method, draft.terms.net_terms, draft.terms.po_number.as_deref()),
+            (InvoiceCollection::Manual, 10, Some("PO-7"))
+        );
+        assert_eq!(collection(&draft.terms, InvoiceOrigin::Renewal), Collect::Manual);
+    }
+
+    /// A downgrade's invoice totals less than zero: with Credit Memos it is an open credit
+    /// invoice holding its total as balance, and the change makes no charge invoice.
+    #[test]
+    fn a_negative_change_invoice_previews_as_a_credit_invoice() {
+        let previews = filed(vec![line("pro", -3000), line("basic", 1500)], true);
+        assert!(previews.charges.is_empty());
+        assert!(previews.charge_invoice().is_none());
+        let [credit] = previews.credits.as_slice() else { panic!("one credit invoice: {previews:?}") };
+        let i = &credit.invoice;
+        assert_eq!((i.kind, i.state, i.origin.as_str()), (InvoiceKind::Credit, InvoiceState::Open, "immediate_change"));
+        assert_eq!((i.amounts.total, i.amounts.balance, i.amounts.paid, i.due_on), (-1500, -1500, 0, None));
+        assert_eq!(credit.lines.iter().map(|l| l.total).collect::<Vec<_>>(), [-3000, 1500]);
+    }
+
+    /// Without Credit Memos the same invoice is a paid legacy invoice, filed with the credits.
+    #[test]
+    fn a_negative_change_invoice_is_legacy_without_credit_memos() {
+        let previews = filed(vec![line("pro", -3000), line("basic", 1500)], false);
+        let [legacy] = previews.credits.as_slice() else { panic!("one invoice: {previews:?}") };
+        assert_eq!((legacy.invoice.kind, legacy.invoice.state), (InvoiceKind::Legacy, InvoiceState::Paid));
+        assert_eq!(legacy.invoice.amounts.balance, -1500);
+        assert!(previews.charges.is_empty());
+    }
+
+    /// An upgrade's invoice, and one totalling zero, are pending charge invoices; the first
+    /// charge invoice is the operation's.
+    #[test]
+    fn positive_and_zero_invoices_preview_as_charge_invoices() {
+        let mut previews = filed(vec![line("pro", -3000), line("max", 4500)], true);
+        let zero = filed(vec![line("pro", -3000), line("pro", 3000)], true);
+        previews.charges.extend(zero.charges);
+        assert!(previews.credits.is_empty() && zero.credits.is_empty());
+        let totals: Vec<(InvoiceKind, InvoiceState, i64)> =
+            previews.charges.iter().map(|p| (p.invoice.kind, p.invoice.state, p.invoice.amounts.total)).collect();
+        assert_eq!(
+            totals,
+            [(InvoiceKind::Charge, InvoiceState::Pending, 1500), (InvoiceKind::Charge, InvoiceState::Pending, 0)]
+        );
+        assert_eq!(previews.charge_invoice().map(|p| p.invoice.amounts.balance), Some(1500));
+    }
 
     /// Only invoices settled after their invoicing call reach the subscriptions.
     #[test]

@@ -94,7 +94,7 @@ use crate::request::{Call, Routed, billing_request, href};
 use crate::respond::{field_error, time, with_location};
 use crate::views::{self, DeclineFields};
 use crate::{AppState, respond};
-use rebill_app::invoicing::{self, BillingError, SettleError, Settlement};
+use rebill_app::invoicing::{self, BillingError, Preview, SettleError, Settlement};
 use rebill_app::payment_methods::valid_currency;
 use rebill_app::transactions::{ChargeError, OneOffCharge, charge_once};
 
@@ -333,6 +333,17 @@ pub(crate) async fn full_view(state: &AppState, invoice: &Invoice, now: i64) -> 
     Ok(invoice_view(invoice, &details.lines, &details.transactions, &details.credit_payments, now))
 }
 
+/// An invoice computed but not written as a preview shows it: no number, no href, its lines
+/// `pending`, no transactions (purchase, invoice and subscription previews).
+pub(crate) fn preview_view(account_code: &str, p: &Preview, now: i64) -> InvoiceView {
+    let i = &p.invoice;
+    let mut view = base_view(account_code, &i.currency, i.kind, i.state, &i.origin, &i.amounts, &i.terms, i.due_on);
+    view.line_items = Some(p.lines.iter().map(|l| adjustment_view(l, None, account_code, false)).collect());
+    view.transactions = Some(Vec::new());
+    view.created_at = time(now);
+    view
+}
+
 /// The answer from the version where an endpoint answers an `invoice_collection`: the invoice
 /// as the collection's charge invoice, or as its one credit invoice (with a nil charge invoice)
 /// when it is a credit invoice. A legacy invoice (a site without Credit Memos) is the charge
@@ -506,15 +517,7 @@ where
     let now = call.ctx.now;
     if preview {
         return match invoicing::preview_pending(state, &call.context(), &account, terms).await {
-            Ok(p) => {
-                let i = &p.invoice;
-                let code = &account.account_code;
-                let mut view = base_view(code, &i.currency, i.kind, i.state, &i.origin, &i.amounts, &i.terms, i.due_on);
-                view.line_items = Some(p.lines.iter().map(|l| adjustment_view(l, None, code, false)).collect());
-                view.transactions = Some(Vec::new());
-                view.created_at = time(now);
-                call.answer_by_version(view, collection)
-            }
+            Ok(p) => call.answer_by_version(preview_view(&account.account_code, &p, now), collection),
             Err(e) => billing_error(e),
         };
     }

@@ -11,7 +11,6 @@ use axum::response::Response;
 use rebill_app::accounts::AccountError;
 use rebill_app::catalog::{self, CatalogError};
 use rebill_app::gift_cards::GiftCardError;
-use rebill_app::invoicing::Preview;
 use rebill_app::model::invoicing::{CollectionMethod, InvoiceTerms};
 use rebill_app::purchases::{self, Mode, OneOff, PurchaseError};
 use rebill_app::shipping_addresses::ShippingChoice;
@@ -26,7 +25,7 @@ use rebill_models::{
 use rebill_xml::{ApiVersion, WireContext};
 
 use crate::AppState;
-use crate::invoices::{adjustment_view, base_view, collection, full_view};
+use crate::invoices::{collection, full_view, preview_view};
 use crate::request::{Routed, billing_request, validated};
 use crate::respond::{self, time, with_location};
 use crate::subscriptions::{account_fields, interval_of, trial_of};
@@ -273,16 +272,6 @@ fn refusal(ctx: &WireContext, error: PurchaseError) -> Response {
         }
         other => respond::app_error(ctx, "purchase", other.into()),
     }
-}
-
-/// The invoice a preview shows: no number, no href, `pending`, no transactions.
-fn preview_view(account_code: &str, p: &Preview, now: i64) -> InvoiceView {
-    let i = &p.invoice;
-    let mut view = base_view(account_code, &i.currency, i.kind, i.state, &i.origin, &i.amounts, &i.terms, i.due_on);
-    view.line_items = Some(p.lines.iter().map(|l| adjustment_view(l, None, account_code, false)).collect());
-    view.transactions = Some(Vec::new());
-    view.created_at = time(now);
-    view
 }
 
 /// `POST /v2/purchases`, `…/preview` and `…/authorize`.

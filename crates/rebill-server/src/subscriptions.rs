@@ -34,6 +34,9 @@
 //!   without them a plan change keeps the add-ons the new plan also has, at its prices.
 //! - `imported_trial` can only be set (on create) with a trial and changed while a trial is ahead
 //!   or running: otherwise 422 `imported_trial_not_in_trial`.
+//! - Previews (of a creation or a change) show the invoices the operation would make in
+//!   `invoice_collection` (2.10, Credit Memos), computed by the app's invoicing of its charges;
+//!   a change making no charge invoice shows a nil `charge_invoice` (docs/money-back.md).
 
 // Early returns carry the finished HTTP response; it is built once per request, so its size
 // does not matter.
@@ -61,11 +64,12 @@ use rebill_models::ApiEndpoint;
 use rebill_models::api::{self, EndpointId};
 use rebill_models::validate::{Operation, Rejection, Violation, errors_document};
 use rebill_models::{
-    Account as AccountDoc, CollectionMethod, Subscription, SubscriptionAddOn, SubscriptionPlan, SubscriptionState,
-    Timeframe,
+    Account as AccountDoc, CollectionMethod, InvoiceCollection, Subscription, SubscriptionAddOn, SubscriptionPlan,
+    SubscriptionState, Timeframe,
 };
 use rebill_xml::WireContext;
 
+use crate::invoices::preview_view;
 use crate::lists::{ListQuery, invalid_choice};
 use crate::request::{Call, Routed, account_not_found, billing_request, href, query_param, validated};
 use crate::respond::{time, with_location};
@@ -73,7 +77,9 @@ use crate::views::{self, DeclineFields, payment_method_error, refusal_response};
 use crate::{AppState, respond};
 use rebill_app::gift_cards::{self, GiftCardError, GiftSubscribeError};
 use rebill_app::shipping_addresses::{ShippingChoice, ShippingError};
-use rebill_app::subscriptions::{self, ChangeError, CreateError, Details, Loaded, Subscribe, new_uuid};
+use rebill_app::subscriptions::{
+    self, ChangeError, CreateError, Details, InvoicePreviews, Loaded, Subscribe, new_uuid,
+};
 
 /// An endpoint answering a subscription.
 pub(crate) trait AnswersSubscription: ApiEndpoint<Response = Subscription> {}
@@ -619,9 +625,16 @@ pub(crate) async fn create<E: TakesSubscription>(
     let mut details = Details { account_code: code.clone(), ..Details::default() };
     apply_details(&mut details, &doc);
     if preview {
-        return match view(state, &call.context(), &drafted.sub, &details, None).await {
+        let app = call.context();
+        let invoices =
+            match subscriptions::preview_create(state, &app, existing.as_ref(), &drafted, &details, &coupons).await {
+                Ok(invoices) => invoices,
+                Err(e) => return respond::internal(&e),
+            };
+        return match view(state, &app, &drafted.sub, &details, None).await {
             Ok(mut view) => {
                 view.cost_in_cents = Some(drafted.cost_in_cents());
+                view.invoice_collection = Some(Box::new(preview_collection(&code, &invoices, call.ctx.now)));
                 call.answer(&view)
             }
             Err(e) => respond::internal(&e),
@@ -956,7 +969,7 @@ pub(crate) async fn update<E: TakesSubscription>(
         actions
     };
     if preview {
-        return preview_change(state, call, current, build).await;
+        return preview_change(state, call, current, &coupon_codes, build).await;
     }
     if coupon_codes.is_empty() {
         return change(state, call, build).await;
@@ -968,25 +981,49 @@ pub(crate) async fn update<E: TakesSubscription>(
     }
 }
 
-/// The subscription as a change would leave it, with `cost_in_cents`; nothing is written.
+/// The subscription as a change would leave it, with `cost_in_cents` and the invoices the change
+/// makes (`invoice_collection`); nothing is written. Coupon codes are checked as the change
+/// checks them before it redeems them.
 async fn preview_change<E: AnswersSubscription>(
     state: &AppState,
     call: &Routed<'_, E>,
     current: Loaded,
+    coupon_codes: &[String],
     build: impl FnOnce(&Engine, &mut Details, DateTime<Utc>) -> Vec<Action>,
 ) -> Response {
     let ctx = &call.ctx.wire;
-    let Some(now) = time(call.ctx.now) else { return respond::internal(&"site clock out of range") };
-    let previewed = match subscriptions::preview_change(&current, now, build) {
-        Ok(p) => p,
-        Err(e) => return lifecycle_error(ctx, &e),
+    let app = call.context();
+    let coupons = if coupon_codes.is_empty() {
+        Vec::new()
+    } else {
+        let terms = &current.sub.terms;
+        match coupons::for_new_subscription(state, &app, coupon_codes, &terms.plan_code, &terms.currency).await {
+            Ok(coupons) => coupons,
+            Err(e) => return respond::app_error(ctx, "subscription", e.into()),
+        }
     };
-    match view(state, &call.context(), &previewed.sub, &previewed.details, Some(&current.record)).await {
+    let previewed = match subscriptions::preview_change(state, &app, &current, &coupons, build).await {
+        Ok(p) => p,
+        Err(e) => return change_refusal(call, e),
+    };
+    match view(state, &app, &previewed.sub, &previewed.details, Some(&current.record)).await {
         Ok(mut doc) => {
             doc.cost_in_cents = Some(previewed.cost_in_cents);
+            let code = &previewed.details.account_code;
+            doc.invoice_collection = Some(Box::new(preview_collection(code, &previewed.invoices, call.ctx.now)));
             call.answer(&doc)
         }
         Err(e) => respond::internal(&e),
+    }
+}
+
+/// The invoices a subscription preview shows (`invoice_collection`, from 2.10 on a site with
+/// Credit Memos): the operation's charge invoice, `nil` when it makes none (a downgrade), and its
+/// credit invoices, each as a preview shows an invoice (no href, no number, lines `pending`).
+fn preview_collection(account_code: &str, invoices: &InvoicePreviews, now: i64) -> InvoiceCollection {
+    InvoiceCollection {
+        charge_invoice: invoices.charge_invoice().map(|p| Box::new(preview_view(account_code, p, now))),
+        credit_invoices: Some(invoices.credits.iter().map(|p| preview_view(account_code, p, now)).collect()),
     }
 }
 
