@@ -799,12 +799,26 @@ pub async fn redeem_on_subscription(
         .await?
         .filter(|a| a.id == account_id)
         .ok_or_else(|| CouponError::AccountNotFound(loaded.details.account_code.clone()))?;
-    let coupons =
-        for_new_subscription(services, ctx, codes, &loaded.sub.terms.plan_code, &loaded.sub.terms.currency).await?;
+    for_change(services, ctx, codes, &loaded.sub.terms.plan_code, &loaded.sub.terms.currency).await?;
+    redeem_for_subscription(services, ctx, &account, uuid, codes, &loaded.sub.terms.currency).await
+}
+
+/// The coupons of a change of a subscription on `plan_code` in `currency` (checked, nothing
+/// written): as for a new subscription ([`for_new_subscription`]), except that a free-trial
+/// coupon is refused (a running subscription's trial is not started again). A change and its
+/// preview check them alike.
+pub async fn for_change(
+    services: &Services,
+    ctx: &Context,
+    codes: &[String],
+    plan_code: &str,
+    currency: &str,
+) -> Result<Vec<CouponView>, CouponError> {
+    let coupons = for_new_subscription(services, ctx, codes, plan_code, currency).await?;
     if coupons.iter().any(|c| c.terms().discount_type == "free_trial") {
         return Err(CouponError::refused("coupon_code", "invalid", "is invalid"));
     }
-    redeem_for_subscription(services, ctx, &account, uuid, codes, &loaded.sub.terms.currency).await
+    Ok(coupons)
 }
 
 /// Why a change with coupons was not made.

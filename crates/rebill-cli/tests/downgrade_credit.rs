@@ -77,8 +77,16 @@ fn downgrade(db: &str, credit_memos: bool) {
     let change = "<subscription><plan_code>basic</plan_code><timeframe>now</timeframe></subscription>";
     let preview = send(&s, "POST", &format!("{path}/preview"), change);
     status(&preview, 200);
-    // The preview's cost is what the change gives back (its invoice collection is not shown yet).
+    // The preview's cost is what the change gives back; with Credit Memos its invoice collection
+    // holds the credit invoice the change makes, and no charge invoice.
     assert_eq!(field(&preview.body, "cost_in_cents"), "-1500");
+    if credit_memos {
+        has(&preview, "<charge_invoice nil=\"nil\"></charge_invoice>");
+        has(&preview, "<origin>immediate_change</origin>");
+        has(&preview, "<balance_in_cents type=\"integer\">-1500</balance_in_cents>");
+    } else {
+        assert!(!preview.body.contains("<credit_invoice>"), "{}", preview.body);
+    }
     status(&send(&s, "PUT", &path, change), 200);
     let made = invoices(db, "d1");
     let expected =

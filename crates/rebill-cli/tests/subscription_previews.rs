@@ -267,6 +267,15 @@ fn previews_take_coupons(db: &str) {
     status(&r, 422);
     has(&r.body, r#"field="subscription.coupon_code" symbol="invalid""#);
     assert_eq!(send(&s, "2.11", "PUT", &path, &unknown).status, 422);
+    // So is a free-trial coupon: a running subscription's trial is not started again.
+    let trial = "<coupon><coupon_code>trial</coupon_code><name>Trial</name><discount_type>free_trial</discount_type>\
+                 <free_trial_amount>1</free_trial_amount><free_trial_unit>month</free_trial_unit></coupon>";
+    status(&send(&s, "2.11", "POST", "/v2/coupons", trial), 201);
+    let with_trial = upgrade.replace("<timeframe>", "<coupon_code>trial</coupon_code><timeframe>");
+    let r = send(&s, "2.11", "POST", &format!("{path}/preview"), &with_trial);
+    status(&r, 422);
+    has(&r.body, r#"field="subscription.coupon_code" symbol="invalid""#);
+    assert_eq!(send(&s, "2.11", "PUT", &path, &with_trial).status, 422);
     status(&send(&s, "2.11", "PUT", &path, upgrade), 200);
     let made = send(&s, "2.11", "GET", "/v2/invoices/1002", "");
     status(&made, 200);

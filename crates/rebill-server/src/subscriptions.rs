@@ -997,7 +997,7 @@ async fn preview_change<E: AnswersSubscription>(
         Vec::new()
     } else {
         let terms = &current.sub.terms;
-        match coupons::for_new_subscription(state, &app, coupon_codes, &terms.plan_code, &terms.currency).await {
+        match coupons::for_change(state, &app, coupon_codes, &terms.plan_code, &terms.currency).await {
             Ok(coupons) => coupons,
             Err(e) => return respond::app_error(ctx, "subscription", e.into()),
         }
