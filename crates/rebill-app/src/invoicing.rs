@@ -978,6 +978,7 @@ mod tests {
                 quantity_credited: 0,
                 created_at: 0,
                 updated_at: 0,
+                shipping_address_id: None,
                 shipping_address: None,
             };
             assert_eq!(line_of_adjustment(&stored), Some(l));

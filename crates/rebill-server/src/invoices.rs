@@ -1232,6 +1232,7 @@ mod tests {
             quantity_credited: 0,
             created_at: 1_800_000_000,
             updated_at: 1_800_000_000,
+            shipping_address_id: None,
             shipping_address: None,
         }
     }

@@ -579,6 +579,7 @@ impl Store {
         );
         let rows = conditions.bind(sqlx::query(&sql)).fetch_all(&self.reads).await?;
         let items = rows.iter().map(crate::invoicing::adjustment_from_row).collect::<Result<Vec<_>, _>>()?;
+        let items = self.with_addresses(items).await?;
         Ok(into_page(items, page, total, |a| a.position(page.sort)))
     }
 

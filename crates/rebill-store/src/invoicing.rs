@@ -287,7 +287,11 @@ pub struct Adjustment {
     pub quantity_credited: i64,
     pub created_at: i64,
     pub updated_at: i64,
-    /// The address the line was shipped to (2.11), deleted since or not.
+    /// The id of the address the line was shipped to (2.11).
+    pub shipping_address_id: Option<i64>,
+    /// That address, deleted since or not: read with the lines where they are shown
+    /// ([`Store::invoice_lines`], [`Store::adjustment`], the lists), `None` on the reads of
+    /// billing (which need only the id).
     pub shipping_address: Option<crate::shipping_addresses::ShippingAddress>,
 }
 
@@ -533,25 +537,7 @@ pub(crate) const ADJUSTMENT_COLUMNS: &str = "id, uuid, site_id, account_id, \
      (SELECT CAST(COALESCE(SUM(r.reversed_quantity), 0) AS BIGINT) FROM adjustments r \
        JOIN invoices ri ON ri.id = r.invoice_id \
        WHERE r.original_adjustment_id = adjustments.id AND ri.state <> 'failed') AS quantity_credited, \
-     created_at, updated_at, shipping_address_id, \
-     (SELECT s.account_id FROM shipping_addresses s WHERE s.id = adjustments.shipping_address_id) AS ship_account_id, \
-     (SELECT s.nickname FROM shipping_addresses s WHERE s.id = adjustments.shipping_address_id) AS ship_nickname, \
-     (SELECT s.first_name FROM shipping_addresses s WHERE s.id = adjustments.shipping_address_id) AS ship_first_name, \
-     (SELECT s.last_name FROM shipping_addresses s WHERE s.id = adjustments.shipping_address_id) AS ship_last_name, \
-     (SELECT s.company FROM shipping_addresses s WHERE s.id = adjustments.shipping_address_id) AS ship_company, \
-     (SELECT s.email FROM shipping_addresses s WHERE s.id = adjustments.shipping_address_id) AS ship_email, \
-     (SELECT s.phone FROM shipping_addresses s WHERE s.id = adjustments.shipping_address_id) AS ship_phone, \
-     (SELECT s.vat_number FROM shipping_addresses s WHERE s.id = adjustments.shipping_address_id) AS ship_vat_number, \
-     (SELECT s.address1 FROM shipping_addresses s WHERE s.id = adjustments.shipping_address_id) AS ship_address1, \
-     (SELECT s.address2 FROM shipping_addresses s WHERE s.id = adjustments.shipping_address_id) AS ship_address2, \
-     (SELECT s.city FROM shipping_addresses s WHERE s.id = adjustments.shipping_address_id) AS ship_city, \
-     (SELECT s.state FROM shipping_addresses s WHERE s.id = adjustments.shipping_address_id) AS ship_state, \
-     (SELECT s.zip FROM shipping_addresses s WHERE s.id = adjustments.shipping_address_id) AS ship_zip, \
-     (SELECT s.country FROM shipping_addresses s WHERE s.id = adjustments.shipping_address_id) AS ship_country, \
-     (SELECT s.geo_code FROM shipping_addresses s WHERE s.id = adjustments.shipping_address_id) AS ship_geo_code, \
-     (SELECT s.created_at FROM shipping_addresses s WHERE s.id = adjustments.shipping_address_id) AS ship_created_at, \
-     (SELECT s.updated_at FROM shipping_addresses s WHERE s.id = adjustments.shipping_address_id) AS ship_updated_at, \
-     (SELECT s.deleted_at FROM shipping_addresses s WHERE s.id = adjustments.shipping_address_id) AS ship_deleted_at";
+     created_at, updated_at, shipping_address_id";
 
 /// The columns [`insert_adjustment`] writes, in bind order.
 const ADJUSTMENT_INSERT: &str = "uuid, site_id, account_id, invoice_id, subscription_uuid, state, kind, origin, \
@@ -614,7 +600,8 @@ pub(crate) fn adjustment_from_row(row: &DbRow) -> Result<Adjustment, StoreError>
         quantity_credited: row.try_get("quantity_credited")?,
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
-        shipping_address: crate::shipping_addresses::from_adjustment_row(row, row.try_get("site_id")?)?,
+        shipping_address_id: row.try_get("shipping_address_id")?,
+        shipping_address: None,
     })
 }
 
@@ -1053,7 +1040,7 @@ impl Store {
                 .bind(invoice_id)
                 .fetch_all(&self.pool)
                 .await?;
-        rows.iter().map(adjustment_from_row).collect()
+        self.with_addresses(rows.iter().map(adjustment_from_row).collect::<Result<_, _>>()?).await
     }
 
     /// The transactions of an invoice, oldest first.
@@ -1093,7 +1080,8 @@ impl Store {
                 .bind(uuid)
                 .fetch_optional(&self.reads)
                 .await?;
-        row.as_ref().map(adjustment_from_row).transpose()
+        let Some(row) = row else { return Ok(None) };
+        Ok(self.with_addresses(vec![adjustment_from_row(&row)?]).await?.pop())
     }
 
     /// Deletes a pending adjustment; an invoiced one stays.
@@ -1160,7 +1148,7 @@ impl Store {
         conditions.after(page);
         let sql = format!("SELECT {ADJUSTMENT_COLUMNS} FROM adjustments{}{}", conditions.sql(), order_and_limit(page));
         let rows = conditions.bind(sqlx::query(&sql)).fetch_all(&self.reads).await?;
-        let items = rows.iter().map(adjustment_from_row).collect::<Result<Vec<_>, _>>()?;
+        let items = self.with_addresses(rows.iter().map(adjustment_from_row).collect::<Result<Vec<_>, _>>()?).await?;
         Ok(into_page(items, page, total, |a| a.position(page.sort)))
     }
 

@@ -9,9 +9,10 @@
 
 use sqlx::Row;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use crate::db::DbRow;
+use crate::db::{Db, DbRow};
+use crate::dialect::Backend;
 use crate::events::NewEvent;
 use crate::invoicing::{ADJUSTMENT_COLUMNS, Adjustment, NewAdjustment, adjustment_from_row, insert_adjustment};
 use crate::list::{Arg, Conditions, Page, PageRequest, Position, Sort, into_page, order_and_limit};
@@ -128,19 +129,43 @@ fn from_row(row: &DbRow) -> Result<ShippingAddress, StoreError> {
     })
 }
 
-/// The address an adjustment row was shipped to (its `ship_*` columns, see
-/// `invoicing::ADJUSTMENT_COLUMNS`).
-pub(crate) fn from_adjustment_row(row: &DbRow, site_id: i64) -> Result<Option<ShippingAddress>, StoreError> {
-    let Some(id) = row.try_get::<Option<i64>, _>("shipping_address_id")? else { return Ok(None) };
-    Ok(Some(ShippingAddress {
-        id,
-        site_id,
-        account_id: row.try_get::<Option<i64>, _>("ship_account_id")?.unwrap_or_default(),
-        fields: fields_from_row(row, "ship_")?,
-        created_at: row.try_get::<Option<i64>, _>("ship_created_at")?.unwrap_or_default(),
-        updated_at: row.try_get::<Option<i64>, _>("ship_updated_at")?.unwrap_or_default(),
-        deleted_at: row.try_get("ship_deleted_at")?,
-    }))
+/// The addresses `ids` (live or deleted), in one query.
+async fn addresses_by_id<'c, E>(executor: E, backend: Backend, ids: &[i64]) -> Result<Vec<ShippingAddress>, StoreError>
+where
+    E: sqlx::Executor<'c, Database = Db>,
+{
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sql = format!("SELECT {COLUMNS} FROM shipping_addresses WHERE id IN ({})", backend.params(ids.len(), 1));
+    let mut query = sqlx::query(&sql);
+    for id in ids {
+        query = query.bind(*id);
+    }
+    query.fetch_all(executor).await?.iter().map(from_row).collect()
+}
+
+/// Shows on each of `lines` the address it was shipped to, out of `addresses`.
+fn show_addresses(lines: &mut [Adjustment], addresses: &[ShippingAddress]) {
+    for line in lines {
+        line.shipping_address = line.shipping_address_id.and_then(|id| addresses.iter().find(|a| a.id == id)).cloned();
+    }
+}
+
+/// The distinct addresses `lines` were shipped to.
+fn shipped_ids(lines: &[Adjustment]) -> Vec<i64> {
+    let ids: BTreeSet<i64> = lines.iter().filter_map(|l| l.shipping_address_id).collect();
+    ids.into_iter().collect()
+}
+
+impl Store {
+    /// `lines` with the addresses they were shipped to, read in one query (none when no line
+    /// was shipped).
+    pub(crate) async fn with_addresses(&self, mut lines: Vec<Adjustment>) -> Result<Vec<Adjustment>, StoreError> {
+        let addresses = addresses_by_id(&self.pool, self.backend, &shipped_ids(&lines)).await?;
+        show_addresses(&mut lines, &addresses);
+        Ok(lines)
+    }
 }
 
 /// Whether a stored address holds exactly the values of `new` (unset and empty alike).
@@ -328,9 +353,9 @@ impl Store {
             .bind(id)
             .fetch_one(&mut *work.tx)
             .await?;
-        let made = adjustment_from_row(&row)?;
+        let made = work.with_addresses(vec![adjustment_from_row(&row)?]).await?;
         work.commit().await?;
-        Ok(made)
+        made.into_iter().next().ok_or_else(|| StoreError::Invalid("the shipped adjustment was not read".into()))
     }
 
     /// Counts a CVV check of the card `card_key` of the account at `at` (site clock), unless the
@@ -390,41 +415,64 @@ pub fn details_shipping_address(details: &str) -> Option<i64> {
 
 impl Work {
     /// Ships the new lines of subscriptions to the address each subscription names now, in the
-    /// work's transaction, and shows it on `made`.
+    /// work's transaction, and shows it on `made`: one query reads the subscriptions' details,
+    /// one their addresses, and one update per address ships its lines (none when no
+    /// subscription ships anywhere, as in most renewals).
     pub(crate) async fn ship_subscription_lines(&mut self, made: &mut [Adjustment]) -> Result<(), StoreError> {
-        let mut addresses: BTreeMap<String, Option<ShippingAddress>> = BTreeMap::new();
-        for line in made.iter_mut() {
-            let Some(uuid) = line.line.subscription_uuid.clone() else { continue };
-            if !addresses.contains_key(&uuid) {
-                let row = sqlx::query("SELECT details FROM subscriptions WHERE uuid = $1")
-                    .bind(&uuid)
-                    .fetch_optional(&mut *self.tx)
-                    .await?;
-                let id = match row {
-                    Some(row) => details_shipping_address(&crate::document::read(row.try_get("details")?)?),
-                    None => None,
-                };
-                let address = match id {
-                    Some(id) => sqlx::query(&format!("SELECT {COLUMNS} FROM shipping_addresses WHERE id = $1"))
-                        .bind(id)
-                        .fetch_optional(&mut *self.tx)
-                        .await?
-                        .as_ref()
-                        .map(from_row)
-                        .transpose()?,
-                    None => None,
-                };
-                addresses.insert(uuid.clone(), address);
-            }
-            let Some(Some(address)) = addresses.get(&uuid) else { continue };
-            sqlx::query("UPDATE adjustments SET shipping_address_id = $1 WHERE id = $2")
-                .bind(address.id)
-                .bind(line.id)
-                .execute(&mut *self.tx)
-                .await?;
-            line.shipping_address = Some(address.clone());
+        let uuids: BTreeSet<&str> = made.iter().filter_map(|l| l.line.subscription_uuid.as_deref()).collect();
+        if uuids.is_empty() {
+            return Ok(());
         }
+        let sql =
+            format!("SELECT uuid, details FROM subscriptions WHERE uuid IN ({})", self.backend.params(uuids.len(), 1));
+        let mut query = sqlx::query(&sql);
+        for uuid in &uuids {
+            query = query.bind(uuid.to_string());
+        }
+        let mut ship_to: BTreeMap<String, i64> = BTreeMap::new();
+        for row in query.fetch_all(&mut *self.tx).await? {
+            if let Some(id) = details_shipping_address(&crate::document::read(row.try_get("details")?)?) {
+                ship_to.insert(row.try_get("uuid")?, id);
+            }
+        }
+        if ship_to.is_empty() {
+            return Ok(());
+        }
+        let ids: BTreeSet<i64> = ship_to.values().copied().collect();
+        let ids: Vec<i64> = ids.into_iter().collect();
+        let addresses = addresses_by_id(&mut *self.tx, self.backend, &ids).await?;
+        for address in &addresses {
+            let lines: Vec<i64> = made
+                .iter()
+                .filter(|l| l.line.subscription_uuid.as_ref().and_then(|u| ship_to.get(u)) == Some(&address.id))
+                .map(|l| l.id)
+                .collect();
+            let sql = format!(
+                "UPDATE adjustments SET shipping_address_id = {} WHERE id IN ({})",
+                self.backend.params(1, 1),
+                self.backend.params(lines.len(), 2)
+            );
+            let mut query = sqlx::query(&sql).bind(address.id);
+            for id in &lines {
+                query = query.bind(*id);
+            }
+            query.execute(&mut *self.tx).await?;
+        }
+        for line in made.iter_mut() {
+            let id = line.line.subscription_uuid.as_ref().and_then(|u| ship_to.get(u)).copied();
+            if id.is_some_and(|id| addresses.iter().any(|a| a.id == id)) {
+                line.shipping_address_id = id;
+            }
+        }
+        show_addresses(made, &addresses);
         Ok(())
+    }
+
+    /// `lines` (read in this work) with the addresses they were shipped to.
+    pub(crate) async fn with_addresses(&mut self, mut lines: Vec<Adjustment>) -> Result<Vec<Adjustment>, StoreError> {
+        let addresses = addresses_by_id(&mut *self.tx, self.backend, &shipped_ids(&lines)).await?;
+        show_addresses(&mut lines, &addresses);
+        Ok(lines)
     }
 }
 
