@@ -224,11 +224,15 @@ async fn subscriptions_ship_their_lines_to_their_own_address() {
         let a1_lines = services.store.subscription_adjustments(&a1_uuid).await.expect("lines");
         assert_eq!((a0_lines.len(), a1_lines.len()), (2, 2), "{backend:?}");
         // The first period was billed before the address was set; the renewal carries it.
-        assert_eq!(a0_lines[0].shipping_address, None, "{backend:?}");
-        let shipped = a0_lines[1].shipping_address.as_ref().expect("the renewal is shipped");
-        assert_eq!((shipped.id, shipped.fields.address1.as_deref()), (id, Some("1 Main St.")), "{backend:?}");
+        assert_eq!(a0_lines[0].shipping_address_id, None, "{backend:?}");
+        assert_eq!(a0_lines[1].shipping_address_id, Some(id), "{backend:?}");
         assert_eq!(a0_lines[1].line.total, 1000, "{backend:?}");
-        assert!(a1_lines.iter().all(|l| l.shipping_address.is_none()), "{backend:?}");
+        assert!(a1_lines.iter().all(|l| l.shipping_address_id.is_none()), "{backend:?}");
+        // The invoice shows the address with its line.
+        let renewal = a0_lines[1].invoice_id.expect("the renewal is invoiced");
+        let shown = services.store.invoice_lines(renewal).await.expect("invoice lines");
+        let shipped = shown[0].shipping_address.as_ref().expect("the renewal is shipped");
+        assert_eq!((shipped.id, shipped.fields.address1.as_deref()), (id, Some("1 Main St.")), "{backend:?}");
     }
 }
 

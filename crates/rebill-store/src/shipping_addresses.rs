@@ -12,12 +12,12 @@ use sqlx::Row;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::db::{Db, DbRow};
-use crate::dialect::Backend;
+
 use crate::events::NewEvent;
 use crate::invoicing::{ADJUSTMENT_COLUMNS, Adjustment, NewAdjustment, adjustment_from_row, insert_adjustment};
 use crate::list::{Arg, Conditions, Page, PageRequest, Position, Sort, into_page, order_and_limit};
 use crate::subscriptions::Work;
-use crate::{Store, StoreError};
+use crate::{Backend, Store, StoreError};
 
 /// The properties of a shipping address a merchant sets. On create `None` is unset; on update
 /// `None` leaves the stored value as it is.
