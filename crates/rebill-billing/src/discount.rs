@@ -38,7 +38,10 @@
 //! assert_eq!(discount::spread(&charges, &[five_dollars]).per_charge, vec![500, 0]);
 //! ```
 
-use chrono::{DateTime, Duration, Months, Utc};
+use chrono::{DateTime, Duration, Utc};
+
+use crate::period::{Interval, IntervalUnit};
+use crate::proration;
 
 /// What a charge of an invoice is, for the discount rules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -151,14 +154,6 @@ impl Spread {
     }
 }
 
-/// `value × numerator / denominator`, rounded half up (all non-negative; `denominator` > 0).
-fn ratio_half_up(value: i64, numerator: i64, denominator: i64) -> i64 {
-    let n = i128::from(value) * i128::from(numerator);
-    let d = i128::from(denominator);
-    let q = (2 * n + d) / (2 * d);
-    i64::try_from(q).unwrap_or(i64::MAX)
-}
-
 /// Shares `target` (at most the sum of `amounts`) among `amounts` in proportion, the odd cents
 /// to the largest remainders (the earlier line on a tie).
 fn proportional(amounts: &[i64], target: i64) -> Vec<i64> {
@@ -204,7 +199,8 @@ pub fn spread(charges: &[Charge], redemptions: &[Redeemed]) -> Spread {
                     .map(|(c, l)| if c.kind != ChargeKind::SetupFee && r.applies_to(c) { *l } else { 0 })
                     .collect();
                 let sum: i64 = eligible.iter().sum();
-                proportional(&eligible, ratio_half_up(sum, percent, 100))
+                // The percentage of the eligible sum, rounded once (half up): `share` of 100 parts.
+                proportional(&eligible, proration::share(sum, percent, 100).unwrap_or(0))
             }
             Discount::Fixed(amount) => {
                 let mut given = vec![0; charges.len()];
@@ -246,14 +242,18 @@ pub enum TemporalUnit {
 }
 
 /// `at` moved on by `amount` units (months and years keep the day of month, clamped to the
-/// month's last day); `None` out of range.
+/// month's last day, as billing intervals do); `None` out of range.
 pub fn add_units(at: DateTime<Utc>, unit: TemporalUnit, amount: u32) -> Option<DateTime<Utc>> {
-    match unit {
-        TemporalUnit::Day => at.checked_add_signed(Duration::days(i64::from(amount))),
-        TemporalUnit::Week => at.checked_add_signed(Duration::weeks(i64::from(amount))),
-        TemporalUnit::Month => at.checked_add_months(Months::new(amount)),
-        TemporalUnit::Year => at.checked_add_months(Months::new(amount.checked_mul(12)?)),
+    let (length, unit) = match unit {
+        TemporalUnit::Day => (amount, IntervalUnit::Days),
+        TemporalUnit::Week => (amount.checked_mul(7)?, IntervalUnit::Days),
+        TemporalUnit::Month => (amount, IntervalUnit::Months),
+        TemporalUnit::Year => (amount.checked_mul(12)?, IntervalUnit::Months),
+    };
+    if length == 0 {
+        return Some(at);
     }
+    Interval::new(length, unit).ok()?.add_to(at).ok()
 }
 
 /// When a temporal redemption made at `redeemed_at` lapses: one hour before the anniversary of
