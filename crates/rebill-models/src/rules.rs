@@ -41,21 +41,24 @@ pub fn refund(r: &InvoiceRefund, v: &mut Validation<'_>, path: &str) {
     }
 }
 
-/// From 2.8 the purchase's currency applies to its adjustments; before 2.8 a purchase holds one
-/// subscription.
+/// From 2.8 the purchase's currency applies to its adjustments, which name none; before 2.8 an
+/// adjustment may repeat the purchase's currency (any case) but name no other, and a purchase
+/// holds one subscription.
 pub fn purchase(p: &Purchase, v: &mut Validation<'_>, path: &str) {
-    if v.version() >= V2_8 {
-        for (i, adjustment) in p.adjustments.iter().flatten().enumerate() {
-            if adjustment.currency.is_some() {
-                v.add(
-                    &format!("{path}.adjustments[{i}]"),
-                    "currency",
-                    "invalid",
-                    "is not allowed in a purchase adjustment from API version 2.8; set the purchase currency",
-                );
-            }
-        }
-    } else if p.subscriptions.as_ref().is_some_and(|s| s.len() > 1) {
+    let since_2_8 = v.version() >= V2_8;
+    let purchase_currency = p.currency.as_deref().unwrap_or_default();
+    for (i, adjustment) in p.adjustments.iter().flatten().enumerate() {
+        let Some(own) = adjustment.currency.as_deref() else { continue };
+        let message = if since_2_8 {
+            "is not allowed in a purchase adjustment from API version 2.8; set the purchase currency"
+        } else if !own.eq_ignore_ascii_case(purchase_currency) {
+            "must be the purchase's currency"
+        } else {
+            continue;
+        };
+        v.add(&format!("{path}.adjustments[{i}]"), "currency", "invalid", message);
+    }
+    if !since_2_8 && p.subscriptions.as_ref().is_some_and(|s| s.len() > 1) {
         v.add(path, "subscriptions", "invalid", "holds at most one subscription before API version 2.8");
     }
 }
@@ -91,6 +94,38 @@ mod tests {
             refused(doc),
             ["billing_info.address1", "billing_info.number", "billing_info.account_number"].map(String::from)
         );
+    }
+
+    /// The refusals of `doc` validated as a purchase at `version`, as `field symbol` pairs.
+    fn purchase_refusals(doc: &str, version: ApiVersion) -> Vec<String> {
+        let ctx = WireContext::new(version, Features::default(), "http://localhost");
+        let purchase: crate::Purchase = from_xml(doc.as_bytes(), &ctx, Mode::Request).expect("decodes");
+        match validate(&purchase, &ctx, Operation::Create) {
+            Ok(()) => Vec::new(),
+            Err(errors) => errors
+                .errors
+                .iter()
+                .flatten()
+                .filter(|e| e.field.as_deref().is_some_and(|f| f.contains("adjustments")))
+                .map(|e| format!("{} {}", e.field.clone().unwrap_or_default(), e.symbol))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_purchase_adjustment_names_no_other_currency() {
+        let doc = |own: &str| {
+            format!(
+                "<purchase><currency>USD</currency><adjustments><adjustment><unit_amount_in_cents>100\
+                 </unit_amount_in_cents><currency>{own}</currency></adjustment></adjustments></purchase>"
+            )
+        };
+        let refused = vec!["purchase.adjustments[0].currency invalid".to_owned()];
+        // Before 2.8 it may repeat the purchase's currency, in any case, and name no other.
+        assert!(purchase_refusals(&doc("usd"), ApiVersion::new(2, 7)).is_empty());
+        assert_eq!(purchase_refusals(&doc("EUR"), ApiVersion::new(2, 7)), refused);
+        // From 2.8 it names none.
+        assert_eq!(purchase_refusals(&doc("USD"), ApiVersion::new(2, 8)), refused);
     }
 
     #[test]

@@ -178,11 +178,7 @@ async fn read(state: &AppState, call: &crate::request::Call, doc: &Purchase) -> 
     let mut adjustments = Vec::new();
     for (i, a) in doc.adjustments.iter().flatten().enumerate() {
         let at = |name: &str| format!("adjustments[{i}].{name}");
-        if let Some(own) = &a.currency
-            && (ctx.version >= ApiVersion::V2_8 || !own.eq_ignore_ascii_case(&currency))
-        {
-            return Err(field_error(ctx, &at("currency"), "invalid", "is set by the purchase"));
-        }
+        // (An adjustment's own currency is refused by the purchase's rules: `rules::purchase`.)
         let Some(unit_amount_in_cents) = a.unit_amount_in_cents else {
             return Err(field_error(ctx, &at("unit_amount_in_cents"), "not_a_number", "is not a number"));
         };
