@@ -107,7 +107,7 @@ mod tests {
                 .iter()
                 .flatten()
                 .filter(|e| e.field.as_deref().is_some_and(|f| f.contains("adjustments")))
-                .map(|e| format!("{} {}", e.field.clone().unwrap_or_default(), e.symbol))
+                .map(|e| format!("{} {}", e.field.clone().unwrap_or_default(), e.symbol.clone().unwrap_or_default()))
                 .collect(),
         }
     }

@@ -22,7 +22,7 @@ use rebill_models::{
     CollectionMethod as ViewCollectionMethod, Invoice as InvoiceView, InvoiceCollection, LaterResponse, Purchase,
     PurchaseSubscription, ShippingAddress,
 };
-use rebill_xml::{ApiVersion, WireContext};
+use rebill_xml::WireContext;
 
 use crate::AppState;
 use crate::invoices::{collection, full_view, preview_view};
