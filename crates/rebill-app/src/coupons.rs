@@ -1066,7 +1066,9 @@ pub async fn discount_purchase_preview(
         Some(a) => usable(services, a.id, ctx.now).await?.0,
         None => Vec::new(),
     };
-    if !coupons.is_empty() {
+    // As the redemption does: a first code redeemed on the account replaces the account's coupon
+    // (its account-level redemptions); codes redeemed on subscriptions stack.
+    if coupons.first().is_some_and(|c| c.terms().redemption_resource == "account") {
         usable.retain(|(r, _)| r.subscription_uuid.is_some());
     }
     for coupon in coupons {

@@ -276,7 +276,17 @@ fn previews_take_coupons(db: &str) {
     status(&r, 422);
     has(&r.body, r#"field="subscription.coupon_code" symbol="invalid""#);
     assert_eq!(send(&s, "2.11", "PUT", &path, &with_trial).status, 422);
-    status(&send(&s, "2.11", "PUT", &path, upgrade), 200);
+    // A code redeemed on the subscription stacks on the account's coupon: 10 % of the 4500 charge
+    // for max (450), then 5 % of the 4050 left (202.50, rounded half up: 203).
+    let extra = "<coupon><coupon_code>extra</coupon_code><name>Extra</name><discount_type>percent</discount_type>\
+                 <discount_percent>5</discount_percent><redemption_resource>subscription</redemption_resource></coupon>";
+    status(&send(&s, "2.11", "POST", "/v2/coupons", extra), 201);
+    let with_extra = upgrade.replace("<timeframe>", "<coupon_code>extra</coupon_code><timeframe>");
+    let r = send(&s, "2.11", "POST", &format!("{path}/preview"), &with_extra);
+    status(&r, 200);
+    let previewed = field(&collection(&r.body), "charge_invoice");
+    assert_eq!(invoice_field(&previewed, "discount_in_cents"), "653", "{previewed}");
+    status(&send(&s, "2.11", "PUT", &path, &with_extra), 200);
     let made = send(&s, "2.11", "GET", "/v2/invoices/1002", "");
     status(&made, 200);
     for name in ["subtotal_before_discount_in_cents", "discount_in_cents", "total_in_cents", "origin", "type"] {
