@@ -332,17 +332,23 @@ pub async fn invoice(
     let attach: Vec<i64> = draft.pending.iter().map(|a| a.id).collect();
     let created = created_event(state, &account.account_code, &preview.invoice, at);
     let credit = (preview.invoice.kind == InvoiceKind::Charge).then(|| CreditUse { recorded_at: state.clock.now() });
-    let (invoice, lines) = if uses.is_empty() {
-        state.store.create_invoice(site.id, &preview.invoice, new_lines, &attach, at, &[created], credit).await?
+    // The pending adjustments taken are written with their discounts, and the redemptions' use
+    // with the invoice (nothing when no coupon discounts it).
+    let repriced: Vec<(i64, i64, i64)> = if uses.is_empty() {
+        Vec::new()
     } else {
         let taken = &preview.lines[new_lines.len()..];
-        let attach: Vec<(i64, i64, i64)> = attach.iter().zip(taken).map(|(id, l)| (*id, l.discount, l.total)).collect();
-        let events = [created, crate::coupons::discounted_event(state, &account.account_code, &uses, at)];
-        let store = &state.store;
-        store
-            .create_discounted_invoice(site.id, &preview.invoice, new_lines, &attach, at, &events, credit, &uses)
-            .await?
+        attach.iter().zip(taken).map(|(id, l)| (*id, l.discount, l.total)).collect()
     };
+    let mut events = vec![created];
+    if !uses.is_empty() {
+        events.push(crate::coupons::discounted_event(state, &account.account_code, &uses, at));
+    }
+    let discounted = rebill_store::coupons::Discounted { repriced: &repriced, uses: &uses };
+    let (invoice, lines) = state
+        .store
+        .create_invoice(site.id, &preview.invoice, new_lines, &attach, at, &events, credit, discounted)
+        .await?;
     if invoice.kind != InvoiceKind::Charge {
         // Credit to use later, nothing to collect.
         return Ok(Invoiced { invoice, lines, transaction: None });

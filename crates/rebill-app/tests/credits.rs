@@ -340,7 +340,16 @@ async fn original_and_credit_invoices_and_credit_adjustments_are_read_both_ways(
         };
         let (credit, lines) = services
             .store
-            .create_invoice(ctx.site.id, &credit, std::slice::from_ref(&line), &[], T0 + 60, &[], None)
+            .create_invoice(
+                ctx.site.id,
+                &credit,
+                std::slice::from_ref(&line),
+                &[],
+                T0 + 60,
+                &[],
+                None,
+                rebill_store::coupons::Discounted::default(),
+            )
             .await
             .expect("credit invoice");
         let n_charge = charge.invoice.invoice_number.to_string();

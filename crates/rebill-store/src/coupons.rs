@@ -11,7 +11,7 @@
 //! - A **redemption** ([`Store::redeem`]) checks the coupon's limits and counts itself in the
 //!   same database transaction, so concurrent redemptions never pass `max_redemptions` or
 //!   `max_redemptions_per_account`; removing one keeps it counted.
-//! - A **discounted invoice** ([`Store::create_discounted_invoice`]) is made with its
+//! - A **discounted invoice** ([`Store::create_invoice`] with [`Discounted`]) is made with its
 //!   redemptions' use (total discounted, used-up ones inactive, the invoice they discounted) and
 //!   the discount of the pending adjustments it takes, in the invoice's database transaction.
 //!
@@ -23,10 +23,9 @@ use std::collections::BTreeMap;
 
 use sqlx::Row;
 
-use crate::credits::CreditUse;
 use crate::db::DbRow;
 use crate::events::NewEvent;
-use crate::invoicing::{Adjustment, Invoice, InvoiceDraft, NewAdjustment, NewInvoice, new_uuid};
+use crate::invoicing::new_uuid;
 use crate::list::{Arg, Conditions, Page, PageRequest, into_page, order_and_limit};
 use crate::subscriptions::Work;
 use crate::{Store, StoreError, flag, get_flag};
@@ -154,7 +153,7 @@ pub enum Redeemed {
     MaxedOutForAccount,
 }
 
-/// The use an invoice makes of a redemption ([`Store::create_discounted_invoice`]).
+/// The use an invoice makes of a redemption ([`Store::create_invoice`] with [`Discounted`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RedemptionUse {
     pub redemption_id: i64,
@@ -718,35 +717,39 @@ impl Store {
         self.redemptions_where("account_id = $1 AND state = 'active' AND removed_at IS NULL", Arg::Int(account_id))
             .await
     }
+}
 
-    /// Creates an invoice as [`Store::create_invoice`] does, with the discount of the pending
-    /// adjustments it takes (`attach`: id, discount, total after discount) written as it takes
-    /// them and its redemptions' use recorded, all in one database transaction.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn create_discounted_invoice(
-        &self,
-        site_id: i64,
-        new: &NewInvoice,
-        lines: &[NewAdjustment],
-        attach: &[(i64, i64, i64)],
-        now: i64,
-        events: &[NewEvent],
-        credit: Option<CreditUse>,
-        uses: &[RedemptionUse],
-    ) -> Result<(Invoice, Vec<Adjustment>), StoreError> {
-        let mut work = self.begin_work().await?;
-        for (id, discount, total) in attach {
+/// What coupons did to an invoice being made ([`Store::create_invoice`]): the account's pending
+/// adjustments it takes re-priced by their discount (id, discount, total after discount), and
+/// the use it makes of each redemption. Empty for an invoice no coupon discounts.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Discounted<'a> {
+    pub repriced: &'a [(i64, i64, i64)],
+    pub uses: &'a [RedemptionUse],
+}
+
+impl Work {
+    /// Writes `discounted` for `invoice` (made in this work): the discounts of the pending
+    /// adjustments it takes, before they are attached, then each redemption's use.
+    pub(crate) async fn reprice_pending(&mut self, repriced: &[(i64, i64, i64)]) -> Result<(), StoreError> {
+        for (id, discount, total) in repriced {
             sqlx::query("UPDATE adjustments SET discount = $1, total = $2 WHERE id = $3 AND state = 'pending'")
                 .bind(*discount)
                 .bind(*total)
                 .bind(*id)
-                .execute(&mut *work.tx)
+                .execute(&mut *self.tx)
                 .await?;
         }
-        let ids: Vec<i64> = attach.iter().map(|a| a.0).collect();
-        let draft = InvoiceDraft { invoice: new, lines, now, events, credit };
-        let mut made = work.make_invoices(site_id, &[(draft, &ids[..])]).await?;
-        let (invoice, _) = made.pop().ok_or_else(|| StoreError::Invalid("the invoice was not made".into()))?;
+        Ok(())
+    }
+
+    /// Records the use `invoice_id` made of its redemptions (discount given, used up or not).
+    pub(crate) async fn record_redemption_uses(
+        &mut self,
+        invoice_id: i64,
+        uses: &[RedemptionUse],
+        now: i64,
+    ) -> Result<(), StoreError> {
         for u in uses {
             sqlx::query(
                 "UPDATE redemptions SET total_discounted = total_discounted + $1, \
@@ -756,22 +759,20 @@ impl Store {
             .bind(flag(u.inactive))
             .bind(now)
             .bind(u.redemption_id)
-            .execute(&mut *work.tx)
+            .execute(&mut *self.tx)
             .await?;
             if u.discount > 0 {
                 sqlx::query(
                     "INSERT INTO redemption_invoices (redemption_id, invoice_id, discount) VALUES ($1, $2, $3)",
                 )
                 .bind(u.redemption_id)
-                .bind(invoice.id)
+                .bind(invoice_id)
                 .bind(u.discount)
-                .execute(&mut *work.tx)
+                .execute(&mut *self.tx)
                 .await?;
             }
         }
-        work.commit().await?;
-        let lines = self.invoice_lines(invoice.id).await?;
-        Ok((invoice, lines))
+        Ok(())
     }
 }
 

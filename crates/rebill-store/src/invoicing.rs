@@ -22,6 +22,7 @@
 use sqlx::Row;
 
 use crate::billing_info::{BillingFields, FIELD_COLUMNS, PaymentKind, bind_fields, fields_from_row, kind_from_row};
+use crate::coupons::Discounted;
 use crate::credits::CreditUse;
 use crate::db::{Db, DbQuery, DbRow, Pool};
 use crate::events::NewEvent;
@@ -893,7 +894,8 @@ impl Store {
     /// made with `credit` takes the account's available credit in the same transaction. An adjustment of
     /// `attach` that is no longer pending (another invoice took it, or it was deleted) fails the
     /// whole creation with [`StoreError::Conflict`] and nothing is written. `events` are
-    /// recorded with it (subject: its number).
+    /// recorded with it (subject: its number). What coupons did to it (`discounted`: the pending
+    /// adjustments' discounts, the redemptions' use) is written in the same transaction.
     #[allow(clippy::too_many_arguments)]
     pub async fn create_invoice(
         &self,
@@ -904,12 +906,15 @@ impl Store {
         now: i64,
         events: &[NewEvent],
         credit: Option<CreditUse>,
+        discounted: Discounted<'_>,
     ) -> Result<(Invoice, Vec<Adjustment>), StoreError> {
         let mut work = self.begin_work().await?;
+        work.reprice_pending(discounted.repriced).await?;
         let draft = InvoiceDraft { invoice: new, lines, now, events, credit };
         let mut made = work.make_invoices(site_id, &[(draft, attach)]).await?;
-        work.commit().await?;
         let (invoice, _) = made.pop().ok_or_else(|| StoreError::Invalid("the invoice was not made".into()))?;
+        work.record_redemption_uses(invoice.id, discounted.uses, now).await?;
+        work.commit().await?;
         // The attached adjustments are lines too.
         let lines = self.invoice_lines(invoice.id).await?;
         Ok((invoice, lines))
@@ -1710,7 +1715,16 @@ mod tests {
                 proration: Some((50, 100)),
             });
             let (first, lines) = store
-                .create_invoice(s, &invoice(account, 1500), &[engine.clone()], &[pending.id], NOW, &[], None)
+                .create_invoice(
+                    s,
+                    &invoice(account, 1500),
+                    &[engine.clone()],
+                    &[pending.id],
+                    NOW,
+                    &[],
+                    None,
+                    Discounted::default(),
+                )
                 .await
                 .expect("invoice");
             assert_eq!((first.invoice_number, first.account_code.as_str()), (FIRST_INVOICE_NUMBER, "c1"));
@@ -1726,16 +1740,29 @@ mod tests {
             assert_eq!(store.delete_adjustment(s, &pending.uuid).await.expect("delete"), AdjustmentDeletion::Invoiced);
 
             // Taking an adjustment that is no longer pending writes nothing.
-            let taken = store.create_invoice(s, &invoice(account, 500), &[], &[pending.id], NOW, &[], None).await;
+            let taken = store
+                .create_invoice(s, &invoice(account, 500), &[], &[pending.id], NOW, &[], None, Discounted::default())
+                .await;
             assert!(matches!(taken, Err(StoreError::Conflict(_))), "{taken:?}");
 
             let (second, _) = store
-                .create_invoice(s, &invoice(account, 1), &[charge(account, 1)], &[], NOW + 1, &[], None)
+                .create_invoice(
+                    s,
+                    &invoice(account, 1),
+                    &[charge(account, 1)],
+                    &[],
+                    NOW + 1,
+                    &[],
+                    None,
+                    Discounted::default(),
+                )
                 .await
                 .expect("invoice");
             assert_eq!(second.invoice_number, FIRST_INVOICE_NUMBER + 1, "the conflict used no number");
-            let (elsewhere, _) =
-                store.create_invoice(other, &invoice(foreign, 1), &[], &[], NOW, &[], None).await.expect("invoice");
+            let (elsewhere, _) = store
+                .create_invoice(other, &invoice(foreign, 1), &[], &[], NOW, &[], None, Discounted::default())
+                .await
+                .expect("invoice");
             assert_eq!(elsewhere.invoice_number, FIRST_INVOICE_NUMBER, "numbers are per site");
             assert_eq!(store.invoice(s, FIRST_INVOICE_NUMBER).await.expect("get").map(|i| i.id), Some(first.id));
             assert_eq!(store.invoice(other, FIRST_INVOICE_NUMBER + 1).await.expect("get"), None);
@@ -1825,7 +1852,10 @@ mod tests {
                 (invoice(other, 500), InvoiceState::PastDue),
             ];
             for (new, state) in states {
-                let (created, _) = store.create_invoice(s, &new, &[], &[], NOW, &[], None).await.expect("invoice");
+                let (created, _) = store
+                    .create_invoice(s, &new, &[], &[], NOW, &[], None, Discounted::default())
+                    .await
+                    .expect("invoice");
                 if state != InvoiceState::Pending {
                     let change = InvoiceChange { state, attempt_next_collection_at: None, collection_attempts: None };
                     store
@@ -1857,7 +1887,9 @@ mod tests {
                 .map(|i| {
                     let store = store.clone();
                     tokio::spawn(async move {
-                        store.create_invoice(s, &invoice(account, i), &[], &[], NOW, &[], None).await
+                        store
+                            .create_invoice(s, &invoice(account, i), &[], &[], NOW, &[], None, Discounted::default())
+                            .await
                     })
                 })
                 .collect();
@@ -1948,7 +1980,10 @@ mod tests {
                 .await
                 .expect("billing info");
             // The site already has an invoice: the work's invoices take the next numbers.
-            store.create_invoice(s, &invoice(other.id, 1), &[], &[], NOW, &[], None).await.expect("invoice");
+            store
+                .create_invoice(s, &invoice(other.id, 1), &[], &[], NOW, &[], None, Discounted::default())
+                .await
+                .expect("invoice");
 
             let mut work = store.begin_work().await.expect("work");
             let mut payers = work.payers(s, &["c1", "c2", "nope"]).await.expect("payers");

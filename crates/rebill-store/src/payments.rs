@@ -262,7 +262,10 @@ mod tests {
             let site = store.create_site(&new_site, NOW).await.expect("site").0.id;
             let account = store.create_account(site, "c1", &AccountFields::default(), NOW, &[]).await.expect("account");
             let new = manual_invoice(account.id, 1000, CollectionMethod::Manual);
-            let (invoice, _) = store.create_invoice(site, &new, &[], &[], NOW, &[], None).await.expect("invoice");
+            let (invoice, _) = store
+                .create_invoice(site, &new, &[], &[], NOW, &[], None, crate::coupons::Discounted::default())
+                .await
+                .expect("invoice");
             let events = [event("transaction.approved"), event("invoice.paid")];
             let number = invoice.invoice_number.to_string();
 
@@ -334,8 +337,10 @@ mod tests {
             let refused = store.record_offline_payment(site, &payment(&paid, &more, &result, NOW + 40, &events)).await;
             assert!(matches!(refused, Err(StoreError::Invalid(_))), "{backend:?}: {refused:?}");
             let automatic = manual_invoice(account.id, 500, CollectionMethod::Automatic);
-            let (automatic, _) =
-                store.create_invoice(site, &automatic, &[], &[], NOW, &[], None).await.expect("invoice");
+            let (automatic, _) = store
+                .create_invoice(site, &automatic, &[], &[], NOW, &[], None, crate::coupons::Discounted::default())
+                .await
+                .expect("invoice");
             let on_automatic = check(&automatic, 500);
             let refused = store
                 .record_offline_payment(site, &payment(&automatic, &on_automatic, &result, NOW + 40, &events))
