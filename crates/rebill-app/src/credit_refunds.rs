@@ -34,8 +34,8 @@ use rebill_store::invoicing::{Invoice, InvoiceKind, NewTransaction, Transaction}
 
 use crate::offline_payments::{MANUAL_GATEWAY_TYPE, is_offline, payment_kind};
 use crate::refunds::{
-    External, RECOVERY_SECONDS, REFUND_JOB, RefundError, RefundRequest, finish, recorded_outside, refund_event,
-    refund_transaction,
+    External, RECOVERY_SECONDS, REFUND_JOB, RefundError, RefundRequest, asked_amount, complete_outside, finish,
+    refund_event, refund_transaction, refused,
 };
 use crate::{Context, Services, events, invoicing};
 
@@ -165,23 +165,6 @@ pub(crate) async fn behind_credit_paid(
     Ok(within_purchases(behind_invoice(services, invoice, want, TRACE_DEPTH, None, false).await?))
 }
 
-/// `amount` taken from `sources` in order, each up to its amount.
-pub(crate) fn take(sources: &[CardSource], amount: i64) -> Vec<(&CardSource, i64)> {
-    let mut rest = amount;
-    let mut out = Vec::new();
-    for s in sources {
-        if rest == 0 {
-            break;
-        }
-        let part = rest.min(s.amount);
-        if part > 0 {
-            out.push((s, part));
-            rest -= part;
-        }
-    }
-    out
-}
-
 /// The `refund` credit payment of `refund` (a refund transaction begun), paying credit of the
 /// credit invoice `credit` out, giving back the credit payment `via`.
 pub(crate) fn refund_payment(credit: &Invoice, refund: &Transaction, via: Option<i64>) -> NewCreditPayment {
@@ -195,10 +178,6 @@ pub(crate) fn refund_payment(credit: &Invoice, refund: &Transaction, via: Option
         original_credit_payment_id: via,
         refund_transaction_id: Some(refund.id),
     }
-}
-
-fn refused(field: &str, symbol: &'static str, message: impl Into<String>) -> RefundError {
-    RefundError::Refused(vec![crate::error::FieldRefusal::new(field, symbol, message)])
 }
 
 /// Refunds (part of) the remaining balance of the open credit invoice `credit` as `request` says
@@ -228,26 +207,7 @@ pub(crate) async fn pay_out(
         ));
     }
     let left = -credit.amounts.balance;
-    let amount = match (request.amount, request.percentage) {
-        (Some(_), Some(_)) => {
-            return Err(refused("percentage", "invalid", "An amount and a percentage cannot be refunded together"));
-        }
-        (None, Some(p)) if !(1..=100).contains(&p) => {
-            return Err(refused("percentage", "invalid", "The percentage must be from 1 to 100"));
-        }
-        (None, Some(p)) => left * p / 100,
-        (amount, None) => amount.unwrap_or(left),
-    };
-    if amount <= 0 {
-        return Err(refused("amount_in_cents", "greater_than", "Amount in cents must be greater than 0"));
-    }
-    if amount > left {
-        return Err(refused(
-            "amount_in_cents",
-            "less_than_or_equal_to",
-            format!("Amount in cents must be less than or equal to {left}, the credit left"),
-        ));
-    }
+    let amount = asked_amount(request, left)?;
     let external = request.external.as_ref();
     if external.is_none() && amount != left {
         return Err(refused(
@@ -318,12 +278,8 @@ pub(crate) async fn pay_out(
         work.record_credit_payment(ctx.site.id, &refund_payment(credit, t, *via), now, recorded_at).await?;
     }
     if let Some(outside) = external {
-        let done = recorded_outside(outside.refunded_at.unwrap_or(now));
-        let outcome: Vec<[rebill_store::events::NewEvent; 1]> =
-            begun.iter().map(|t| [invoicing::transaction_event(services, t, &done, now)]).collect();
-        let completions: Vec<(i64, &rebill_store::invoicing::TransactionResult, i64, &[_])> =
-            begun.iter().zip(&outcome).map(|(t, e)| (t.id, &done, now, &e[..])).collect();
-        work.complete_transactions(&completions).await?;
+        let manual: Vec<&Transaction> = begun.iter().collect();
+        complete_outside(services, &mut work, &manual, outside.refunded_at.unwrap_or(now), now).await?;
         let paid_out = work.invoice(credit.id).await?.unwrap_or_else(|| current.clone());
         let event = refund_event(services, events::INVOICE_REFUNDED, &paid_out, number, now);
         work.record_invoice_events(&paid_out, &[event]).await?;
@@ -386,13 +342,5 @@ mod tests {
         let kept = within_purchases(vec![source(1, 1000, 300, 500), source(1, 1000, 300, 500), source(2, 50, 0, 80)]);
         let parts: Vec<(i64, i64)> = kept.iter().map(|s| (s.purchase.id, s.amount)).collect();
         assert_eq!(parts, vec![(1, 500), (1, 200), (2, 50)]);
-    }
-
-    #[test]
-    fn amounts_are_taken_in_order() {
-        let sources = [source(1, 1000, 0, 300), source(2, 1000, 0, 400)];
-        let taken: Vec<(i64, i64)> = take(&sources, 500).iter().map(|(s, a)| (s.purchase.id, *a)).collect();
-        assert_eq!(taken, vec![(1, 300), (2, 200)]);
-        assert!(take(&sources, 0).is_empty());
     }
 }

@@ -150,7 +150,7 @@ impl From<RefundError> for AppError {
     }
 }
 
-fn refused(field: &str, symbol: &'static str, message: impl Into<String>) -> RefundError {
+pub(crate) fn refused(field: &str, symbol: &'static str, message: impl Into<String>) -> RefundError {
     RefundError::Refused(vec![FieldRefusal::new(field, symbol, message)])
 }
 
@@ -290,26 +290,7 @@ fn plan<'a>(
                 "An invoice with a processed line item refund cannot accept refunds of an open amount",
             ));
         }
-        let amount = match (request.amount, request.percentage) {
-            (Some(_), Some(_)) => {
-                return Err(refused("percentage", "invalid", "An amount and a percentage cannot be refunded together"));
-            }
-            (None, Some(p)) if !(1..=100).contains(&p) => {
-                return Err(refused("percentage", "invalid", "The percentage must be from 1 to 100"));
-            }
-            (None, Some(p)) => left.total() * p / 100,
-            (amount, None) => amount.unwrap_or(left.total()),
-        };
-        if amount <= 0 {
-            return Err(refused("amount_in_cents", "greater_than", "Amount in cents must be greater than 0"));
-        }
-        if amount > left.total() {
-            return Err(refused(
-                "amount_in_cents",
-                "less_than_or_equal_to",
-                format!("Amount in cents must be less than or equal to {}", left.total()),
-            ));
-        }
+        let amount = asked_amount(request, left.total())?;
         let lefts: Vec<i64> = charges.iter().map(|l| line_left(l)).collect();
         charges
             .iter()
@@ -403,6 +384,33 @@ fn plan<'a>(
         ),
     })?;
     Ok(Plan { parts, split })
+}
+
+/// The amount a refund of an amount asks, of the `left` cents that can be given back: its
+/// `amount_in_cents`, a percentage of `left` (rounded down to the cent) or, with neither, all of
+/// it; more than nothing and no more than `left`.
+pub(crate) fn asked_amount(request: &RefundRequest, left: i64) -> Result<i64, RefundError> {
+    let amount = match (request.amount, request.percentage) {
+        (Some(_), Some(_)) => {
+            return Err(refused("percentage", "invalid", "An amount and a percentage cannot be refunded together"));
+        }
+        (None, Some(p)) if !(1..=100).contains(&p) => {
+            return Err(refused("percentage", "invalid", "The percentage must be from 1 to 100"));
+        }
+        (None, Some(p)) => left * p / 100,
+        (amount, None) => amount.unwrap_or(left),
+    };
+    if amount <= 0 {
+        return Err(refused("amount_in_cents", "greater_than", "Amount in cents must be greater than 0"));
+    }
+    if amount > left {
+        return Err(refused(
+            "amount_in_cents",
+            "less_than_or_equal_to",
+            format!("Amount in cents must be less than or equal to {left}"),
+        ));
+    }
+    Ok(amount)
 }
 
 /// The refund invoice's line reversing `part`.
@@ -536,8 +544,26 @@ pub(crate) fn refund_transaction(
     new
 }
 
+/// Completes the manual refund transactions `refunds` (begun in `work`) as done outside the
+/// gateway at `collected_at`, each with its event recorded at `now`.
+pub(crate) async fn complete_outside(
+    services: &Services,
+    work: &mut rebill_store::subscriptions::Work,
+    refunds: &[&Transaction],
+    collected_at: i64,
+    now: i64,
+) -> Result<(), StoreError> {
+    let done = recorded_outside(collected_at);
+    let events: Vec<[NewEvent; 1]> =
+        refunds.iter().map(|t| [invoicing::transaction_event(services, t, &done, now)]).collect();
+    let completions: Vec<(i64, &TransactionResult, i64, &[NewEvent])> =
+        refunds.iter().zip(&events).map(|(t, e)| (t.id, &done, now, &e[..])).collect();
+    work.complete_transactions(&completions).await?;
+    Ok(())
+}
+
 /// A manual refund's result: done when recorded.
-pub(crate) fn recorded_outside(at: i64) -> TransactionResult {
+fn recorded_outside(at: i64) -> TransactionResult {
     TransactionResult {
         status: TransactionStatus::Success,
         reference: None,
@@ -551,21 +577,27 @@ pub(crate) fn recorded_outside(at: i64) -> TransactionResult {
     }
 }
 
-/// Allocates `amount` over `from` (oldest first), each up to what it has left.
-fn allocate<'a>(amount: i64, from: &[&'a Transaction]) -> Vec<(&'a Transaction, i64)> {
+/// Allocates `amount` over `from` (items with what each has left), in order, each up to what
+/// it has left.
+pub(crate) fn allocate<T>(amount: i64, from: impl IntoIterator<Item = (T, i64)>) -> Vec<(T, i64)> {
     let mut rest = amount;
     let mut out = Vec::new();
-    for t in from {
+    for (item, left) in from {
         if rest == 0 {
             break;
         }
-        let part = rest.min(t.new.amount - t.refunded);
+        let part = rest.min(left);
         if part > 0 {
-            out.push((*t, part));
+            out.push((item, part));
             rest -= part;
         }
     }
     out
+}
+
+/// What of each of `purchases` is still refundable, for [`allocate`].
+fn refundable_rest(purchases: Vec<&Transaction>) -> impl Iterator<Item = (&Transaction, i64)> {
+    purchases.into_iter().map(|t| (t, t.new.amount - t.refunded))
 }
 
 pub(crate) fn refund_event(services: &Services, kind: &str, refund: &Invoice, original: i64, at: i64) -> NewEvent {
@@ -599,10 +631,10 @@ async fn write(
     let lines: Vec<NewAdjustment> = plan.parts.iter().map(|p| credit_line(p, cm)).collect();
     let external = request.external.as_ref().filter(|_| cm);
     let void = request.transaction.as_ref().filter(|t| t.void);
-    let mut gateway_parts = allocate(plan.split.to_gateway, &purchases(txns, true));
-    let outside_parts = allocate(plan.split.to_outside, &purchases(txns, false));
+    let mut gateway_parts = allocate(plan.split.to_gateway, refundable_rest(purchases(txns, true)));
+    let outside_parts = allocate(plan.split.to_outside, refundable_rest(purchases(txns, false)));
     let unmatched_outside = plan.split.to_outside - outside_parts.iter().map(|(_, a)| a).sum::<i64>();
-    let credit_parts = crate::credit_refunds::take(sources, plan.split.credit_to_gateway);
+    let credit_parts = allocate(plan.split.credit_to_gateway, sources.iter().map(|s| (s, s.amount)));
     let pending = external.is_none() && (!gateway_parts.is_empty() || !credit_parts.is_empty());
     // A void moves the money by cancelling the purchase: no refund transaction is recorded.
     let voided = match void {
@@ -699,12 +731,8 @@ async fn write(
         work.record_credit_payment(ctx.site.id, &payment, now, recorded_at).await?;
     }
     let collected = external.and_then(|e| e.refunded_at).unwrap_or(now);
-    let done = recorded_outside(collected);
-    let done_events: Vec<[NewEvent; 1]> =
-        manual.iter().map(|i| [invoicing::transaction_event(services, &begun[*i], &done, now)]).collect();
-    let completions: Vec<(i64, &TransactionResult, i64, &[NewEvent])> =
-        manual.iter().zip(&done_events).map(|(i, e)| (begun[*i].id, &done, now, &e[..])).collect();
-    work.complete_transactions(&completions).await?;
+    let manual: Vec<&Transaction> = manual.iter().map(|i| &begun[*i]).collect();
+    complete_outside(services, &mut work, &manual, collected, now).await?;
     if pending {
         let subject = match voided {
             Some(t) => format!("{}{VOID_SEPARATOR}{}", refund.uuid, t.uuid),
@@ -1054,5 +1082,36 @@ pub async fn terminate(
             Ok(loaded)
         }
         Err(RefundError::Store(e)) => Err(SubscriptionError::from(e).into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn amounts_are_allocated_in_order_each_up_to_what_it_has_left() {
+        assert_eq!(allocate(500, [("a", 300), ("b", 400)]), vec![("a", 300), ("b", 200)]);
+        assert_eq!(allocate(500, [("a", 0), ("b", 400), ("c", 900)]), vec![("b", 400), ("c", 100)]);
+        assert!(allocate(0, [("a", 300)]).is_empty());
+    }
+
+    #[test]
+    fn an_amount_asked_is_within_what_is_left() {
+        let ask = |amount, percentage| RefundRequest {
+            percentage,
+            ..RefundRequest::of_amount(amount, RefundMethod::CreditFirst)
+        };
+        let symbol = |r: Result<i64, RefundError>| match r {
+            Err(RefundError::Refused(f)) => f[0].symbol,
+            other => panic!("refused expected: {other:?}"),
+        };
+        assert_eq!(asked_amount(&ask(None, None), 700).ok(), Some(700), "everything left");
+        assert_eq!(asked_amount(&ask(Some(300), None), 700).ok(), Some(300));
+        assert_eq!(asked_amount(&ask(None, Some(33)), 700).ok(), Some(231), "33 % rounded down");
+        assert_eq!(symbol(asked_amount(&ask(Some(701), None), 700)), "less_than_or_equal_to");
+        assert_eq!(symbol(asked_amount(&ask(Some(0), None), 700)), "greater_than");
+        assert_eq!(symbol(asked_amount(&ask(None, Some(101)), 700)), "invalid");
+        assert_eq!(symbol(asked_amount(&ask(Some(1), Some(1)), 700)), "invalid");
     }
 }
