@@ -257,10 +257,8 @@ pub(crate) async fn pay_out(
     if current.amounts.balance != credit.amounts.balance || current.state != credit.state {
         return Err(RefundError::Busy(number));
     }
-    for s in &sources {
-        if work.refundable_left(s.purchase.id).await? < s.amount {
-            return Err(RefundError::Busy(number));
-        }
+    if !crate::refunds::purchases_hold(&mut work, sources.iter().map(|s| (s.purchase.id, s.amount))).await? {
+        return Err(RefundError::Busy(number));
     }
     let taken = match external {
         Some(_) => work.take_credit(&current, amount, 0, now).await?,

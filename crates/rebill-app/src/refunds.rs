@@ -15,6 +15,8 @@
 //! (the account is owed it either way); on a site without them the refund invoice fails, takes
 //! nothing back, and the refund is answered as declined.
 
+use std::ops::ControlFlow;
+
 use rebill_billing::gateway::RefundRequest as GatewayRefund;
 use rebill_billing::lifecycle::{Action, Refund};
 use rebill_billing::refund::{self, RefundMethod, Refundable, Split, SplitError};
@@ -131,9 +133,15 @@ pub enum RefundError {
     /// The gateway declined the refund; nothing was given back (sites without Credit Memos).
     #[error("the refund was declined")]
     Declined(Box<Transaction>),
-    /// Another refund of the invoice was made meanwhile.
+    /// The invoice (or a payment or credit it gives back through) changed between the reads the
+    /// refund was decided on and the locks it took to write; nothing was written. The use cases
+    /// decide again on what is there now ([`settled`]); answered only when that kept happening.
     #[error("invoice {0} changed while it was refunded; try again")]
     Busy(i64),
+    /// The refund invoice was written, but the purchase it voids was voided or refunded by
+    /// another run before the void was recorded: the refund invoice is left to its recovery job.
+    #[error("invoice {0}: the purchase changed while it was voided; its refund is finished later")]
+    LeftToRecovery(i64),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -144,7 +152,7 @@ impl From<RefundError> for AppError {
             RefundError::Read(e) => e.into(),
             RefundError::Refused(refusals) => AppError::Refused(refusals),
             RefundError::Declined(t) => AppError::Declined(Some(t)),
-            RefundError::Busy(_) => AppError::Conflict(e.to_string()),
+            RefundError::Busy(_) | RefundError::LeftToRecovery(_) => AppError::Conflict(e.to_string()),
             RefundError::Store(e) => e.into(),
         }
     }
@@ -187,8 +195,50 @@ fn refundable(invoice: &Invoice, lines: &[Adjustment], txns: &[Transaction], cre
     r
 }
 
-/// Refunds the site's invoice `number` as `request` says; answers the refund invoice.
+/// How many times a money operation decides again when what it decided on changed before it
+/// held the rows it writes ([`RefundError::Busy`]): each time another operation on the same
+/// invoice committed in between, so this bounds the operations racing one request.
+pub(crate) const ATTEMPTS: usize = 32;
+
+/// Whether a money operation's attempt is its answer ([`ControlFlow::Break`]) or is to be
+/// decided again: it met [`RefundError::Busy`] (nothing written) and has tried fewer than
+/// [`ATTEMPTS`] times (`tries` counts them).
+pub(crate) fn settled<T>(outcome: Result<T, RefundError>, tries: &mut usize) -> ControlFlow<Result<T, RefundError>> {
+    match outcome {
+        Err(RefundError::Busy(n)) if *tries < ATTEMPTS => {
+            tracing::debug!(
+                invoice = n,
+                tries = *tries,
+                "the invoice changed before the refund was written; deciding again"
+            );
+            *tries += 1;
+            ControlFlow::Continue(())
+        }
+        other => ControlFlow::Break(other),
+    }
+}
+
+/// Refunds the site's invoice `number` as `request` says; answers the refund invoice. Decided
+/// again when a concurrent operation changed the invoice first ([`settled`]).
 pub async fn refund_invoice(
+    services: &Services,
+    ctx: &Context,
+    number: &str,
+    request: &RefundRequest,
+) -> Result<Invoice, RefundError> {
+    let mut tries = 1;
+    loop {
+        if let ControlFlow::Break(answer) =
+            settled(refund_invoice_once(services, ctx, number, request).await, &mut tries)
+        {
+            return answer;
+        }
+    }
+}
+
+/// One attempt of [`refund_invoice`]: decided on the invoice as read now, written only if it is
+/// still so once locked ([`RefundError::Busy`] otherwise, nothing written).
+async fn refund_invoice_once(
     services: &Services,
     ctx: &Context,
     number: &str,
@@ -595,6 +645,25 @@ pub(crate) fn allocate<T>(amount: i64, from: impl IntoIterator<Item = (T, i64)>)
     out
 }
 
+/// Locks the purchases that `parts` (purchase id, amount) refund, in the order of their ids (so
+/// two operations locking some of the same purchases never wait for each other in a circle),
+/// and answers whether each still has what its parts take refundable, as read after its lock.
+pub(crate) async fn purchases_hold(
+    work: &mut rebill_store::subscriptions::Work,
+    parts: impl IntoIterator<Item = (i64, i64)>,
+) -> Result<bool, StoreError> {
+    let mut wanted: std::collections::BTreeMap<i64, i64> = std::collections::BTreeMap::new();
+    for (id, amount) in parts {
+        *wanted.entry(id).or_default() += amount;
+    }
+    for (id, amount) in wanted {
+        if work.refundable_left(id).await? < amount {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 /// What of each of `purchases` is still refundable, for [`allocate`].
 fn refundable_rest(purchases: Vec<&Transaction>) -> impl Iterator<Item = (&Transaction, i64)> {
     purchases.into_iter().map(|t| (t, t.new.amount - t.refunded))
@@ -676,11 +745,9 @@ async fn write(
     }
     // Each purchase refunded is locked and read again: refunds of it through other invoices
     // (credit paid out) are made one after the other.
-    let refunded = gateway_parts.iter().map(|(t, part)| (*t, *part));
-    for (t, part) in refunded.chain(credit_parts.iter().map(|(s, part)| (&s.purchase, *part))) {
-        if work.refundable_left(t.id).await? < part {
-            return Err(RefundError::Busy(original.invoice_number));
-        }
+    let refunded = gateway_parts.iter().map(|(t, part)| (t.id, *part));
+    if !purchases_hold(&mut work, refunded.chain(credit_parts.iter().map(|(s, part)| (s.purchase.id, *part)))).await? {
+        return Err(RefundError::Busy(original.invoice_number));
     }
     let draft = InvoiceDraft { invoice: &new, lines: &lines, now, events: &created, credit: None };
     let (refund, _) = work
@@ -871,6 +938,21 @@ pub async fn give_back_transaction(
     uuid: &str,
     amount: Option<i64>,
 ) -> Result<GivenBack, RefundError> {
+    let mut tries = 1;
+    loop {
+        if let ControlFlow::Break(answer) = settled(give_back_once(services, ctx, uuid, amount).await, &mut tries) {
+            return answer;
+        }
+    }
+}
+
+/// One attempt of [`give_back_transaction`]: void or refund decided on the purchase as read now.
+async fn give_back_once(
+    services: &Services,
+    ctx: &Context,
+    uuid: &str,
+    amount: Option<i64>,
+) -> Result<GivenBack, RefundError> {
     let t = queries::transaction(services, ctx, uuid).await?;
     let Some(GivingBack { settled, voided }) = giving_back(&t, ctx.now) else {
         return Err(refused(
@@ -896,7 +978,7 @@ pub async fn give_back_transaction(
         transaction: Some(TransactionTarget { uuid: t.uuid.clone(), void: how.is_void() }),
         ..RefundRequest::of_amount(Some(how.amount()), RefundMethod::TransactionFirst)
     };
-    let refund = refund_invoice(services, ctx, &number.to_string(), &request).await?;
+    let refund = refund_invoice_once(services, ctx, &number.to_string(), &request).await?;
     let original = services.store.transaction_by_id(t.id).await?.unwrap_or(t);
     if original.status() == TransactionStatus::Void {
         return Ok(GivenBack::Voided(Box::new(original)));
@@ -962,7 +1044,7 @@ async fn finish_void(
         } else {
             // Refunded or voided meanwhile by another request: its refund invoice is left to
             // its recovery job, which finds the purchase no longer voidable and refunds.
-            return Err(RefundError::Busy(original_number));
+            return Err(RefundError::LeftToRecovery(original_number));
         }
         return Ok(services.store.invoice_by_id(refund.id).await?.unwrap_or_else(|| refund.clone()));
     }
@@ -1023,7 +1105,7 @@ pub async fn run_refund_job(services: &Services, job: &Job) -> Result<(), JobErr
                 work.commit().await?;
                 Ok(refund.clone())
             }
-            _ => Err(RefundError::Busy(original)),
+            _ => Err(RefundError::LeftToRecovery(original)),
         };
         return match outcome {
             Ok(_) | Err(RefundError::Declined(_)) => Ok(()),
@@ -1077,7 +1159,7 @@ pub async fn terminate(
     };
     match refund_invoice(services, ctx, &last.to_string(), &request).await {
         Ok(_) | Err(RefundError::Refused(_) | RefundError::Declined(_) | RefundError::Read(_)) => Ok(loaded),
-        Err(RefundError::Busy(n)) => {
+        Err(RefundError::Busy(n) | RefundError::LeftToRecovery(n)) => {
             tracing::warn!(invoice = n, "the termination refund met another refund of the invoice; disregarded");
             Ok(loaded)
         }

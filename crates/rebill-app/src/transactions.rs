@@ -4,12 +4,17 @@
 //! transaction and its `failed` invoice are kept). A requested billing info (token or card
 //! fields) is charged and, when approved (or declined with `declined_saveable`), becomes the
 //! account's billing info; without one the stored billing info is charged.
+//!
+//! The account's open credit pays the invoice first, as it pays every new charge invoice; what
+//! it leaves is charged. A charge the credit pays wholly makes no transaction
+//! ([`Charged::ByCredit`]): the real service answered such a request `204 No Content` (the
+//! released clients then hold a transaction without a uuid), and so does rebill's adapter.
 
 use rebill_billing::invoice::InvoiceOrigin;
 use rebill_billing::states::TransactionStatus;
 use rebill_store::StoreError;
 use rebill_store::accounts::{Account, AccountFields};
-use rebill_store::invoicing::{AdjustmentKind, InvoiceTerms, NewAdjustment, Transaction};
+use rebill_store::invoicing::{AdjustmentKind, Invoice, InvoiceTerms, NewAdjustment, Transaction};
 
 use crate::invoicing::{self, BillingError, Collect, Draft, PaymentSource};
 use crate::payment_methods::{self, BillingRequest, PaymentMethodError};
@@ -46,16 +51,21 @@ pub enum ChargeError {
     Store(#[from] StoreError),
     #[error("an account vanished while it was created")]
     AccountVanished,
-    #[error("a one-off charge made no transaction")]
+    #[error("a one-off charge made no transaction and its invoice is not paid")]
     NoTransaction,
 }
 
-/// Charges `charge` now: the transaction, approved or declined ([`Transaction::status`]).
-pub async fn charge_once(
-    services: &Services,
-    ctx: &Context,
-    charge: &OneOffCharge,
-) -> Result<Transaction, ChargeError> {
+/// What a one-off charge did.
+#[derive(Debug, Clone)]
+pub enum Charged {
+    /// The transaction, approved or declined ([`Transaction::status`]).
+    Transaction(Box<Transaction>),
+    /// The account's credit paid the whole charge: its invoice (paid); no transaction was made.
+    ByCredit(Box<Invoice>),
+}
+
+/// Charges `charge` now, after the account's credit paid what it can of it.
+pub async fn charge_once(services: &Services, ctx: &Context, charge: &OneOffCharge) -> Result<Charged, ChargeError> {
     let account = account_for(services, ctx, charge).await?;
     let requested = match &charge.billing_info {
         Some(info) => payment_methods::requested_method(services, ctx, &account, info).await?,
@@ -98,13 +108,17 @@ pub async fn charge_once(
     };
     let invoiced =
         invoicing::invoice(services, &ctx.site, &account, draft, ctx.now, Collect::Once, Some(source)).await?;
-    let transaction = invoiced.transaction.ok_or(ChargeError::NoTransaction)?;
+    let transaction = match invoiced.transaction {
+        Some(t) => t,
+        None if invoiced.is_paid() => return Ok(Charged::ByCredit(Box::new(invoiced.invoice))),
+        None => return Err(ChargeError::NoTransaction),
+    };
     let approved = transaction.status() == TransactionStatus::Success;
     let keep = approved || transaction.result.failure.as_ref().is_some_and(|f| f.error_code == "declined_saveable");
     if let Some(method) = requested.as_ref().filter(|_| keep) {
         payment_methods::save_requested(services, ctx, &account, method).await?;
     }
-    Ok(transaction)
+    Ok(Charged::Transaction(Box::new(transaction)))
 }
 
 /// The account of the charge, created when the site has none with the code (a concurrent

@@ -197,7 +197,11 @@ async fn every_business_change_records_its_event_with_its_subject() {
             description: "Setup".into(),
             ..OneOffCharge::default()
         };
-        let t = transactions::charge_once(&services, &march, &charge).await.expect("charge");
+        let transactions::Charged::Transaction(t) =
+            transactions::charge_once(&services, &march, &charge).await.expect("charge")
+        else {
+            panic!("a charge of an account without credit makes a transaction");
+        };
         assert_eq!(kinds(&store, site, &t.uuid).await, ["transaction.approved"], "{backend:?}");
         let one_off = t.invoice_number.expect("invoiced").to_string();
         assert_eq!(kinds(&store, site, &one_off).await, ["invoice.created", "invoice.paid"], "{backend:?}");

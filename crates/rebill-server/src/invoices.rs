@@ -96,7 +96,7 @@ use crate::views::{self, DeclineFields};
 use crate::{AppState, respond};
 use rebill_app::invoicing::{self, BillingError, Preview, SettleError, Settlement};
 use rebill_app::payment_methods::valid_currency;
-use rebill_app::transactions::{ChargeError, OneOffCharge, charge_once};
+use rebill_app::transactions::{ChargeError, Charged, OneOffCharge, charge_once};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -1038,7 +1038,9 @@ pub(crate) async fn create_transaction(
         billing_info: nested.billing_info.as_deref().map(billing_request),
     };
     let transaction = match charge_once(state, &call.context(), &charge).await {
-        Ok(t) => t,
+        Ok(Charged::Transaction(t)) => t,
+        // Paid wholly by the account's credit: no transaction to answer (the real service's 204).
+        Ok(Charged::ByCredit(_)) => return axum::response::IntoResponse::into_response(StatusCode::NO_CONTENT),
         Err(ChargeError::BillingInfoRequired) => {
             return respond::error(
                 StatusCode::BAD_REQUEST,

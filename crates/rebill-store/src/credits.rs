@@ -385,15 +385,27 @@ impl Work {
         rows.iter().map(|r| r.try_get("account_id").map_err(StoreError::from)).collect()
     }
 
-    /// The invoice with this id, read in this work (locked for it on PostgreSQL).
+    /// The invoice with this id, locked for this work on PostgreSQL, then read: the lock is
+    /// taken by a statement of its own, so the read (a later statement, with a newer snapshot
+    /// under READ COMMITTED) sees everything committed by whoever held the lock before, also
+    /// what its derived columns (`credited`: the invoices crediting it) are summed from. A
+    /// `SELECT … FOR UPDATE` computing them itself would evaluate those sums on the snapshot
+    /// taken before it waited for the lock.
     pub async fn invoice(&mut self, id: i64) -> Result<Option<Invoice>, StoreError> {
-        let sql = format!(
-            "SELECT {} FROM invoices WHERE id = $1{}",
-            crate::invoicing::INVOICE_COLUMNS,
-            self.backend.for_update()
-        );
+        if !self.lock_invoice(id).await? {
+            return Ok(None);
+        }
+        let sql = format!("SELECT {} FROM invoices WHERE id = $1", crate::invoicing::INVOICE_COLUMNS);
         let row = sqlx::query(&sql).bind(id).fetch_optional(&mut *self.tx).await?;
         row.as_ref().map(crate::invoicing::invoice_from_row).transpose()
+    }
+
+    /// Locks the invoice `id` for this work (PostgreSQL `FOR UPDATE`; SQLite's one writer holds
+    /// every row already); answers whether it exists. Amounts read after this see every change
+    /// committed before the lock was granted.
+    pub async fn lock_invoice(&mut self, id: i64) -> Result<bool, StoreError> {
+        let sql = format!("SELECT id FROM invoices WHERE id = $1{}", self.backend.for_update());
+        Ok(sqlx::query(&sql).bind(id).fetch_optional(&mut *self.tx).await?.is_some())
     }
 
     /// What credit paid of an invoice: its `payment` credit payments not voided.

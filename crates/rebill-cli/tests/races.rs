@@ -1,0 +1,413 @@
+//! Money operations raced: for each operation that gives money back, spends credit or uses up a
+//! limit, 12 requests released together (several rounds), on three topologies — SQLite with one
+//! `rebill serve`, PostgreSQL with one, and PostgreSQL with two processes sharing the database
+//! (requests alternate between them). Whatever order the database lets them run in, what is
+//! given back never exceeds what was paid, credit spent never exceeds credit held, a purchase is
+//! voided or refunded but never both, each limit is exact, nothing answers 5xx, and a refused
+//! request leaves nothing behind (no credit invoice, no `processing` row, no recovery job).
+//! Checked through the API and in the database.
+
+use std::sync::{Arc, Barrier};
+
+use rebill_testkit::*;
+
+/// 2027-01-15T08:00:00Z.
+const T0: i64 = 1_800_000_000;
+/// Requests released together in each race.
+const RACERS: usize = 12;
+/// Rounds of each race (each on fresh records).
+const ROUNDS: usize = 3;
+
+/// One or more `rebill serve` processes on one database, with the site's private key.
+struct Topology {
+    servers: Vec<Server>,
+    key: String,
+    db: String,
+}
+
+impl Topology {
+    fn first(&self) -> &Server {
+        &self.servers[0]
+    }
+
+    fn send(&self, method: &str, version: &str, path: &str, body: &str) -> Reply {
+        authed_with(self.first(), &self.key, method, path, &xml_at(version), body)
+    }
+
+    fn get(&self, path: &str) -> Reply {
+        authed_with(self.first(), &self.key, "GET", path, &[("X-Api-Version", "2.11")], "")
+    }
+
+    /// Sends the requests `requests` (method, path, body) all at once, request `i` to server
+    /// `i % servers`, each thread waiting at one barrier until all are ready; answers the replies
+    /// in the order of `requests`. No reply may be a 5xx.
+    fn race(&self, requests: Vec<(String, String, String)>) -> Vec<Reply> {
+        let barrier = Arc::new(Barrier::new(requests.len()));
+        let replies = std::thread::scope(|scope| {
+            let handles: Vec<_> = requests
+                .iter()
+                .enumerate()
+                .map(|(i, (method, path, body))| {
+                    let barrier = barrier.clone();
+                    let server = &self.servers[i % self.servers.len()];
+                    let key = self.key.as_str();
+                    scope.spawn(move || {
+                        barrier.wait();
+                        authed_with(server, key, method, path, &xml_at("2.11"), body)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().expect("racer")).collect::<Vec<Reply>>()
+        });
+        for (r, (method, path, _)) in replies.iter().zip(&requests) {
+            assert!(r.status < 500, "{method} {path} answered {}\n{}", r.status, r.body);
+        }
+        replies
+    }
+
+    /// The integer answered by one SQL statement.
+    fn int(&self, statement: &str) -> i64 {
+        let rows = sql(&self.db, statement);
+        assert_eq!(rows.len(), 1, "{statement}: {rows:?}");
+        rows[0].parse().unwrap_or_else(|_| panic!("{statement}: {rows:?}"))
+    }
+
+    fn credit_memos(&self) {
+        self.first().cli(&["site", "update", "--name", "sandbox", "--credit-memos", "true"]);
+    }
+
+    /// A new account paying with the card 4111…, its billing info stored.
+    fn customer(&self, code: &str) {
+        let body = format!("<account><account_code>{code}</account_code><email>{code}@example.com</email></account>");
+        ok(self.send("POST", "2.11", "/v2/accounts", &body), 201);
+        let token = self.card_token("4111111111111111");
+        let body = format!("<billing_info><token_id>{token}</token_id></billing_info>");
+        ok(self.send("PUT", "2.11", &format!("/v2/accounts/{code}/billing_info"), &body), 200);
+    }
+
+    fn card_token(&self, number: &str) -> String {
+        card_token(self.first(), number)
+    }
+
+    /// One line of `cents` (quantity 1) invoiced to `code` and paid by its card; answers the
+    /// invoice number and the purchase's uuid.
+    fn paid_invoice(&self, code: &str, cents: i64) -> (String, String) {
+        let body = format!(
+            "<adjustment><description>Order</description><unit_amount_in_cents>{cents}</unit_amount_in_cents>\
+             <currency>USD</currency></adjustment>"
+        );
+        ok(self.send("POST", "2.11", &format!("/v2/accounts/{code}/adjustments"), &body), 201);
+        let r = ok(self.send("POST", "2.9", &format!("/v2/accounts/{code}/invoices"), ""), 201);
+        assert!(r.body.contains("<state>collected</state>"), "{}", r.body);
+        let number = field(&r.body, "invoice_number");
+        let transactions = &r.body[r.body.find("<transactions").expect("transactions")..];
+        (number, field(transactions, "uuid"))
+    }
+
+    /// What was given back of the invoice `number`: the totals of the invoices crediting it
+    /// (not failed), as positive cents.
+    fn credited(&self, number: &str) -> i64 {
+        self.int(&format!(
+            "SELECT CAST(COALESCE(-SUM(r.total), 0) AS BIGINT) FROM invoices r JOIN invoices o \
+             ON o.id = r.original_invoice_id WHERE o.invoice_number = {number} AND r.state <> 'failed'"
+        ))
+    }
+
+    /// Refund transactions of the purchase `uuid` that succeeded or are under way.
+    fn refunded(&self, uuid: &str) -> i64 {
+        self.int(&format!(
+            "SELECT CAST(COALESCE(SUM(r.amount), 0) AS BIGINT) FROM transactions r JOIN transactions p \
+             ON p.id = r.original_transaction_id WHERE p.uuid = '{uuid}' AND r.action = 'refund' \
+             AND r.status IN ('success', 'processing')"
+        ))
+    }
+
+    /// Nothing is left half-done: no invoice `processing`, no unfinished refund job whose
+    /// refund invoice is not processing, no transaction `processing`.
+    fn nothing_pending(&self) {
+        assert_eq!(self.int("SELECT COUNT(*) FROM invoices WHERE state = 'processing'"), 0, "processing invoices");
+        assert_eq!(
+            self.int("SELECT COUNT(*) FROM transactions WHERE status = 'processing'"),
+            0,
+            "processing transactions"
+        );
+    }
+
+    /// The account's credit left (open credit, positive cents) in USD.
+    fn credit_left(&self, code: &str) -> i64 {
+        self.int(&format!(
+            "SELECT CAST(COALESCE(-SUM(i.balance), 0) AS BIGINT) FROM invoices i JOIN accounts a \
+             ON a.id = i.account_id WHERE a.account_code = '{code}' AND i.balance < 0"
+        ))
+    }
+}
+
+/// Runs `scenario` on SQLite with one server, PostgreSQL with one, and PostgreSQL with two.
+fn on_three_topologies(tag: &str, scenario: fn(&Topology)) {
+    let sqlite = rebill_store::testing::fresh_sqlite_url(tag);
+    scenario(&topology(&sqlite, 1));
+    let pg = postgres_database(tag);
+    scenario(&topology(pg.url(), 1));
+    let pg2 = postgres_database(&format!("{tag}2"));
+    scenario(&topology(pg2.url(), 2));
+}
+
+fn topology(db: &str, processes: usize) -> Topology {
+    let key_file = vault_key_file();
+    let args = ["--vault-key-file", key_file.as_str()];
+    let first = start_with(db, Options { clock: Some(T0), args: &args, ..Options::default() });
+    let key = first.key.clone();
+    let clock = first.clock.clone();
+    let mut servers = vec![first];
+    for _ in 1..processes {
+        let options = Options { clock_file: clock.clone(), args: &args, existing_database: true, ..Options::default() };
+        servers.push(start_with(db, options));
+    }
+    Topology { servers, key, db: db.to_owned() }
+}
+
+fn refund_body(method: &str, amount: Option<i64>) -> String {
+    let amount = amount.map(|a| format!("<amount_in_cents>{a}</amount_in_cents>")).unwrap_or_default();
+    format!("<invoice><refund_method>{method}</refund_method>{amount}</invoice>")
+}
+
+fn successes(replies: &[Reply], status: u16) -> usize {
+    replies.iter().filter(|r| r.status == status).count()
+}
+
+/// 12 refunds of one paid invoice of 2000 with mixed methods and amounts.
+fn mixed_invoice_refunds(t: &Topology) {
+    t.credit_memos();
+    for round in 0..ROUNDS {
+        let code = format!("mixed{round}");
+        t.customer(&code);
+        let (number, purchase) = t.paid_invoice(&code, 2000);
+        let asks = [
+            ("all_credit", Some(900)),
+            ("credit_first", Some(700)),
+            ("all_transaction", Some(700)),
+            ("all_credit", None),
+            ("all_credit", Some(1500)),
+            ("transaction_first", Some(300)),
+            ("all_transaction", None),
+            ("credit_first", None),
+            ("all_credit", Some(100)),
+            ("all_transaction", Some(1200)),
+            ("transaction_first", None),
+            ("all_credit", Some(2000)),
+        ];
+        let requests = asks
+            .iter()
+            .map(|(method, amount)| {
+                ("POST".to_owned(), format!("/v2/invoices/{number}/refund"), refund_body(method, *amount))
+            })
+            .collect();
+        let replies = t.race(requests);
+        let given: i64 = replies
+            .iter()
+            .filter(|r| r.status == 201)
+            .map(|r| -field(&r.body, "total_in_cents").parse::<i64>().expect("total"))
+            .sum();
+        assert!(successes(&replies, 201) >= 1, "at least one refund is made");
+        assert!(given <= 2000, "given back {given} on 2000");
+        assert_eq!(t.credited(&number), given, "the refund invoices answered are the ones stored");
+        assert!(t.refunded(&purchase) <= 2000);
+        // The credit given plus the card refunds never exceed what was paid.
+        assert!(t.credit_left(&code) + t.refunded(&purchase) <= 2000);
+        for r in replies.iter().filter(|r| r.status != 201) {
+            assert_eq!(r.status, 422, "{}", r.body);
+        }
+        t.nothing_pending();
+        // What is left is refundable exactly.
+        let left = 2000 - given;
+        let r = t.get(&format!("/v2/invoices/{number}"));
+        if left > 0 {
+            assert!(r.body.contains(&format!("<refundable_total_in_cents type=\"integer\">{left}<")), "{}", r.body);
+        }
+    }
+}
+
+#[test]
+fn invoice_refunds_with_mixed_methods_never_give_back_more_than_was_paid() {
+    on_three_topologies("race_mixed", mixed_invoice_refunds);
+}
+
+/// 12 refunds of the only line (quantity 1, 2000) of a paid invoice.
+fn line_refunds(t: &Topology) {
+    t.credit_memos();
+    for round in 0..ROUNDS {
+        let code = format!("line{round}");
+        t.customer(&code);
+        let (number, purchase) = t.paid_invoice(&code, 2000);
+        let invoice = t.get(&format!("/v2/invoices/{number}"));
+        let lines = &invoice.body[invoice.body.find("<line_items").expect("line items")..];
+        let line = field(lines, "uuid");
+        let method = if round % 2 == 0 { "all_credit" } else { "credit_first" };
+        let body = format!(
+            "<invoice><refund_method>{method}</refund_method><line_items><adjustment><uuid>{line}</uuid>\
+             <quantity>1</quantity></adjustment></line_items></invoice>"
+        );
+        let requests =
+            (0..RACERS).map(|_| ("POST".to_owned(), format!("/v2/invoices/{number}/refund"), body.clone())).collect();
+        let replies = t.race(requests);
+        assert_eq!(successes(&replies, 201), 1, "one unit is refunded once");
+        assert_eq!(t.credited(&number), 2000);
+        assert!(t.credit_left(&code) + t.refunded(&purchase) <= 2000);
+        assert_eq!(
+            t.int(&format!(
+                "SELECT COUNT(*) FROM invoices r JOIN invoices o ON o.id = r.original_invoice_id \
+                 WHERE o.invoice_number = {number}"
+            )),
+            1,
+            "refused refunds leave no invoice"
+        );
+        t.nothing_pending();
+    }
+}
+
+#[test]
+fn line_item_refunds_refund_each_unit_once() {
+    on_three_topologies("race_lines", line_refunds);
+}
+
+/// 6 voids and 6 refunds of 500 of one unsettled purchase of 2000.
+fn voids_and_refunds(t: &Topology) {
+    t.credit_memos();
+    for round in 0..ROUNDS {
+        let code = format!("void{round}");
+        t.customer(&code);
+        let (number, purchase) = t.paid_invoice(&code, 2000);
+        let requests = (0..RACERS)
+            .map(|i| {
+                let path = if i % 2 == 0 {
+                    format!("/v2/transactions/{purchase}")
+                } else {
+                    format!("/v2/transactions/{purchase}?amount_in_cents=500")
+                };
+                ("DELETE".to_owned(), path, String::new())
+            })
+            .collect();
+        let replies = t.race(requests);
+        let voided = t.int(&format!("SELECT COUNT(*) FROM transactions WHERE uuid = '{purchase}' AND status = 'void'"));
+        let refunded = t.refunded(&purchase);
+        assert!(voided == 0 || refunded == 0, "voided and refunded: {refunded}");
+        let given = if voided == 1 { 2000 } else { refunded };
+        assert!(given <= 2000);
+        assert!(successes(&replies, 202) >= 1);
+        for r in replies.iter().filter(|r| r.status != 202) {
+            assert_eq!(r.status, 422, "{}", r.body);
+        }
+        // Every credit invoice of the purchase's invoice stands for money given back.
+        assert_eq!(t.credited(&number), given, "refused requests leave no credit invoice");
+        assert!(t.credit_left(&code) == 0, "the money went to the card");
+        t.nothing_pending();
+        assert_eq!(
+            t.int(
+                "SELECT COUNT(*) FROM jobs WHERE kind = 'refund' AND done_at IS NULL AND subject NOT IN \
+                   (SELECT uuid FROM invoices) AND subject NOT LIKE '%/%'"
+            ),
+            0,
+            "no recovery job without its refund invoice"
+        );
+    }
+}
+
+#[test]
+fn a_purchase_is_voided_or_refunded_never_both() {
+    on_three_topologies("race_voids", voids_and_refunds);
+}
+
+/// A subscription's invoice refunded as credit while its subscription is terminated with a
+/// partial refund, 6 of each at once.
+fn terminate_against_refunds(t: &Topology) {
+    t.credit_memos();
+    let plan = "<plan><plan_code>monthly</plan_code><name>Monthly</name>\
+                <unit_amount_in_cents><USD>2000</USD></unit_amount_in_cents></plan>";
+    ok(t.send("POST", "2.11", "/v2/plans", plan), 201);
+    for round in 0..ROUNDS {
+        let code = format!("term{round}");
+        let body = format!(
+            "<subscription><plan_code>monthly</plan_code><currency>USD</currency>\
+             <account><account_code>{code}</account_code><email>{code}@example.com</email>\
+             <billing_info><token_id>{}</token_id></billing_info></account></subscription>",
+            t.card_token("4111111111111111")
+        );
+        let r = ok(t.send("POST", "2.11", "/v2/subscriptions", &body), 201);
+        let uuid = field(&r.body, "uuid");
+        let number = t.int(&format!(
+            "SELECT MAX(i.invoice_number) FROM invoices i JOIN accounts a ON a.id = i.account_id \
+             WHERE a.account_code = '{code}'"
+        ));
+        let requests = (0..RACERS)
+            .map(|i| {
+                if i % 2 == 0 {
+                    ("PUT".to_owned(), format!("/v2/subscriptions/{uuid}/terminate?refund=partial"), String::new())
+                } else {
+                    ("POST".to_owned(), format!("/v2/invoices/{number}/refund"), refund_body("all_credit", None))
+                }
+            })
+            .collect();
+        let replies = t.race(requests);
+        assert_eq!(replies.iter().filter(|r| r.status == 200).count(), 1, "terminated once");
+        let given = t.credited(&number.to_string());
+        assert!(given <= 2000, "given back {given} on 2000");
+        t.nothing_pending();
+    }
+}
+
+#[test]
+fn terminate_with_refund_and_invoice_refunds_share_what_was_paid() {
+    on_three_topologies("race_terminate", terminate_against_refunds);
+}
+
+/// A one-off charge paid wholly by the account's credit answers 201 with its invoice paid, and
+/// 12 charges at once spend no more than the credit held.
+fn charges_paid_by_credit(t: &Topology) {
+    t.credit_memos();
+    for round in 0..ROUNDS {
+        let code = format!("credit{round}");
+        t.customer(&code);
+        let (number, _) = t.paid_invoice(&code, 2000);
+        ok(t.send("POST", "2.11", &format!("/v2/invoices/{number}/refund"), &refund_body("all_credit", None)), 201);
+        assert_eq!(t.credit_left(&code), 2000);
+        let charge = format!(
+            "<transaction><amount_in_cents>500</amount_in_cents><currency>USD</currency>\
+             <account><account_code>{code}</account_code></account></transaction>"
+        );
+        let requests =
+            (0..RACERS).map(|_| ("POST".to_owned(), "/v2/transactions".to_owned(), charge.clone())).collect();
+        let replies = t.race(requests);
+        // Four charges are paid wholly by the 2000 of credit: 204 without a transaction, as the
+        // real service answered; the card pays the other eight (201 with the transaction).
+        assert_eq!(successes(&replies, 204), 4, "charges paid by credit");
+        assert_eq!(successes(&replies, 201), RACERS - 4, "charges paid by the card");
+        for r in replies.iter().filter(|r| r.status == 204) {
+            assert!(r.body.is_empty() && r.header("location").is_none(), "{}\n{}", r.head, r.body);
+        }
+        assert_eq!(t.credit_left(&code), 0);
+        let spent = t.int(&format!(
+            "SELECT CAST(COALESCE(SUM(p.amount), 0) AS BIGINT) FROM credit_payments p JOIN accounts a \
+             ON a.id = p.account_id WHERE a.account_code = '{code}' AND p.action = 'payment' AND p.voided_at IS NULL"
+        ));
+        assert_eq!(spent, 2000, "credit spent is the credit held");
+        let carded = t.int(&format!(
+            "SELECT CAST(COALESCE(SUM(x.amount), 0) AS BIGINT) FROM transactions x JOIN accounts a \
+             ON a.id = x.account_id WHERE a.account_code = '{code}' AND x.action = 'purchase' \
+             AND x.status = 'success'"
+        ));
+        assert_eq!(carded, 2000 + (RACERS as i64 * 500 - 2000), "the first order plus what credit did not pay");
+        assert_eq!(
+            t.int(&format!(
+                "SELECT COUNT(*) FROM invoices i JOIN accounts a ON a.id = i.account_id \
+                 WHERE a.account_code = '{code}' AND i.kind = 'charge' AND i.state <> 'paid'"
+            )),
+            0
+        );
+        t.nothing_pending();
+    }
+}
+
+#[test]
+fn charges_paid_by_credit_spend_the_credit_once() {
+    on_three_topologies("race_credit", charges_paid_by_credit);
+}
