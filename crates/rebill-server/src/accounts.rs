@@ -98,6 +98,8 @@ fn view(account: &Stored, activity: AccountActivity) -> Account {
         billing_info: None,
         shipping_addresses: None,
         shipping_address: None,
+        // Reopening an open account changes nothing, so only a closed one offers the action.
+        reopen_action: (account.state == StoredState::Closed).then(|| href(EndpointId::ReopenAccount, &[code])),
     }
 }
 

@@ -147,6 +147,7 @@ fn view(plan: &StoredPlan) -> Plan {
 /// The add-on of `plan_code` as the API shows it.
 fn add_on_view(plan_code: &str, add_on: &StoredAddOn) -> AddOn {
     AddOn {
+        plan_code: Some(plan_code.to_owned()),
         plan: Some(plan_path(EndpointId::GetPlan, plan_code)),
         add_on_code: Some(add_on.add_on_code.clone()),
         name: Some(add_on.name.clone()),

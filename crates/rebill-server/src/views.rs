@@ -278,6 +278,7 @@ pub(crate) fn shipping_address_view(
     let f = &address.fields;
     let path = EndpointId::GetShippingAddress.endpoint().render(&[account_code, &address.id.to_string()]);
     rebill_models::ShippingAddress {
+        account_code: Some(account_code.to_owned()),
         account: Some(account_href(account_code)),
         subscriptions: Some(Href::path(format!("{path}/subscriptions"))),
         id: Some(address.id),

@@ -202,6 +202,11 @@ pub struct Account {
     /// (`resource`; request; 2.11 and later)
     #[xml(kind = "resource", direction = "request", since = "2.11")]
     pub shipping_address: Option<Box<ShippingAddress>>,
+    /// Action: reopen the account (PUT …/reopen); shown on closed accounts only, as an open account has nothing to reopen.
+    ///
+    /// (`anchor`; response)
+    #[xml(kind = "anchor", anchor = "reopen", method = "put", direction = "response")]
+    pub reopen_action: Option<rebill_xml::Href>,
 }
 impl Account {
     /// The most characters a request may send in each bounded string field, by field

@@ -3,10 +3,19 @@
 #[allow(unused_imports)]
 use super::*;
 use rebill_xml_derive::XmlResource;
-/// An add-on of a plan (price per currency, default quantity, fixed or usage-based). Its URL is /v2/plans/:plan_code/add_ons/:add_on_code, which needs the owning plan's code (not an add-on field; responses link the plan instead), so no href pattern is declared.
+/// An add-on of a plan (price per currency, default quantity, fixed or usage-based). Written <add_on href="…/v2/plans/gold/add_ons/seat">: clients update and delete it at that href; the plan code lives only in that href (the plan itself is linked).
 #[derive(Debug, Clone, PartialEq, Default, XmlResource)]
-#[xml(root = "add_on", plural = "add_ons")]
+#[xml(
+    root = "add_on",
+    plural = "add_ons",
+    href = "/v2/plans/{plan_code}/add_ons/{add_on_code}"
+)]
 pub struct AddOn {
+    /// Code of the owning plan, carried only in the root href (set it to get the href; read back from it).
+    ///
+    /// (`string`; response; only in the root href)
+    #[xml(kind = "string", direction = "response", href_only)]
+    pub plan_code: Option<String>,
     /// Link to the plan the add-on belongs to.
     ///
     /// (`link`; response)

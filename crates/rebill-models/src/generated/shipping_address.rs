@@ -3,10 +3,19 @@
 #[allow(unused_imports)]
 use super::*;
 use rebill_xml_derive::XmlResource;
-/// A shipping address stored on an account. Its URL (/v2/accounts/:account_code/shipping_addresses/:id) needs the account code, so no href pattern is declared.
+/// A shipping address stored on an account. Written <shipping_address href="…/v2/accounts/abc/shipping_addresses/7">: clients update and delete it at that href; the account code lives only in that href.
 #[derive(Debug, Clone, PartialEq, Default, XmlResource)]
-#[xml(root = "shipping_address", plural = "shipping_addresses")]
+#[xml(
+    root = "shipping_address",
+    plural = "shipping_addresses",
+    href = "/v2/accounts/{account_code}/shipping_addresses/{id}"
+)]
 pub struct ShippingAddress {
+    /// Code of the owning account, carried only in the root href (set it to get the href; read back from it).
+    ///
+    /// (`string`; response; only in the root href)
+    #[xml(kind = "string", direction = "response", href_only)]
+    pub account_code: Option<String>,
     /// Link to the owning account.
     ///
     /// (`link`; response)
