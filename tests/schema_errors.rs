@@ -195,6 +195,9 @@ fn endpoints_are_checked() {
         e,
         "schema/endpoints.toml: endpoint `get_widget`: path segment `:code` is neither a name nor a `{param}`"
     );
+    let e = load_endpoints(&GET_WIDGET.replace("status = 200", "status = 200\nlist_root = \"gadgets\""))
+        .expect_err("list root");
+    assert_eq!(e, "schema/endpoints.toml: endpoint `get_widget`: list_root applies only to list endpoints");
 }
 
 #[test]

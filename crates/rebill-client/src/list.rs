@@ -8,7 +8,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use futures_core::Stream;
 use rebill_models::endpoint::HEAD_SINCE;
 use rebill_models::{ApiEndpoint, Endpoint};
-use rebill_xml::{Mode, WireContext, XmlEnum, XmlResource, list_from_xml};
+use rebill_xml::{Mode, WireContext, XmlEnum, XmlResource, list_from_xml_in};
 use reqwest::{Method, Url};
 
 use crate::client::{Answer, Client};
@@ -183,7 +183,7 @@ impl<T: XmlResource + Send + 'static, F> List<T, F> {
 
     /// The first page (from the cursor, if one was set).
     pub async fn page(&self) -> Result<Page<T>, Error> {
-        fetch(&self.client, self.first_url()?).await
+        fetch(&self.client, self.endpoint.list_root, self.first_url()?).await
     }
 
     /// The number of matching records: a HEAD request reading `X-Records` (API 2.6 and later;
@@ -207,17 +207,23 @@ impl<T: XmlResource + Send + 'static, F> List<T, F> {
     pub fn stream(self) -> impl Stream<Item = Result<T, Error>> + Send + 'static {
         struct State<T> {
             client: Client,
+            root: Option<&'static str>,
             next: Option<Result<Url, Error>>,
             buffer: VecDeque<T>,
         }
-        let state = State { next: Some(self.first_url()), client: self.client, buffer: VecDeque::new() };
+        let state = State {
+            next: Some(self.first_url()),
+            root: self.endpoint.list_root,
+            client: self.client,
+            buffer: VecDeque::new(),
+        };
         futures_util::stream::unfold(state, |mut state| async move {
             loop {
                 if let Some(item) = state.buffer.pop_front() {
                     return Some((Ok(item), state));
                 }
                 let page = match state.next.take()? {
-                    Ok(url) => fetch::<T>(&state.client, url).await,
+                    Ok(url) => fetch::<T>(&state.client, state.root, url).await,
                     Err(e) => Err(e),
                 };
                 match page {
@@ -236,9 +242,12 @@ fn records(answer: &Answer) -> Option<u64> {
     answer.header("x-records")?.trim().parse().ok()
 }
 
-async fn fetch<T: XmlResource>(client: &Client, url: Url) -> Result<Page<T>, Error> {
+/// One page at `url`; `root` is the list document's root when the endpoint names one (else the
+/// items' plural).
+async fn fetch<T: XmlResource>(client: &Client, root: Option<&'static str>, url: Url) -> Result<Page<T>, Error> {
     let answer = client.send(Method::GET, url, None).await?;
-    let items = list_from_xml(&answer.body, client.wire_context(), Mode::Response).map_err(Error::decode)?;
+    let root = root.unwrap_or(T::PLURAL.unwrap_or(T::ROOT));
+    let items = list_from_xml_in(root, &answer.body, client.wire_context(), Mode::Response).map_err(Error::decode)?;
     let next = match answer.header("link").and_then(|l| link(l, "next")) {
         None => None,
         // A next page that cannot be followed is an error, not a silently shorter list.

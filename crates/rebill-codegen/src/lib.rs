@@ -520,6 +520,10 @@ fn api_file(schema: &Schema) -> TokenStream {
             quote!((rebill_xml::ApiVersion::new(#a, #b), #r))
         });
         let status = e.status;
+        let list_root = match &e.list_root {
+            Some(root) => quote!(Some(#root)),
+            None => quote!(None),
+        };
         let filters = &e.filters;
         let query = &e.query;
         let doc = &e.doc;
@@ -534,6 +538,7 @@ fn api_file(schema: &Schema) -> TokenStream {
                 response: #response,
                 later: &[#(#later),*],
                 status: #status,
+                list_root: #list_root,
                 filters: &[#(#filters),*],
                 query: &[#(#query),*],
                 doc: #doc,
@@ -732,7 +737,10 @@ fn api_doc(schema: &Schema) -> String {
                 }
                 text
             }
-            rebill_schema::ResponseBody::List(r) => format!("list of `{r}`"),
+            rebill_schema::ResponseBody::List(r) => match &e.list_root {
+                Some(root) => format!("list of `{r}` in `<{root}>`"),
+                None => format!("list of `{r}`"),
+            },
         };
         let params: Vec<String> = e.filters.iter().chain(&e.query).map(|p| format!("`{p}`")).collect();
         out.push_str(&format!(

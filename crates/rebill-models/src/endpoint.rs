@@ -54,6 +54,9 @@ pub struct Endpoint {
     pub later: &'static [(ApiVersion, &'static str)],
     /// Success status.
     pub status: u16,
+    /// The root element of a list document when it is not the item resource's plural
+    /// (`unique_coupon_codes`, a list of `coupon`).
+    pub list_root: Option<&'static str>,
     /// List filters beyond the common list parameters.
     pub filters: &'static [&'static str],
     /// Other query parameters the endpoint reads.

@@ -397,6 +397,9 @@ pub struct Endpoint {
     pub later: Vec<(Version, String)>,
     /// Success status.
     pub status: u16,
+    /// The root element of a list endpoint's document when it is not the item resource's plural
+    /// (`<unique_coupon_codes type="array">` of `<coupon>` items).
+    pub list_root: Option<String>,
     /// List filters beyond the common list parameters (`state`).
     pub filters: Vec<String>,
     /// Other query parameters the endpoint reads (`refund`, `next_renewal_date`).

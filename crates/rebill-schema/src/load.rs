@@ -54,6 +54,7 @@ struct RawEndpoint {
     request: Option<String>,
     response: Option<String>,
     list: Option<String>,
+    list_root: Option<String>,
     #[serde(default)]
     responses: Vec<RawLater>,
     status: u16,
@@ -958,6 +959,14 @@ impl Versions {
             if !e.filters.is_empty() && !matches!(response, ResponseBody::List(_)) {
                 return Err(err(file, &place, "filters apply only to list endpoints"));
             }
+            if let Some(root) = &e.list_root {
+                if !matches!(response, ResponseBody::List(_)) {
+                    return Err(err(file, &place, "list_root applies only to list endpoints"));
+                }
+                if !is_snake(root) {
+                    return Err(err(file, &place, format!("list_root `{root}` is not a snake_case element name")));
+                }
+            }
             let endpoint = Endpoint {
                 name: e.name.clone(),
                 method,
@@ -968,6 +977,7 @@ impl Versions {
                 response,
                 later,
                 status: e.status,
+                list_root: e.list_root.clone(),
                 filters: e.filters.clone(),
                 query: e.query.clone(),
                 doc: e.doc.clone(),

@@ -8,7 +8,7 @@
 //! | `cursor` | a cursor taken from a `Link` header (see below); empty means none |
 //! | `sort` | `created_at` (default) or `updated_at` |
 //! | `order` | `asc` or `desc` (default) |
-//! | `begin_time`, `end_time` | ISO 8601 date or date-time, inclusive bounds on the sort attribute |
+//! | `begin_time`, `end_time` | a date or date-time (ISO 8601, or Ruby's `2026-11-26 20:49:03 UTC` / `+0100`; `docs/times.md`), inclusive bounds on the sort attribute |
 //! | the endpoint's `filters` | kept as sent; the endpoint checks their values ([`invalid_choice`]) |
 //!
 //! A bad value is a 400 `invalid_parameter` naming the parameter and what it accepts; unknown
@@ -31,7 +31,6 @@ use rebill_app::model::{Order, PageRequest, Position, Sort};
 use rebill_xml::{Mode, WireContext, XmlResource};
 
 use crate::respond;
-use rebill_app::instant::parse_instant;
 
 /// Records per page when `per_page` is absent.
 pub(crate) const DEFAULT_PER_PAGE: u32 = 50;
@@ -126,8 +125,9 @@ impl Default for ListQuery {
 }
 
 fn time_bound(name: &str, text: &str) -> Result<TimeBound, InvalidParameter> {
-    // A `+` of an offset sent unescaped arrives as a space.
-    let at = parse_instant(text).or_else(|| parse_instant(&text.replace(' ', "+")));
+    // The grammar of request times (docs/times.md); a `+` of an offset sent unescaped arrives
+    // as a space and still counts.
+    let at = rebill_xml::value::parse_query_datetime(text).map(|t| t.timestamp());
     at.map(|at| TimeBound { text: text.to_owned(), at }).ok_or_else(|| InvalidParameter {
         name: name.to_owned(),
         description: format!(
@@ -247,10 +247,13 @@ impl<T: XmlResource> ListBody for Vec<T> {
 }
 
 /// The response of a list page: 200 with the list document (no body for HEAD), `X-Records` and
-/// `Link`. `path` is the list's path (its links are built on the request's base URL). Handlers
+/// `Link`. `root` is the document's root element when the endpoint names one (else the items'
+/// plural); `path` is the list's path (its links are built on the request's base URL). Handlers
 /// answer pages through `Routed::answer_page`, typed by the endpoint.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn page_response<T: XmlResource>(
     ctx: &WireContext,
+    root: Option<&str>,
     path: &str,
     query: &ListQuery,
     items: &[T],
@@ -258,7 +261,8 @@ pub(crate) fn page_response<T: XmlResource>(
     total: i64,
     head: bool,
 ) -> Response {
-    let body = if head { String::new() } else { rebill_xml::list_to_xml(items, ctx, Mode::Response) };
+    let root = root.unwrap_or(T::PLURAL.unwrap_or(T::ROOT));
+    let body = if head { String::new() } else { rebill_xml::list_to_xml_in(root, items, ctx, Mode::Response) };
     let mut response = respond::xml(StatusCode::OK, body);
     let headers = response.headers_mut();
     headers.insert(X_RECORDS.clone(), HeaderValue::from(total));

@@ -156,7 +156,7 @@ impl<'c, E: ApiEndpoint> Routed<'c, E> {
     where
         E::Response: ListBody,
     {
-        lists::page_response(&self.ctx.wire, path, query, items, next, total, self.head)
+        lists::page_response(&self.ctx.wire, E::ENDPOINT.list_root, path, query, items, next, total, self.head)
     }
 }
 

@@ -174,6 +174,24 @@ fn typed_and_untyped_request_elements() {
     assert_eq!(a.kind, Some(State::Paid));
 }
 
+#[test]
+fn empty_typed_request_elements_are_nil() {
+    let c = ctx("2.11", "credit_memos");
+    // An empty enum element is nil, as `nil="nil"` is; an empty string element is the empty
+    // string.
+    for xml in [
+        "<thing><code></code><state></state></thing>",
+        "<thing><code/><state/></thing>",
+        "<thing><code></code><state nil=\"nil\"/></thing>",
+    ] {
+        let thing: Thing = from_xml(xml.as_bytes(), &c, Mode::Request).expect(xml);
+        assert_eq!((thing.code.as_deref(), thing.state), (Some(""), None), "{xml}");
+    }
+    // A text that is not a value is still refused.
+    let err = from_xml::<Thing>(b"<thing><state>closed</state></thing>", &c, Mode::Request).expect_err("enum");
+    assert!(matches!(err.kind(), DecodeErrorKind::InvalidValue { .. }), "{err:?}");
+}
+
 #[derive(Debug, Clone, PartialEq, Default, XmlResource)]
 #[xml(root = "error")]
 struct FieldError {

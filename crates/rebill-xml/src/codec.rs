@@ -304,10 +304,26 @@ pub fn write_anchor(w: &mut XmlWriter, anchor: &str, method: &str, value: &Optio
 
 /// A `nil` element: refused for required fields in requests, otherwise an absent value.
 fn nil_value<'a>(r: &mut XmlReader<'a>, tag: &Tag<'a>, required: bool) -> Result<(), DecodeError> {
+    nil_allowed(r, required)?;
+    r.skip(tag)
+}
+
+/// Whether a value may be nil: not for a required field in a request.
+fn nil_allowed(r: &XmlReader<'_>, required: bool) -> Result<(), DecodeError> {
     if required && r.mode() == Mode::Request {
         return Err(DecodeErrorKind::NilNotAllowed.into());
     }
-    r.skip(tag)
+    Ok(())
+}
+
+/// The empty-element rule of requests: an element of a typed value (anything but free text:
+/// integers, amounts, floats, booleans, dates, times, enum values) with no text, or only
+/// whitespace, is nil, exactly as if it carried `nil="nil"`. Clients send an unset value that way
+/// (`<max_redemptions></max_redemptions>`, `<redeem_by_date/>`). A string keeps its empty text:
+/// there the empty string is a value of its own. Responses are read as written (the writer never
+/// writes an empty typed element; a nil one carries `nil`).
+fn empty_is_nil(r: &XmlReader<'_>, text: &str) -> bool {
+    r.mode() == Mode::Request && text.trim_matches([' ', '\t', '\r', '\n']).is_empty()
 }
 
 pub fn read_scalar<'a, S: XmlScalar>(
@@ -320,6 +336,10 @@ pub fn read_scalar<'a, S: XmlScalar>(
         return Ok(None);
     }
     let text = r.text(&tag)?;
+    if S::TYPE_ATTR.is_some() && empty_is_nil(r, &text) {
+        nil_allowed(r, required)?;
+        return Ok(None);
+    }
     // Only a failed parse needs the text again; strings take it over without a copy.
     let kept = if S::TYPE_ATTR.is_some() { Some(text.clone()) } else { None };
     match S::from_text(text) {
@@ -343,6 +363,10 @@ pub fn read_enum<'a, E: XmlEnum>(
         return Ok(None);
     }
     let text = r.text(&tag)?;
+    if empty_is_nil(r, &text) {
+        nil_allowed(r, required)?;
+        return Ok(None);
+    }
     parse_enum(&text, ctx, r.mode()).map(Some)
 }
 
@@ -534,7 +558,12 @@ pub fn to_xml<T: XmlResource>(value: &T, ctx: &WireContext, mode: Mode) -> Strin
 /// # Panics
 /// If the resource has no list name (a schema property checked by the generator).
 pub fn list_to_xml<T: XmlResource>(items: &[T], ctx: &WireContext, mode: Mode) -> String {
-    let plural = T::PLURAL.unwrap_or(T::ROOT);
+    list_to_xml_in(T::PLURAL.unwrap_or(T::ROOT), items, ctx, mode)
+}
+
+/// Writes a list document under the root element `plural` (a list whose root is not its
+/// resource's plural, such as `<unique_coupon_codes type="array">` of `<coupon>` items).
+pub fn list_to_xml_in<T: XmlResource>(plural: &str, items: &[T], ctx: &WireContext, mode: Mode) -> String {
     let mut w = XmlWriter::with_capacity(items.len() * 2048 + 128);
     w.declaration();
     w.open(plural);
@@ -568,10 +597,88 @@ pub fn from_xml<T: XmlResource>(input: &[u8], ctx: &WireContext, mode: Mode) -> 
 
 /// Reads a list document.
 pub fn list_from_xml<T: XmlResource>(input: &[u8], ctx: &WireContext, mode: Mode) -> Result<Vec<T>, DecodeError> {
-    let plural = T::PLURAL.unwrap_or(T::ROOT);
+    list_from_xml_in(T::PLURAL.unwrap_or(T::ROOT), input, ctx, mode)
+}
+
+/// Reads a list document whose root element is `plural` (see [`list_to_xml_in`]).
+pub fn list_from_xml_in<T: XmlResource>(
+    plural: &str,
+    input: &[u8],
+    ctx: &WireContext,
+    mode: Mode,
+) -> Result<Vec<T>, DecodeError> {
     let mut r = XmlReader::new(input, mode)?;
     let tag = root_tag(&mut r, plural)?;
     let items = read_list::<T>(&mut r, tag, T::ROOT, ctx).map_err(|e| e.within(plural))?.unwrap_or_default();
     r.finish()?;
     Ok(items)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reads the document's root element as one scalar value.
+    fn scalar<S: XmlScalar>(xml: &str, mode: Mode, required: bool) -> Result<Option<S>, DecodeError> {
+        let mut r = XmlReader::new(xml.as_bytes(), mode)?;
+        let tag = r.root()?;
+        let value = read_scalar::<S>(&mut r, tag, required)?;
+        r.finish()?;
+        Ok(value)
+    }
+
+    const EMPTY_FORMS: [&str; 4] = ["<x></x>", "<x/>", "<x type=\"integer\"></x>", "<x>\n  </x>"];
+
+    #[test]
+    fn an_empty_typed_element_of_a_request_is_nil() {
+        for xml in EMPTY_FORMS {
+            assert_eq!(scalar::<i64>(xml, Mode::Request, false), Ok(None), "{xml}");
+            assert_eq!(scalar::<bool>(xml, Mode::Request, false), Ok(None), "{xml}");
+            assert_eq!(scalar::<f64>(xml, Mode::Request, false), Ok(None), "{xml}");
+            assert_eq!(scalar::<DateTime<Utc>>(xml, Mode::Request, false), Ok(None), "{xml}");
+            assert_eq!(scalar::<NaiveDate>(xml, Mode::Request, false), Ok(None), "{xml}");
+        }
+        // The same as `nil="nil"`.
+        assert_eq!(scalar::<i64>("<x nil=\"nil\"/>", Mode::Request, false), Ok(None));
+        // Values are read as before.
+        assert_eq!(scalar::<i64>("<x> 5 </x>", Mode::Request, false), Ok(Some(5)));
+        assert_eq!(scalar::<bool>("<x>true</x>", Mode::Request, false), Ok(Some(true)));
+    }
+
+    #[test]
+    fn an_empty_string_stays_an_empty_string() {
+        for xml in ["<x></x>", "<x/>"] {
+            assert_eq!(scalar::<String>(xml, Mode::Request, true), Ok(Some(String::new())), "{xml}");
+            assert_eq!(scalar::<String>(xml, Mode::Response, false), Ok(Some(String::new())), "{xml}");
+        }
+        assert_eq!(scalar::<String>("<x> </x>", Mode::Request, false), Ok(Some(" ".to_owned())));
+    }
+
+    #[test]
+    fn an_empty_typed_element_of_a_required_field_is_refused_as_nil_is() {
+        for xml in EMPTY_FORMS.into_iter().chain(["<x nil=\"nil\"/>"]) {
+            let err = scalar::<i64>(xml, Mode::Request, true).expect_err(xml);
+            assert_eq!(err.kind(), &DecodeErrorKind::NilNotAllowed, "{xml}");
+        }
+        // An empty amount of a currency is a required value left out.
+        let mut r = XmlReader::new(b"<x><USD></USD></x>", Mode::Request).expect("reader");
+        let tag = r.root().expect("root");
+        let err = read_money(&mut r, tag, false).expect_err("empty amount");
+        assert_eq!((err.kind(), err.path().as_str()), (&DecodeErrorKind::NilNotAllowed, "USD"));
+    }
+
+    #[test]
+    fn text_that_is_not_empty_is_still_checked() {
+        let err = scalar::<i64>("<x>ten</x>", Mode::Request, false).expect_err("not a number");
+        assert!(matches!(err.kind(), DecodeErrorKind::InvalidValue { .. }), "{err:?}");
+        let err = scalar::<bool>("<x>yes</x>", Mode::Request, false).expect_err("not a boolean");
+        assert!(matches!(err.kind(), DecodeErrorKind::InvalidValue { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn responses_are_read_as_written() {
+        // The writer never writes an empty typed element, so a response that has one is not
+        // taken for nil: it stays the decoding error it always was.
+        assert!(scalar::<i64>("<x></x>", Mode::Response, false).is_err());
+    }
 }

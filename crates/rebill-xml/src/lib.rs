@@ -23,7 +23,10 @@ pub mod value;
 pub mod version;
 pub mod writer;
 
-pub use codec::{ElementInfo, Project, XmlEnum, XmlResource, from_xml, list_from_xml, list_to_xml, to_xml};
+pub use codec::{
+    ElementInfo, Project, XmlEnum, XmlResource, from_xml, list_from_xml, list_from_xml_in, list_to_xml, list_to_xml_in,
+    to_xml,
+};
 pub use context::{Direction, Features, Mode, UnknownFeature, WireContext};
 pub use error::{DecodeError, DecodeErrorKind};
 pub use reader::{Tag, XmlReader};

@@ -82,7 +82,7 @@ impl Coupons {
             .empty()
             .await
     }
-    /// Unique codes of a bulk coupon.
+    /// Unique codes of a bulk coupon: <unique_coupon_codes type="array"> of <coupon> items (the root clients read for this list).
     ///
     /// `GET /v2/coupons/{coupon_code}/unique_coupon_codes`
     ///
