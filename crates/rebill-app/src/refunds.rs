@@ -340,8 +340,10 @@ fn plan<'a>(
                 "An invoice with a processed line item refund cannot accept refunds of an open amount",
             ));
         }
-        let amount = asked_amount(request, left.total())?;
         let lefts: Vec<i64> = charges.iter().map(|l| line_left(l)).collect();
+        // An open amount is spread over what the lines have left: no more than that, nor than
+        // the payments have left, is refundable (more is refused, never cut down to it).
+        let amount = asked_amount(request, left.total().min(lefts.iter().sum()))?;
         charges
             .iter()
             .zip(refund::spread(amount, &lefts))

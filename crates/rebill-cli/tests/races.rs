@@ -218,11 +218,20 @@ fn mixed_invoice_refunds(t: &Topology) {
             assert_eq!(r.status, 422, "{}", r.body);
         }
         t.nothing_pending();
-        // What is left is refundable exactly.
+        // What is left is refundable exactly: asking a cent more is refused and writes nothing.
         let left = 2000 - given;
-        let r = t.get(&format!("/v2/invoices/{number}"));
         if left > 0 {
+            let r = t.get(&format!("/v2/invoices/{number}"));
             assert!(r.body.contains(&format!("<refundable_total_in_cents type=\"integer\">{left}<")), "{}", r.body);
+            let more = refund_body("credit_first", Some(left + 100));
+            let r = t.send("POST", "2.11", &format!("/v2/invoices/{number}/refund"), &more);
+            assert_eq!(r.status, 422, "{}", r.body);
+            assert!(
+                r.body.contains("field=\"invoice.amount_in_cents\" symbol=\"less_than_or_equal_to\""),
+                "{}",
+                r.body
+            );
+            assert_eq!(t.credited(&number), given);
         }
     }
 }
@@ -410,4 +419,293 @@ fn charges_paid_by_credit(t: &Topology) {
 #[test]
 fn charges_paid_by_credit_spend_the_credit_once() {
     on_three_topologies("race_credit", charges_paid_by_credit);
+}
+
+/// An open credit invoice of 2000 (a card-paid invoice refunded all to credit): answers its
+/// number.
+fn open_credit(t: &Topology, code: &str) -> String {
+    t.customer(code);
+    let (number, _) = t.paid_invoice(code, 2000);
+    let r = ok(t.send("POST", "2.11", &format!("/v2/invoices/{number}/refund"), &refund_body("all_credit", None)), 201);
+    field(&r.body, "invoice_number")
+}
+
+/// Money that left a credit invoice: its refund transactions that succeeded or are under way.
+fn paid_out(t: &Topology, credit: &str) -> i64 {
+    t.int(&format!(
+        "SELECT CAST(COALESCE(SUM(x.amount), 0) AS BIGINT) FROM transactions x JOIN invoices i \
+         ON i.id = x.invoice_id WHERE i.invoice_number = {credit} AND x.action = 'refund' \
+         AND x.status IN ('success', 'processing')"
+    ))
+}
+
+/// The balance of the invoice `number`.
+fn balance(t: &Topology, number: &str) -> i64 {
+    t.int(&format!("SELECT balance FROM invoices WHERE invoice_number = {number}"))
+}
+
+/// 12 payouts of one open credit invoice of 2000 at once: the whole balance to the card, or
+/// 500 outside the gateway.
+fn credit_payouts(t: &Topology) {
+    t.credit_memos();
+    for round in 0..ROUNDS {
+        let code = format!("payout{round}");
+        let credit = open_credit(t, &code);
+        let requests = (0..RACERS)
+            .map(|i| {
+                let body = if i % 3 == 0 {
+                    "<invoice><refund_method>transaction_first</refund_method></invoice>".to_owned()
+                } else {
+                    "<invoice><external_refund>true</external_refund><amount_in_cents>500</amount_in_cents></invoice>"
+                        .to_owned()
+                };
+                ("POST".to_owned(), format!("/v2/invoices/{credit}/refund"), body)
+            })
+            .collect();
+        let replies = t.race(requests);
+        let out = paid_out(t, &credit);
+        assert!(out <= 2000, "paid out {out} of 2000");
+        assert_eq!(-balance(t, &credit) + out, 2000, "what was not paid out is still credit");
+        assert!(successes(&replies, 201) >= 1);
+        for r in replies.iter().filter(|r| r.status != 201) {
+            assert_eq!(r.status, 422, "{}", r.body);
+        }
+        // Each payout is one `refund` credit payment of what it paid out.
+        let refunds = t.int(&format!(
+            "SELECT CAST(COALESCE(SUM(p.amount), 0) AS BIGINT) FROM credit_payments p JOIN invoices i \
+             ON i.id = p.original_invoice_id WHERE i.invoice_number = {credit} AND p.action = 'refund' \
+             AND p.voided_at IS NULL"
+        ));
+        assert_eq!(refunds, out);
+        t.nothing_pending();
+    }
+}
+
+#[test]
+fn credit_is_paid_out_once() {
+    on_three_topologies("race_payouts", credit_payouts);
+}
+
+/// 6 voids of an open credit invoice of 2000 and 6 payouts of 500 outside the gateway at once.
+fn credit_voids(t: &Topology) {
+    t.credit_memos();
+    for round in 0..ROUNDS {
+        let code = format!("cvoid{round}");
+        let credit = open_credit(t, &code);
+        let requests = (0..RACERS)
+            .map(|i| {
+                if i % 2 == 0 {
+                    ("PUT".to_owned(), format!("/v2/invoices/{credit}/void"), String::new())
+                } else {
+                    let body = "<invoice><external_refund>true</external_refund><amount_in_cents>500</amount_in_cents>\
+                                </invoice>";
+                    ("POST".to_owned(), format!("/v2/invoices/{credit}/refund"), body.to_owned())
+                }
+            })
+            .collect();
+        let replies = t.race(requests);
+        let voids: Vec<&Reply> = replies.iter().step_by(2).collect();
+        assert!(voids.iter().filter(|r| r.status == 200).count() <= 1, "voided once");
+        let reduced = t.int(&format!(
+            "SELECT CAST(COALESCE(SUM(p.amount), 0) AS BIGINT) FROM credit_payments p JOIN invoices i \
+             ON i.id = p.original_invoice_id WHERE i.invoice_number = {credit} AND p.action = 'reduction'"
+        ));
+        let out = paid_out(t, &credit);
+        assert_eq!(reduced + out - balance(t, &credit), 2000, "voided {reduced}, paid out {out}");
+        assert_eq!(balance(t, &credit), 0, "a void takes whatever is left");
+        for r in &replies {
+            assert!(matches!(r.status, 200 | 201 | 422), "{}\n{}", r.head, r.body);
+        }
+        t.nothing_pending();
+    }
+}
+
+#[test]
+fn a_credit_invoice_is_voided_or_paid_out_never_beyond_its_balance() {
+    on_three_topologies("race_credit_voids", credit_voids);
+}
+
+/// 12 offline payments of 500 at once on a manual invoice of 2000: exactly four are recorded.
+fn offline_payments(t: &Topology) {
+    for round in 0..ROUNDS {
+        let code = format!("offline{round}");
+        let body = format!("<account><account_code>{code}</account_code></account>");
+        ok(t.send("POST", "2.11", "/v2/accounts", &body), 201);
+        let body = "<adjustment><description>Consulting</description><unit_amount_in_cents>2000</unit_amount_in_cents>\
+                    <currency>USD</currency></adjustment>";
+        ok(t.send("POST", "2.11", &format!("/v2/accounts/{code}/adjustments"), body), 201);
+        let manual = "<invoice><collection_method>manual</collection_method><net_terms>30</net_terms></invoice>";
+        let r = ok(t.send("POST", "2.9", &format!("/v2/accounts/{code}/invoices"), manual), 201);
+        let number = field(&r.body, "invoice_number");
+        let check = "<transaction><payment_method>check</payment_method>\
+                     <amount_in_cents type=\"integer\">500</amount_in_cents></transaction>";
+        let requests = (0..RACERS)
+            .map(|_| ("POST".to_owned(), format!("/v2/invoices/{number}/transactions"), check.to_owned()))
+            .collect();
+        let replies = t.race(requests);
+        assert_eq!(successes(&replies, 201), 4, "2000 takes four payments of 500");
+        for r in replies.iter().filter(|r| r.status != 201) {
+            assert_eq!(r.status, 422, "{}", r.body);
+        }
+        let paid = t.int(&format!(
+            "SELECT CAST(COALESCE(SUM(x.amount), 0) AS BIGINT) FROM transactions x JOIN invoices i \
+             ON i.id = x.invoice_id WHERE i.invoice_number = {number} AND x.status = 'success'"
+        ));
+        assert_eq!(paid, 2000);
+        assert_eq!(balance(t, &number), 0);
+        assert_eq!(t.int(&format!("SELECT paid FROM invoices WHERE invoice_number = {number}")), 2000);
+        assert_eq!(
+            sql(&t.db, &format!("SELECT state FROM invoices WHERE invoice_number = {number}")),
+            vec!["paid".to_owned()]
+        );
+    }
+}
+
+#[test]
+fn offline_payments_never_pay_more_than_the_balance() {
+    on_three_topologies("race_offline", offline_payments);
+}
+
+/// 12 write-offs (`mark_failed`) at once of a manual invoice paid 300 by credit: one writes it
+/// off, one write-off credit invoice, the credit given back once.
+fn write_offs(t: &Topology) {
+    t.credit_memos();
+    for round in 0..ROUNDS {
+        let code = format!("woff{round}");
+        let body = format!("<account><account_code>{code}</account_code></account>");
+        ok(t.send("POST", "2.11", "/v2/accounts", &body), 201);
+        let adjustment = |cents: i64| {
+            let body = format!(
+                "<adjustment><description>Goodwill</description><unit_amount_in_cents>{cents}</unit_amount_in_cents>\
+                 <currency>USD</currency></adjustment>"
+            );
+            ok(t.send("POST", "2.11", &format!("/v2/accounts/{code}/adjustments"), &body), 201);
+        };
+        adjustment(-300);
+        ok(t.send("POST", "2.9", &format!("/v2/accounts/{code}/invoices"), ""), 201);
+        adjustment(1000);
+        let manual = "<invoice><collection_method>manual</collection_method><net_terms>30</net_terms></invoice>";
+        let r = ok(t.send("POST", "2.9", &format!("/v2/accounts/{code}/invoices"), manual), 201);
+        let number = field(&r.body, "invoice_number");
+        let requests = (0..RACERS)
+            .map(|_| ("PUT".to_owned(), format!("/v2/invoices/{number}/mark_failed"), String::new()))
+            .collect();
+        let replies = t.race(requests);
+        assert_eq!(successes(&replies, 200), 1, "written off once");
+        for r in replies.iter().filter(|r| r.status != 200) {
+            assert_eq!(r.status, 422, "{}", r.body);
+        }
+        assert_eq!(
+            t.int(&format!(
+                "SELECT COUNT(*) FROM invoices r JOIN invoices o ON o.id = r.original_invoice_id \
+                 WHERE o.invoice_number = {number} AND r.origin = 'write_off'"
+            )),
+            1
+        );
+        // The 300 of credit that paid it is back once.
+        assert_eq!(t.credit_left(&code), 300);
+    }
+}
+
+#[test]
+fn an_invoice_is_written_off_once() {
+    on_three_topologies("race_write_offs", write_offs);
+}
+
+/// 12 redemptions at once of a coupon that allows 3, each by another account.
+fn coupon_limits(t: &Topology) {
+    for round in 0..ROUNDS {
+        let coupon = format!("three{round}");
+        let body = format!(
+            "<coupon><coupon_code>{coupon}</coupon_code><name>Three</name><discount_type>percent</discount_type>\
+             <discount_percent>10</discount_percent><max_redemptions>3</max_redemptions></coupon>"
+        );
+        ok(t.send("POST", "2.11", "/v2/coupons", &body), 201);
+        let accounts: Vec<String> = (0..RACERS).map(|i| format!("cpn{round}x{i}")).collect();
+        for code in &accounts {
+            let body = format!("<account><account_code>{code}</account_code></account>");
+            ok(t.send("POST", "2.11", "/v2/accounts", &body), 201);
+        }
+        let requests = accounts
+            .iter()
+            .map(|code| {
+                let body =
+                    format!("<redemption><account_code>{code}</account_code><currency>USD</currency></redemption>");
+                ("POST".to_owned(), format!("/v2/coupons/{coupon}/redeem"), body)
+            })
+            .collect();
+        let replies = t.race(requests);
+        assert_eq!(successes(&replies, 201), 3, "the limit is exact");
+        for r in replies.iter().filter(|r| r.status != 201) {
+            assert_eq!(r.status, 422, "{}", r.body);
+        }
+        assert_eq!(
+            t.int(&format!(
+                "SELECT COUNT(*) FROM redemptions r JOIN coupons c ON c.id = r.coupon_id WHERE c.coupon_code = '{coupon}'"
+            )),
+            3,
+            "refused redemptions leave nothing"
+        );
+        assert_eq!(t.int(&format!("SELECT redemptions_count FROM coupons WHERE coupon_code = '{coupon}'")), 3);
+    }
+}
+
+#[test]
+fn coupon_limits_are_exact() {
+    on_three_topologies("race_coupons", coupon_limits);
+}
+
+/// 12 redemptions at once of one gift card of 2000, each onto another account.
+fn gift_card_redemptions(t: &Topology) {
+    t.first().cli(&[
+        "gift-cards",
+        "products",
+        "add",
+        "--site",
+        "sandbox",
+        "--product-code",
+        "gift_card",
+        "--currency",
+        "usd",
+        "2000",
+    ]);
+    for round in 0..ROUNDS {
+        let gifter = format!("gifter{round}");
+        let token = t.card_token("4111111111111111");
+        let body = format!(
+            "<gift_card><product_code>gift_card</product_code><unit_amount_in_cents>2000</unit_amount_in_cents>\
+             <currency>USD</currency><delivery><method>email</method><email_address>friend@example.com</email_address>\
+             <first_name>Fran</first_name><last_name>Friend</last_name></delivery>\
+             <gifter_account><account_code>{gifter}</account_code><email>{gifter}@example.com</email>\
+             <billing_info><token_id>{token}</token_id></billing_info></gifter_account></gift_card>"
+        );
+        let r = ok(t.send("POST", "2.11", "/v2/gift_cards", &body), 201);
+        let code = field(&r.body, "redemption_code");
+        let accounts: Vec<String> = (0..RACERS).map(|i| format!("gift{round}x{i}")).collect();
+        for account in &accounts {
+            let body = format!("<account><account_code>{account}</account_code></account>");
+            ok(t.send("POST", "2.11", "/v2/accounts", &body), 201);
+        }
+        let requests = accounts
+            .iter()
+            .map(|account| {
+                let body = format!("<recipient_account><account_code>{account}</account_code></recipient_account>");
+                ("POST".to_owned(), format!("/v2/gift_cards/{code}/redeem"), body)
+            })
+            .collect();
+        let replies = t.race(requests);
+        let redeemed: Vec<&Reply> = replies.iter().filter(|r| r.status < 300).collect();
+        assert_eq!(redeemed.len(), 1, "redeemed once");
+        for r in replies.iter().filter(|r| r.status >= 300) {
+            assert_error(r, 400, "bad_request");
+            assert!(r.body.contains("already been redeemed"), "{}", r.body);
+        }
+        let credit: i64 = accounts.iter().map(|a| t.credit_left(a)).sum();
+        assert_eq!(credit, 2000, "one account holds the card's credit");
+    }
+}
+
+#[test]
+fn a_gift_card_is_redeemed_once() {
+    on_three_topologies("race_gift_cards", gift_card_redemptions);
 }
