@@ -802,9 +802,12 @@ fn postpone_date(query: Option<&str>) -> Result<DateTime<Utc>, crate::lists::Inv
     let read = |name: &str| {
         query_param(query, name)
             .map(|text| {
-                rebill_app::instant::parse_instant(&text).and_then(time).ok_or_else(|| crate::lists::InvalidParameter {
-                    name: name.into(),
-                    description: format!("{name} must be an ISO 8601 date or date-time (got `{text}`)."),
+                // Whole seconds, as every stored time (docs/times.md for the accepted forms).
+                rebill_xml::value::parse_query_datetime(&text).and_then(|t| time(t.timestamp())).ok_or_else(|| {
+                    crate::lists::InvalidParameter {
+                        name: name.into(),
+                        description: format!("{name} must be an ISO 8601 date or date-time (got `{text}`)."),
+                    }
                 })
             })
             .transpose()

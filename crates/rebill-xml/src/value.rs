@@ -115,15 +115,150 @@ impl XmlScalar for DateTime<Utc> {
         out.push('Z');
     }
     fn parse_text(text: &str) -> Option<Self> {
-        let t = text.trim();
-        if let Some(fast) = parse_utc_seconds(t) {
-            return Some(fast);
+        parse_datetime(text)
+    }
+}
+
+/// A date-time as a request carries it, converted to UTC; `None` for anything else. Surrounding
+/// whitespace is ignored. The grammar (`docs/times.md`), every part fixed-width and the whole
+/// read once from the start, so nothing else is accepted:
+///
+/// ```text
+/// instant = date [ ("T" | "t" | " ") time [ [" "] zone ] ]
+/// date    = YYYY "-" MM "-" DD                      (a date alone: 00:00:00 UTC)
+/// time    = hh ":" mm ":" ss [ "." 1*9DIGIT ]
+/// zone    = "Z" | "z" | "UTC" | ("+" | "-") hh [ [":"] mm ]   (none: UTC; hh ≤ 23, mm ≤ 59)
+/// ```
+///
+/// So ISO 8601 / RFC 3339 (`2026-11-26T20:49:03Z`, `…T21:49:03+01:00`) and Ruby's `Time#to_s`
+/// (`2026-11-26 20:49:03 UTC`, `2026-11-26 21:49:03 +0100`) read the same instant.
+pub fn parse_datetime(text: &str) -> Option<DateTime<Utc>> {
+    let t = text.trim();
+    parse_utc_seconds(t).or_else(|| InstantText::new(t, false).read())
+}
+
+/// [`parse_datetime`] for a query value: a `+` sent unescaped in a query decodes to a space, so
+/// an offset's digits after a space (`2026-11-26 21:49:03  0100`, `2026-11-26T21:49:03 01:00`)
+/// read as a positive offset.
+pub fn parse_query_datetime(text: &str) -> Option<DateTime<Utc>> {
+    let t = text.trim();
+    parse_utc_seconds(t).or_else(|| InstantText::new(t, true).read())
+}
+
+/// The reader behind [`parse_datetime`]: a cursor over the bytes of the text.
+struct InstantText<'t> {
+    bytes: &'t [u8],
+    at: usize,
+    /// A space may stand for the `+` of an offset (query values).
+    lost_plus: bool,
+}
+
+impl<'t> InstantText<'t> {
+    fn new(text: &'t str, lost_plus: bool) -> Self {
+        Self { bytes: text.as_bytes(), at: 0, lost_plus }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.at).copied()
+    }
+
+    fn eat(&mut self, byte: u8) -> bool {
+        let found = self.peek() == Some(byte);
+        if found {
+            self.at += 1;
         }
-        if let Ok(dt) = DateTime::parse_from_rfc3339(t) {
-            return Some(dt.with_timezone(&Utc));
+        found
+    }
+
+    fn eat_str(&mut self, word: &str) -> bool {
+        let found = self.bytes.get(self.at..self.at + word.len()) == Some(word.as_bytes());
+        if found {
+            self.at += word.len();
         }
-        // A plain date means midnight UTC.
-        NaiveDate::parse_from_str(t, "%Y-%m-%d").ok().and_then(|d| d.and_hms_opt(0, 0, 0)).map(|naive| naive.and_utc())
+        found
+    }
+
+    /// Exactly `n` ASCII digits as a number.
+    fn number(&mut self, n: usize) -> Option<u32> {
+        let digits = self.bytes.get(self.at..self.at + n)?;
+        let value =
+            digits.iter().try_fold(0u32, |acc, &d| d.is_ascii_digit().then(|| acc * 10 + u32::from(d - b'0')))?;
+        self.at += n;
+        Some(value)
+    }
+
+    fn read(mut self) -> Option<DateTime<Utc>> {
+        let year = i32::try_from(self.number(4)?).ok()?;
+        self.eat(b'-').then_some(())?;
+        let month = self.number(2)?;
+        self.eat(b'-').then_some(())?;
+        let date = NaiveDate::from_ymd_opt(year, month, self.number(2)?)?;
+        if self.peek().is_none() {
+            return Some(date.and_hms_opt(0, 0, 0)?.and_utc());
+        }
+        (self.eat(b'T') || self.eat(b't') || self.eat(b' ')).then_some(())?;
+        let hour = self.number(2)?;
+        self.eat(b':').then_some(())?;
+        let minute = self.number(2)?;
+        self.eat(b':').then_some(())?;
+        let second = self.number(2)?;
+        let nanos = if self.eat(b'.') { self.fraction()? } else { 0 };
+        // Seconds 00–59 only: chrono reads no leap second from an hour, minute and second.
+        let local = date.and_hms_nano_opt(hour, minute, second, nanos)?;
+        let east = self.zone()?;
+        (self.at == self.bytes.len()).then_some(())?;
+        local.and_utc().checked_sub_signed(chrono::TimeDelta::seconds(i64::from(east)))
+    }
+
+    /// One to nine digits after the decimal point, as nanoseconds.
+    fn fraction(&mut self) -> Option<u32> {
+        let start = self.at;
+        let mut nanos = 0u32;
+        while let Some(d) = self.peek().filter(u8::is_ascii_digit) {
+            if self.at - start == 9 {
+                return None;
+            }
+            nanos = nanos * 10 + u32::from(d - b'0');
+            self.at += 1;
+        }
+        let len = u32::try_from(self.at - start).ok().filter(|n| *n > 0)?;
+        Some(nanos * 10u32.pow(9 - len))
+    }
+
+    /// The zone after the time, as seconds east of UTC (none: UTC).
+    fn zone(&mut self) -> Option<i32> {
+        let spaces = usize::from(self.eat(b' ')) + usize::from(self.lost_plus && self.eat(b' '));
+        if self.peek().is_none() {
+            // A trailing space was trimmed away, so this is the end of a zone-less time.
+            return (spaces == 0).then_some(0);
+        }
+        let sign = if spaces > 0 && self.lost_plus && self.peek().is_some_and(|b| b.is_ascii_digit()) {
+            1
+        } else if spaces > 1 {
+            // Two spaces only where the second was the offset's `+`.
+            return None;
+        } else if self.eat(b'Z') || self.eat(b'z') || self.eat_str("UTC") {
+            return Some(0);
+        } else if self.eat(b'+') {
+            1
+        } else if self.eat(b'-') {
+            -1
+        } else {
+            return None;
+        };
+        let hours = self.number(2)?;
+        let minutes = match self.peek() {
+            None => 0,
+            Some(b':') => {
+                self.at += 1;
+                self.number(2)?
+            }
+            Some(_) => self.number(2)?,
+        };
+        if hours > 23 || minutes > 59 {
+            return None;
+        }
+        i32::try_from(hours * 3600 + minutes * 60).ok().map(|s| sign * s)
     }
 }
 
@@ -323,6 +458,139 @@ mod tests {
         assert_eq!(text(&date_only), "2011-04-30T00:00:00Z");
         assert_eq!(DateTime::<Utc>::parse_text("2011-02-30T12:00:00Z"), None);
         assert_eq!(DateTime::<Utc>::parse_text("yesterday"), None);
+    }
+
+    fn utc(text: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(text).map(|t| t.with_timezone(&Utc)).expect("a test instant")
+    }
+
+    #[test]
+    fn iso_and_ruby_time_forms_read_the_same_instant() {
+        let at = utc("2026-11-26T20:49:03Z");
+        for form in [
+            "2026-11-26T20:49:03Z",
+            "2026-11-26t20:49:03z",
+            "2026-11-26T20:49:03",
+            "2026-11-26T20:49:03+00:00",
+            "2026-11-26T21:49:03+01:00",
+            "2026-11-26T15:49:03-05:00",
+            "2026-11-26T15:49:03-0500",
+            "2026-11-26T15:49:03-05",
+            " 2026-11-26T20:49:03Z\n",
+            // Ruby's Time#to_s, in UTC and local time.
+            "2026-11-26 20:49:03 UTC",
+            "2026-11-26 21:49:03 +0100",
+            "2026-11-26 15:49:03 -0500",
+            "2026-11-26 15:49:03 -05:00",
+            "2026-11-26 20:49:03",
+            "2026-11-26 20:49:03Z",
+            "2026-11-26 21:49:03+01:00",
+        ] {
+            assert_eq!(parse_datetime(form), Some(at), "{form:?}");
+            assert_eq!(parse_query_datetime(form), Some(at), "{form:?} in a query");
+        }
+        assert_eq!(parse_datetime("2026-11-26 20:49:03.25 UTC"), Some(at + chrono::TimeDelta::milliseconds(250)));
+        assert_eq!(parse_datetime("2026-11-26T20:49:03.000000001Z"), Some(at + chrono::TimeDelta::nanoseconds(1)));
+        assert_eq!(parse_datetime("2026-11-26"), Some(utc("2026-11-26T00:00:00Z")));
+        // Across midnight and the year's end.
+        assert_eq!(parse_datetime("2027-01-01 00:30:00 +0100"), Some(utc("2026-12-31T23:30:00Z")));
+        assert_eq!(parse_datetime("2026-12-31 23:30:00 -0100"), Some(utc("2027-01-01T00:30:00Z")));
+    }
+
+    #[test]
+    fn a_plus_lost_to_a_space_in_a_query_is_an_offset() {
+        let at = Some(utc("2026-11-26T20:49:03Z"));
+        assert_eq!(parse_query_datetime("2026-11-26 21:49:03  0100"), at);
+        assert_eq!(parse_query_datetime("2026-11-26T21:49:03 01:00"), at);
+        assert_eq!(parse_query_datetime("2026-11-26 21:49:03 0100"), at);
+        // Only in a query: a body carries its `+`.
+        assert_eq!(parse_datetime("2026-11-26 21:49:03  0100"), None);
+        assert_eq!(parse_datetime("2026-11-26T21:49:03 01:00"), None);
+        assert_eq!(parse_query_datetime("2026-11-26 21:49:03   0100"), None);
+    }
+
+    #[test]
+    fn anything_else_is_refused() {
+        for bad in [
+            "",
+            "tomorrow",
+            "1799539200",
+            "26-11-26",
+            "2026-1-26",
+            "2026-11-26T",
+            "2026-11-26T20:49",
+            "2026-11-26T20:49Z",
+            "2026-11-26T20:49:3Z",
+            "2026-11-26T24:00:00Z",
+            "2026-11-26T20:60:00Z",
+            "2026-11-26T20:49:60Z",
+            "2026-13-01T00:00:00Z",
+            "2026-02-29T00:00:00Z",
+            "2026-11-26T20:49:03.Z",
+            "2026-11-26T20:49:03.1234567891Z",
+            "2026-11-26T20:49:03+24:00",
+            "2026-11-26T20:49:03+01:60",
+            "2026-11-26T20:49:03+1",
+            "2026-11-26T20:49:03+01:0",
+            "2026-11-26T20:49:03+01:00:00",
+            "2026-11-26T20:49:03ZZ",
+            "2026-11-26 20:49:03 utc",
+            "2026-11-26 20:49:03 CET",
+            "2026-11-26 20:49:03 Europe/Paris",
+            "2026-11-26 20:49:03  UTC",
+            "2026-11-26  20:49:03 UTC",
+            "2026-11-26_20:49:03",
+            "+2026-11-26T20:49:03Z",
+            "２０２６-11-26T20:49:03Z",
+            "2026-11-26T20:49:03\u{0}Z",
+        ] {
+            assert_eq!(parse_datetime(bad), None, "{bad:?}");
+            assert_eq!(parse_query_datetime(bad), None, "{bad:?} in a query");
+        }
+    }
+
+    mod properties {
+        use chrono::{FixedOffset, SecondsFormat};
+        use proptest::prelude::*;
+
+        use super::super::{parse_datetime, parse_query_datetime};
+        use super::{DateTime, Utc};
+
+        fn instant() -> impl Strategy<Value = DateTime<Utc>> {
+            // 1000-01-01 … 9998-12-31, whole seconds or with nanoseconds.
+            (-30_610_224_000i64..253_370_764_800, prop_oneof![Just(0u32), 0u32..1_000_000_000])
+                .prop_map(|(secs, nanos)| DateTime::from_timestamp(secs, nanos).unwrap_or_default())
+        }
+
+        proptest! {
+            #[test]
+            fn every_form_of_an_instant_reads_back_as_it(at in instant(), east in -(23 * 3600 + 59 * 60)..=(23 * 3600 + 59 * 60i32), style in 0..5u8) {
+                let east = east / 60 * 60;
+                let offset = FixedOffset::east_opt(east).expect("an offset below a day");
+                let local = at.with_timezone(&offset);
+                let text = match style {
+                    0 => at.to_rfc3339_opts(SecondsFormat::AutoSi, true),
+                    1 => local.to_rfc3339_opts(SecondsFormat::Nanos, false),
+                    2 => local.format("%Y-%m-%d %H:%M:%S%.f %z").to_string(),
+                    3 => at.format("%Y-%m-%d %H:%M:%S%.f UTC").to_string(),
+                    _ => local.format("%Y-%m-%dT%H:%M:%S%.f%:z").to_string(),
+                };
+                prop_assert_eq!(parse_datetime(&text), Some(at), "{}", text);
+                prop_assert_eq!(parse_query_datetime(&text), Some(at), "{} in a query", text);
+                // The same text through a query that lost its `+` to a space.
+                prop_assert_eq!(parse_query_datetime(&text.replace('+', " ")), Some(at), "{} without +", text);
+            }
+
+            #[test]
+            fn any_text_is_read_or_refused_without_panic(text in "[0-9TZtz :.+-]{0,40}|\\PC{0,40}") {
+                let body = parse_datetime(&text);
+                let query = parse_query_datetime(&text);
+                // A query reads at least what a body reads, the same way.
+                if body.is_some() {
+                    prop_assert_eq!(body, query);
+                }
+            }
+        }
     }
 
     #[test]
