@@ -46,6 +46,9 @@
 //!   cycles are skipped. On a paused subscription N sets the count (0 = resume at the next
 //!   renewal). Pending at-renewal changes wait for the first billed renewal. A pause scheduled in
 //!   the last cycle of a term still runs; the subscription expires where it would have resumed.
+//!   [`resume`] on a paused subscription resumes it now (a new billed period from now); on an
+//!   active one with a pause scheduled it drops the scheduled pause, without charge (the
+//!   released clients' fixtures answer 200 there); otherwise `not_paused`.
 //! - A change with `timeframe=now` in a billed period credits the old terms and charges the new
 //!   ones for the rest of the period. When the billing interval changes, the old period is cut
 //!   (rest credited) and a new period of the new interval starts now (same billing cycle). In a
@@ -97,7 +100,7 @@ use crate::proration::ProrationError;
 /// `<error>` with [`LifecycleError::symbol`], or a field error where a field is named).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LifecycleError {
-    /// Resume on a subscription that is not paused.
+    /// Resume on a subscription that is neither paused nor has a pause scheduled.
     #[error("the subscription is not paused")]
     NotPaused,
     /// Reactivate on a subscription that is not canceled.
@@ -874,8 +877,17 @@ pub fn pause(sub: &Subscription, cycles: i64, now: DateTime<Utc>) -> Result<Tran
 }
 
 /// `PUT …/resume`: ends a pause now. A new billed period starts now (the schedule is re-anchored
-/// at now), any pending change applies, and the period is charged (origin `renewal`).
+/// at now), any pending change applies, and the period is charged (origin `renewal`). On an
+/// active subscription whose pause is only scheduled, the scheduled pause is dropped (as a pause
+/// of 0 cycles drops it) and nothing else changes: the paid period runs on, no charge.
 pub fn resume(sub: &Subscription, now: DateTime<Utc>) -> Result<Transition, LifecycleError> {
+    if sub.has_scheduled_pause() {
+        ensure_current(sub, now)?;
+        let mut s = sub.clone();
+        s.paused_at = None;
+        s.remaining_pause_cycles = None;
+        return Ok(Transition { subscription: s, lines: Vec::new(), origin: None });
+    }
     if sub.state != SubscriptionState::Paused {
         return Err(LifecycleError::NotPaused);
     }

@@ -327,6 +327,30 @@ fn resume_now_charges_a_new_period_from_now_and_applies_the_pending_change() {
 }
 
 #[test]
+fn resume_before_a_scheduled_pause_drops_it_without_charge() {
+    let sub = lifecycle::create(NewSubscription::new("s", monthly("gold", 1000)), day(2025, 1, 1))
+        .expect("valid")
+        .subscription;
+    let scheduled = lifecycle::pause(&sub, 2, day(2025, 1, 5)).expect("ok").subscription;
+    assert!(scheduled.has_scheduled_pause());
+
+    let resumed = lifecycle::resume(&scheduled, day(2025, 1, 10)).expect("a scheduled pause");
+    assert_eq!((resumed.origin, resumed.lines.len()), (None, 0), "no charge");
+    let sub = resumed.subscription;
+    assert_eq!(sub.state, SubscriptionState::Active);
+    assert_eq!((sub.paused_at, sub.remaining_pause_cycles), (None, None));
+    assert_eq!(period(&sub), (day(2025, 1, 1), day(2025, 2, 1)), "the paid period runs on");
+    // Feb 1 renews (billed) instead of pausing; a second resume finds nothing to resume.
+    let renewed = step(&sub);
+    assert_eq!(renewed.subscription.state, SubscriptionState::Active);
+    assert_eq!(total(&renewed.lines), 1000);
+    assert_eq!(lifecycle::resume(&sub, day(2025, 1, 11)), Err(LifecycleError::NotPaused));
+    // Canceled with a pause scheduled: nothing to resume (reactivate first).
+    let canceled = lifecycle::cancel(&scheduled, day(2025, 1, 6)).expect("ok").subscription;
+    assert_eq!(lifecycle::resume(&canceled, day(2025, 1, 7)), Err(LifecycleError::NotPaused));
+}
+
+#[test]
 fn plan_change_now_is_prorated_and_at_renewal_waits() {
     // January: 31 days. Change on Jan 16 00:00 leaves 16 days.
     let terms = SubscriptionTerms {
