@@ -286,7 +286,8 @@ async fn view(
         cancel_action: anchor(EndpointId::CancelSubscription, active || paused),
         terminate_action: anchor(EndpointId::TerminateSubscription, live),
         postpone_action: anchor(EndpointId::PostponeSubscription, active || paused),
-        notes_action: anchor(EndpointId::UpdateSubscriptionNotes, live),
+        // The notes of a subscription can be changed in every state, an expired one's too.
+        notes_action: anchor(EndpointId::UpdateSubscriptionNotes, true),
         reactivate_action: anchor(EndpointId::ReactivateSubscription, canceled),
         pause_action: anchor(EndpointId::PauseSubscription, active || paused),
         resume_action: anchor(EndpointId::ResumeSubscription, paused),
