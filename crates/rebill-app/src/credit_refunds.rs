@@ -287,7 +287,7 @@ pub(crate) async fn pay_out(
     work.schedule_job(ctx.site.id, REFUND_JOB, &credit.uuid, now + RECOVERY_SECONDS).await?;
     work.commit().await?;
     let waiting: Vec<Transaction> = begun.into_iter().filter(|t| t.status() == TransactionStatus::Processing).collect();
-    finish(services, credit, number, &waiting, now, true).await
+    finish(services, credit, number, &waiting, now, true).await.map_err(|e| crate::refunds::once_written(e, number))
 }
 
 /// A manual refund transaction of `amount` paying out credit of `credit` outside the gateway.

@@ -138,9 +138,11 @@ pub enum RefundError {
     /// decide again on what is there now ([`settled`]); answered only when that kept happening.
     #[error("invoice {0} changed while it was refunded; try again")]
     Busy(i64),
-    /// The refund invoice was written, but the purchase it voids was voided or refunded by
-    /// another run before the void was recorded: the refund invoice is left to its recovery job.
-    #[error("invoice {0}: the purchase changed while it was voided; its refund is finished later")]
+    /// The refund invoice was written, but it could not be settled now (the purchase it voids
+    /// was voided or refunded by another run before the void was recorded, or the database
+    /// rolled the settlement back for a concurrent transaction): the refund invoice is left to
+    /// its recovery job.
+    #[error("invoice {0}: the refund is recorded and will be finished by its recovery job")]
     LeftToRecovery(i64),
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -184,10 +186,14 @@ struct Plan<'a> {
 /// not yet credited), what credit paid (credit payments, credit lines) is credit, anything more
 /// was marked paid outside the gateway.
 fn refundable(invoice: &Invoice, lines: &[Adjustment], txns: &[Transaction], credit_paid: i64) -> Refundable {
-    let left =
-        |through_gateway| purchases(txns, through_gateway).iter().map(|t| (t.new.amount - t.refunded).max(0)).sum();
-    let mut r = Refundable { gateway: left(true), outside: left(false), ..Refundable::default() };
+    let left = |through_gateway| {
+        purchases(txns, through_gateway).iter().map(|t| (t.new.amount - t.refunded).max(0)).sum::<i64>()
+    };
     let total = (invoice.amounts.paid - invoice.credited).max(0);
+    // What the payments can still give back, never more than the invoice has left: a refund
+    // the gateway declined on a site with Credit Memos was given back as credit all the same.
+    let gateway = left(true).min(total);
+    let mut r = Refundable { gateway, outside: left(false).min(total - gateway), ..Refundable::default() };
     let credit_lines: i64 = lines.iter().filter(|l| l.line.kind == AdjustmentKind::Credit).map(|l| -l.line.total).sum();
     let rest = (total - r.gateway - r.outside).max(0);
     r.credit = rest.min(credit_paid + credit_lines);
@@ -201,8 +207,8 @@ fn refundable(invoice: &Invoice, lines: &[Adjustment], txns: &[Transaction], cre
 pub(crate) const ATTEMPTS: usize = 32;
 
 /// Whether a money operation's attempt is its answer ([`ControlFlow::Break`]) or is to be
-/// decided again: it met [`RefundError::Busy`] (nothing written) and has tried fewer than
-/// [`ATTEMPTS`] times (`tries` counts them).
+/// decided again: it met [`RefundError::Busy`] or a transient database error (nothing written
+/// either way) and has tried fewer than [`ATTEMPTS`] times (`tries` counts them).
 pub(crate) fn settled<T>(outcome: Result<T, RefundError>, tries: &mut usize) -> ControlFlow<Result<T, RefundError>> {
     match outcome {
         Err(RefundError::Busy(n)) if *tries < ATTEMPTS => {
@@ -211,6 +217,13 @@ pub(crate) fn settled<T>(outcome: Result<T, RefundError>, tries: &mut usize) -> 
                 tries = *tries,
                 "the invoice changed before the refund was written; deciding again"
             );
+            *tries += 1;
+            ControlFlow::Continue(())
+        }
+        // The database rolled the attempt back for a concurrent one (PostgreSQL's deadlock
+        // detector or a serialization failure): nothing was written either.
+        Err(RefundError::Store(e)) if e.is_transient() && *tries < ATTEMPTS => {
+            tracing::info!(error = %e, tries = *tries, "a refund met a concurrent transaction; deciding again");
             *tries += 1;
             ControlFlow::Continue(())
         }
@@ -813,11 +826,27 @@ async fn write(
     if !pending {
         return Ok(refund);
     }
-    if let Some(purchase) = voided {
-        return finish_void(services, &refund, original.invoice_number, purchase, now).await;
+    let finished = match voided {
+        Some(purchase) => finish_void(services, &refund, original.invoice_number, purchase, now).await,
+        None => {
+            let waiting: Vec<Transaction> =
+                begun.into_iter().filter(|t| t.status() == TransactionStatus::Processing).collect();
+            finish(services, &refund, original.invoice_number, &waiting, now, false).await
+        }
+    };
+    finished.map_err(|e| once_written(e, original.invoice_number))
+}
+
+/// An error met after the refund was recorded `processing` with its recovery job: never decided
+/// again (that would refund twice); a transient database error leaves the refund to its job.
+pub(crate) fn once_written(e: RefundError, number: i64) -> RefundError {
+    match e {
+        RefundError::Store(s) if s.is_transient() => {
+            tracing::warn!(invoice = number, error = %s, "a recorded refund is left to its recovery job");
+            RefundError::LeftToRecovery(number)
+        }
+        e => e,
     }
-    let waiting: Vec<Transaction> = begun.into_iter().filter(|t| t.status() == TransactionStatus::Processing).collect();
-    finish(services, &refund, original.invoice_number, &waiting, now, false).await
 }
 
 /// Asks the gateway for the refund transactions still `processing` and settles the refund

@@ -238,6 +238,19 @@ fn credit_memos(db: &str) {
     status(&r, 201);
     assert_eq!(stored(db, &r), "credit:refund:open:-500");
     has(&r, "<status>declined</status>");
+    // 1000 of the 1500 is left (the declined 500 was given back as credit all the same): asking
+    // 1100 is refused on the amount and writes nothing, whatever the method.
+    for method in ["credit_first", "transaction_first", "all_credit"] {
+        let body = format!(
+            "<invoice><refund_method>{method}</refund_method><amount_in_cents>1100</amount_in_cents></invoice>"
+        );
+        let r = refund(&s, "2.11", &number, &body);
+        status(&r, 422);
+        has(&r, "field=\"invoice.amount_in_cents\" symbol=\"less_than_or_equal_to\"");
+        has(&r, "1000");
+    }
+    let r = get(&s, "2.11", &format!("/v2/invoices/{number}"));
+    has(&r, "<refundable_total_in_cents type=\"integer\">1000</refundable_total_in_cents>");
     // Nothing is left of it to refund, whatever the method.
     let r = refund(&s, "2.11", &next, "<invoice><refund_method>all_transaction</refund_method></invoice>");
     status(&r, 422);

@@ -35,6 +35,16 @@ pub(crate) fn is_unique_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
 }
 
+/// SQLSTATEs of a transaction the database rolled back because of concurrent ones, which may
+/// succeed when run again: PostgreSQL's `serialization_failure` and `deadlock_detected`.
+const TRANSIENT_STATES: [&str; 2] = ["40001", "40P01"];
+
+/// Whether the statement failed only because of concurrent transactions (rolled back whole;
+/// running the work again may succeed).
+pub(crate) fn is_transient(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d) if d.code().is_some_and(|c| TRANSIENT_STATES.contains(&c.as_ref())))
+}
+
 #[cfg(test)]
 mod tests {
     /// No other module of the store names the `Any` driver's types.

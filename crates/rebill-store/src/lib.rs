@@ -68,6 +68,15 @@ pub enum StoreError {
     Conflict(String),
 }
 
+impl StoreError {
+    /// Whether the database rolled the work back only because of concurrent work (a deadlock
+    /// or serialization failure on PostgreSQL): nothing was written, and running the same
+    /// operation again may succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, StoreError::Database(e) if db::is_transient(e))
+    }
+}
+
 /// Which database a [`Store`] talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
