@@ -404,6 +404,15 @@ fn subscription_invoice_and_transaction_anchors(db: &str) {
     let reactivated = ok(follow(&s, &canceled.body, "reactivate", "", ""), 200);
     assert_eq!(field(&reactivated.body, "state"), "active");
     assert_anchors(&reactivated.body, &["cancel", "terminate", "postpone", "notes", "pause"]);
+    // A pause scheduled for the period end (Ruby `pause(1)` PUTs `…/pause`) can be dropped by
+    // `resume`, and is offered so; resumed, the subscription offers it no more.
+    let body = "<subscription><remaining_pause_cycles>1</remaining_pause_cycles></subscription>";
+    let scheduled = ok(follow(&s, &reactivated.body, "pause", "", body), 200);
+    assert_eq!(field(&scheduled.body, "state"), "active");
+    assert_anchors(&scheduled.body, &["cancel", "terminate", "postpone", "notes", "pause", "resume"]);
+    let resumed = ok(follow(&s, &scheduled.body, "resume", "", ""), 200);
+    assert!(tag_is_nil(&resumed.body, "paused_at"), "{}", resumed.body);
+    assert_anchors(&resumed.body, &["cancel", "terminate", "postpone", "notes", "pause"]);
     // Before 2.11 there is no pause.
     assert_anchors(
         &ok(authed(&s, "GET", &href, &[("X-Api-Version", "2.10")], ""), 200).body,

@@ -290,7 +290,8 @@ async fn view(
         notes_action: anchor(EndpointId::UpdateSubscriptionNotes, true),
         reactivate_action: anchor(EndpointId::ReactivateSubscription, canceled),
         pause_action: anchor(EndpointId::PauseSubscription, active || paused),
-        resume_action: anchor(EndpointId::ResumeSubscription, paused),
+        // Resume ends a pause, or drops one that is only scheduled.
+        resume_action: anchor(EndpointId::ResumeSubscription, paused || sub.has_scheduled_pause()),
         ..Subscription::default()
     })
 }
