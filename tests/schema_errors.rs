@@ -198,6 +198,23 @@ fn endpoints_are_checked() {
     let e = load_endpoints(&GET_WIDGET.replace("status = 200", "status = 200\nlist_root = \"gadgets\""))
         .expect_err("list root");
     assert_eq!(e, "schema/endpoints.toml: endpoint `get_widget`: list_root applies only to list endpoints");
+
+    // What older versions are answered: 404 unless the table says unavailable, which needs a since.
+    assert_eq!(
+        load_endpoints(GET_WIDGET).expect("valid").endpoints[0].below_since,
+        rebill_schema::BelowSince::NotFound
+    );
+    let gated = GET_WIDGET.replace("status = 200", "status = 200\nsince = \"2.10\"\nbelow_since = \"unavailable\"");
+    let schema = load_endpoints(&gated).expect("valid");
+    assert_eq!(schema.endpoints[0].below_since, rebill_schema::BelowSince::Unavailable);
+    let e = load_endpoints(&GET_WIDGET.replace("status = 200", "status = 200\nbelow_since = \"unavailable\""))
+        .expect_err("no since");
+    assert_eq!(e, "schema/endpoints.toml: endpoint `get_widget`: below_since needs a since version");
+    let e = load_endpoints(&gated.replace("\"unavailable\"", "\"gone\"")).expect_err("unknown answer");
+    assert_eq!(
+        e,
+        "schema/endpoints.toml: endpoint `get_widget`: unknown below_since `gone` (not_found or unavailable)"
+    );
 }
 
 #[test]

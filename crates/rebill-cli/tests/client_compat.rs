@@ -287,9 +287,11 @@ fn account_balance(db: &str) {
     sandbox_clock(&s, "<advance>15days</advance>");
     assert_eq!(field(&ok(get(&s, &format!("/v2/invoices/{usd}")), 200).body, "state"), "past_due");
     assert_balance(&s, "b1", true, &[("EUR", 700), ("USD", 5000)]);
-    // Every version answers the same document.
-    let old = get_at(&s, "2.0", "/v2/accounts/b1/balance");
-    assert_eq!((old.status, old.body), (200, balance_document(&s, "b1", true, &[("EUR", 700), ("USD", 5000)])));
+    // Every version from 2.3 answers the same document; older ones have no balance.
+    let first = get_at(&s, "2.3", "/v2/accounts/b1/balance");
+    assert_eq!((first.status, first.body), (200, balance_document(&s, "b1", true, &[("EUR", 700), ("USD", 5000)])));
+    assert_error(&get_at(&s, "2.2", "/v2/accounts/b1/balance"), 400, "unavailable_in_api_version");
+    assert!(!ok(get_at(&s, "2.2", "/v2/accounts/b1"), 200).body.contains("<account_balance"), "no link before 2.3");
 
     // Paid invoices are not owed; failed ones are written off.
     ok(send(&s, "PUT", &format!("/v2/invoices/{usd}/mark_successful"), ""), 200);

@@ -489,6 +489,10 @@ fn api_file(schema: &Schema) -> TokenStream {
             }
             None => quote!(None),
         };
+        let below_since = match e.below_since {
+            rebill_schema::BelowSince::NotFound => quote!(BelowSince::NotFound),
+            rebill_schema::BelowSince::Unavailable => quote!(BelowSince::Unavailable),
+        };
         let feature = match &e.feature {
             Some(f) => quote!(Some(#f)),
             None => quote!(None),
@@ -533,6 +537,7 @@ fn api_file(schema: &Schema) -> TokenStream {
                 method: Method::#method,
                 path: #path,
                 since: #since,
+                below_since: #below_since,
                 feature: #feature,
                 request: #request,
                 response: #response,
@@ -547,6 +552,9 @@ fn api_file(schema: &Schema) -> TokenStream {
         let mut facts = format!("`{} {}` → {}", e.method.as_str(), e.path, e.status);
         if let Some(v) = e.since {
             facts.push_str(&format!(", since {v}"));
+            if e.below_since == rebill_schema::BelowSince::Unavailable {
+                facts.push_str(" (older versions: 400 `unavailable_in_api_version`)");
+            }
         }
         if let Some(f) = &e.feature {
             facts.push_str(&format!(", feature `{f}`"));
@@ -586,7 +594,7 @@ fn api_file(schema: &Schema) -> TokenStream {
         //! [`EndpointId`] enum in the same order, and one marker type per endpoint.
         #![allow(unused_imports)]
         use super::*;
-        use crate::endpoint::{ApiEndpoint, Body, Endpoint, LaterResponse, Method};
+        use crate::endpoint::{ApiEndpoint, BelowSince, Body, Endpoint, LaterResponse, Method};
 
         /// Every endpoint, in the order of `schema/endpoints.toml`.
         pub static ENDPOINTS: [Endpoint; #count] = [#(#entries)*];
@@ -721,7 +729,7 @@ fn api_doc(schema: &Schema) -> String {
     );
     let versions: Vec<String> = schema.versions.iter().map(ToString::to_string).collect();
     out.push_str(&format!(
-        "API versions: {} (default {} when no `X-Api-Version` is sent). Site features that change the wire: {}.\n\n",
+        "API versions: {} (default {} when no `X-Api-Version` is sent). Site features that change the wire: {}. An endpoint used below its Since version answers 404, or 400 `unavailable_in_api_version` where it says so.\n\n",
         versions.join(", "),
         schema.default_version,
         schema.features.iter().map(|f| format!("`{}`", f.name)).collect::<Vec<_>>().join(", ")
@@ -747,7 +755,11 @@ fn api_doc(schema: &Schema) -> String {
             "| {} | `{}` | {} | {} | {} | {} | {} | {} |\n",
             e.method.as_str(),
             e.path,
-            e.since.map(|v| v.to_string()).unwrap_or_else(|| "—".into()),
+            match (e.since, e.below_since) {
+                (Some(v), rebill_schema::BelowSince::Unavailable) => format!("{v} (older: 400)"),
+                (Some(v), rebill_schema::BelowSince::NotFound) => v.to_string(),
+                (None, _) => "—".into(),
+            },
             e.feature.as_deref().map(|f| format!("`{f}`")).unwrap_or_else(|| "—".into()),
             e.request.as_deref().map(|r| format!("`{r}`")).unwrap_or_else(|| "—".into()),
             response,

@@ -38,6 +38,15 @@ pub enum Body {
     List(&'static str),
 }
 
+/// The answer to a request for an endpoint at a version older than its `since`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BelowSince {
+    /// 404 `not_found`, as for a path that does not exist.
+    NotFound,
+    /// 400 `unavailable_in_api_version` (the account balance before 2.3).
+    Unavailable,
+}
+
 /// One endpoint of the API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Endpoint {
@@ -46,6 +55,8 @@ pub struct Endpoint {
     /// Template with `{param}` segments, e.g. `/v2/accounts/{account_code}`.
     pub path: &'static str,
     pub since: Option<ApiVersion>,
+    /// What a version older than `since` is answered.
+    pub below_since: BelowSince,
     pub feature: Option<&'static str>,
     /// Resource of the request body.
     pub request: Option<&'static str>,
@@ -68,6 +79,14 @@ impl Endpoint {
     /// Whether the endpoint exists for this version and site.
     pub fn available(&self, ctx: &WireContext) -> bool {
         ctx.has(self.since, None, self.feature)
+    }
+
+    /// Whether a request at `ctx` is refused as `unavailable_in_api_version`: the site has the
+    /// endpoint's feature, the version is older than `since`, and the table says so.
+    pub fn unavailable_in(&self, ctx: &WireContext) -> bool {
+        self.below_since == BelowSince::Unavailable
+            && self.since.is_some_and(|since| ctx.version < since)
+            && ctx.has(None, None, self.feature)
     }
 
     /// The response body at `version`.

@@ -19,7 +19,7 @@ pub mod validate;
 #[rustfmt::skip]
 mod generated;
 
-pub use endpoint::{ApiEndpoint, Body, Endpoint, LaterResponse, Method, allowed_methods, route};
+pub use endpoint::{ApiEndpoint, BelowSince, Body, Endpoint, LaterResponse, Method, allowed_methods, route};
 pub use generated::*;
 
 use std::fmt::Debug;

@@ -380,6 +380,17 @@ pub enum ResponseBody {
     List(String),
 }
 
+/// The answer to a request for an endpoint at a version older than its `since`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BelowSince {
+    /// 404 `not_found`, as for a path that does not exist (the default).
+    #[default]
+    NotFound,
+    /// 400 `unavailable_in_api_version` (`below_since = "unavailable"`), where the original
+    /// service is known to answer so (the account balance before 2.3).
+    Unavailable,
+}
+
 /// One HTTP endpoint of the API.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
@@ -389,6 +400,8 @@ pub struct Endpoint {
     /// Path template with `{param}` segments (`/v2/accounts/{account_code}`).
     pub path: String,
     pub since: Option<Version>,
+    /// What a version older than `since` is answered.
+    pub below_since: BelowSince,
     pub feature: Option<String>,
     /// Resource of the request body, if any.
     pub request: Option<String>,

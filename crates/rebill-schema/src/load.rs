@@ -50,6 +50,7 @@ struct RawEndpoint {
     method: String,
     path: String,
     since: Option<String>,
+    below_since: Option<String>,
     feature: Option<String>,
     request: Option<String>,
     response: Option<String>,
@@ -905,6 +906,16 @@ impl Versions {
                 }
             }
             let range = self.range(file, &place, &e.since, &None)?;
+            let below_since = match (e.below_since.as_deref(), range.since) {
+                (None | Some("not_found"), _) => BelowSince::NotFound,
+                (Some("unavailable"), Some(_)) => BelowSince::Unavailable,
+                (Some("unavailable"), None) => {
+                    return Err(err(file, &place, "below_since needs a since version"));
+                }
+                (Some(other), _) => {
+                    return Err(err(file, &place, format!("unknown below_since `{other}` (not_found or unavailable)")));
+                }
+            };
             let feature = self.feature(file, &place, &e.feature)?;
             let resource = |name: &String| -> Result<String, SchemaError> {
                 if resources.iter().any(|r| &r.name == name) {
@@ -972,6 +983,7 @@ impl Versions {
                 method,
                 path: e.path.clone(),
                 since: range.since,
+                below_since,
                 feature,
                 request,
                 response,

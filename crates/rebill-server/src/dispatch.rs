@@ -1,5 +1,7 @@
 //! Routing over the generated endpoint table: 404 for unknown paths and for routes newer than
-//! the requested version or missing the site's feature, 405 with `Allow` for a wrong method,
+//! the requested version or missing the site's feature (400 `unavailable_in_api_version` instead
+//! for the routes whose table entry says `below_since = "unavailable"`), 405 with `Allow` for a
+//! wrong method,
 //! then the endpoint's handler, or 501 naming an endpoint whose behaviour is not built yet.
 
 use axum::body::Body;
@@ -70,6 +72,18 @@ pub(crate) async fn dispatch(State(state): State<AppState>, request: Request<Bod
         }
         return response;
     };
+    if endpoint.unavailable_in(&ctx.wire) {
+        return respond::error(
+            StatusCode::BAD_REQUEST,
+            "unavailable_in_api_version",
+            &format!(
+                "{} {path} is not available in API version {}; it exists from {}.",
+                endpoint.method.as_str(),
+                ctx.version,
+                endpoint.since.map(|v| v.to_string()).unwrap_or_default()
+            ),
+        );
+    }
     if !endpoint.available(&ctx.wire) {
         return not_found();
     }

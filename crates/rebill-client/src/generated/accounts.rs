@@ -68,9 +68,9 @@ impl Accounts {
     ) -> Result<rebill_models::Account, Error> {
         Call::<api::ReopenAccount>::new(&self.client, &[account_code]).resource().await
     }
-    /// The account's balance per currency: what its open charge invoices still owe (zero in the site's other currencies) and whether one is past due; 404 for an unknown account.
+    /// The account's balance per currency: what its open charge invoices still owe (zero in the site's other currencies) and whether one is past due; 404 for an unknown account. Exists from 2.3; older versions are answered 400 unavailable_in_api_version.
     ///
-    /// `GET /v2/accounts/{account_code}/balance`
+    /// `GET /v2/accounts/{account_code}/balance`, since API 2.3
     pub async fn get_balance(
         &self,
         account_code: &str,

@@ -142,7 +142,7 @@ impl Subscriptions {
             .resource()
             .await
     }
-    /// Resumes a paused subscription now.
+    /// Resumes a paused subscription now (a new billed period from now, invoiced); while a pause is only scheduled, drops the scheduled pause (no charge); otherwise 422 not_paused.
     ///
     /// `PUT /v2/subscriptions/{uuid}/resume`, since API 2.11
     pub async fn resume(

@@ -12,10 +12,10 @@ pub struct Account {
     /// (`link`; response)
     #[xml(kind = "link", direction = "response")]
     pub adjustments: Option<rebill_xml::Href>,
-    /// Link to the account balance (/accounts/:account_code/balance).
+    /// Link to the account balance (/accounts/:account_code/balance), from 2.3 as the endpoint.
     ///
-    /// (`link`; response)
-    #[xml(kind = "link", direction = "response")]
+    /// (`link`; response; 2.3 and later)
+    #[xml(kind = "link", direction = "response", since = "2.3")]
     pub account_balance: Option<rebill_xml::Href>,
     /// Link to the account's billing info (responses); requests nest the billing info itself (see billing_info).
     ///
