@@ -402,7 +402,7 @@ fn plan_validation(s: &Server) {
 fn add_on_body(addr: &str) -> String {
     format!(
         r#"<?xml version="1.0" encoding="UTF-8"?>
-<add_on>
+<add_on href="http://{addr}/v2/plans/gold/add_ons/ip">
   <plan href="http://{addr}/v2/plans/gold"/>
   <add_on_code>ip</add_on_code>
   <name>Extra IP</name>
@@ -598,7 +598,7 @@ fn add_ons(s: &Server) {
         ))
     );
     assert!(
-        list.body.starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<add_ons type=\"array\">\n  <add_on>\n")
+        list.body.starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<add_ons type=\"array\">\n  <add_on href=")
     );
     has(&list, "<add_on_code>calls</add_on_code>");
     has(&list, "<add_on_code>ip</add_on_code>");
