@@ -48,7 +48,10 @@ pub async fn on_invoice_failed(services: &Services, event: &Event) -> Result<(),
     let lines = services.store.invoice_lines(invoice.id).await?;
     let at = event.at;
     let mut work = services.store.begin_work().await?;
-    if work.written_off(invoice.id).await? {
+    // The invoice is held first, so that reactions to the same event running at once (each
+    // request drains what awaits a reaction) write it off one after the other: the second
+    // finds it written off.
+    if !work.lock_invoice(invoice.id).await? || work.written_off(invoice.id).await? {
         return Ok(());
     }
     let voided = work.void_credit_payments_to(invoice.id, at).await?;

@@ -635,12 +635,20 @@ impl Work {
             .fetch_all(&mut *self.tx)
             .await?;
         let payments: Vec<CreditPayment> = rows.iter().map(from_row).collect::<Result<_, _>>()?;
-        for p in &payments {
-            sqlx::query("UPDATE credit_payments SET voided_at = $1, updated_at = $1 WHERE id = $2")
-                .bind(at)
-                .bind(p.id)
-                .execute(&mut *self.tx)
-                .await?;
+        let mut voided = Vec::with_capacity(payments.len());
+        for p in payments {
+            // Only a payment still in force is voided (and its credit moved back), also when
+            // another work voided it after the read above.
+            let done = sqlx::query(
+                "UPDATE credit_payments SET voided_at = $1, updated_at = $1 WHERE id = $2 AND voided_at IS NULL",
+            )
+            .bind(at)
+            .bind(p.id)
+            .execute(&mut *self.tx)
+            .await?;
+            if done.rows_affected() != 1 {
+                continue;
+            }
             sqlx::query(
                 "UPDATE invoices SET balance = balance - $1, paid = paid + $1, \
                  state = CASE WHEN kind = $2 THEN $3 ELSE state END, closed_at = NULL, updated_at = $4 WHERE id = $5",
@@ -658,8 +666,9 @@ impl Work {
                 .bind(invoice_id)
                 .execute(&mut *self.tx)
                 .await?;
+            voided.push(p);
         }
-        Ok(payments)
+        Ok(voided)
     }
 
     /// Whether the invoice `invoice_id` has been written off (a credit invoice of origin

@@ -219,6 +219,8 @@ pub struct SerdeAddress {
 /// `<shipping_address>` (of the invoice and of each line item; may be `nil`).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct SerdeShippingAddress {
+    #[serde(rename = "@href", default, skip_serializing_if = "Option::is_none")]
+    pub href: Option<String>,
     #[serde(rename = "@nil", default, skip_serializing_if = "Option::is_none")]
     pub nil: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
