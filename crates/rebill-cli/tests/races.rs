@@ -122,8 +122,7 @@ impl Topology {
         ))
     }
 
-    /// Nothing is left half-done: no invoice `processing`, no unfinished refund job whose
-    /// refund invoice is not processing, no transaction `processing`.
+    /// Nothing is left half-done: no invoice and no transaction `processing`.
     fn nothing_pending(&self) {
         assert_eq!(self.int("SELECT COUNT(*) FROM invoices WHERE state = 'processing'"), 0, "processing invoices");
         assert_eq!(
