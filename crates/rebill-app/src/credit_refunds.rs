@@ -241,13 +241,13 @@ pub(crate) async fn pay_out(
     let recorded: Vec<(NewTransaction, Option<i64>)> = match external {
         Some(outside) => {
             let key = format!("refund:{}:outside:{}", credit.uuid, rebill_store::invoicing::new_uuid());
-            vec![(outside_refund(services, credit, &account, outside, amount, key), None)]
+            vec![(outside_refund(ctx.site.mode == rebill_store::Mode::Sandbox, credit, &account, outside, amount, key), None)]
         }
         None => sources
             .iter()
             .map(|s| {
                 let key = format!("refund:{}:{}:{}", credit.uuid, s.purchase.uuid, s.via.unwrap_or_default());
-                (refund_transaction(services, credit, Some(&s.purchase), &s.purchase, s.amount, None, key), s.via)
+                (refund_transaction(credit, Some(&s.purchase), &s.purchase, s.amount, None, key), s.via)
             })
             .collect(),
     };
@@ -290,9 +290,10 @@ pub(crate) async fn pay_out(
     finish(services, credit, number, &waiting, now, true).await.map_err(|e| crate::refunds::once_written(e, number))
 }
 
-/// A manual refund transaction of `amount` paying out credit of `credit` outside the gateway.
+/// A manual refund transaction of `amount` paying out credit of `credit` outside the gateway
+/// (`test` on sandbox sites).
 fn outside_refund(
-    services: &Services,
+    test: bool,
     credit: &Invoice,
     account: &rebill_store::accounts::Account,
     outside: &External,
@@ -314,7 +315,7 @@ fn outside_refund(
         source: "transaction".to_owned(),
         origin: "api".to_owned(),
         recurring: false,
-        test: services.gateway.is_test(),
+        test,
         gateway_type: MANUAL_GATEWAY_TYPE.to_owned(),
         description: outside.description.clone(),
         original_transaction_id: None,

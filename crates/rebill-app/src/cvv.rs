@@ -3,7 +3,8 @@
 //!
 //! - the value must be 3 or 4 digits (else `Malformed`, and nothing is counted or recorded);
 //! - only a stored card can be checked: no billing info is `NoBillingInfo`, a bank account
-//!   `NotACard`;
+//!   `NotACard`; a site whose gateway cannot re-check a stored card's code (Stripe) is
+//!   `Unsupported`, naming the gateway (nothing counted or recorded);
 //! - a card is checked at most [`CHECKS_PER_WINDOW`] times in a rolling [`WINDOW_SECONDS`] on
 //!   the site clock, matched or not; one more is `Locked` (nothing recorded);
 //! - each check is a `verify` transaction of 0 (origin `api_verify_card`), recorded before the
@@ -38,6 +39,9 @@ pub enum CvvError {
     Malformed,
     #[error("This credit card has too many cvv check attempts.")]
     Locked,
+    /// The site's gateway cannot check the security code of a card it stored (named).
+    #[error("the {0} gateway cannot check the security code of a stored card")]
+    Unsupported(&'static str),
     /// The code did not match (or the gateway declined the check): the recorded transaction.
     #[error("the security code did not match")]
     Mismatch(Box<Transaction>),
@@ -74,6 +78,10 @@ pub async fn verify_cvv(services: &Services, ctx: &Context, code: &str, value: &
     if !rebill_billing::card::is_cvv_shaped(value) {
         return Err(CvvError::Malformed);
     }
+    let gateway = services.gateway(ctx.site.id).await?;
+    if !gateway.checks_stored_cvv() {
+        return Err(CvvError::Unsupported(gateway.kind()));
+    }
     let key = card_key(&info);
     if !services
         .store
@@ -96,20 +104,20 @@ pub async fn verify_cvv(services: &Services, ctx: &Context, code: &str, value: &
         source: "billing_info".into(),
         origin: "api_verify_card".into(),
         recurring: false,
-        test: services.gateway.is_test(),
-        gateway_type: services.gateway.kind().to_owned(),
+        test: gateway.is_test(),
+        gateway_type: gateway.kind().to_owned(),
         description: None,
         original_transaction_id: None,
         account: snapshot(&account),
         billing: info.fields.clone(),
     };
-    let begun = services.store.begin_transaction(ctx.site.id, &check, ctx.now).await?;
+    let (begun, _) = services.store.begin_transaction(ctx.site.id, &check, ctx.now).await?;
     let request = CvvRequest {
         reference: info.gateway_reference.as_deref().unwrap_or_default(),
         verification_value: value,
         idempotency_key: Some(&begun.uuid),
     };
-    let outcome = services.bounded(services.gateway.check_cvv(&request)).await;
+    let outcome = services.bounded(gateway.check_cvv(&request)).await;
     let result = result_of(&outcome, ctx.now);
     let event = transaction_event(services, &begun, &result, ctx.now);
     let recorded = services.store.complete_transaction(begun.id, &result, ctx.now, &[event]).await?;

@@ -534,12 +534,13 @@ async fn charge(
     source: &PaymentSource,
 ) -> Result<Transaction, GiftCardError> {
     let key = invoicing::attempt_key(invoice, 0);
-    let new = invoicing::purchase(services, account.id, invoicing::snapshot(account), invoice, source, key, false);
-    let begun = services.store.begin_transaction(ctx.site.id, &new, ctx.now).await?;
+    let gateway = services.gateway(ctx.site.id).await?;
+    let new = invoicing::purchase(gateway.as_ref(), account.id, invoicing::snapshot(account), invoice, source, key, false);
+    let (begun, resumed) = services.store.begin_transaction(ctx.site.id, &new, ctx.now).await?;
     if begun.status() != TransactionStatus::Processing {
         return Ok(begun);
     }
-    let outcome = invoicing::gateway_purchase(services, &begun, source).await;
+    let outcome = invoicing::gateway_purchase(services, gateway.as_ref(), &begun, source, resumed).await;
     let result = invoicing::result_of(&outcome, ctx.now);
     let event = invoicing::transaction_event(services, &begun, &result, ctx.now);
     Ok(services.store.complete_transaction(begun.id, &result, ctx.now, &[event]).await?)

@@ -44,7 +44,7 @@
 
 use chrono::{DateTime, Utc};
 use rebill_billing::collection::{Attempt, FirstStep, after_attempt, due_date, first_step};
-use rebill_billing::gateway::{AvsAddress, Outcome, PaymentMethod, PaymentRequest};
+use rebill_billing::gateway::{AvsAddress, Gateway, Outcome, PaymentMethod, PaymentRequest};
 use rebill_billing::invoice::{InvoiceError, InvoiceOrigin, ItemRef, LineItem, LineKind, OriginKey};
 use rebill_billing::proration::Proration;
 use rebill_billing::states::InvoiceTransition;
@@ -630,12 +630,13 @@ async fn charge(
     recurring: bool,
     at: i64,
 ) -> Result<Transaction, BillingError> {
-    let new = purchase(state, account.id, snapshot(account), invoice, source, key, recurring);
-    let begun = state.store.begin_transaction(site_id, &new, at).await?;
+    let gateway = state.gateway(site_id).await?;
+    let new = purchase(gateway.as_ref(), account.id, snapshot(account), invoice, source, key, recurring);
+    let (begun, resumed) = state.store.begin_transaction(site_id, &new, at).await?;
     if begun.status() != TransactionStatus::Processing {
         return Ok(begun);
     }
-    let outcome = gateway_purchase(state, &begun, source).await;
+    let outcome = gateway_purchase(state, gateway.as_ref(), &begun, source, resumed).await;
     let result = result_of(&outcome, at);
     let event = transaction_event(state, &begun, &result, at);
     Ok(state.store.complete_transaction(begun.id, &result, at, &[event]).await?)
@@ -663,7 +664,7 @@ pub fn transaction_event(state: &Services, transaction: &Transaction, result: &T
 
 /// The transaction charging the invoice's balance to `source` (see [`charge`]).
 pub fn purchase(
-    state: &Services,
+    gateway: &dyn Gateway,
     account_id: i64,
     account: AccountSnapshot,
     invoice: &Invoice,
@@ -685,8 +686,8 @@ pub fn purchase(
         source: if recurring { "subscription" } else { "transaction" }.to_owned(),
         origin: if recurring { "recurring" } else { "api" }.to_owned(),
         recurring,
-        test: state.gateway.is_test(),
-        gateway_type: state.gateway.kind().to_owned(),
+        test: gateway.is_test(),
+        gateway_type: gateway.kind().to_owned(),
         description: None,
         original_transaction_id: None,
         account,
@@ -694,8 +695,16 @@ pub fn purchase(
     }
 }
 
-/// Calls the gateway for a recorded `processing` transaction.
-pub async fn gateway_purchase(state: &Services, transaction: &Transaction, source: &PaymentSource) -> Outcome {
+/// Calls `gateway` (the site's) for a recorded `processing` transaction; `resumed`: it was
+/// recorded by an earlier run, which may have reached the gateway before it stopped.
+pub async fn gateway_purchase(
+    state: &Services,
+    gateway: &dyn Gateway,
+    transaction: &Transaction,
+    source: &PaymentSource,
+    resumed: bool,
+) -> Outcome {
+    let invoice = transaction.invoice_number.map(|n| n.to_string());
     let request = PaymentRequest {
         amount_in_cents: transaction.new.amount,
         currency: &transaction.new.currency,
@@ -703,8 +712,11 @@ pub async fn gateway_purchase(state: &Services, transaction: &Transaction, sourc
         address: AvsAddress { street: source.fields.address1.as_deref(), postal_code: source.fields.zip.as_deref() },
         recurring: transaction.new.recurring,
         idempotency_key: Some(&transaction.uuid),
+        resumed,
+        invoice: invoice.as_deref(),
+        replacing: None,
     };
-    state.bounded(state.gateway.purchase(&request)).await
+    state.bounded(gateway.purchase(&request)).await
 }
 
 /// Runs the reactions to the invoice's events ([`crate::events::drain`]): what a use case that

@@ -13,6 +13,7 @@
 //! | [`scheduler`] | running due jobs; catching a site up with its clock |
 //! | [`clock`] | moving a sandbox site's clock on |
 //! | [`jobs`] | job outcomes and their recording |
+//! | [`gateways`] | the payment gateway of each site: configured (Stripe), the sandbox's, or none in production |
 //! | [`events`] | the domain events every change records, and delivering them to their subscribers |
 //! | [`transactions`] | one-off charges of an account |
 //! | [`offline_payments`] | payments made outside rebill entered on a manual invoice |
@@ -41,6 +42,7 @@ pub mod cvv;
 pub mod documents;
 pub mod error;
 pub mod events;
+pub mod gateways;
 pub mod gift_cards;
 pub mod instant;
 pub mod invoicing;
@@ -65,7 +67,7 @@ pub mod write_offs;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use rebill_billing::gateway::{Decline, Gateway, GatewayFuture, Outcome, SandboxGateway};
+use rebill_billing::gateway::{Decline, Gateway, GatewayFuture, Outcome};
 use rebill_billing::vault::Vault;
 use rebill_store::Store;
 
@@ -103,8 +105,8 @@ impl Clock for FileClock {
 #[derive(Clone)]
 pub struct Services {
     pub store: Store,
-    /// The payment gateway (the sandbox test gateway unless another is set).
-    pub gateway: Arc<dyn Gateway>,
+    /// Each site's payment gateway ([`Services::gateway`]).
+    pub gateways: Arc<gateways::Gateways>,
     /// The cipher of the payment data tokens hold.
     pub vault: Arc<Vault>,
     /// The service clock (a sandbox site's clock is this plus its offset).
@@ -122,16 +124,22 @@ impl Services {
     pub fn new(store: Store, clock: Arc<dyn Clock>) -> Self {
         Self {
             store,
-            gateway: Arc::new(SandboxGateway),
+            gateways: Arc::new(gateways::Gateways::default()),
             vault: Arc::new(Vault::ephemeral()),
             clock,
             gateway_timeout: GATEWAY_TIMEOUT,
         }
     }
 
-    /// Uses this gateway.
+    /// Uses this gateway for every site, whatever is configured (tests).
     pub fn with_gateway(mut self, gateway: Arc<dyn Gateway>) -> Self {
-        self.gateway = gateway;
+        self.gateways = Arc::new(gateways::Gateways::fixed(gateway));
+        self
+    }
+
+    /// Builds the real gateways configured for sites with `builder`.
+    pub fn with_gateway_builder(mut self, builder: Arc<dyn gateways::GatewayBuilder>) -> Self {
+        self.gateways = Arc::new(gateways::Gateways::with_builder(builder));
         self
     }
 

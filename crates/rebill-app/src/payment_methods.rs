@@ -9,7 +9,9 @@ use rebill_billing::card::{
     BankAccount, BankInput, Card, CardInput, Field, FieldError, Problem, is_valid_routing_number,
     validate_bank_account, validate_card,
 };
-use rebill_billing::gateway::{AvsAddress, Outcome, PaymentMethod, PaymentRequest};
+use std::sync::Arc;
+
+use rebill_billing::gateway::{AvsAddress, Gateway, Outcome, PaymentMethod, PaymentRequest};
 use rebill_billing::vault::Secret;
 use rebill_store::StoreError;
 use rebill_store::accounts::Account;
@@ -162,10 +164,14 @@ fn check_card(
     validate_card(&input, now)
 }
 
-/// Checks a bank account with the shared code, and that the gateway knows its bank.
-fn check_bank(state: &Services, input: &BankInput<'_>) -> Result<BankAccount, Vec<FieldError>> {
+/// Checks a bank account with the shared code, and that the gateway knows its bank (a gateway
+/// that takes no bank accounts refuses them by name when they are stored).
+fn check_bank(gateway: &dyn Gateway, input: &BankInput<'_>) -> Result<BankAccount, Vec<FieldError>> {
     let account = validate_bank_account(input)?;
-    if is_valid_routing_number(&account.routing_number) && state.gateway.bank_name(&account.routing_number).is_none() {
+    if gateway.accepts_bank_accounts()
+        && is_valid_routing_number(&account.routing_number)
+        && gateway.bank_name(&account.routing_number).is_none()
+    {
         return Err(vec![FieldError { field: Field::RoutingNumber, problem: Problem::Invalid }]);
     }
     Ok(account)
@@ -182,6 +188,7 @@ enum Change {
 /// The change a token holds (the token is used up here).
 async fn token_change(
     state: &Services,
+    gateway: &dyn Gateway,
     ctx: &Context,
     token_id: &str,
     existing: Option<&Stored>,
@@ -210,7 +217,7 @@ async fn token_change(
                 account_type: f.account_type.as_deref(),
                 name_on_account: f.name_on_account.as_deref(),
             };
-            check_bank(state, &input).map(Method::Bank)
+            check_bank(gateway, &input).map(Method::Bank)
         }
         _ => return Err(PaymentMethodError::TokenInvalid),
     };
@@ -219,7 +226,7 @@ async fn token_change(
 
 /// The change of a request with card or bank fields, or names and address only.
 fn direct_change(
-    state: &Services,
+    gateway: &dyn Gateway,
     ctx: &Context,
     info: &BillingRequest,
     existing: Option<&Stored>,
@@ -250,7 +257,7 @@ fn direct_change(
             account_type: info.account_type.as_deref(),
             name_on_account: info.name_on_account.as_deref(),
         };
-        let account = check_bank(state, &input)?;
+        let account = check_bank(gateway, &input)?;
         return Ok(Change::Method(Method::Bank(account), fields));
     }
     if existing.is_none() {
@@ -279,6 +286,8 @@ pub struct Prepared {
     fields: BillingFields,
     method: Option<Method>,
     currency: String,
+    /// The site's gateway, which verifies and stores the method.
+    gateway: Arc<dyn Gateway>,
 }
 
 /// Checks a requested `<billing_info>` for `account` (`None`: an account the same request is
@@ -290,8 +299,9 @@ pub async fn prepare(
     account: Option<&Account>,
     info: &BillingRequest,
 ) -> Result<Prepared, PaymentMethodError> {
-    let (kind, fields, method, currency) = read_change(state, ctx, account, info).await?;
-    Ok(Prepared { kind, fields, method, currency })
+    let gateway = state.gateway(ctx.site.id).await?;
+    let (kind, fields, method, currency) = read_change(state, gateway.as_ref(), ctx, account, info).await?;
+    Ok(Prepared { kind, fields, method, currency, gateway })
 }
 
 /// Why [`commit`] stored no payment method.
@@ -309,7 +319,7 @@ pub enum Refusal {
 /// stored with the gateway; the billing info keeps the gateway's reference for later charges
 /// (renewals, retries, one-off charges). Names and address alone keep the stored reference.
 pub async fn commit(state: &Services, ctx: &Context, account: &Account, prepared: Prepared) -> Result<Stored, Refusal> {
-    let Prepared { kind, fields, method, currency } = prepared;
+    let Prepared { kind, fields, method, currency, gateway } = prepared;
     let failed = |e: StoreError| Refusal::Failed(PaymentMethodError::Store(e));
     let Some(method) = &method else {
         let event = updated(state, ctx, account, kind, &fields);
@@ -320,6 +330,7 @@ pub async fn commit(state: &Services, ctx: &Context, account: &Account, prepared
             .map_err(failed);
     };
     let payment = method.payment();
+    let replacing = state.store.billing_info(account.id).await.map_err(failed)?.and_then(|b| b.gateway_reference);
     let verification = NewTransaction {
         idempotency_key: format!("verify:{}", new_uuid()),
         account_id: account.id,
@@ -334,14 +345,14 @@ pub async fn commit(state: &Services, ctx: &Context, account: &Account, prepared
         source: "billing_info".into(),
         origin: "api_verify_card".into(),
         recurring: false,
-        test: state.gateway.is_test(),
-        gateway_type: state.gateway.kind().to_owned(),
+        test: gateway.is_test(),
+        gateway_type: gateway.kind().to_owned(),
         description: None,
         original_transaction_id: None,
         account: crate::invoicing::snapshot(account),
         billing: fields.clone(),
     };
-    let begun = state.store.begin_transaction(ctx.site.id, &verification, ctx.now).await.map_err(failed)?;
+    let (begun, _) = state.store.begin_transaction(ctx.site.id, &verification, ctx.now).await.map_err(failed)?;
     let request = PaymentRequest {
         amount_in_cents: VERIFY_AMOUNT_IN_CENTS,
         currency: &currency,
@@ -349,40 +360,69 @@ pub async fn commit(state: &Services, ctx: &Context, account: &Account, prepared
         address: AvsAddress { street: fields.address1.as_deref(), postal_code: fields.zip.as_deref() },
         recurring: false,
         idempotency_key: Some(&begun.uuid),
+        resumed: false,
+        invoice: None,
+        replacing: replacing.as_deref(),
     };
-    let outcome = state.bounded(state.gateway.verify(&request)).await;
+    let outcome = state.bounded(gateway.verify(&request)).await;
     let result = crate::invoicing::result_of(&outcome, ctx.now);
     let event = crate::invoicing::transaction_event(state, &begun, &result, ctx.now);
     let recorded = state.store.complete_transaction(begun.id, &result, ctx.now, &[event]).await.map_err(failed)?;
-    if let Outcome::Declined(decline) = &outcome {
-        let saved = decline.saveable();
-        if saved {
-            save(state, ctx, account, kind, &fields, payment).await.map_err(failed)?;
+    let save = Save { gateway: gateway.as_ref(), kind, fields: &fields, payment, replacing: replacing.as_deref() };
+    match &outcome {
+        Outcome::Declined(decline) => {
+            let saved = decline.saveable();
+            if saved {
+                save.run(state, ctx, account, None).await.map_err(failed)?;
+            }
+            Err(Refusal::Declined { transaction: Box::new(recorded), saved })
         }
-        return Err(Refusal::Declined { transaction: Box::new(recorded), saved });
+        // A gateway that stored the method while it verified it answers its reference.
+        Outcome::Approved(approval) => save.run(state, ctx, account, approval.stored.clone()).await.map_err(failed),
     }
-    save(state, ctx, account, kind, &fields, payment).await.map_err(failed)
 }
 
-/// Stores the payment method with the gateway and saves the billing info with its reference.
-async fn save(
-    state: &Services,
-    ctx: &Context,
-    account: &Account,
+/// A verified payment method to store with the gateway and save as the billing info.
+struct Save<'a> {
+    gateway: &'a dyn Gateway,
     kind: PaymentKind,
-    fields: &BillingFields,
-    payment: PaymentMethod<'_>,
-) -> Result<Stored, StoreError> {
-    let stored = tokio::time::timeout(state.gateway_timeout, state.gateway.store_payment_method(payment)).await;
-    let reference = match stored.unwrap_or_else(|_| Err(Box::new(crate::timed_out()))) {
-        Ok(reference) => Some(reference),
-        Err(decline) => {
-            tracing::warn!(code = decline.code, "the gateway did not store a verified payment method");
-            None
-        }
-    };
-    let event = updated(state, ctx, account, kind, fields);
-    state.store.save_billing_info(ctx.site.id, account.id, kind, fields, reference.as_deref(), ctx.now, &[event]).await
+    fields: &'a BillingFields,
+    payment: PaymentMethod<'a>,
+    replacing: Option<&'a str>,
+}
+
+impl Save<'_> {
+    /// Stores the payment method with the gateway (unless the verification stored it already:
+    /// `stored`) and saves the billing info with its reference.
+    async fn run(
+        &self,
+        state: &Services,
+        ctx: &Context,
+        account: &Account,
+        stored: Option<String>,
+    ) -> Result<Stored, StoreError> {
+        let reference = match stored {
+            Some(reference) => Some(reference),
+            None => {
+                let call = self.gateway.store_payment_method(self.payment, self.replacing);
+                match tokio::time::timeout(state.gateway_timeout, call)
+                    .await
+                    .unwrap_or_else(|_| Err(Box::new(crate::timed_out())))
+                {
+                    Ok(reference) => Some(reference),
+                    Err(decline) => {
+                        tracing::warn!(code = decline.code, "the gateway did not store a verified payment method");
+                        None
+                    }
+                }
+            }
+        };
+        let event = updated(state, ctx, account, self.kind, self.fields);
+        state
+            .store
+            .save_billing_info(ctx.site.id, account.id, self.kind, self.fields, reference.as_deref(), ctx.now, &[event])
+            .await
+    }
 }
 
 /// The `billing_info.updated` event of the account: the payment method's type and what
@@ -417,9 +457,11 @@ pub async fn requested_method(
     account: &Account,
     info: &BillingRequest,
 ) -> Result<Option<RequestedMethod>, PaymentMethodError> {
-    let (kind, fields, method, _) = read_change(state, ctx, Some(account), info).await?;
+    let gateway = state.gateway(ctx.site.id).await?;
+    let (kind, fields, method, _) = read_change(state, gateway.as_ref(), ctx, Some(account), info).await?;
     let Some(method) = method else { return Ok(None) };
-    match state.gateway.store_payment_method(method.payment()).await {
+    // Not `replacing` the stored method: it stays in force until the charge is approved.
+    match gateway.store_payment_method(method.payment(), None).await {
         Ok(reference) => Ok(Some(RequestedMethod { kind, fields, reference })),
         Err(decline) => Err(PaymentMethodError::NotStored(decline.code.to_string())),
     }
@@ -457,6 +499,7 @@ pub fn valid_currency(currency: &str) -> bool {
 /// new method is given), the new method, and the verification's currency.
 async fn read_change(
     state: &Services,
+    gateway: &dyn Gateway,
     ctx: &Context,
     account: Option<&Account>,
     info: &BillingRequest,
@@ -473,8 +516,8 @@ async fn read_change(
         None => None,
     };
     let change = match &info.token_id {
-        Some(token_id) => token_change(state, ctx, token_id, existing.as_ref()).await?,
-        None => direct_change(state, ctx, info, existing.as_ref()).map_err(PaymentMethodError::Fields)?,
+        Some(token_id) => token_change(state, gateway, ctx, token_id, existing.as_ref()).await?,
+        None => direct_change(gateway, ctx, info, existing.as_ref()).map_err(PaymentMethodError::Fields)?,
     };
     Ok(match change {
         Change::Details(fields) => {

@@ -569,7 +569,6 @@ pub(crate) fn reversal_invoice(
 /// A refund transaction of `amount` from `original` (a purchase), or a manual one without an
 /// original (money paid outside any transaction).
 pub(crate) fn refund_transaction(
-    services: &Services,
     invoice: &Invoice,
     original: Option<&Transaction>,
     template: &Transaction,
@@ -592,8 +591,9 @@ pub(crate) fn refund_transaction(
         source: "transaction".to_owned(),
         origin: "api".to_owned(),
         recurring: false,
-        test: services.gateway.is_test(),
-        gateway_type: services.gateway.kind().to_owned(),
+        // Given back through the gateway that took the money.
+        test: source.new.test,
+        gateway_type: source.new.gateway_type.clone(),
         description: None,
         original_transaction_id: original.map(|t| t.id),
         account: source.new.account.clone(),
@@ -779,18 +779,18 @@ async fn write(
             if external.is_some() {
                 manual.push(recorded.len());
             }
-            recorded.push(refund_transaction(services, &refund, Some(t), template, *part, external, key));
+            recorded.push(refund_transaction(&refund, Some(t), template, *part, external, key));
         }
         for (t, part) in &outside_parts {
             let key = format!("refund:{}:{}", refund.uuid, t.uuid);
             manual.push(recorded.len());
             let outside = external.cloned().unwrap_or_default();
-            recorded.push(refund_transaction(services, &refund, Some(t), template, *part, Some(&outside), key));
+            recorded.push(refund_transaction(&refund, Some(t), template, *part, Some(&outside), key));
         }
         if unmatched_outside > 0 && external.is_some() {
             let key = format!("refund:{}:outside", refund.uuid);
             manual.push(recorded.len());
-            recorded.push(refund_transaction(services, &refund, None, template, unmatched_outside, external, key));
+            recorded.push(refund_transaction(&refund, None, template, unmatched_outside, external, key));
         }
     }
     // Credit paid back to the purchases behind it: each with its `refund` credit payment.
@@ -801,7 +801,7 @@ async fn write(
             manual.push(recorded.len());
         }
         paid_out.push((recorded.len(), s.via));
-        recorded.push(refund_transaction(services, &refund, Some(&s.purchase), &s.purchase, *part, external, key));
+        recorded.push(refund_transaction(&refund, Some(&s.purchase), &s.purchase, *part, external, key));
     }
     let begun = {
         let at: Vec<(&NewTransaction, i64)> = recorded.iter().map(|t| (t, now)).collect();
@@ -863,6 +863,7 @@ pub(crate) async fn finish(
     declines_refuse: bool,
 ) -> Result<Invoice, RefundError> {
     let mut results = Vec::with_capacity(waiting.len());
+    let gateway = services.gateway(refund.site_id).await?;
     for t in waiting {
         let original = match t.new.original_transaction_id {
             Some(id) => services.store.transaction_by_id(id).await?,
@@ -875,7 +876,7 @@ pub(crate) async fn finish(
             reference: &reference,
             idempotency_key: Some(&t.uuid),
         };
-        let outcome = services.bounded(services.gateway.refund(&request)).await;
+        let outcome = services.bounded(gateway.refund(&request)).await;
         results.push(invoicing::result_of(&outcome, at));
     }
     let declined: i64 = waiting
@@ -1050,7 +1051,8 @@ async fn finish_void(
         currency: &purchase.new.currency,
         idempotency_key: Some(&key),
     };
-    let outcome = services.bounded(services.gateway.void(&request)).await;
+    let gateway = services.gateway(refund.site_id).await?;
+    let outcome = services.bounded(gateway.void(&request)).await;
     let result = invoicing::result_of(&outcome, at);
     if result.status == TransactionStatus::Success {
         let state = given_back_state(refund);
@@ -1099,7 +1101,7 @@ async fn refund_instead_of_void(
     at: i64,
 ) -> Result<Invoice, RefundError> {
     let key = format!("refund:{}:{}", refund.uuid, purchase.uuid);
-    let new = refund_transaction(services, refund, Some(purchase), purchase, purchase.new.amount, None, key);
+    let new = refund_transaction(refund, Some(purchase), purchase, purchase.new.amount, None, key);
     let mut work = services.store.begin_work().await?;
     let begun = work.begin_transactions(refund.site_id, &[(&new, at)]).await?;
     work.commit().await?;

@@ -147,7 +147,8 @@ struct Begun<'a> {
 ///    and marks the job done. A declined renewal then goes on alone, exactly as in
 ///    `bill_pending`: dunning, past due, next job.
 pub async fn run_renewals(state: &Services, site: &Site, jobs: &[Job]) -> Result<usize, StoreError> {
-    let begun = match begin_renewals(state, site, jobs).await {
+    let gateway = state.gateway(site.id).await?;
+    let begun = match begin_renewals(state, gateway.as_ref(), site, jobs).await {
         Ok(begun) => begun,
         Err(e) => {
             tracing::warn!(error = %e, "renewals together failed before any effect; the first runs alone");
@@ -157,7 +158,7 @@ pub async fn run_renewals(state: &Services, site: &Site, jobs: &[Job]) -> Result
     let count = begun.len();
     let mut results = Vec::with_capacity(count);
     for b in &begun {
-        let outcome = invoicing::gateway_purchase(state, &b.transaction, &b.planned.source).await;
+        let outcome = invoicing::gateway_purchase(state, gateway.as_ref(), &b.transaction, &b.planned.source, false).await;
         results.push(invoicing::result_of(&outcome, b.planned.at));
     }
     if let Err(e) = finish_renewals(state, site, &begun, &results).await {
@@ -186,7 +187,12 @@ pub async fn run_renewals(state: &Services, site: &Site, jobs: &[Job]) -> Result
 
 /// Step 1 of [`run_renewals`]; answers the renewals begun (none when the first job is not a
 /// plain renewal).
-async fn begin_renewals<'a>(state: &Services, site: &Site, jobs: &'a [Job]) -> Result<Vec<Begun<'a>>, StoreError> {
+async fn begin_renewals<'a>(
+    state: &Services,
+    gateway: &dyn rebill_billing::gateway::Gateway,
+    site: &Site,
+    jobs: &'a [Job],
+) -> Result<Vec<Begun<'a>>, StoreError> {
     let service_now = state.clock.now();
     let mut work = state.store.begin_work().await?;
     let uuids: Vec<&str> = jobs.iter().map(|j| j.subject.as_str()).collect();
@@ -254,7 +260,7 @@ async fn begin_renewals<'a>(state: &Services, site: &Site, jobs: &'a [Job]) -> R
         .zip(&invoices)
         .map(|(p, (invoice, _))| {
             let key = invoicing::attempt_key(invoice, 0);
-            invoicing::purchase(state, p.account_id, p.account.clone(), invoice, &p.source, key, true)
+            invoicing::purchase(gateway, p.account_id, p.account.clone(), invoice, &p.source, key, true)
         })
         .collect();
     let recorded: Vec<(&NewTransaction, i64)> = purchases.iter().zip(&planned).map(|(t, p)| (t, p.at)).collect();

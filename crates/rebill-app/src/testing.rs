@@ -274,8 +274,8 @@ impl Gateway for Scripted {
         answer(self.script_of(Call::Void, n), "transaction_cannot_be_voided", || SandboxGateway.void(request))
     }
 
-    fn store_payment_method<'a>(&'a self, method: PaymentMethod<'a>) -> StoreFuture<'a> {
-        SandboxGateway.store_payment_method(method)
+    fn store_payment_method<'a>(&'a self, method: PaymentMethod<'a>, replacing: Option<&'a str>) -> StoreFuture<'a> {
+        SandboxGateway.store_payment_method(method, replacing)
     }
 
     fn bank_name(&self, routing_number: &str) -> Option<String> {
@@ -384,6 +384,9 @@ mod tests {
             address: AvsAddress::default(),
             recurring: false,
             idempotency_key: Some(key),
+            resumed: false,
+            invoice: None,
+            replacing: None,
         };
         gateway.purchase(&request).await
     }

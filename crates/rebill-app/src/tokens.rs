@@ -81,12 +81,12 @@ pub async fn site_for_public_key(services: &Services, key: &str) -> Result<Site,
     services.store.site_by_public_key(key).await?.ok_or(TokenError::InvalidPublicKey)
 }
 
-/// The bank of a routing number with a valid check digit, if the gateway knows it.
-pub fn bank_name(services: &Services, routing: &str) -> Option<String> {
+/// The bank of a routing number with a valid check digit, if the site's gateway knows it.
+pub async fn bank_name(services: &Services, site: &Site, routing: &str) -> Result<Option<String>, StoreError> {
     if !is_valid_routing_number(routing) {
-        return None;
+        return Ok(None);
     }
-    services.gateway.bank_name(routing)
+    Ok(services.gateway(site.id).await?.bank_name(routing))
 }
 
 /// Checks the card or bank account of `request` for `site` and stores it sealed as a token.
@@ -107,7 +107,9 @@ pub async fn issue(services: &Services, site: &Site, request: &TokenRequest<'_>)
                 Ok(_) if country_invalid => return Err(invalid(Vec::new())),
                 Ok(account) => account,
             };
-            if bank_name(services, &account.routing_number).is_none() {
+            let gateway = services.gateway(site.id).await?;
+            // A gateway without bank accounts refuses them by name when they are stored.
+            if gateway.accepts_bank_accounts() && bank_name(services, site, &account.routing_number).await?.is_none() {
                 return Err(TokenError::InvalidRoutingNumber);
             }
             fields.name_on_account = Some(account.name_on_account.clone());

@@ -229,8 +229,8 @@ async fn tokens_are_issued_for_a_public_key_and_used_once() {
         // A routing number with a valid check digit that the gateway does not know.
         let e = tokens::issue(&services, &site, &bank("021000021")).await.expect_err("unknown bank");
         assert!(matches!(e, TokenError::InvalidRoutingNumber), "{backend:?}: {e:?}");
-        assert_eq!(tokens::bank_name(&services, "021000021"), None);
-        assert!(tokens::bank_name(&services, SANDBOX_ROUTING_NUMBER).is_some());
+        assert_eq!(tokens::bank_name(&services, &site, "021000021").await.expect("read"), None);
+        assert!(tokens::bank_name(&services, &site, SANDBOX_ROUTING_NUMBER).await.expect("read").is_some());
     }
 }
 

@@ -105,6 +105,15 @@ pub struct PaymentRequest<'a> {
     /// A key unique to the charge (e.g. the uuid of the transaction recorded before the call),
     /// so that a gateway that supports it charges once however often the call is repeated.
     pub idempotency_key: Option<&'a str>,
+    /// The transaction was recorded by an earlier run that may have reached the gateway before
+    /// it stopped: a gateway that can find what it did under [`PaymentRequest::idempotency_key`]
+    /// answers that instead of charging again.
+    pub resumed: bool,
+    /// What the charge pays (an invoice number), for the gateway's own records.
+    pub invoice: Option<&'a str>,
+    /// The stored payment method (its reference) that a verified new one will replace: a
+    /// gateway may keep its customer record and retire the old method.
+    pub replacing: Option<&'a str>,
 }
 
 /// A refund of (part of) an earlier purchase.
@@ -170,6 +179,9 @@ pub struct Approval {
     pub avs_result: Option<CheckResult>,
     /// The bank will charge the payment back later (sandbox ACH account 111111114).
     pub chargeback_expected: bool,
+    /// The payment method stored by the gateway as part of a verification (its reference, as
+    /// [`Gateway::store_payment_method`] answers it), when the gateway stores while it verifies.
+    pub stored: Option<String>,
 }
 
 impl Approval {
@@ -250,14 +262,27 @@ pub trait Gateway: Send + Sync {
     /// Stores a card or bank account with the gateway for later charges and answers its opaque
     /// reference (charged with [`PaymentMethod::Stored`]). The reference never contains the card
     /// or account number. Storing a [`PaymentMethod::Stored`] answers its own reference.
-    fn store_payment_method<'a>(&'a self, method: PaymentMethod<'a>) -> StoreFuture<'a>;
+    /// `replacing`: the stored method this one replaces, as [`PaymentRequest::replacing`].
+    fn store_payment_method<'a>(&'a self, method: PaymentMethod<'a>, replacing: Option<&'a str>) -> StoreFuture<'a>;
 
     /// The name of the bank with this routing number, if the gateway knows it.
     fn bank_name(&self, routing_number: &str) -> Option<String>;
 
+    /// Whether the gateway takes bank accounts (ACH) at all: one that does not declines them
+    /// by name (`ach_transactions_not_supported`) rather than by their routing number.
+    fn accepts_bank_accounts(&self) -> bool {
+        true
+    }
+
     /// Checks a security code against a stored card: approved with CVV result `M` when it
-    /// matches, declined `fraud_security_code` (CVV result `N`) when it does not.
+    /// matches, declined `fraud_security_code` (CVV result `N`) when it does not. Only called
+    /// when [`Gateway::checks_stored_cvv`].
     fn check_cvv<'a>(&'a self, request: &'a CvvRequest<'a>) -> GatewayFuture<'a>;
+
+    /// Whether the gateway can check a security code against a card it stored earlier.
+    fn checks_stored_cvv(&self) -> bool {
+        true
+    }
 }
 
 /// The sandbox's one routing number.
@@ -504,6 +529,7 @@ impl SandboxGateway {
                 cvv_result: cvv,
                 avs_result: avs,
                 chargeback_expected: chargeback,
+stored: None,
             }),
             Decision::Decline { code, gateway_code } => Outcome::Declined(Decline {
                 code,
@@ -546,6 +572,7 @@ impl SandboxGateway {
                 cvv_result: None,
                 avs_result: None,
                 chargeback_expected: false,
+stored: None,
             }),
         }
     }
@@ -560,6 +587,7 @@ impl SandboxGateway {
                 cvv_result: None,
                 avs_result: None,
                 chargeback_expected: false,
+stored: None,
             }),
         }
     }
@@ -609,7 +637,7 @@ impl Gateway for SandboxGateway {
         Box::pin(std::future::ready(self.decide_void(request)))
     }
 
-    fn store_payment_method<'a>(&'a self, method: PaymentMethod<'a>) -> StoreFuture<'a> {
+    fn store_payment_method<'a>(&'a self, method: PaymentMethod<'a>, _replacing: Option<&'a str>) -> StoreFuture<'a> {
         Box::pin(std::future::ready(self.stored_reference(method)))
     }
 
@@ -639,6 +667,7 @@ fn sandbox_cvv(request: &CvvRequest<'_>) -> Outcome {
             cvv_result: Some(CheckResult::new("M", "Match")),
             avs_result: None,
             chargeback_expected: false,
+stored: None,
         })
     }
 }
@@ -677,6 +706,9 @@ mod tests {
             address: AvsAddress { street: Some("1 Main St."), postal_code: Some("94105") },
             recurring,
             idempotency_key: None,
+            resumed: false,
+            invoice: None,
+            replacing: None,
         }
     }
 
@@ -776,7 +808,7 @@ mod tests {
         let numbers = DECLINING_CARDS.iter().map(|(n, _, _)| *n).chain(SUCCESS_CARDS.iter().copied());
         for number in numbers.chain(["4222222222222220", "4000000000002024"]) {
             let c = card(number, Some("123"));
-            let reference = now(gateway.store_payment_method(PaymentMethod::Card(&c))).expect("stored");
+            let reference = now(gateway.store_payment_method(PaymentMethod::Card(&c), None)).expect("stored");
             // `sbx_<random hex>_<behaviour>`: the random part may happen to hold any digits, so
             // the card's number, last four and security code are looked for in the rest.
             let (random, behaviour) =
@@ -800,7 +832,7 @@ mod tests {
                 }
             }
             // Storing a stored reference keeps it.
-            let again = now(gateway.store_payment_method(PaymentMethod::Stored { reference: &reference }));
+            let again = now(gateway.store_payment_method(PaymentMethod::Stored { reference: &reference }, None));
             assert_eq!(again.as_deref(), Ok(reference.as_str()));
         }
         // The security-code mismatch is reported on recurring charges too.

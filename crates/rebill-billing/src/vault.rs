@@ -140,14 +140,32 @@ impl Vault {
 
     /// A secret sealed as text for storage.
     pub fn seal(&self, secret: &Secret, context: &[u8]) -> String {
-        format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(self.encrypt(&secret.encode(), context)))
+        self.seal_bytes(&secret.encode(), context)
     }
 
     /// The secret of [`Vault::seal`]'s output.
     pub fn open(&self, sealed: &str, context: &[u8]) -> Result<Secret, VaultError> {
+        Secret::decode(&self.open_bytes(sealed, context)?)
+    }
+
+    /// Any other secret text (a gateway's API key) sealed as text for storage.
+    pub fn seal_text(&self, text: &str, context: &[u8]) -> String {
+        self.seal_bytes(text.as_bytes(), context)
+    }
+
+    /// The text of [`Vault::seal_text`]'s output.
+    pub fn open_text(&self, sealed: &str, context: &[u8]) -> Result<String, VaultError> {
+        String::from_utf8(self.open_bytes(sealed, context)?).map_err(|_| VaultError::Malformed)
+    }
+
+    fn seal_bytes(&self, bytes: &[u8], context: &[u8]) -> String {
+        format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(self.encrypt(bytes, context)))
+    }
+
+    fn open_bytes(&self, sealed: &str, context: &[u8]) -> Result<Vec<u8>, VaultError> {
         let body = sealed.strip_prefix(PREFIX).ok_or(VaultError::Malformed)?;
         let bytes = URL_SAFE_NO_PAD.decode(body).map_err(|_| VaultError::Malformed)?;
-        Secret::decode(&self.decrypt(&bytes, context)?)
+        self.decrypt(&bytes, context)
     }
 }
 
@@ -157,6 +175,15 @@ mod tests {
 
     fn card() -> Secret {
         Secret::Card { number: "4111111111111111".into(), cvv: Some("123".into()) }
+    }
+
+    #[test]
+    fn text_is_sealed_with_its_context() {
+        let vault = Vault::ephemeral();
+        let sealed = vault.seal_text("sk_live_secret", b"site-gateway:1");
+        assert!(!sealed.contains("sk_live_secret"));
+        assert_eq!(vault.open_text(&sealed, b"site-gateway:1").expect("open"), "sk_live_secret");
+        assert!(vault.open_text(&sealed, b"site-gateway:2").is_err(), "another site's context does not open it");
     }
 
     #[test]

@@ -181,6 +181,9 @@ pub(crate) async fn verify_cvv(state: &AppState, call: &Routed<'_, api::VerifyCv
             respond::field_error(ctx, "billing_info.verification_value", "invalid", &e.to_string())
         }
         Err(e @ CvvError::Locked) => respond::error(StatusCode::BAD_REQUEST, "cvv_verify_locked", &e.to_string()),
+        Err(e @ CvvError::Unsupported(_)) => {
+            respond::error(StatusCode::UNPROCESSABLE_ENTITY, "verify_cvv_not_supported", &format!("{e}."))
+        }
         Err(CvvError::Mismatch(transaction)) => crate::views::decline_response(
             ctx,
             &transaction,

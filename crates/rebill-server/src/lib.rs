@@ -216,6 +216,12 @@ impl AppState {
         self.services = self.services.with_vault(vault);
         self
     }
+
+    /// Builds the real gateways configured for sites with `builder`.
+    pub fn with_gateway_builder(mut self, builder: Arc<dyn rebill_app::gateways::GatewayBuilder>) -> Self {
+        self.services = self.services.with_gateway_builder(builder);
+        self
+    }
 }
 
 /// What the protocol layers learned about a request.

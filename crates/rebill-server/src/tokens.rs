@@ -318,13 +318,18 @@ async fn bank(State(state): State<AppState>, request: Request) -> Response {
         Ok(call) => call,
         Err(response) => return response,
     };
-    if let Err(error) = site_of(&state, &params, log.as_ref()).await {
-        return answer.error(&error);
-    }
+    let site = match site_of(&state, &params, log.as_ref()).await {
+        Ok(site) => site,
+        Err(error) => return answer.error(&error),
+    };
     let routing = params.get("routing_number").map(|r| r.trim()).unwrap_or_default();
-    match use_case::bank_name(&state.services, routing) {
-        Some(name) => answer.send(StatusCode::OK, &json!({ "bank_name": name })),
-        None => answer.error(&invalid_routing_number()),
+    match use_case::bank_name(&state.services, &site, routing).await {
+        Ok(Some(name)) => answer.send(StatusCode::OK, &json!({ "bank_name": name })),
+        Ok(None) => answer.error(&invalid_routing_number()),
+        Err(e) => {
+            tracing::error!(cause = %e, "reading the site's gateway failed");
+            answer.error(&internal_error())
+        }
     }
 }
 

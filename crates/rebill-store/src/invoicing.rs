@@ -1161,13 +1161,14 @@ impl Store {
 
     /// Records a transaction (status `processing`) before the gateway is called. When a
     /// transaction with the same idempotency key exists, it is answered instead (whatever its
-    /// status), and nothing is written.
+    /// status), and nothing is written. The flag tells which: `true` when it was recorded by an
+    /// earlier call (one that may have reached the gateway before it stopped).
     pub async fn begin_transaction(
         &self,
         site_id: i64,
         new: &NewTransaction,
         now: i64,
-    ) -> Result<Transaction, StoreError> {
+    ) -> Result<(Transaction, bool), StoreError> {
         let mut work = self.begin_work().await?;
         let mut recorded = work.record_transactions(site_id, &[(new, now)], Duplicate::Answer).await?;
         work.commit().await?;
@@ -1437,7 +1438,7 @@ impl Work {
         site_id: i64,
         new: &[(&NewTransaction, i64)],
     ) -> Result<Vec<Transaction>, StoreError> {
-        self.record_transactions(site_id, new, Duplicate::Fail).await
+        Ok(self.record_transactions(site_id, new, Duplicate::Fail).await?.into_iter().map(|(t, _)| t).collect())
     }
 
     /// The one statement recording new transactions ([`Work::begin_transactions`],
@@ -1447,7 +1448,7 @@ impl Work {
         site_id: i64,
         new: &[(&NewTransaction, i64)],
         duplicate: Duplicate,
-    ) -> Result<Vec<Transaction>, StoreError> {
+    ) -> Result<Vec<(Transaction, bool)>, StoreError> {
         if new.is_empty() {
             return Ok(Vec::new());
         }
@@ -1472,7 +1473,7 @@ impl Work {
         for (t, _) in new {
             let at = made.iter().position(|m| m.new.idempotency_key == t.idempotency_key);
             let transaction = match (at, duplicate) {
-                (Some(i), _) => made.swap_remove(i),
+                (Some(i), _) => (made.swap_remove(i), false),
                 (None, Duplicate::Answer) => {
                     let sql = format!(
                         "SELECT {} FROM transactions WHERE idempotency_key = {}",
@@ -1480,7 +1481,7 @@ impl Work {
                         self.backend.params(1, 1)
                     );
                     let row = sqlx::query(&sql).bind(t.idempotency_key.clone()).fetch_one(&mut *self.tx).await?;
-                    transaction_from_row(&row)?
+                    (transaction_from_row(&row)?, true)
                 }
                 (None, Duplicate::Fail) => {
                     return Err(StoreError::Invalid(format!("transaction {} was not recorded", t.idempotency_key)));
@@ -1932,9 +1933,10 @@ mod tests {
                     ..BillingFields::default()
                 },
             };
-            let begun = store.begin_transaction(s, &new, NOW).await.expect("begin");
+            let (begun, resumed) = store.begin_transaction(s, &new, NOW).await.expect("begin");
+            assert!(!resumed, "a new transaction");
             assert_eq!((begun.status(), &begun.new), (TransactionStatus::Processing, &new));
-            assert_eq!(store.begin_transaction(s, &new, NOW + 1).await.expect("again"), begun, "same key, same row");
+            assert_eq!(store.begin_transaction(s, &new, NOW + 1).await.expect("again"), (begun, true), "same key, same row");
             let result = TransactionResult {
                 status: TransactionStatus::Declined,
                 reference: Some("r".into()),
@@ -2136,7 +2138,7 @@ mod tests {
             assert_eq!(store.invoice_by_id(made[1].0.id).await.expect("read"), Some(past_due));
             let stored = store.transaction(s, &begun[1].uuid).await.expect("read").expect("exists");
             assert_eq!((&stored.result, stored.updated_at, &stored.new), (&approved, NOW + 3, &new[1]));
-            assert_eq!(store.begin_transaction(s, &new[0], NOW + 9).await.expect("same key").id, begun[0].id);
+            assert_eq!(store.begin_transaction(s, &new[0], NOW + 9).await.expect("same key").0.id, begun[0].id);
         }
     }
 }

@@ -13,6 +13,7 @@ mod db;
 mod dialect;
 mod document;
 pub mod events;
+pub mod gateways;
 pub mod gift_cards;
 pub mod invoicing;
 pub mod jobs;

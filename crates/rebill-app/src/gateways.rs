@@ -1,0 +1,254 @@
+//! The payment gateway of each site.
+//!
+//! | Site | Gateway |
+//! |---|---|
+//! | a gateway set (`rebill gateway set`) | that gateway (Stripe), sandbox and production alike |
+//! | sandbox, none set | the sandbox test gateway ([`SandboxGateway`]) |
+//! | production, none set | [`NoGateway`]: every charge, verification and refund is declined `no_gateway` |
+//!
+//! A real gateway is built by the [`GatewayBuilder`] the process was started with (the binary
+//! knows Stripe; this crate knows no gateway's wire) from the site's stored configuration: its
+//! secret key sealed with the vault key (context [`key_context`]), opened only here and handed
+//! to the builder. A built gateway is kept per site and version and rebuilt when the row
+//! changes, so `rebill gateway set` reaches every process at its next call.
+//!
+//! Tests may fix one gateway for every site ([`Gateways::fixed`]).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use rebill_billing::gateway::{
+    CvvRequest, Decline, Gateway, GatewayFuture, Outcome, PaymentMethod, PaymentRequest, RefundRequest,
+    SandboxGateway, StoreFuture, VoidRequest,
+};
+use rebill_billing::vault::Vault;
+use rebill_store::gateways::{NewSiteGateway, SiteGateway};
+use rebill_store::{Mode, Site, StoreError};
+
+use crate::Services;
+
+/// The gateway kinds `rebill gateway set` accepts.
+pub const KINDS: &[&str] = &["stripe"];
+/// Stripe's API root, the default `--api-base`.
+pub const STRIPE_API_BASE: &str = "https://api.stripe.com";
+
+/// Builds a real gateway from a site's configuration (the binary's composition root provides
+/// it). The secret key must not appear in the error.
+pub trait GatewayBuilder: Send + Sync {
+    fn build(&self, kind: &str, secret_key: &str, api_base: &str) -> Result<Arc<dyn Gateway>, String>;
+}
+
+/// The vault context a site's gateway key is sealed under.
+pub fn key_context(site_id: i64) -> Vec<u8> {
+    format!("site-gateway:{site_id}").into_bytes()
+}
+
+/// Which gateway each site uses (see the module documentation).
+pub struct Gateways {
+    fixed: Option<Arc<dyn Gateway>>,
+    builder: Option<Arc<dyn GatewayBuilder>>,
+    built: Mutex<HashMap<i64, (i64, Arc<dyn Gateway>)>>,
+}
+
+impl Default for Gateways {
+    fn default() -> Self {
+        Self { fixed: None, builder: None, built: Mutex::new(HashMap::new()) }
+    }
+}
+
+impl Gateways {
+    /// One gateway for every site, whatever is configured (tests).
+    pub fn fixed(gateway: Arc<dyn Gateway>) -> Self {
+        Self { fixed: Some(gateway), ..Self::default() }
+    }
+
+    /// Sites' configured gateways built by `builder`.
+    pub fn with_builder(builder: Arc<dyn GatewayBuilder>) -> Self {
+        Self { builder: Some(builder), ..Self::default() }
+    }
+
+    fn built(&self, vault: &Vault, config: &SiteGateway) -> Arc<dyn Gateway> {
+        let mut built = self.built.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((version, gateway)) = built.get(&config.site_id)
+            && *version == config.version
+        {
+            return gateway.clone();
+        }
+        let gateway: Arc<dyn Gateway> = match self.build(vault, config) {
+            Ok(gateway) => gateway,
+            Err(problem) => {
+                tracing::error!(site = config.site_id, kind = %config.kind, %problem, "the site's gateway cannot be used");
+                Arc::new(NoGateway { code: "gateway_account_setup_incomplete" })
+            }
+        };
+        built.insert(config.site_id, (config.version, gateway.clone()));
+        gateway
+    }
+
+    fn build(&self, vault: &Vault, config: &SiteGateway) -> Result<Arc<dyn Gateway>, String> {
+        let builder = self.builder.as_ref().ok_or_else(|| format!("this process cannot build a {} gateway", config.kind))?;
+        let key = vault
+            .open_text(&config.secret_sealed, &key_context(config.site_id))
+            .map_err(|e| format!("the secret key cannot be opened with this vault key: {e}"))?;
+        builder.build(&config.kind, &key, &config.api_base)
+    }
+}
+
+impl Services {
+    /// The gateway of the site `site_id` (see the module documentation).
+    pub async fn gateway(&self, site_id: i64) -> Result<Arc<dyn Gateway>, StoreError> {
+        if let Some(fixed) = &self.gateways.fixed {
+            return Ok(fixed.clone());
+        }
+        let choice =
+            self.store.site_gateway_choice(site_id).await?.ok_or_else(|| StoreError::UnknownSite(site_id.to_string()))?;
+        Ok(match (choice.gateway, choice.mode) {
+            (Some(config), _) => self.gateways.built(&self.vault, &config),
+            (None, Mode::Sandbox) => Arc::new(SandboxGateway),
+            (None, Mode::Production) => Arc::new(NoGateway { code: "no_gateway" }),
+        })
+    }
+}
+
+/// Why a gateway configuration was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayConfigError {
+    #[error("unknown gateway {0:?} (known: stripe)")]
+    UnknownKind(String),
+    #[error("the secret key is empty or not a Stripe secret key (sk_live_…, sk_test_…, rk_live_…, rk_test_…)")]
+    MalformedKey,
+    #[error("the API base must be an http:// or https:// URL")]
+    MalformedBase,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A site's gateway as people are shown it: never the key, only its last four characters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewayView {
+    pub kind: String,
+    pub key_last4: String,
+    pub api_base: String,
+    pub test: bool,
+    pub updated_at: i64,
+}
+
+fn view(config: &SiteGateway, test: bool) -> GatewayView {
+    GatewayView {
+        kind: config.kind.clone(),
+        key_last4: config.key_last4.clone(),
+        api_base: config.api_base.clone(),
+        test,
+        updated_at: config.updated_at,
+    }
+}
+
+/// Whether a Stripe key is a test key.
+pub fn stripe_test_key(key: &str) -> bool {
+    key.starts_with("sk_test_") || key.starts_with("rk_test_")
+}
+
+/// Sets the site's gateway; the key is sealed before it is stored.
+pub async fn set(
+    services: &Services,
+    site: &Site,
+    kind: &str,
+    secret_key: &str,
+    api_base: Option<&str>,
+    now: i64,
+) -> Result<GatewayView, GatewayConfigError> {
+    if !KINDS.contains(&kind) {
+        return Err(GatewayConfigError::UnknownKind(kind.to_owned()));
+    }
+    let key = secret_key.trim();
+    let shaped = ["sk_live_", "sk_test_", "rk_live_", "rk_test_"].iter().any(|p| key.len() > p.len() + 3 && key.starts_with(p))
+        && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    if !shaped {
+        return Err(GatewayConfigError::MalformedKey);
+    }
+    let base = api_base.unwrap_or(STRIPE_API_BASE).trim().trim_end_matches('/');
+    let rest = base.strip_prefix("https://").or_else(|| base.strip_prefix("http://"));
+    if rest.is_none_or(|r| r.is_empty() || r.contains(char::is_whitespace)) {
+        return Err(GatewayConfigError::MalformedBase);
+    }
+    let sealed = services.vault.seal_text(key, &key_context(site.id));
+    let last4: String = key.chars().rev().take(4).collect::<Vec<_>>().into_iter().rev().collect();
+    let new = NewSiteGateway { kind, secret_sealed: &sealed, key_last4: &last4, api_base: base };
+    let stored = services.store.set_site_gateway(site.id, &new, now).await?;
+    Ok(view(&stored, stripe_test_key(key)))
+}
+
+/// The site's gateway, if one is set.
+pub async fn show(services: &Services, site: &Site) -> Result<Option<GatewayView>, StoreError> {
+    let Some(config) = services.store.site_gateway(site.id).await? else { return Ok(None) };
+    let test = services
+        .vault
+        .open_text(&config.secret_sealed, &key_context(site.id))
+        .map(|key| stripe_test_key(&key))
+        .unwrap_or(false);
+    Ok(Some(view(&config, test)))
+}
+
+/// Removes the site's gateway (back to the sandbox gateway, or none in production); answers
+/// whether one was set.
+pub async fn remove(services: &Services, site: &Site) -> Result<bool, StoreError> {
+    services.store.remove_site_gateway(site.id).await
+}
+
+/// The gateway of a site that has none it can use: every call is declined with `code`
+/// (`no_gateway` on a production site without a gateway; `gateway_account_setup_incomplete`
+/// when the configured one cannot be built).
+#[derive(Debug, Clone, Copy)]
+pub struct NoGateway {
+    pub code: &'static str,
+}
+
+impl NoGateway {
+    fn decline(&self) -> Decline {
+        Decline { code: self.code, gateway_error_code: None, cvv_result: None, avs_result: None, reference: None }
+    }
+
+    fn answer<'a>(&self) -> GatewayFuture<'a> {
+        let decline = self.decline();
+        Box::pin(async move { Outcome::Declined(decline) })
+    }
+}
+
+impl Gateway for NoGateway {
+    fn kind(&self) -> &'static str {
+        "none"
+    }
+
+    fn is_test(&self) -> bool {
+        false
+    }
+
+    fn purchase<'a>(&'a self, _request: &'a PaymentRequest<'a>) -> GatewayFuture<'a> {
+        self.answer()
+    }
+
+    fn verify<'a>(&'a self, _request: &'a PaymentRequest<'a>) -> GatewayFuture<'a> {
+        self.answer()
+    }
+
+    fn refund<'a>(&'a self, _request: &'a RefundRequest<'a>) -> GatewayFuture<'a> {
+        self.answer()
+    }
+
+    fn void<'a>(&'a self, _request: &'a VoidRequest<'a>) -> GatewayFuture<'a> {
+        self.answer()
+    }
+
+    fn store_payment_method<'a>(&'a self, _method: PaymentMethod<'a>, _replacing: Option<&'a str>) -> StoreFuture<'a> {
+        let decline = self.decline();
+        Box::pin(async move { Err(Box::new(decline)) })
+    }
+
+    fn bank_name(&self, _routing_number: &str) -> Option<String> {
+        None
+    }
+
+    fn check_cvv<'a>(&'a self, _request: &'a CvvRequest<'a>) -> GatewayFuture<'a> {
+        self.answer()
+    }
+}
