@@ -241,7 +241,10 @@ pub(crate) async fn pay_out(
     let recorded: Vec<(NewTransaction, Option<i64>)> = match external {
         Some(outside) => {
             let key = format!("refund:{}:outside:{}", credit.uuid, rebill_store::invoicing::new_uuid());
-            vec![(outside_refund(ctx.site.mode == rebill_store::Mode::Sandbox, credit, &account, outside, amount, key), None)]
+            vec![(
+                outside_refund(ctx.site.mode == rebill_store::Mode::Sandbox, credit, &account, outside, amount, key),
+                None,
+            )]
         }
         None => sources
             .iter()

@@ -18,8 +18,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use rebill_billing::gateway::{
-    CvvRequest, Decline, Gateway, GatewayFuture, Outcome, PaymentMethod, PaymentRequest, RefundRequest,
-    SandboxGateway, StoreFuture, VoidRequest,
+    CvvRequest, Decline, Gateway, GatewayFuture, Outcome, PaymentMethod, PaymentRequest, RefundRequest, SandboxGateway,
+    StoreFuture, VoidRequest,
 };
 use rebill_billing::vault::Vault;
 use rebill_store::gateways::{NewSiteGateway, SiteGateway};
@@ -86,7 +86,8 @@ impl Gateways {
     }
 
     fn build(&self, vault: &Vault, config: &SiteGateway) -> Result<Arc<dyn Gateway>, String> {
-        let builder = self.builder.as_ref().ok_or_else(|| format!("this process cannot build a {} gateway", config.kind))?;
+        let builder =
+            self.builder.as_ref().ok_or_else(|| format!("this process cannot build a {} gateway", config.kind))?;
         let key = vault
             .open_text(&config.secret_sealed, &key_context(config.site_id))
             .map_err(|e| format!("the secret key cannot be opened with this vault key: {e}"))?;
@@ -100,8 +101,11 @@ impl Services {
         if let Some(fixed) = &self.gateways.fixed {
             return Ok(fixed.clone());
         }
-        let choice =
-            self.store.site_gateway_choice(site_id).await?.ok_or_else(|| StoreError::UnknownSite(site_id.to_string()))?;
+        let choice = self
+            .store
+            .site_gateway_choice(site_id)
+            .await?
+            .ok_or_else(|| StoreError::UnknownSite(site_id.to_string()))?;
         Ok(match (choice.gateway, choice.mode) {
             (Some(config), _) => self.gateways.built(&self.vault, &config),
             (None, Mode::Sandbox) => Arc::new(SandboxGateway),
@@ -161,8 +165,9 @@ pub async fn set(
         return Err(GatewayConfigError::UnknownKind(kind.to_owned()));
     }
     let key = secret_key.trim();
-    let shaped = ["sk_live_", "sk_test_", "rk_live_", "rk_test_"].iter().any(|p| key.len() > p.len() + 3 && key.starts_with(p))
-        && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    let shaped =
+        ["sk_live_", "sk_test_", "rk_live_", "rk_test_"].iter().any(|p| key.len() > p.len() + 3 && key.starts_with(p))
+            && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
     if !shaped {
         return Err(GatewayConfigError::MalformedKey);
     }

@@ -535,7 +535,8 @@ async fn charge(
 ) -> Result<Transaction, GiftCardError> {
     let key = invoicing::attempt_key(invoice, 0);
     let gateway = services.gateway(ctx.site.id).await?;
-    let new = invoicing::purchase(gateway.as_ref(), account.id, invoicing::snapshot(account), invoice, source, key, false);
+    let new =
+        invoicing::purchase(gateway.as_ref(), account.id, invoicing::snapshot(account), invoice, source, key, false);
     let (begun, resumed) = services.store.begin_transaction(ctx.site.id, &new, ctx.now).await?;
     if begun.status() != TransactionStatus::Processing {
         return Ok(begun);

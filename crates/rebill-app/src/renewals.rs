@@ -158,7 +158,8 @@ pub async fn run_renewals(state: &Services, site: &Site, jobs: &[Job]) -> Result
     let count = begun.len();
     let mut results = Vec::with_capacity(count);
     for b in &begun {
-        let outcome = invoicing::gateway_purchase(state, gateway.as_ref(), &b.transaction, &b.planned.source, false).await;
+        let outcome =
+            invoicing::gateway_purchase(state, gateway.as_ref(), &b.transaction, &b.planned.source, false).await;
         results.push(invoicing::result_of(&outcome, b.planned.at));
     }
     if let Err(e) = finish_renewals(state, site, &begun, &results).await {

@@ -529,7 +529,7 @@ impl SandboxGateway {
                 cvv_result: cvv,
                 avs_result: avs,
                 chargeback_expected: chargeback,
-stored: None,
+                stored: None,
             }),
             Decision::Decline { code, gateway_code } => Outcome::Declined(Decline {
                 code,
@@ -572,7 +572,7 @@ stored: None,
                 cvv_result: None,
                 avs_result: None,
                 chargeback_expected: false,
-stored: None,
+                stored: None,
             }),
         }
     }
@@ -587,7 +587,7 @@ stored: None,
                 cvv_result: None,
                 avs_result: None,
                 chargeback_expected: false,
-stored: None,
+                stored: None,
             }),
         }
     }
@@ -667,7 +667,7 @@ fn sandbox_cvv(request: &CvvRequest<'_>) -> Outcome {
             cvv_result: Some(CheckResult::new("M", "Match")),
             avs_result: None,
             chargeback_expected: false,
-stored: None,
+            stored: None,
         })
     }
 }

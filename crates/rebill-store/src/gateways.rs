@@ -109,7 +109,8 @@ impl Store {
 
     /// Removes the site's gateway; answers whether one was set.
     pub async fn remove_site_gateway(&self, site_id: i64) -> Result<bool, StoreError> {
-        let done = sqlx::query("DELETE FROM site_gateways WHERE site_id = $1").bind(site_id).execute(&self.pool).await?;
+        let done =
+            sqlx::query("DELETE FROM site_gateways WHERE site_id = $1").bind(site_id).execute(&self.pool).await?;
         Ok(done.rows_affected() > 0)
     }
 }
@@ -123,7 +124,13 @@ mod tests {
     #[tokio::test]
     async fn set_replace_read_and_remove() {
         for store in both_backends("site_gateways").await {
-            let new = NewSite { name: "acme".into(), mode: Mode::Production, plan: Plan::Core, credit_memos: false, contact: None };
+            let new = NewSite {
+                name: "acme".into(),
+                mode: Mode::Production,
+                plan: Plan::Core,
+                credit_memos: false,
+                contact: None,
+            };
             let (site, _) = store.create_site(&new, 100).await.expect("site");
             let choice = store.site_gateway_choice(site.id).await.expect("read").expect("site");
             assert_eq!((choice.mode, choice.gateway), (Mode::Production, None));
@@ -139,7 +146,10 @@ mod tests {
                 .set_site_gateway(site.id, &NewSiteGateway { secret_sealed: "sealed-2", key_last4: "wxyz", ..set }, 300)
                 .await
                 .expect("replace");
-            assert_eq!((second.version, second.secret_sealed.as_str(), second.key_last4.as_str()), (2, "sealed-2", "wxyz"));
+            assert_eq!(
+                (second.version, second.secret_sealed.as_str(), second.key_last4.as_str()),
+                (2, "sealed-2", "wxyz")
+            );
             let choice = store.site_gateway_choice(site.id).await.expect("read").expect("site");
             assert_eq!(choice.gateway, Some(second.clone()));
             assert_eq!(store.site_gateway(site.id).await.expect("read"), Some(second));

@@ -1936,7 +1936,11 @@ mod tests {
             let (begun, resumed) = store.begin_transaction(s, &new, NOW).await.expect("begin");
             assert!(!resumed, "a new transaction");
             assert_eq!((begun.status(), &begun.new), (TransactionStatus::Processing, &new));
-            assert_eq!(store.begin_transaction(s, &new, NOW + 1).await.expect("again"), (begun, true), "same key, same row");
+            assert_eq!(
+                store.begin_transaction(s, &new, NOW + 1).await.expect("again"),
+                (begun, true),
+                "same key, same row"
+            );
             let result = TransactionResult {
                 status: TransactionStatus::Declined,
                 reference: Some("r".into()),
