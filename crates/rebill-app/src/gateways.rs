@@ -257,3 +257,131 @@ impl Gateway for NoGateway {
         self.answer()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use rebill_billing::gateway::SandboxGateway;
+    use rebill_store::testing::both_backends;
+    use rebill_store::{NewSite, Plan, SiteUpdate};
+
+    use super::*;
+    use crate::SystemClock;
+
+    /// Builds sandbox gateways for "stripe" configurations, recording the keys it was given.
+    #[derive(Default)]
+    struct Recording {
+        keys: Mutex<Vec<(String, String, String)>>,
+        built: AtomicUsize,
+    }
+
+    impl GatewayBuilder for Recording {
+        fn build(&self, kind: &str, secret_key: &str, api_base: &str) -> Result<Arc<dyn Gateway>, String> {
+            self.built.fetch_add(1, Ordering::SeqCst);
+            self.keys.lock().expect("keys").push((kind.to_owned(), secret_key.to_owned(), api_base.to_owned()));
+            if secret_key.ends_with("broken") {
+                return Err("refused".to_owned());
+            }
+            Ok(Arc::new(SandboxGateway))
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn each_site_gets_its_gateway() {
+        for store in both_backends("app_gateways").await {
+            let recording = Arc::new(Recording::default());
+            let services = Services::new(store.clone(), Arc::new(SystemClock)).with_gateway_builder(recording.clone());
+            let new = NewSite {
+                name: "acme".into(),
+                mode: Mode::Sandbox,
+                plan: Plan::Core,
+                credit_memos: false,
+                contact: None,
+            };
+            let (site, _) = store.create_site(&new, 100).await.expect("site");
+            assert_eq!(
+                services.gateway(site.id).await.expect("gateway").kind(),
+                "test",
+                "sandbox: the sandbox gateway"
+            );
+
+            let production = SiteUpdate { mode: Some(Mode::Production), ..SiteUpdate::default() };
+            let site = store.update_site("acme", &production).await.expect("production");
+            let none = services.gateway(site.id).await.expect("gateway");
+            assert_eq!((none.kind(), none.is_test()), ("none", false));
+            let request =
+                RefundRequest { amount_in_cents: 100, currency: "USD", reference: "r", idempotency_key: None };
+            match none.refund(&request).await {
+                Outcome::Declined(d) => assert_eq!(d.code, "no_gateway"),
+                other => panic!("{other:?}"),
+            }
+            assert!(none.store_payment_method(PaymentMethod::Stored { reference: "x" }, None).await.is_err());
+
+            // Refusals before anything is stored.
+            for (kind, key, base) in [
+                ("paypal", "sk_test_abcdef", None),
+                ("stripe", "pk_test_abcdef", None),
+                ("stripe", "sk_test_ab cd", None),
+                ("stripe", "sk_test_abcdef", Some("ftp://x")),
+            ] {
+                assert!(set(&services, &site, kind, key, base, 200).await.is_err(), "{kind} {key} {base:?}");
+            }
+            assert!(store.site_gateway(site.id).await.expect("read").is_none());
+
+            let view = set(&services, &site, "stripe", " sk_live_abcdef123456\n", Some("http://127.0.0.1:9/"), 200)
+                .await
+                .expect("set");
+            assert_eq!((view.kind.as_str(), view.key_last4.as_str(), view.test), ("stripe", "3456", false));
+            assert_eq!(view.api_base, "http://127.0.0.1:9");
+            let stored = store.site_gateway(site.id).await.expect("read").expect("stored");
+            assert!(!stored.secret_sealed.contains("abcdef123456"), "sealed, never in clear");
+            assert_eq!(show(&services, &site).await.expect("show"), Some(view));
+
+            // Built once with the opened key, kept while the row stays, rebuilt when it changes.
+            services.gateway(site.id).await.expect("gateway");
+            services.gateway(site.id).await.expect("gateway");
+            assert_eq!(recording.built.load(Ordering::SeqCst), 1);
+            assert_eq!(
+                recording.keys.lock().expect("keys")[0],
+                ("stripe".to_owned(), "sk_live_abcdef123456".to_owned(), "http://127.0.0.1:9".to_owned())
+            );
+            set(&services, &site, "stripe", "sk_test_abcdef654321", None, 300).await.expect("set again");
+            services.gateway(site.id).await.expect("gateway");
+            assert_eq!(recording.built.load(Ordering::SeqCst), 2);
+            assert_eq!(recording.keys.lock().expect("keys")[1].2, STRIPE_API_BASE);
+
+            // A configuration the builder refuses declines instead of failing requests.
+            set(&services, &site, "stripe", "sk_test_keybroken", None, 400).await.expect("set");
+            let broken = services.gateway(site.id).await.expect("gateway");
+            match broken.purchase(&sample_purchase()).await {
+                Outcome::Declined(d) => assert_eq!(d.code, "gateway_account_setup_incomplete"),
+                other => panic!("{other:?}"),
+            }
+
+            // A process without a builder cannot use it either, and says so by declining.
+            let plain = Services::new(store.clone(), Arc::new(SystemClock));
+            assert_eq!(plain.gateway(site.id).await.expect("gateway").kind(), "none");
+
+            assert!(remove(&services, &site).await.expect("remove"));
+            assert_eq!(services.gateway(site.id).await.expect("gateway").kind(), "none", "production again");
+            let sandbox = SiteUpdate { mode: Some(Mode::Sandbox), ..SiteUpdate::default() };
+            let site = store.update_site("acme", &sandbox).await.expect("sandbox");
+            assert_eq!(services.gateway(site.id).await.expect("gateway").kind(), "test");
+        }
+    }
+
+    fn sample_purchase() -> PaymentRequest<'static> {
+        PaymentRequest {
+            amount_in_cents: 100,
+            currency: "USD",
+            method: PaymentMethod::Stored { reference: "x" },
+            address: Default::default(),
+            recurring: false,
+            idempotency_key: None,
+            resumed: false,
+            invoice: None,
+            replacing: None,
+        }
+    }
+}
