@@ -1,0 +1,487 @@
+//! Storing cards (customers and PaymentMethods), verifications (SetupIntents) and purchases
+//! (PaymentIntents), with the look-up that keeps a purchase from charging twice.
+
+use rebill_billing::card::Card;
+use rebill_billing::gateway::{Approval, AvsAddress, Decline, Outcome, PaymentMethod, PaymentRequest};
+use serde_json::Value;
+
+use crate::StripeGateway;
+use crate::errors::{card_checks, charge_checks, decline, decline_from_error, text};
+use crate::http::{Answer, Form, Lost, MAX_RETRIES, Method, Sent, backoff, form};
+use crate::reference::{StoredMethod, id_with_prefix, is_id};
+
+/// Pages of 100 PaymentIntents scanned by a look-up, at most.
+pub(crate) const LOOKUP_PAGES: usize = 20;
+
+pub(crate) fn token_not_found() -> Decline {
+    decline("gateway_token_not_found", "invalid_reference")
+}
+
+pub(crate) fn no_bank_accounts() -> Decline {
+    decline("ach_transactions_not_supported", "bank_accounts_not_supported")
+}
+
+pub(crate) fn invalid_amount() -> Decline {
+    decline("invalid_amount", "amount_not_positive")
+}
+
+/// An approval with no check results.
+pub(crate) fn approval(reference: String) -> Approval {
+    Approval {
+        reference,
+        code: "approved",
+        cvv_result: None,
+        avs_result: None,
+        chargeback_expected: false,
+        stored: None,
+    }
+}
+
+/// A Stripe object's id, when it is one of the expected prefix.
+fn object_id(object: &Value, prefix: &str) -> Option<String> {
+    text(object, "id").and_then(|id| id_with_prefix(id, prefix)).map(str::to_owned)
+}
+
+/// An answer that is not the object asked for.
+fn unexpected(what: &str) -> Decline {
+    decline("gateway_error", format!("unexpected_answer:{what}"))
+}
+
+/// What a look-up found.
+pub(crate) enum Found {
+    Object(Value),
+    Nothing,
+}
+
+impl StripeGateway {
+    /// `POST /v1/customers`: a new customer, its id.
+    async fn create_customer(&self) -> Result<String, Box<Decline>> {
+        let customer = self.http.call(Method::Post, "/v1/customers", &Form::new(), None).await.into_result()?;
+        object_id(&customer, "cus_").ok_or_else(|| Box::new(unexpected("customer")))
+    }
+
+    /// Stores a card: the customer of `replacing` when it is a Stripe reference (else a new
+    /// customer), a new PaymentMethod attached to it (the attach is where Stripe checks the
+    /// card). With `retire`, the replaced method of the same customer is detached afterwards
+    /// (a failed detach is only logged). Answers the stored method and the attached
+    /// PaymentMethod object.
+    pub(crate) async fn store_card(
+        &self,
+        card: &Card,
+        address: &AvsAddress<'_>,
+        replacing: Option<&str>,
+        retire: bool,
+    ) -> Result<(StoredMethod, Value), Box<Decline>> {
+        let old = replacing.and_then(StoredMethod::parse);
+        let customer = match &old {
+            Some(old) => old.customer.clone(),
+            None => self.create_customer().await?,
+        };
+        let mut params = form([
+            ("type", "card"),
+            ("card[number]", &card.number),
+            ("card[exp_month]", &card.expiry.month.to_string()),
+            ("card[exp_year]", &card.expiry.year.to_string()),
+        ]);
+        if let Some(cvv) = &card.cvv {
+            params.push(("card[cvc]".to_owned(), cvv.clone()));
+        }
+        if let Some(street) = address.street {
+            params.push(("billing_details[address][line1]".to_owned(), street.to_owned()));
+        }
+        if let Some(postal) = address.postal_code {
+            params.push(("billing_details[address][postal_code]".to_owned(), postal.to_owned()));
+        }
+        let method = self.http.call(Method::Post, "/v1/payment_methods", &params, None).await.into_result()?;
+        let method_id = object_id(&method, "pm_").ok_or_else(|| Box::new(unexpected("payment_method")))?;
+        let (customer, attached) = match self.attach(&method_id, &customer).await {
+            Sent::Answered(a) if a.is_success() => (customer, a.body),
+            // The replaced method's customer is gone: a new customer takes the card.
+            Sent::Answered(a) if old.is_some() && customer_missing(&a) => {
+                tracing::warn!("stripe: the customer of the replaced payment method is gone; storing under a new one");
+                let customer = self.create_customer().await?;
+                let attached = self.attach(&method_id, &customer).await.into_result()?;
+                (customer, attached)
+            }
+            other => return Err(other.into_result().err().unwrap_or_else(|| Box::new(unexpected("attach")))),
+        };
+        if retire && let Some(old) = old.filter(|o| o.customer == customer && o.payment_method != method_id) {
+            let path = format!("/v1/payment_methods/{}/detach", old.payment_method);
+            if let Err(d) = self.http.call(Method::Post, &path, &Form::new(), None).await.into_result() {
+                tracing::warn!(
+                    code = d.code,
+                    gateway_code = d.gateway_error_code.as_deref().unwrap_or(""),
+                    "stripe: the replaced payment method could not be detached"
+                );
+            }
+        }
+        Ok((StoredMethod { customer, payment_method: method_id }, attached))
+    }
+
+    async fn attach(&self, method_id: &str, customer: &str) -> Sent {
+        let path = format!("/v1/payment_methods/{method_id}/attach");
+        self.http.call(Method::Post, &path, &form([("customer", customer)]), None).await
+    }
+
+    /// [`Gateway::store_payment_method`](rebill_billing::gateway::Gateway::store_payment_method).
+    pub(crate) async fn store(
+        &self,
+        method: PaymentMethod<'_>,
+        replacing: Option<&str>,
+    ) -> Result<String, Box<Decline>> {
+        match method {
+            PaymentMethod::Card(card) => {
+                let (stored, _) = self.store_card(card, &AvsAddress::default(), replacing, true).await?;
+                Ok(stored.reference())
+            }
+            PaymentMethod::BankAccount(_) => Err(Box::new(no_bank_accounts())),
+            PaymentMethod::Stored { reference } => match StoredMethod::parse(reference) {
+                Some(_) => Ok(reference.to_owned()),
+                None => Err(Box::new(token_not_found())),
+            },
+        }
+    }
+
+    /// [`Gateway::verify`](rebill_billing::gateway::Gateway::verify).
+    pub(crate) async fn verify_payment(&self, request: &PaymentRequest<'_>) -> Outcome {
+        match request.method {
+            PaymentMethod::Card(card) => match self.store_card(card, &request.address, request.replacing, true).await {
+                Ok((stored, attached)) => {
+                    let (cvv_result, avs_result) = card_checks(&attached["card"]["checks"]);
+                    Outcome::Approved(Approval {
+                        cvv_result,
+                        avs_result,
+                        stored: Some(stored.reference()),
+                        ..approval(stored.payment_method)
+                    })
+                }
+                Err(d) => Outcome::Declined(*d),
+            },
+            PaymentMethod::BankAccount(_) => Outcome::Declined(no_bank_accounts()),
+            PaymentMethod::Stored { reference } => match StoredMethod::parse(reference) {
+                Some(stored) => self.verify_stored(&stored, request.idempotency_key).await,
+                None => Outcome::Declined(token_not_found()),
+            },
+        }
+    }
+
+    /// A SetupIntent of the stored method, confirmed at once.
+    async fn verify_stored(&self, stored: &StoredMethod, key: Option<&str>) -> Outcome {
+        let params = form([
+            ("customer", stored.customer.as_str()),
+            ("usage", "off_session"),
+            ("payment_method_types[]", "card"),
+        ]);
+        let create_key = key.map(|k| format!("rebill-verify-{k}"));
+        let sent = self.http.call(Method::Post, "/v1/setup_intents", &params, create_key.as_deref()).await;
+        let intent = match sent.into_result() {
+            Ok(intent) => intent,
+            Err(d) => return Outcome::Declined(*d),
+        };
+        let Some(intent_id) = object_id(&intent, "seti_") else {
+            return Outcome::Declined(unexpected("setup_intent"));
+        };
+        let path = format!("/v1/setup_intents/{intent_id}/confirm");
+        let confirm_key = key.map(|k| format!("rebill-verify-{k}-confirm"));
+        let params = form([("payment_method", stored.payment_method.as_str())]);
+        let confirmed = match self.http.call(Method::Post, &path, &params, confirm_key.as_deref()).await {
+            Sent::Answered(a) if a.is_success() => a.body,
+            Sent::Answered(a) => {
+                let mut d = a.decline();
+                d.reference = d.reference.or(Some(intent_id));
+                return Outcome::Declined(d);
+            }
+            Sent::Lost(lost) => return Outcome::Declined(lost.decline()),
+        };
+        match text(&confirmed, "status") {
+            Some("succeeded") => Outcome::Approved(approval(intent_id)),
+            Some("requires_action") => Outcome::Declined(Decline {
+                reference: Some(intent_id),
+                ..decline("three_d_secure_action_required", "requires_action")
+            }),
+            status => {
+                let mut d = match confirmed.get("last_setup_error").filter(|e| e.is_object()) {
+                    Some(error) => decline_from_error(402, &serde_json::json!({ "error": error })),
+                    None => decline("declined", status.unwrap_or("unknown_status")),
+                };
+                d.reference = Some(intent_id);
+                Outcome::Declined(d)
+            }
+        }
+    }
+
+    /// [`Gateway::purchase`](rebill_billing::gateway::Gateway::purchase).
+    pub(crate) async fn purchase_payment(&self, request: &PaymentRequest<'_>) -> Outcome {
+        if request.amount_in_cents <= 0 {
+            return Outcome::Declined(invalid_amount());
+        }
+        match request.method {
+            PaymentMethod::BankAccount(_) => Outcome::Declined(no_bank_accounts()),
+            PaymentMethod::Stored { reference } => match StoredMethod::parse(reference) {
+                Some(stored) => self.charge(&stored, request).await,
+                None => Outcome::Declined(token_not_found()),
+            },
+            PaymentMethod::Card(card) => {
+                // A resumed attempt may have stored the card and charged it already: that
+                // customer is unknown here, so the attempt is looked up by its key alone.
+                if request.resumed
+                    && let Some(key) = request.idempotency_key
+                {
+                    match self.find_intent(key, None).await {
+                        Ok(Found::Object(intent)) => return self.answer_intent(intent, request).await,
+                        Ok(Found::Nothing) => {}
+                        Err(lost) => return Outcome::Declined(lost.decline()),
+                    }
+                }
+                // The card is stored under the replaced method's customer when there is one,
+                // but the replaced method is kept: the purchase does not replace it.
+                let stored = match self.store_card(card, &request.address, request.replacing, false).await {
+                    Ok((stored, _)) => stored,
+                    Err(d) => return Outcome::Declined(*d),
+                };
+                let resumed = PaymentRequest { resumed: false, ..*request };
+                match self.charge(&stored, &resumed).await {
+                    Outcome::Approved(a) => Outcome::Approved(Approval { stored: Some(stored.reference()), ..a }),
+                    declined => declined,
+                }
+            }
+        }
+    }
+
+    /// Charges a stored method with a PaymentIntent, confirmed at once, never twice for one
+    /// idempotency key (see the crate documentation).
+    async fn charge(&self, stored: &StoredMethod, request: &PaymentRequest<'_>) -> Outcome {
+        let key = request.idempotency_key;
+        if request.resumed
+            && let Some(key) = key
+        {
+            match self.find_intent(key, Some(&stored.customer)).await {
+                Ok(Found::Object(intent)) => return self.answer_intent(intent, request).await,
+                Ok(Found::Nothing) => {}
+                // What the earlier run did cannot be learnt: charging now might charge twice.
+                Err(lost) => return Outcome::Declined(lost.decline()),
+            }
+        }
+        let currency = request.currency.to_ascii_lowercase();
+        let amount = request.amount_in_cents.to_string();
+        let mut params = form([
+            ("amount", amount.as_str()),
+            ("currency", currency.as_str()),
+            ("customer", stored.customer.as_str()),
+            ("payment_method", stored.payment_method.as_str()),
+            ("payment_method_types[]", "card"),
+            ("confirm", "true"),
+            ("expand[]", "latest_charge"),
+        ]);
+        if request.recurring {
+            params.push(("off_session".to_owned(), "true".to_owned()));
+        }
+        if let Some(key) = key {
+            params.push(("metadata[rebill_attempt]".to_owned(), key.to_owned()));
+        }
+        if let Some(invoice) = request.invoice {
+            params.push(("metadata[rebill_invoice]".to_owned(), invoice.to_owned()));
+        }
+        let header = key.map(|k| format!("rebill-purchase-{k}"));
+        let mut tries = 0;
+        loop {
+            let sent = self.http.once(Method::Post, "/v1/payment_intents", &params, header.as_deref()).await;
+            let failure = match sent {
+                Sent::Answered(a) if a.is_success() => return self.answer_intent(a.body, request).await,
+                Sent::Answered(a) if !a.retry_safe() => return Outcome::Declined(a.decline()),
+                Sent::Answered(a) => a.decline(),
+                Sent::Lost(lost) => lost.decline(),
+            };
+            // The PaymentIntent may exist: without a key there is nothing to look it up by, so
+            // nothing more is tried.
+            let Some(key) = key else {
+                return Outcome::Declined(failure);
+            };
+            tracing::warn!(
+                code = failure.code,
+                tries = tries + 1,
+                "stripe: a purchase without a usable answer; looking it up"
+            );
+            match self.find_intent(key, Some(&stored.customer)).await {
+                Ok(Found::Object(intent)) => return self.answer_intent(intent, request).await,
+                Ok(Found::Nothing) if tries < MAX_RETRIES => {
+                    tokio::time::sleep(backoff(tries)).await;
+                    tries += 1;
+                }
+                Ok(Found::Nothing) => return Outcome::Declined(failure),
+                Err(_) => return Outcome::Declined(failure),
+            }
+        }
+    }
+
+    /// The outcome a PaymentIntent stands for; one that still `requires_confirmation` (created
+    /// by an attempt that stopped before confirming) is confirmed first.
+    async fn answer_intent(&self, intent: Value, request: &PaymentRequest<'_>) -> Outcome {
+        let intent = if text(&intent, "status") == Some("requires_confirmation") {
+            let Some(id) = object_id(&intent, "pi_") else {
+                return Outcome::Declined(unexpected("payment_intent"));
+            };
+            let path = format!("/v1/payment_intents/{id}/confirm");
+            let mut params = form([("expand[]", "latest_charge")]);
+            if request.recurring {
+                params.push(("off_session".to_owned(), "true".to_owned()));
+            }
+            let header = request.idempotency_key.map(|k| format!("rebill-purchase-{k}-confirm"));
+            match self.http.call(Method::Post, &path, &params, header.as_deref()).await {
+                Sent::Answered(a) if a.is_success() => a.body,
+                Sent::Answered(a) => {
+                    let mut d = a.decline();
+                    d.reference = d.reference.or(Some(id));
+                    return Outcome::Declined(d);
+                }
+                Sent::Lost(lost) => return Outcome::Declined(lost.decline()),
+            }
+        } else {
+            intent
+        };
+        intent_outcome(&intent)
+    }
+
+    /// Looks up the PaymentIntent of an attempt: the most recent intents, 100 a page and at
+    /// most [`LOOKUP_PAGES`] pages, whose `metadata.rebill_attempt` is `key` (and whose
+    /// customer is `customer`, when given); a canceled one does not count. `Err` when the list
+    /// could not be read.
+    pub(crate) async fn find_intent(&self, key: &str, customer: Option<&str>) -> Result<Found, Lost> {
+        self.scan("/v1/payment_intents", &Form::new(), |intent| {
+            text(&intent["metadata"], "rebill_attempt") == Some(key)
+                && customer.is_none_or(|c| text(intent, "customer") == Some(c))
+                && text(intent, "status") != Some("canceled")
+        })
+        .await
+    }
+
+    /// Scans a list endpoint page by page (100 a page, at most [`LOOKUP_PAGES`] pages) for the
+    /// first object matching.
+    pub(crate) async fn scan(
+        &self,
+        path: &str,
+        filters: &Form,
+        matches: impl Fn(&Value) -> bool,
+    ) -> Result<Found, Lost> {
+        let mut after: Option<String> = None;
+        for _ in 0..LOOKUP_PAGES {
+            let mut params = filters.clone();
+            params.push(("limit".to_owned(), "100".to_owned()));
+            if let Some(after) = &after {
+                params.push(("starting_after".to_owned(), after.clone()));
+            }
+            let page = match self.http.call(Method::Get, path, &params, None).await {
+                Sent::Answered(a) if a.is_success() => a.body,
+                Sent::Answered(a) => {
+                    tracing::warn!(path, status = a.status, "stripe: a look-up was refused");
+                    return Err(Lost::Unavailable);
+                }
+                Sent::Lost(lost) => return Err(lost),
+            };
+            let data = page["data"].as_array().map(Vec::as_slice).unwrap_or_default();
+            if let Some(found) = data.iter().find(|o| matches(o)) {
+                return Ok(Found::Object(found.clone()));
+            }
+            let last = data.last().and_then(|o| text(o, "id")).filter(|id| is_id(id));
+            match last {
+                Some(id) if page["has_more"].as_bool() == Some(true) => after = Some(id.to_owned()),
+                _ => return Ok(Found::Nothing),
+            }
+        }
+        Ok(Found::Nothing)
+    }
+}
+
+/// Whether an attach failed because the customer does not exist.
+fn customer_missing(answer: &Answer) -> bool {
+    let error = &answer.body["error"];
+    answer.status == 404
+        || (text(error, "code") == Some("resource_missing") && text(error, "param").is_none_or(|p| p == "customer"))
+}
+
+/// The outcome a PaymentIntent stands for (see the crate documentation).
+pub(crate) fn intent_outcome(intent: &Value) -> Outcome {
+    let Some(id) = object_id(intent, "pi_") else {
+        return Outcome::Declined(unexpected("payment_intent"));
+    };
+    let (cvv_result, avs_result) = match intent.get("latest_charge") {
+        Some(charge) if charge.is_object() => charge_checks(charge),
+        _ => (None, None),
+    };
+    match text(intent, "status") {
+        // `processing`: card payments settle through Stripe, which reports a failure later.
+        // `requires_capture`: authorized for an intent captured by hand (never made here).
+        Some("succeeded" | "processing" | "requires_capture") => {
+            Outcome::Approved(Approval { cvv_result, avs_result, ..approval(id) })
+        }
+        Some("requires_action") => Outcome::Declined(Decline {
+            cvv_result,
+            avs_result,
+            reference: Some(id),
+            ..decline("three_d_secure_action_required", "requires_action")
+        }),
+        status => {
+            let mut d = match intent.get("last_payment_error").filter(|e| e.is_object()) {
+                Some(error) => decline_from_error(402, &serde_json::json!({ "error": error })),
+                None => decline("declined", status.unwrap_or("unknown_status")),
+            };
+            d.reference = Some(id);
+            if cvv_result.is_some() || avs_result.is_some() {
+                (d.cvv_result, d.avs_result) = (cvv_result.or(d.cvv_result), avs_result);
+            }
+            Outcome::Declined(d)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn declined(outcome: Outcome) -> Decline {
+        match outcome {
+            Outcome::Declined(d) => d,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn intents_answer_by_status() {
+        let ok = json!({"id": "pi_1", "status": "succeeded", "latest_charge": {
+            "id": "ch_1",
+            "payment_method_details": {"card": {"checks": {
+                "cvc_check": "pass", "address_line1_check": "pass", "address_postal_code_check": "pass"
+            }}}
+        }});
+        match intent_outcome(&ok) {
+            Outcome::Approved(a) => {
+                assert_eq!((a.reference.as_str(), a.code), ("pi_1", "approved"));
+                assert_eq!(a.cvv_result.map(|r| r.code).as_deref(), Some("M"));
+                assert_eq!(a.avs_result.map(|r| r.code).as_deref(), Some("Y"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(intent_outcome(&json!({"id": "pi_1", "status": "processing", "latest_charge": "ch_1"})).is_approved());
+        let d = declined(intent_outcome(&json!({"id": "pi_2", "status": "requires_action", "latest_charge": null})));
+        assert_eq!((d.code, d.reference.as_deref()), ("three_d_secure_action_required", Some("pi_2")));
+        let d = declined(intent_outcome(&json!({"id": "pi_3", "status": "requires_payment_method",
+            "last_payment_error": {"type": "card_error", "code": "card_declined", "decline_code": "insufficient_funds",
+                "message": "Your card has insufficient funds.", "charge": "ch_3"}})));
+        assert_eq!((d.code, d.reference.as_deref()), ("insufficient_funds", Some("pi_3")));
+        let d = declined(intent_outcome(&json!({"id": "pi_4", "status": "requires_payment_method"})));
+        assert_eq!((d.code, d.gateway_error_code.as_deref()), ("declined", Some("requires_payment_method")));
+        assert_eq!(declined(intent_outcome(&json!({"status": "succeeded"}))).code, "gateway_error");
+    }
+
+    #[test]
+    fn a_missing_customer_is_recognised() {
+        let answer = |status, body| Answer { status, body, should_retry: None };
+        assert!(customer_missing(&answer(404, json!({"error": {"type": "invalid_request_error"}}))));
+        assert!(customer_missing(&answer(
+            400,
+            json!({"error": {"type": "invalid_request_error", "code": "resource_missing", "param": "customer"}})
+        )));
+        assert!(!customer_missing(&answer(402, json!({"error": {"code": "card_declined"}}))));
+    }
+}
