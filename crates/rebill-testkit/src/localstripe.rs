@@ -288,7 +288,9 @@ mod proxy {
     /// Client connections may be kept alive; each request goes upstream on a connection of its
     /// own (`Connection: close`, `Host` set to the upstream), its body sent with
     /// `Content-Length` (chunked request bodies are answered 501), and the upstream's answer is
-    /// read to its end before it is passed on.
+    /// read to its end before it is passed on. An upstream that cannot be reached is answered
+    /// 502 by the proxy. Dropping it closes every connection; requests still held then are not
+    /// forwarded.
     pub struct DroppingProxy {
         /// `http://127.0.0.1:PORT`: give this to the service instead of the upstream.
         pub base: String,
@@ -479,16 +481,14 @@ mod proxy {
                     .map(|(_, _, d)| *d)
                     .max()
                     .unwrap_or(Duration::ZERO);
-                let rule = rules
+                // The index of the rule whose answer this request loses (rules are never removed).
+                let drop_answer = rules
                     .drops
-                    .iter_mut()
-                    .find(|r| r.remaining > 0 && matches(&request.method, &request.target, &r.method, &r.prefix));
-                let drop_answer = if let Some(rule) = rule {
+                    .iter()
+                    .position(|r| r.remaining > 0 && matches(&request.method, &request.target, &r.method, &r.prefix));
+                if let Some(rule) = drop_answer.and_then(|index| rules.drops.get_mut(index)) {
                     rule.remaining -= 1;
-                    true
-                } else {
-                    false
-                };
+                }
                 (delay, drop_answer)
             };
             if !delay.is_zero() {
@@ -497,13 +497,19 @@ mod proxy {
             let answer = match forward(&state.upstream, &request).await {
                 Ok(answer) => answer,
                 Err(e) => {
+                    // The upstream never answered: the loss of an answer is still to come.
+                    if let Some(index) = drop_answer
+                        && let Some(rule) = state.rules().drops.get_mut(index)
+                    {
+                        rule.remaining += 1;
+                    }
                     let reason = format!("the proxy could not reach {}: {e}", state.upstream);
                     let _ = client.write_all(simple_answer(502, &reason).as_bytes()).await;
                     return;
                 }
             };
             state.rules().forwarded.push((request.method.clone(), request.target.clone()));
-            if drop_answer {
+            if drop_answer.is_some() {
                 // Dropping the connection closes it: the client gets no byte of the answer.
                 return;
             }

@@ -224,11 +224,34 @@ fn a_held_request_is_forwarded_after_its_client_went_away() {
 }
 
 #[test]
-fn an_unreachable_upstream_is_answered_502() {
+fn an_unreachable_upstream_is_answered_502_and_keeps_the_loss_to_come() {
     let port = rebill_testkit::localstripe::free_port();
     let proxy = DroppingProxy::start(&format!("http://127.0.0.1:{port}"));
+    proxy.drop_answers("GET", "/v1/", 1);
     let (status, body) = stripe_request(&proxy.addr, "GET", "/v1/customers", "").expect("an answer");
     assert_eq!(status, 502, "{body}");
     assert_eq!(proxy.count("GET", "/"), 0);
     assert_eq!(proxy.received("GET", "/"), 1);
+
+    // An upstream on that port now: the next request's answer is the one lost.
+    let upstream = std::net::TcpListener::bind(("127.0.0.1", port)).expect("bind the upstream's port again");
+    let server = std::thread::spawn(move || {
+        for _ in 0..2 {
+            let (mut stream, _) = upstream.accept().expect("a connection from the proxy");
+            let mut reader = BufReader::new(stream.try_clone().expect("a second handle"));
+            let mut line = String::new();
+            while reader.read_line(&mut line).expect("a request line") > 2 {
+                line.clear();
+            }
+            let body = "{\"object\": \"list\"}";
+            let answer = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+            stream.write_all(answer.as_bytes()).expect("answer the proxy");
+        }
+    });
+    let lost = stripe_request(&proxy.addr, "GET", "/v1/customers", "");
+    assert!(lost.is_err(), "the answer is lost: {lost:?}");
+    let (status, body) = stripe_request(&proxy.addr, "GET", "/v1/customers", "").expect("an answer");
+    assert_eq!((status, body.as_str()), (200, "{\"object\": \"list\"}"));
+    assert_eq!(proxy.count("GET", "/"), 2);
+    server.join().expect("the upstream's thread");
 }
