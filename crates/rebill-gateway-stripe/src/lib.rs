@@ -38,7 +38,8 @@
 //! 4. when replacing a method of the same customer, the replaced method is detached
 //!    (`POST /v1/payment_methods/{old}/detach`); a failed detach is only logged.
 //!
-//! Storing a [`PaymentMethod::Stored`] reference answers it as it is. Bank accounts are refused
+//! Storing a [`PaymentMethod::Stored`] reference answers it as it is (when it has the form
+//! above; else `gateway_token_not_found`). Bank accounts are refused
 //! by name everywhere (`ach_transactions_not_supported`): rebill takes no US bank account
 //! payments through Stripe.
 //!
@@ -89,8 +90,9 @@
 //! most 20 pages) for one whose `metadata.rebill_attempt` is the key and whose customer is the
 //! stored method's; a canceled one does not count, and one still `requires_confirmation` is
 //! confirmed (`POST /v1/payment_intents/{id}/confirm`). The list is not filtered by customer
-//! because `localstripe` refuses that filter; the scan is bounded instead (on Stripe, whose
-//! lists are newest first, 2,000 intents back).
+//! because `localstripe` refuses that filter; the scan is bounded instead: on Stripe, whose
+//! lists are newest first, it reaches 2,000 intents back; `localstripe` lists oldest first, so
+//! there it sees the first 2,000 intents made (more than any test makes).
 //!
 //! - A **resumed** attempt ([`PaymentRequest::resumed`]) is looked up before anything is
 //!   created; when found, its outcome is answered. A resumed attempt with a card (not a stored
@@ -147,14 +149,26 @@
 //!
 //! Stripe's error answers are declines through one function, [`errors::decline_from_error`],
 //! over the data table `data/stripe_errors.toml` (Stripe `decline_code`, then `code`, then the
-//! HTTP status, then the error `type`; anything else is `declined`). A bad key (401) is
-//! `invalid_login`, a rate limit `gateway_rate_limited`, Stripe's own failure `gateway_error`.
+//! HTTP status, then the error `type`; anything else is `declined`; a 401 is looked up by its
+//! status first). A bad key (401) is `invalid_login` (the table's code for credentials the
+//! gateway refuses), a rate limit `gateway_rate_limited`, Stripe's own failure (5xx)
+//! `gateway_error`. Stripe's most specific code is kept as the decline's gateway code; Stripe's
+//! message never is (that of a 401 quotes part of the key). Each row is tested with the error
+//! body Stripe documents for it (`tests/fixtures/stripe_error_bodies.json`).
 //!
 //! Retries of other calls (at most 2 more, 200 ms · 2ⁿ apart) are made only when Stripe says
 //! it is safe (`Stripe-Should-Retry: true`, 429, 409 `idempotency_key_in_use`, 5xx) and only
 //! for GETs and requests carrying an `Idempotency-Key`; a GET whose answer is lost is retried
 //! too. A POST without a key whose answer is lost is not sent again: `gateway_unavailable`
 //! (or `gateway_timeout`).
+//!
+//! # Tests
+//!
+//! `tests/localstripe.rs` runs the gateway against `localstripe` (started per test by
+//! `rebill-testkit`), with a proxy that loses answers; `tests/scripted.rs` checks the wire
+//! (form encoding, headers, the key of every try) and the answers `localstripe` never gives
+//! (5xx, 429, 409, `Stripe-Should-Retry`) against a scripted server; `tests/error_mapping.rs`
+//! checks the error table row by row.
 
 use std::fmt;
 use std::time::Duration;
