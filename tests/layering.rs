@@ -104,6 +104,11 @@ const FORBIDDEN: &[Forbidden] = &[
         why: "the client is a merchant's dependency: the models, the wire format and HTTP, nothing of the service",
     },
     Forbidden {
+        krate: "rebill-gateway-stripe",
+        dependencies: &["rebill-store", "rebill-app", "rebill-server", "rebill-xml", "rebill-models", "sqlx", "axum"],
+        why: "a gateway speaks its provider's API behind the `Gateway` trait: no storage, no use cases, no rebill wire format",
+    },
+    Forbidden {
         krate: "rebill-pdf",
         dependencies: &[
             "rebill-store",
@@ -127,11 +132,18 @@ const FORBIDDEN_FEATURES: &[ForbiddenFeature] = &[ForbiddenFeature {
     why: "the billing domain does no I/O",
 }];
 
-const ONLY_DEPENDED_ON_BY: &[OnlyDependedOnBy] = &[OnlyDependedOnBy {
-    krate: "rebill-server",
-    dependents: &["rebill-cli", "rebill-load-bench"],
-    why: "the HTTP service is an adapter at the edge: the binary and the benchmarks start it, nothing builds on it",
-}];
+const ONLY_DEPENDED_ON_BY: &[OnlyDependedOnBy] = &[
+    OnlyDependedOnBy {
+        krate: "rebill-server",
+        dependents: &["rebill-cli", "rebill-load-bench"],
+        why: "the HTTP service is an adapter at the edge: the binary and the benchmarks start it, nothing builds on it",
+    },
+    OnlyDependedOnBy {
+        krate: "rebill-gateway-stripe",
+        dependents: &["rebill-cli", "rebill-load-bench"],
+        why: "a real gateway is chosen at the composition root (the binary's `GatewayBuilder`); the use cases see only the `Gateway` trait",
+    },
+];
 
 /// A workspace crate's declared dependencies: name, kind (`None` for normal), features.
 type Declared = Vec<(String, Option<String>, Vec<String>)>;

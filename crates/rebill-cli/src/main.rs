@@ -2,10 +2,13 @@
 //! embedded SQLite database (default `sqlite://./rebill.db`) or PostgreSQL. Every command that
 //! creates a secret prints it once; `--json` prints one JSON object for scripts.
 
+mod gateway;
+
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use rebill_store::{Alert, ApiKey, Mode, NewSite, OldKey, Plan, Site, SiteUpdate, Store};
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 #[derive(Parser)]
 #[command(name = "rebill", about = "rebill subscription billing: administration commands")]
@@ -87,6 +90,10 @@ enum Command {
     /// Gift cards: the face values a site sells (a gift card can be bought only for one of them).
     #[command(subcommand, name = "gift-cards")]
     GiftCards(GiftCardsCommand),
+    /// A site's real payment gateway (Stripe). Without one a sandbox site uses the sandbox
+    /// gateway and a production site declines every charge (`no_gateway`).
+    #[command(subcommand)]
+    Gateway(gateway::GatewayCommand),
 }
 
 #[derive(Subcommand)]
@@ -360,6 +367,17 @@ fn alert_json(a: &Alert) -> Value {
 }
 
 /// Prints `value` as JSON, or `text` for people.
+/// Warns (on stderr, in the text and in the JSON as `warning`) when `site` is in production
+/// without a payment gateway.
+async fn warn_without_gateway(store: &Store, site: &Site, value: &mut Value, text: &mut String) -> anyhow::Result<()> {
+    if let Some(warning) = gateway::production_warning(store, site).await? {
+        eprintln!("warning: {warning}");
+        value["warning"] = json!(warning);
+        text.push_str(&format!("\nwarning: {warning}"));
+    }
+    Ok(())
+}
+
 fn emit(json: bool, value: Value, text: String) {
     if json {
         println!("{value}");
@@ -477,7 +495,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 clock.clone(),
                 std::time::Duration::from_secs(token_purge_interval),
             ));
-            let state = rebill_server::AppState::new(store, clock, config).with_vault(vault);
+            let state = rebill_server::AppState::new(store, clock, config)
+                .with_vault(vault)
+                .with_gateway_builder(Arc::new(gateway::Builder));
             let served = rebill_server::serve(listener, state).await;
             mailer.abort();
             purger.abort();
@@ -488,14 +508,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let (site, key) = store.create_site(&new, now).await?;
             let mut value = site_json(&site);
             value["private_key"] = json!(key);
-            emit(
-                json,
-                value,
-                format!(
-                    "created site {}\nprivate key: {key}\npublic key:  {}\n(the private key is shown only now)",
-                    site.name, site.public_key
-                ),
+            let mut text = format!(
+                "created site {}\nprivate key: {key}\npublic key:  {}\n(the private key is shown only now)",
+                site.name, site.public_key
             );
+            warn_without_gateway(&store, &site, &mut value, &mut text).await?;
+            emit(json, value, text);
         }
         Command::Site(SiteCommand::List { json }) => {
             let sites = store.sites().await?;
@@ -521,7 +539,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 rate_limit_per_minute: rate_limit.map(|r| r.0),
             };
             let site = store.update_site(&name, &update).await?;
-            emit(json, site_json(&site), site_line(&site));
+            let (mut value, mut text) = (site_json(&site), site_line(&site));
+            if mode.is_some() {
+                warn_without_gateway(&store, &site, &mut value, &mut text).await?;
+            }
+            emit(json, value, text);
         }
         Command::Keys(KeysCommand::List { site, json }) => {
             let site = store.site(&site).await?;
@@ -582,7 +604,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 }
             };
             let vault = rebill_app::tokens::open_vault(vault_key_file.as_deref(), &cli.database)?;
-            let services = rebill_app::Services::new(store, clock.clone()).with_vault(vault);
+            let services = rebill_app::Services::new(store, clock.clone())
+                .with_vault(vault)
+                .with_gateway_builder(Arc::new(gateway::Builder));
             let moved = rebill_app::clock::move_clock(&services, &site, target).await?;
             let (site, ran) = (moved.site, moved.jobs_run);
             let site_now = chrono::DateTime::<chrono::Utc>::from_timestamp(site.now(clock.now()), 0)
@@ -597,6 +621,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::GiftCards(GiftCardsCommand::Products(command)) => {
             gift_card_products(store, clock, now, command).await?;
         }
+        Command::Gateway(command) => gateway::run(store, &cli.database, clock, now, command).await?,
         Command::Alerts(AlertsCommand::List { json }) => {
             let alerts = store.alerts().await?;
             let mut values = Vec::new();

@@ -22,6 +22,10 @@
 //!    other, no line item billed twice, every subscription one period further on with its next
 //!    renewal scheduled, no claim left and no failed job.
 //!
+//! With `--stripe-api-base URL` the site is put on the Stripe gateway at that URL (a local
+//! `localstripe`, see `docs/benchmarks.md`) before the template subscription is made, so every
+//! renewal is a PaymentIntent confirmed by that server: a row reported without a target.
+//!
 //! Prints a Markdown table with seconds and renewals per second for each backend.
 
 use std::collections::BTreeSet;
@@ -71,6 +75,27 @@ struct Args {
     /// Keep the databases (their URLs are printed) instead of deleting them.
     #[arg(long)]
     keep: bool,
+    /// Charge through the Stripe gateway at this API root (e.g. a local `localstripe`).
+    #[arg(long, value_name = "URL")]
+    stripe_api_base: Option<String>,
+}
+
+/// Builds the Stripe gateway of a site put on Stripe.
+struct StripeBuilder;
+
+impl rebill_app::gateways::GatewayBuilder for StripeBuilder {
+    fn build(
+        &self,
+        kind: &str,
+        secret_key: &str,
+        api_base: &str,
+    ) -> Result<Arc<dyn rebill_billing::gateway::Gateway>, String> {
+        if kind != "stripe" {
+            return Err(format!("unknown gateway {kind}"));
+        }
+        let config = rebill_gateway_stripe::StripeConfig::new(secret_key, api_base);
+        Ok(Arc::new(rebill_gateway_stripe::StripeGateway::new(config).map_err(|e| e.to_string())?))
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -469,7 +494,7 @@ fn rfc3339(epoch: i64) -> anyhow::Result<String> {
 }
 
 /// Seeds `n` subscriptions on `url`, measures their renewal and checks it.
-async fn run(backend: Backend, url: &str, n: u32) -> anyhow::Result<Figures> {
+async fn run(backend: Backend, url: &str, n: u32, stripe: Option<&str>) -> anyhow::Result<Figures> {
     let store = Store::connect(url).await?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let new = NewSite {
@@ -480,7 +505,13 @@ async fn run(backend: Backend, url: &str, n: u32) -> anyhow::Result<Figures> {
         contact: None,
     };
     let (site, key) = store.create_site(&new, clock.now()).await?;
-    let state = AppState::new(store.clone(), clock, Config::default());
+    let state =
+        AppState::new(store.clone(), clock.clone(), Config::default()).with_gateway_builder(Arc::new(StripeBuilder));
+    if let Some(base) = stripe {
+        rebill_app::gateways::set(&state, &site, "stripe", "sk_test_renewalbench0000", Some(base), clock.now())
+            .await
+            .context("putting the site on Stripe")?;
+    }
     let api = Api { app: rebill_server::router(state), key };
 
     let seeding = Instant::now();
@@ -541,7 +572,7 @@ async fn main() -> anyhow::Result<()> {
             Backend::Sqlite => fresh_sqlite_url("renewal_bench"),
             Backend::Postgres => fresh_postgres_url("renewal_bench").await,
         };
-        let result = run(backend, &url, args.subscriptions).await;
+        let result = run(backend, &url, args.subscriptions, args.stripe_api_base.as_deref()).await;
         if args.keep {
             eprintln!("{}: kept {url}", backend.name());
         } else {
@@ -559,10 +590,12 @@ async fn main() -> anyhow::Result<()> {
         eprintln!("{}: {} jobs ran, every renewal checked", f.backend.name(), f.jobs_run);
         figures.push(f);
     }
-    println!("\n| backend | subscriptions due at once | seeding s | renewal run s | renewals/s | target |");
-    println!("|---|---:|---:|---:|---:|---|");
+    let gateway = if args.stripe_api_base.is_some() { "stripe (localstripe)" } else { "sandbox" };
+    println!("\n| backend | gateway | subscriptions due at once | seeding s | renewal run s | renewals/s | target |");
+    println!("|---|---|---:|---:|---:|---:|---|");
     for f in &figures {
         let target = match f.backend {
+            _ if args.stripe_api_base.is_some() => "— (reported)".to_owned(),
             Backend::Sqlite => {
                 let verdict = if f.per_second() >= TARGET_SQLITE { "met" } else { "not met" };
                 format!("≥ {TARGET_SQLITE:.0}/s ({verdict})")
@@ -570,7 +603,7 @@ async fn main() -> anyhow::Result<()> {
             Backend::Postgres => "—".to_owned(),
         };
         println!(
-            "| {} | {} | {:.1} | {:.2} | {:.0} | {target} |",
+            "| {} | {gateway} | {} | {:.1} | {:.2} | {:.0} | {target} |",
             f.backend.name(),
             f.subscriptions,
             f.seed_seconds,
