@@ -59,11 +59,19 @@
 //!
 //! # Purchases
 //!
-//! [`Gateway::purchase`] charges a stored method with a PaymentIntent (`POST
-//! /v1/payment_intents`: amount, lowercase currency, customer, payment method,
-//! `payment_method_types[]=card`, `confirm=true`, `off_session=true` for recurring charges,
-//! `metadata[rebill_attempt]` = the idempotency key and `metadata[rebill_invoice]` = the invoice
-//! when given, `expand[]=latest_charge`, header `Idempotency-Key: rebill-purchase-<key>`).
+//! [`Gateway::purchase`] charges a stored method in two steps, both at once: an authorization
+//! (`POST /v1/payment_intents`: amount, lowercase currency, customer, payment method,
+//! `payment_method_types[]=card`, `capture_method=manual`, `confirm=true`, `off_session=true`
+//! for recurring charges, `metadata[rebill_attempt]` = the idempotency key and
+//! `metadata[rebill_invoice]` = the invoice when given, `expand[]=latest_charge`, header
+//! `Idempotency-Key: rebill-purchase-<key>`), then its capture (`POST
+//! /v1/payment_intents/{id}/capture`, key `rebill-purchase-<key>-capture`). Money moves only at
+//! the capture, and only the intent an attempt finds or made is captured: an authorization
+//! made by a run that died (its request still on its way to Stripe while the next run
+//! looked the attempt up and authorized again) is never captured, and Stripe releases it. A
+//! capture whose answer is lost is read back and sent again only while the intent is still
+//! uncaptured; a capture refused because the intent moved on (another run captured it) is read
+//! back too.
 //! A card is stored first (under the replaced method's customer when there is one, without
 //! detaching the replaced method) and the approval carries the new reference in
 //! [`Approval::stored`]. The invoice goes in the metadata only, not in a `description`, as the
@@ -73,7 +81,7 @@
 //! |---|---|
 //! | `succeeded` | approved, reference = the PaymentIntent's id |
 //! | `processing` | approved: card payments settle through Stripe, which reports a later failure itself |
-//! | `requires_capture` | approved (authorized; only for intents captured by hand, never made here) |
+//! | `requires_capture` | captured first (see above), then as its new status |
 //! | `requires_action` | `three_d_secure_action_required`, reference = the PaymentIntent's id |
 //! | `requires_payment_method` and any other | declined from its `last_payment_error` |
 //! | a 402 answer | declined from the error body (its `payment_intent.id` as the reference) |
@@ -88,8 +96,8 @@
 //! An attempt is found again by its key: the look-up lists the most recent PaymentIntents
 //! (`GET /v1/payment_intents?limit=100`, then `starting_after=<last id>` while `has_more`, at
 //! most 20 pages) for one whose `metadata.rebill_attempt` is the key and whose customer is the
-//! stored method's; a canceled one does not count, and one still `requires_confirmation` is
-//! confirmed (`POST /v1/payment_intents/{id}/confirm`). The list is not filtered by customer
+//! stored method's; a canceled one does not count, one still `requires_confirmation` is
+//! confirmed (`POST /v1/payment_intents/{id}/confirm`) and an authorization is captured. The list is not filtered by customer
 //! because `localstripe` refuses that filter; the scan is bounded instead: on Stripe, whose
 //! lists are newest first, it reaches 2,000 intents back; `localstripe` lists oldest first, so
 //! there it sees the first 2,000 intents made (more than any test makes).
@@ -352,6 +360,10 @@ impl Gateway for StripeGateway {
 
     fn store_payment_method<'a>(&'a self, method: PaymentMethod<'a>, replacing: Option<&'a str>) -> StoreFuture<'a> {
         Box::pin(self.store(method, replacing))
+    }
+
+    fn accepts_bank_accounts(&self) -> bool {
+        false
     }
 
     fn bank_name(&self, _routing_number: &str) -> Option<String> {

@@ -248,8 +248,8 @@ impl StripeGateway {
         }
     }
 
-    /// Charges a stored method with a PaymentIntent, confirmed at once, never twice for one
-    /// idempotency key (see the crate documentation).
+    /// Charges a stored method with a PaymentIntent, confirmed at once and captured right after,
+    /// never twice for one idempotency key (see the crate documentation).
     async fn charge(&self, stored: &StoredMethod, request: &PaymentRequest<'_>) -> Outcome {
         let key = request.idempotency_key;
         if request.resumed
@@ -262,6 +262,17 @@ impl StripeGateway {
                 Err(lost) => return Outcome::Declined(lost.decline()),
             }
         }
+        match self.authorize(stored, request).await {
+            Ok(intent) => self.answer_intent(intent, request).await,
+            Err(outcome) => outcome,
+        }
+    }
+
+    /// Creates the attempt's PaymentIntent, confirmed at once with manual capture: an
+    /// authorization, which moves no money until it is captured. A lost answer is looked up
+    /// before the create is sent again. `Err`: the outcome to answer as it is.
+    async fn authorize(&self, stored: &StoredMethod, request: &PaymentRequest<'_>) -> Result<Value, Outcome> {
+        let key = request.idempotency_key;
         let currency = request.currency.to_ascii_lowercase();
         let amount = request.amount_in_cents.to_string();
         let mut params = form([
@@ -270,6 +281,7 @@ impl StripeGateway {
             ("customer", stored.customer.as_str()),
             ("payment_method", stored.payment_method.as_str()),
             ("payment_method_types[]", "card"),
+            ("capture_method", "manual"),
             ("confirm", "true"),
             ("expand[]", "latest_charge"),
         ]);
@@ -287,15 +299,15 @@ impl StripeGateway {
         loop {
             let sent = self.http.once(Method::Post, "/v1/payment_intents", &params, header.as_deref()).await;
             let failure = match sent {
-                Sent::Answered(a) if a.is_success() => return self.answer_intent(a.body, request).await,
-                Sent::Answered(a) if !a.retry_safe() => return Outcome::Declined(a.decline()),
+                Sent::Answered(a) if a.is_success() => return Ok(a.body),
+                Sent::Answered(a) if !a.retry_safe() => return Err(Outcome::Declined(a.decline())),
                 Sent::Answered(a) => a.decline(),
                 Sent::Lost(lost) => lost.decline(),
             };
             // The PaymentIntent may exist: without a key there is nothing to look it up by, so
             // nothing more is tried.
             let Some(key) = key else {
-                return Outcome::Declined(failure);
+                return Err(Outcome::Declined(failure));
             };
             tracing::warn!(
                 code = failure.code,
@@ -303,43 +315,81 @@ impl StripeGateway {
                 "stripe: a purchase without a usable answer; looking it up"
             );
             match self.find_intent(key, Some(&stored.customer)).await {
-                Ok(Found::Object(intent)) => return self.answer_intent(intent, request).await,
+                Ok(Found::Object(intent)) => return Ok(intent),
                 Ok(Found::Nothing) if tries < MAX_RETRIES => {
                     tokio::time::sleep(backoff(tries)).await;
                     tries += 1;
                 }
-                Ok(Found::Nothing) => return Outcome::Declined(failure),
-                Err(_) => return Outcome::Declined(failure),
+                Ok(Found::Nothing) | Err(_) => return Err(Outcome::Declined(failure)),
             }
         }
     }
 
-    /// The outcome a PaymentIntent stands for; one that still `requires_confirmation` (created
-    /// by an attempt that stopped before confirming) is confirmed first.
+    /// The outcome a PaymentIntent stands for, once it is taken as far as it goes: one still
+    /// `requires_confirmation` (created by an attempt that stopped before confirming) is
+    /// confirmed, an authorization (`requires_capture`) is captured. A capture whose answer is
+    /// lost is read back (`GET /v1/payment_intents/{id}`) and sent again only while the intent
+    /// is still uncaptured.
     async fn answer_intent(&self, intent: Value, request: &PaymentRequest<'_>) -> Outcome {
-        let intent = if text(&intent, "status") == Some("requires_confirmation") {
-            let Some(id) = object_id(&intent, "pi_") else {
-                return Outcome::Declined(unexpected("payment_intent"));
+        let Some(id) = object_id(&intent, "pi_") else {
+            return Outcome::Declined(unexpected("payment_intent"));
+        };
+        let mut intent = intent;
+        let mut tries = 0;
+        loop {
+            let step = match text(&intent, "status") {
+                Some("requires_confirmation") => "confirm",
+                Some("requires_capture") => "capture",
+                _ => return intent_outcome(&intent),
             };
-            let path = format!("/v1/payment_intents/{id}/confirm");
+            let path = format!("/v1/payment_intents/{id}/{step}");
             let mut params = form([("expand[]", "latest_charge")]);
-            if request.recurring {
+            if step == "confirm" && request.recurring {
                 params.push(("off_session".to_owned(), "true".to_owned()));
             }
-            let header = request.idempotency_key.map(|k| format!("rebill-purchase-{k}-confirm"));
-            match self.http.call(Method::Post, &path, &params, header.as_deref()).await {
-                Sent::Answered(a) if a.is_success() => a.body,
-                Sent::Answered(a) => {
+            let header = request.idempotency_key.map(|k| format!("rebill-purchase-{k}-{step}"));
+            let failure = match self.http.once(Method::Post, &path, &params, header.as_deref()).await {
+                Sent::Answered(a) if a.is_success() => {
+                    intent = a.body;
+                    continue;
+                }
+                // A refusal of the step itself (a 402): the intent's outcome is that decline.
+                Sent::Answered(a) if a.status == 402 => {
                     let mut d = a.decline();
                     d.reference = d.reference.or(Some(id));
                     return Outcome::Declined(d);
                 }
-                Sent::Lost(lost) => return Outcome::Declined(lost.decline()),
+                Sent::Answered(a) => a.decline(),
+                Sent::Lost(lost) => lost.decline(),
+            };
+            // Lost, or refused because the intent moved on (another run took the step): read
+            // it back and go on from what it is now.
+            tracing::warn!(
+                code = failure.code,
+                step,
+                "stripe: a payment step without a usable answer; reading it back"
+            );
+            let read = self
+                .http
+                .call(Method::Get, &format!("/v1/payment_intents/{id}"), &form([("expand[]", "latest_charge")]), None)
+                .await;
+            match read {
+                Sent::Answered(a) if a.is_success() && tries < MAX_RETRIES => {
+                    intent = a.body;
+                    tries += 1;
+                    if text(&intent, "status")
+                        == Some(if step == "confirm" { "requires_confirmation" } else { "requires_capture" })
+                    {
+                        tokio::time::sleep(backoff(tries - 1)).await;
+                    }
+                }
+                _ => {
+                    let mut d = failure;
+                    d.reference = d.reference.or(Some(id));
+                    return Outcome::Declined(d);
+                }
             }
-        } else {
-            intent
-        };
-        intent_outcome(&intent)
+        }
     }
 
     /// Looks up the PaymentIntent of an attempt: the most recent intents, 100 a page and at

@@ -349,7 +349,12 @@ async fn a_purchase_whose_answer_is_lost_is_found_not_charged_again() {
     let intents = intents_of(&stripe, "lost-1");
     assert_eq!(intents.len(), 1, "exactly one PaymentIntent: {intents:?}");
     assert_eq!(intents[0]["id"], approval.reference.as_str());
-    assert_eq!(proxy.count("POST", "/v1/payment_intents"), 1, "the create was not sent again");
+    assert_eq!(
+        proxy.count("POST", "/v1/payment_intents"),
+        2,
+        "the create was not sent again (one create, then the capture of what the look-up found)"
+    );
+    assert_eq!(intents[0]["status"], "succeeded", "the authorization found was captured");
 
     // The purchase's answer and the answers of its look-up (a GET tried three times) are lost:
     // nothing is sent again, and the attempt is declined as Stripe could not be heard.
@@ -359,18 +364,20 @@ async fn a_purchase_whose_answer_is_lost_is_found_not_charged_again() {
         gateway.purchase(&request(PaymentMethod::Stored { reference: &reference }, 1500, Some("lost-2"))).await,
     );
     assert_eq!(d.code, "gateway_unavailable");
-    assert_eq!(proxy.count("POST", "/v1/payment_intents"), 2);
+    assert_eq!(proxy.count("POST", "/v1/payment_intents"), 3, "the create once, no capture");
     assert_eq!(proxy.count("GET", "/v1/payment_intents"), 4);
-    let charged = intents_of(&stripe, "lost-2");
-    assert_eq!(charged.len(), 1, "charged once");
-    // A resumed run of the attempt finds that charge.
+    let authorized = intents_of(&stripe, "lost-2");
+    assert_eq!(authorized.len(), 1, "authorized once");
+    assert_eq!(authorized[0]["status"], "requires_capture", "authorized, not charged");
+    // A resumed run of the attempt finds that authorization and captures it.
     let resumed = PaymentRequest {
         resumed: true,
         ..request(PaymentMethod::Stored { reference: &reference }, 1500, Some("lost-2"))
     };
-    assert_eq!(approved(gateway.purchase(&resumed).await).reference, charged[0]["id"].as_str().expect("an id"));
-    assert_eq!(intents_of(&stripe, "lost-2").len(), 1);
-    assert_eq!(proxy.count("POST", "/v1/payment_intents"), 2, "the resumed run created none");
+    assert_eq!(approved(gateway.purchase(&resumed).await).reference, authorized[0]["id"].as_str().expect("an id"));
+    let charged = intents_of(&stripe, "lost-2");
+    assert_eq!((charged.len(), charged[0]["status"].as_str()), (1, Some("succeeded")));
+    assert_eq!(proxy.count("POST", "/v1/payment_intents"), 4, "the resumed run created none, it captured");
 }
 
 #[tokio::test]
