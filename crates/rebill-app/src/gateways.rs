@@ -43,11 +43,14 @@ pub fn key_context(site_id: i64) -> Vec<u8> {
     format!("site-gateway:{site_id}").into_bytes()
 }
 
+/// The gateways built so far: site id → (row version, gateway).
+type Built = HashMap<i64, (i64, Arc<dyn Gateway>)>;
+
 /// Which gateway each site uses (see the module documentation).
 pub struct Gateways {
     fixed: Option<Arc<dyn Gateway>>,
     builder: Option<Arc<dyn GatewayBuilder>>,
-    built: Mutex<HashMap<i64, (i64, Arc<dyn Gateway>)>>,
+    built: Mutex<Built>,
 }
 
 impl Default for Gateways {

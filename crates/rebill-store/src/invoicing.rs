@@ -1938,7 +1938,7 @@ mod tests {
             assert_eq!((begun.status(), &begun.new), (TransactionStatus::Processing, &new));
             assert_eq!(
                 store.begin_transaction(s, &new, NOW + 1).await.expect("again"),
-                (begun, true),
+                (begun.clone(), true),
                 "same key, same row"
             );
             let result = TransactionResult {
