@@ -397,8 +397,25 @@ fn declines(db: &str) {
     site.expect(r, 200);
     let r = site.subscribe("dunned", "gold");
     site.expect(r, 201);
+    let reference = |db: &str| {
+        sql(
+            db,
+            "SELECT b.gateway_reference FROM billing_infos b JOIN accounts a ON a.id = b.account_id \
+             WHERE a.account_code = 'dunned'",
+        )[0]
+        .clone()
+    };
+    let before = reference(db);
     let r = site.billing_info("dunned", "4000000000000341");
     site.expect(r, 200);
+    // The new card replaced the old one with the same Stripe customer; the old one is detached.
+    let after = reference(db);
+    let ((customer, old_pm), (same_customer, new_pm)) =
+        (before.split_once('/').expect("cus/pm"), after.split_once('/').expect("cus/pm"));
+    assert_eq!(customer, same_customer, "{before} → {after}");
+    assert_ne!(old_pm, new_pm);
+    assert_eq!(stripe.get_json(&format!("/v1/payment_methods/{old_pm}"))["customer"], Value::Null);
+    assert_eq!(stripe.get_json(&format!("/v1/payment_methods/{new_pm}"))["customer"], customer);
     site.s.set_clock(T0 + 32 * DAY);
     await_sql(db, "SELECT CAST(COUNT(*) AS TEXT) FROM invoices WHERE state = 'past_due'", "1");
     let number = sql(db, "SELECT CAST(invoice_number AS TEXT) FROM invoices WHERE state = 'past_due'")[0].clone();

@@ -38,6 +38,12 @@
 //! 4. when replacing a method of the same customer, the replaced method is detached
 //!    (`POST /v1/payment_methods/{old}/detach`); a failed detach is only logged.
 //!
+//! Each of these calls made for a verification or a purchase carries an `Idempotency-Key`
+//! derived from the attempt's key (`rebill-verify-<key>-customer`, `-method`, `-attach`,
+//! `-detach`; `rebill-store-<key>-…` for a purchase with a card); a bare
+//! [`Gateway::store_payment_method`] has no attempt key and sends none (no money moves: a
+//! repeat leaves at most an unused customer).
+//!
 //! Storing a [`PaymentMethod::Stored`] reference answers it as it is (when it has the form
 //! above; else `gateway_token_not_found`). Bank accounts are refused
 //! by name everywhere (`ach_transactions_not_supported`): rebill takes no US bank account

@@ -55,8 +55,10 @@ pub(crate) enum Found {
 
 impl StripeGateway {
     /// `POST /v1/customers`: a new customer, its id.
-    async fn create_customer(&self) -> Result<String, Box<Decline>> {
-        let customer = self.http.call(Method::Post, "/v1/customers", &Form::new(), None).await.into_result()?;
+    async fn create_customer(&self, key: Option<&str>) -> Result<String, Box<Decline>> {
+        let header = key.map(|k| format!("{k}-customer"));
+        let customer =
+            self.http.call(Method::Post, "/v1/customers", &Form::new(), header.as_deref()).await.into_result()?;
         object_id(&customer, "cus_").ok_or_else(|| Box::new(unexpected("customer")))
     }
 
@@ -64,18 +66,20 @@ impl StripeGateway {
     /// customer), a new PaymentMethod attached to it (the attach is where Stripe checks the
     /// card). With `retire`, the replaced method of the same customer is detached afterwards
     /// (a failed detach is only logged). Answers the stored method and the attached
-    /// PaymentMethod object.
+    /// PaymentMethod object. `key`: the prefix of the calls' idempotency keys (from the
+    /// attempt's key), when there is one.
     pub(crate) async fn store_card(
         &self,
         card: &Card,
         address: &AvsAddress<'_>,
         replacing: Option<&str>,
         retire: bool,
+        key: Option<&str>,
     ) -> Result<(StoredMethod, Value), Box<Decline>> {
         let old = replacing.and_then(StoredMethod::parse);
         let customer = match &old {
             Some(old) => old.customer.clone(),
-            None => self.create_customer().await?,
+            None => self.create_customer(key).await?,
         };
         let mut params = form([
             ("type", "card"),
@@ -92,22 +96,26 @@ impl StripeGateway {
         if let Some(postal) = address.postal_code {
             params.push(("billing_details[address][postal_code]".to_owned(), postal.to_owned()));
         }
-        let method = self.http.call(Method::Post, "/v1/payment_methods", &params, None).await.into_result()?;
+        let header = key.map(|k| format!("{k}-method"));
+        let method =
+            self.http.call(Method::Post, "/v1/payment_methods", &params, header.as_deref()).await.into_result()?;
         let method_id = object_id(&method, "pm_").ok_or_else(|| Box::new(unexpected("payment_method")))?;
-        let (customer, attached) = match self.attach(&method_id, &customer).await {
+        let (customer, attached) = match self.attach(&method_id, &customer, key).await {
             Sent::Answered(a) if a.is_success() => (customer, a.body),
             // The replaced method's customer is gone: a new customer takes the card.
             Sent::Answered(a) if old.is_some() && customer_missing(&a) => {
                 tracing::warn!("stripe: the customer of the replaced payment method is gone; storing under a new one");
-                let customer = self.create_customer().await?;
-                let attached = self.attach(&method_id, &customer).await.into_result()?;
+                let key = key.map(|k| format!("{k}-again"));
+                let customer = self.create_customer(key.as_deref()).await?;
+                let attached = self.attach(&method_id, &customer, key.as_deref()).await.into_result()?;
                 (customer, attached)
             }
             other => return Err(other.into_result().err().unwrap_or_else(|| Box::new(unexpected("attach")))),
         };
         if retire && let Some(old) = old.filter(|o| o.customer == customer && o.payment_method != method_id) {
             let path = format!("/v1/payment_methods/{}/detach", old.payment_method);
-            if let Err(d) = self.http.call(Method::Post, &path, &Form::new(), None).await.into_result() {
+            let header = key.map(|k| format!("{k}-detach"));
+            if let Err(d) = self.http.call(Method::Post, &path, &Form::new(), header.as_deref()).await.into_result() {
                 tracing::warn!(
                     code = d.code,
                     gateway_code = d.gateway_error_code.as_deref().unwrap_or(""),
@@ -118,9 +126,10 @@ impl StripeGateway {
         Ok((StoredMethod { customer, payment_method: method_id }, attached))
     }
 
-    async fn attach(&self, method_id: &str, customer: &str) -> Sent {
+    async fn attach(&self, method_id: &str, customer: &str, key: Option<&str>) -> Sent {
         let path = format!("/v1/payment_methods/{method_id}/attach");
-        self.http.call(Method::Post, &path, &form([("customer", customer)]), None).await
+        let header = key.map(|k| format!("{k}-attach"));
+        self.http.call(Method::Post, &path, &form([("customer", customer)]), header.as_deref()).await
     }
 
     /// [`Gateway::store_payment_method`](rebill_billing::gateway::Gateway::store_payment_method).
@@ -131,7 +140,9 @@ impl StripeGateway {
     ) -> Result<String, Box<Decline>> {
         match method {
             PaymentMethod::Card(card) => {
-                let (stored, _) = self.store_card(card, &AvsAddress::default(), replacing, true).await?;
+                // No attempt key reaches a bare store: its calls go without one (no money moves;
+                // a repeat leaves at most an unused customer).
+                let (stored, _) = self.store_card(card, &AvsAddress::default(), replacing, true, None).await?;
                 Ok(stored.reference())
             }
             PaymentMethod::BankAccount(_) => Err(Box::new(no_bank_accounts())),
@@ -145,18 +156,21 @@ impl StripeGateway {
     /// [`Gateway::verify`](rebill_billing::gateway::Gateway::verify).
     pub(crate) async fn verify_payment(&self, request: &PaymentRequest<'_>) -> Outcome {
         match request.method {
-            PaymentMethod::Card(card) => match self.store_card(card, &request.address, request.replacing, true).await {
-                Ok((stored, attached)) => {
-                    let (cvv_result, avs_result) = card_checks(&attached["card"]["checks"]);
-                    Outcome::Approved(Approval {
-                        cvv_result,
-                        avs_result,
-                        stored: Some(stored.reference()),
-                        ..approval(stored.payment_method)
-                    })
+            PaymentMethod::Card(card) => {
+                let key = request.idempotency_key.map(|k| format!("rebill-verify-{k}"));
+                match self.store_card(card, &request.address, request.replacing, true, key.as_deref()).await {
+                    Ok((stored, attached)) => {
+                        let (cvv_result, avs_result) = card_checks(&attached["card"]["checks"]);
+                        Outcome::Approved(Approval {
+                            cvv_result,
+                            avs_result,
+                            stored: Some(stored.reference()),
+                            ..approval(stored.payment_method)
+                        })
+                    }
+                    Err(d) => Outcome::Declined(*d),
                 }
-                Err(d) => Outcome::Declined(*d),
-            },
+            }
             PaymentMethod::BankAccount(_) => Outcome::Declined(no_bank_accounts()),
             PaymentMethod::Stored { reference } => match StoredMethod::parse(reference) {
                 Some(stored) => self.verify_stored(&stored, request.idempotency_key).await,
@@ -235,10 +249,12 @@ impl StripeGateway {
                 }
                 // The card is stored under the replaced method's customer when there is one,
                 // but the replaced method is kept: the purchase does not replace it.
-                let stored = match self.store_card(card, &request.address, request.replacing, false).await {
-                    Ok((stored, _)) => stored,
-                    Err(d) => return Outcome::Declined(*d),
-                };
+                let key = request.idempotency_key.map(|k| format!("rebill-store-{k}"));
+                let stored =
+                    match self.store_card(card, &request.address, request.replacing, false, key.as_deref()).await {
+                        Ok((stored, _)) => stored,
+                        Err(d) => return Outcome::Declined(*d),
+                    };
                 let resumed = PaymentRequest { resumed: false, ..*request };
                 match self.charge(&stored, &resumed).await {
                     Outcome::Approved(a) => Outcome::Approved(Approval { stored: Some(stored.reference()), ..a }),

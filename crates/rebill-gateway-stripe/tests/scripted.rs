@@ -223,6 +223,7 @@ async fn a_purchase_goes_on_the_wire_as_stripe_reads_it() {
     assert_eq!(value("customer"), Some("cus_A1"));
     assert_eq!(value("payment_method"), Some("pm_B2"));
     assert_eq!(value("confirm"), Some("true"));
+    assert_eq!(value("capture_method"), Some("manual"), "authorized, then captured");
     assert_eq!(value("off_session"), Some("true"));
     assert_eq!(value("metadata[rebill_attempt]"), Some("k-1"));
     assert_eq!(value("metadata[rebill_invoice]"), Some("1042"));
@@ -263,6 +264,46 @@ async fn a_card_is_sent_in_bracket_notation_and_its_code_only_when_it_has_one() 
     let names: Vec<&str> = form.iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(names, ["type", "card[number]", "card[exp_month]", "card[exp_year]"]);
     assert_eq!(form_pairs(&seen[2].body), [("customer".to_owned(), "cus_N1".to_owned())]);
+}
+
+#[tokio::test]
+async fn an_authorization_is_captured_and_every_call_of_a_verification_carries_a_key() {
+    let authorized = SUCCEEDED.replace(r#""status":"succeeded""#, r#""status":"requires_capture""#);
+    let server = Server::start(vec![
+        rule("POST", "/v1/payment_intents/pi_OK1/capture", 1, 200, SUCCEEDED),
+        rule("POST", "/v1/payment_intents", 1, 200, &authorized),
+    ])
+    .await;
+    let outcome = gateway(&server.base).purchase(&purchase_request(Some("k-1"))).await;
+    assert!(outcome.is_approved(), "{outcome:?}");
+    assert_eq!(server.calls(), ["POST /v1/payment_intents", "POST /v1/payment_intents/pi_OK1/capture"]);
+    assert_eq!(server.seen()[1].header("idempotency-key"), Some("rebill-purchase-k-1-capture"));
+
+    let server = Server::start(vec![
+        rule("POST", "/v1/customers", 1, 200, r#"{"id":"cus_N1","object":"customer"}"#),
+        rule("POST", "/v1/payment_methods/pm_N2/attach", 1, 200, r#"{"id":"pm_N2","customer":"cus_N1"}"#),
+        rule("POST", "/v1/payment_methods", 1, 200, r#"{"id":"pm_N2","object":"payment_method"}"#),
+    ])
+    .await;
+    let card = Card {
+        number: "4242424242424242".into(),
+        brand: Brand::Visa,
+        expiry: Expiry { month: 3, year: 2031 },
+        cvv: Some("123".into()),
+    };
+    let request = PaymentRequest { method: PaymentMethod::Card(&card), ..purchase_request(Some("v-9")) };
+    let outcome = gateway(&server.base).verify(&request).await;
+    assert!(outcome.is_approved(), "{outcome:?}");
+    let keys: Vec<Option<String>> =
+        server.seen().iter().map(|s| s.header("idempotency-key").map(str::to_owned)).collect();
+    assert_eq!(
+        keys,
+        [
+            Some("rebill-verify-v-9-customer".to_owned()),
+            Some("rebill-verify-v-9-method".to_owned()),
+            Some("rebill-verify-v-9-attach".to_owned())
+        ]
+    );
 }
 
 #[tokio::test]
