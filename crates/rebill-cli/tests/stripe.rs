@@ -89,6 +89,19 @@ impl Site {
     /// The sandbox site of a new database, switched to production and put on Stripe at
     /// `api_base`.
     fn on_stripe(db: &str, api_base: &str) -> Site {
+        let mut site = Site::sandbox_on_stripe(db, api_base);
+        // Production with a gateway: no warning.
+        let value: Value = serde_json::from_str(
+            &site.cli(&["site", "update", "--name", "sandbox", "--mode", "production", "--json"]).0,
+        )
+        .expect("json");
+        assert!(value.get("warning").is_none(), "{value}");
+        site
+    }
+
+    /// The sandbox site of a new database put on Stripe at `api_base` (after a look at what
+    /// production without a gateway says), left in sandbox mode.
+    fn sandbox_on_stripe(db: &str, api_base: &str) -> Site {
         let dir = temp_dir("site");
         let key_file = dir.join("vault.key").display().to_string();
         let s = Site::serve(db, &key_file, None, false);
@@ -503,11 +516,12 @@ fn production_without_a_gateway_declines_no_gateway() {
     on_both_backends("no_gateway", without_gateway);
 }
 
-/// Stripe charges, its answer is lost on the way back: rebill finds the payment intent.
+/// Stripe charges, its answer is lost on the way back: rebill finds the payment intent. The
+/// site stays in sandbox mode: a sandbox site with a gateway set charges through it.
 fn lost_answer(db: &str) {
     let stripe = LocalStripe::start();
     let proxy = DroppingProxy::start(&stripe.base);
-    let mut site = Site::on_stripe(db, &proxy.base);
+    let mut site = Site::sandbox_on_stripe(db, &proxy.base);
     site.plan("gold", 1000);
     let r = site.customer("c1", "4242424242424242");
     site.expect(r, 200);
@@ -520,6 +534,7 @@ fn lost_answer(db: &str) {
     assert_eq!(intents.len(), 1, "one payment intent: {intents:?}");
     let txs = site.expect(get(&site.s, "/v2/accounts/c1/transactions"), 200);
     assert_eq!(field(&txs.body, "status"), "success", "{}", txs.body);
+    assert_eq!(field(&txs.body, "gateway_type"), "stripe", "{}", txs.body);
     assert!(intents.contains_key(&field(&txs.body, "reference")), "{}", txs.body);
     assert!(r.body.contains("<state>active</state>"), "{}", r.body);
     site.assert_secret_kept();
