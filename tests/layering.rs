@@ -109,6 +109,21 @@ const FORBIDDEN: &[Forbidden] = &[
         why: "a gateway speaks its provider's API behind the `Gateway` trait: no storage, no use cases, no rebill wire format",
     },
     Forbidden {
+        krate: "rebill-webhooks",
+        dependencies: &[
+            "sqlx",
+            "axum",
+            "hyper",
+            "http",
+            "tower",
+            "reqwest",
+            "rebill-store",
+            "rebill-app",
+            "rebill-server",
+        ],
+        why: "the webhooks' rules (kinds, signatures, the retry schedule) are shared by the use cases and the sender: no I/O",
+    },
+    Forbidden {
         krate: "rebill-pdf",
         dependencies: &[
             "rebill-store",

@@ -26,6 +26,7 @@
 //! | [`documents`] | an invoice's PDF |
 //! | [`gift_cards`] | gift card products, purchases (and previews), delivery, redemption (also inside a subscription's creation), reads |
 //! | [`purchases`] | a purchase: an account with subscriptions, one-off charges and a gift card on one invoice paid by one transaction (preview, authorize) |
+//! | [`webhooks`] | a site's webhook endpoints: add (URL checked, signing secret made and sealed), list, remove |
 //! | [`instant`] | ISO 8601 dates and date-times as epoch seconds |
 //! | [`error`] | [`AppError`](error::AppError), the umbrella every use case's error converts into |
 //! | [`model`] | the domain values the use cases take and answer, for adapters |
@@ -62,6 +63,7 @@ pub mod subscriptions;
 pub mod testing;
 pub mod tokens;
 pub mod transactions;
+pub mod webhooks;
 pub mod write_offs;
 
 use std::sync::Arc;

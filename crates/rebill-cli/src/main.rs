@@ -3,6 +3,7 @@
 //! creates a secret prints it once; `--json` prints one JSON object for scripts.
 
 mod gateway;
+mod webhooks;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
@@ -94,6 +95,9 @@ enum Command {
     /// gateway and a production site declines every charge (`no_gateway`).
     #[command(subcommand)]
     Gateway(gateway::GatewayCommand),
+    /// A site's webhook endpoints: where its push notifications go.
+    #[command(subcommand)]
+    Webhooks(webhooks::WebhooksCommand),
 }
 
 #[derive(Subcommand)]
@@ -622,6 +626,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             gift_card_products(store, clock, now, command).await?;
         }
         Command::Gateway(command) => gateway::run(store, &cli.database, clock, now, command).await?,
+        Command::Webhooks(command) => webhooks::run(store, &cli.database, clock, now, command).await?,
         Command::Alerts(AlertsCommand::List { json }) => {
             let alerts = store.alerts().await?;
             let mut values = Vec::new();

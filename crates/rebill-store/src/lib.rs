@@ -29,6 +29,7 @@ pub mod subscriptions;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tokens;
+pub mod webhooks;
 
 use sqlx::Row;
 
