@@ -5,10 +5,15 @@
 //! random bytes, shown once when the endpoint is added and stored sealed with the vault key
 //! (context [`secret_context`]), like the HTTP password.
 
-use rebill_store::webhooks::{Endpoint, EndpointError, NewEndpoint};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use rebill_store::events::Event;
+use rebill_store::webhooks::{AfterAttempt, Attempt, Delivery, Endpoint, EndpointError, NewDelivery, NewEndpoint};
 use rebill_store::{Site, StoreError};
 use rebill_webhooks::kinds::kind;
 use rebill_webhooks::signing::{SECRET_BYTES, Secret};
+use rebill_webhooks::{payload, schedule};
 
 use crate::Services;
 
@@ -115,10 +120,213 @@ pub async fn remove_endpoint(services: &Services, id: i64, now: i64) -> Result<E
     services.store.remove_webhook_endpoint(id, now).await?.ok_or(WebhookEndpointError::NotFound(id))
 }
 
+// ---------------------------------------------------------------------------------------------
+// Notifications and their delivery
+
+/// How long a process holds the deliveries it claimed (milliseconds): longer than an attempt
+/// may take ([`rebill_webhooks::schedule::TIMEOUT`]).
+pub const CLAIM_MS: i64 = 30_000;
+/// Events turned into notifications per step.
+pub const DERIVE_BATCH: i64 = 500;
+
+/// Real time in milliseconds: webhooks run on it, never on a sandbox site's clock.
+pub fn real_now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or_default()
+}
+
+/// A notification's `webhook-id`: `msg_` and 32 random hexadecimal digits.
+fn message_id() -> Result<String, StoreError> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).map_err(|e| StoreError::Invalid(format!("no random source for an id: {e}")))?;
+    Ok(format!("msg_{}", hex::encode(bytes)))
+}
+
+/// The notifications an event sends: (kind, body). The resources are read as they are when the
+/// notification is made (within a moment of the event). Events that send nothing yet: none.
+async fn notifications(services: &Services, event: &Event) -> Result<Vec<(&'static str, String)>, StoreError> {
+    let kind = match event.kind.as_str() {
+        // A reopened account is announced as a new one, as the original did (reference §8 6).
+        crate::events::ACCOUNT_CREATED | crate::events::ACCOUNT_REOPENED => "new_account_notification",
+        crate::events::ACCOUNT_UPDATED => "updated_account_notification",
+        crate::events::ACCOUNT_CLOSED => "canceled_account_notification",
+        crate::events::BILLING_INFO_UPDATED => "billing_info_updated_notification",
+        _ => return Ok(Vec::new()),
+    };
+    let Some(account) = services.store.account(event.site_id, &event.subject).await? else { return Ok(Vec::new()) };
+    let f = &account.fields;
+    let fields = payload::AccountFields {
+        account_code: &account.account_code,
+        username: f.username.as_deref(),
+        email: f.email.as_deref(),
+        first_name: f.first_name.as_deref(),
+        last_name: f.last_name.as_deref(),
+        company_name: f.company_name.as_deref(),
+        phone: f.address.phone.as_deref(),
+    };
+    Ok(vec![(kind, payload::render(kind, &[payload::account(&fields, false)]))])
+}
+
+/// Turns the next events into their notifications, one delivery per endpoint that takes the
+/// kind, and marks the events notified (see [`rebill_store::webhooks`]); answers how many events
+/// were marked.
+pub async fn derive(services: &Services, limit: i64) -> Result<usize, StoreError> {
+    let events = services.store.unnotified_events(limit).await?;
+    if events.is_empty() {
+        return Ok(0);
+    }
+    let mut endpoints_of: HashMap<i64, Vec<Endpoint>> = HashMap::new();
+    let mut deliveries = Vec::new();
+    for event in &events {
+        let endpoints = match endpoints_of.entry(event.site_id) {
+            std::collections::hash_map::Entry::Occupied(known) => known.into_mut(),
+            std::collections::hash_map::Entry::Vacant(new) => {
+                new.insert(services.store.webhook_endpoints(Some(event.site_id)).await?)
+            }
+        };
+        if endpoints.is_empty() {
+            continue;
+        }
+        for (kind, body) in notifications(services, event).await? {
+            for endpoint in endpoints.iter().filter(|e| e.takes(kind)) {
+                deliveries.push(NewDelivery {
+                    site_id: event.site_id,
+                    endpoint_id: endpoint.id,
+                    event_id: event.id,
+                    kind: kind.to_owned(),
+                    message_id: message_id()?,
+                    body: body.clone(),
+                });
+            }
+        }
+    }
+    let ids: Vec<i64> = events.iter().map(|e| e.id).collect();
+    services.store.record_notifications(&ids, &deliveries, real_now_ms()).await
+}
+
+/// A POST of a notification.
+#[derive(Debug, Clone)]
+pub struct Post {
+    pub url: String,
+    /// HTTP Basic user and password.
+    pub basic: Option<(String, String)>,
+    /// Headers beside `Content-Type` (the Standard Webhooks headers).
+    pub headers: Vec<(&'static str, String)>,
+    pub body: String,
+    pub timeout: std::time::Duration,
+}
+
+/// What a POST got: the status code, or why there was none (never holding a secret).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Posted {
+    Status(u16),
+    Failed(String),
+}
+
+/// Sends notifications (the binary provides an HTTP client that follows no redirect).
+pub trait Poster: Send + Sync {
+    fn post(&self, post: Post) -> std::pin::Pin<Box<dyn std::future::Future<Output = Posted> + Send + '_>>;
+}
+
+/// Sends every delivery due now, each endpoint's oldest first and endpoints at once (a slow or
+/// failing endpoint holds up no other); records each attempt and what follows it (delivered, a
+/// retry on the schedule scaled by `retry_scale`, or failed). Answers how many were attempted.
+pub async fn deliver_due(services: &Services, poster: Arc<dyn Poster>, retry_scale: f64) -> Result<usize, StoreError> {
+    let now = real_now_ms();
+    let claimed = services.store.claim_due_deliveries(now, now + CLAIM_MS).await?;
+    let count = claimed.len();
+    let mut running = tokio::task::JoinSet::new();
+    for delivery in claimed {
+        let (services, poster) = (services.clone(), poster.clone());
+        running.spawn(async move { attempt(&services, poster.as_ref(), &delivery, retry_scale).await });
+    }
+    while let Some(done) = running.join_next().await {
+        match done {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "a webhook attempt could not be recorded; it is claimed again later"),
+            Err(e) => tracing::warn!(error = %e, "a webhook attempt stopped"),
+        }
+    }
+    Ok(count)
+}
+
+/// One attempt of a claimed delivery.
+async fn attempt(services: &Services, poster: &dyn Poster, delivery: &Delivery, retry_scale: f64) -> Result<(), StoreError> {
+    let Some(endpoint) = services.store.webhook_endpoint(delivery.new.endpoint_id).await? else { return Ok(()) };
+    let context = secret_context(endpoint.site_id);
+    let secret = services
+        .vault
+        .open_text(&endpoint.secret_sealed, &context)
+        .ok()
+        .and_then(|s| Secret::parse(&s).ok());
+    let basic = match (&endpoint.http_user, &endpoint.http_password_sealed) {
+        (Some(user), Some(sealed)) => services.vault.open_text(sealed, &context).ok().map(|p| (user.clone(), p)),
+        (Some(user), None) => Some((user.clone(), String::new())),
+        _ => None,
+    };
+    let started = real_now_ms();
+    let timestamp = started / 1000;
+    let posted = match secret {
+        Some(secret) => {
+            let signature = secret.sign(&delivery.new.message_id, timestamp, delivery.new.body.as_bytes());
+            let post = Post {
+                url: endpoint.url.clone(),
+                basic,
+                headers: vec![
+                    ("webhook-id", delivery.new.message_id.clone()),
+                    ("webhook-timestamp", timestamp.to_string()),
+                    ("webhook-signature", signature),
+                ],
+                body: delivery.new.body.clone(),
+                timeout: schedule::TIMEOUT,
+            };
+            poster.post(post).await
+        }
+        None => Posted::Failed("the endpoint's secret cannot be opened with this vault key".to_owned()),
+    };
+    let finished = real_now_ms();
+    let (status_code, error, ok) = match &posted {
+        Posted::Status(code) => (Some(i64::from(*code)), None, (200..300).contains(code)),
+        Posted::Failed(e) => (None, Some(e.clone()), false),
+    };
+    let after = if ok {
+        AfterAttempt::Delivered
+    } else {
+        let retry = u32::try_from(delivery.attempts).unwrap_or(u32::MAX);
+        match schedule::scaled(retry, retry_scale) {
+            Some(delay) => AfterAttempt::Retry(finished + i64::try_from(delay.as_millis()).unwrap_or(i64::MAX)),
+            None => AfterAttempt::Failed,
+        }
+    };
+    let record = Attempt { at: started, status_code, error, duration_ms: finished - started };
+    services.store.record_attempt(delivery.id, &record, after).await
+}
+
+/// Derives and delivers until the process ends: every `interval`, the next events become
+/// notifications and the due deliveries are sent.
+pub async fn run(services: Services, poster: Arc<dyn Poster>, retry_scale: f64, interval: std::time::Duration) {
+    loop {
+        loop {
+            match derive(&services, DERIVE_BATCH).await {
+                Ok(n) if n as i64 >= DERIVE_BATCH => continue,
+                Ok(_) => break,
+                Err(e) => {
+                    tracing::warn!(error = %e, "turning events into webhook notifications failed; trying again");
+                    break;
+                }
+            }
+        }
+        if let Err(e) = deliver_due(&services, poster.clone(), retry_scale).await {
+            tracing::warn!(error = %e, "sending webhook notifications failed; trying again");
+        }
+        tokio::time::sleep(interval).await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use rebill_store::testing::both_backends;
     use rebill_store::{Mode, NewSite, Plan};
 

@@ -68,6 +68,10 @@ enum Command {
         /// hosted card fields, a subscription made inside rebill). Off by default.
         #[arg(long)]
         demo: bool,
+        /// Multiplies the webhook retry schedule (10 s, 74 s, … about 73 hours in all), e.g. 0.01
+        /// in tests and staging.
+        #[arg(long, value_name = "F", default_value_t = 1.0)]
+        webhook_retry_scale: f64,
         /// Seconds between two deletions of expired tokens.
         #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..), hide = true)]
         token_purge_interval: u64,
@@ -437,6 +441,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             body_timeout,
             max_connections,
             demo,
+            webhook_retry_scale,
             token_purge_interval,
         } => {
             let mail = smtp_url
@@ -502,9 +507,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let state = rebill_server::AppState::new(store, clock, config)
                 .with_vault(vault)
                 .with_gateway_builder(Arc::new(gateway::Builder));
+            let notifier = tokio::spawn(rebill_app::webhooks::run(
+                (*state).clone(),
+                Arc::new(webhooks::HttpPoster::new()?),
+                webhook_retry_scale,
+                std::time::Duration::from_millis(200),
+            ));
             let served = rebill_server::serve(listener, state).await;
             mailer.abort();
             purger.abort();
+            notifier.abort();
             served?;
         }
         Command::Site(SiteCommand::Create { name, mode, plan, credit_memos, contact, json }) => {

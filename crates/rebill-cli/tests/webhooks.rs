@@ -112,3 +112,300 @@ fn endpoints(db: &str) {
 fn webhook_endpoints_are_managed_from_the_cli() {
     on_both_backends("webhook_cli", endpoints);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Delivery, against a real HTTP receiver
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// 2027-01-15T08:00:00Z.
+const T0: i64 = 1_800_000_000;
+
+/// A notification as the receiver got it.
+#[derive(Debug, Clone)]
+struct Received {
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Received {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+
+    fn kind(&self) -> String {
+        let root = self.body.lines().nth(1).unwrap_or_default();
+        root.trim().trim_start_matches('<').trim_end_matches('>').to_owned()
+    }
+}
+
+/// A receiver on 127.0.0.1: answers `statuses` in turn (then 200), or holds the connection
+/// `hang` long first; records every request.
+struct Receiver {
+    url: String,
+    got: Arc<Mutex<Vec<Received>>>,
+}
+
+impl Receiver {
+    fn start(statuses: Vec<u16>, hang: Option<Duration>) -> Receiver {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("http://{}/hooks", listener.local_addr().expect("address"));
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let statuses = Arc::new(Mutex::new(statuses.into_iter()));
+        let sink = got.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let (sink, statuses) = (sink.clone(), statuses.clone());
+                std::thread::spawn(move || {
+                    let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).is_err() {
+                        return;
+                    }
+                    let mut headers = Vec::new();
+                    loop {
+                        let mut h = String::new();
+                        if reader.read_line(&mut h).is_err() || h.trim().is_empty() {
+                            break;
+                        }
+                        if let Some((n, v)) = h.trim().split_once(':') {
+                            headers.push((n.trim().to_owned(), v.trim().to_owned()));
+                        }
+                    }
+                    let length = headers
+                        .iter()
+                        .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+                        .and_then(|(_, v)| v.parse().ok())
+                        .unwrap_or(0);
+                    let mut body = vec![0u8; length];
+                    if reader.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    sink.lock().expect("log").push(Received { headers, body: String::from_utf8_lossy(&body).into() });
+                    if let Some(hang) = hang {
+                        std::thread::sleep(hang);
+                    }
+                    let status = statuses.lock().expect("statuses").next().unwrap_or(200);
+                    let _ = write!(stream, "HTTP/1.1 {status} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+                });
+            }
+        });
+        Receiver { url, got }
+    }
+
+    fn got(&self) -> Vec<Received> {
+        self.got.lock().expect("log").clone()
+    }
+
+    /// Waits until `n` requests arrived.
+    #[track_caller]
+    fn wait_for(&self, n: usize) -> Vec<Received> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let got = self.got();
+            if got.len() >= n {
+                return got;
+            }
+            assert!(Instant::now() < deadline, "{} of {n} notifications arrived: {got:?}", got.len());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// A service with the retry schedule scaled down, its vault key file, and an endpoint at
+/// `receiver` (HTTP user `hooks`); answers the service, the key file and the endpoint's secret.
+fn serve_with_endpoint(db: &str, receiver: &Receiver) -> (Server, String, String) {
+    let key_file = vault_key_file();
+    let args = ["--vault-key-file", key_file.as_str(), "--webhook-retry-scale", "0.01"];
+    let s = start_with(db, Options { clock: Some(T0), args: &args, ..Options::default() });
+    let dir = std::path::Path::new(&key_file).parent().expect("key directory").to_path_buf();
+    let password_file = dir.join("hook-password");
+    std::fs::write(&password_file, "pa55\n").expect("password file");
+    let password = password_file.display().to_string();
+    let added = json(
+        db,
+        &key_file,
+        &[
+            "webhooks",
+            "add",
+            "--site",
+            "sandbox",
+            "--url",
+            &receiver.url,
+            "--http-user",
+            "hooks",
+            "--http-password-file",
+            &password,
+        ],
+    );
+    let secret = added["secret"].as_str().expect("a secret").to_owned();
+    (s, key_file, secret)
+}
+
+#[track_caller]
+fn expect(reply: Reply, status: u16) -> Reply {
+    assert_eq!(reply.status, status, "{}\n{}", reply.head, reply.body);
+    reply
+}
+
+/// The account operations' notifications, in order, signed, parsed by the Python client.
+fn account_notifications(db: &str) {
+    let receiver = Receiver::start(Vec::new(), None);
+    let (s, key_file, secret) = serve_with_endpoint(db, &receiver);
+    let xml = xml_at("2.11");
+    let body = "<account><account_code>c1</account_code><email>verena@example.com</email>\
+                <first_name>Verena</first_name><last_name>Example</last_name></account>";
+    expect(authed(&s, "POST", "/v2/accounts", &xml, body), 201);
+    expect(
+        authed(&s, "PUT", "/v2/accounts/c1", &xml, "<account><company_name>Acme &amp; Co</company_name></account>"),
+        200,
+    );
+    let token = card_token(&s, "4111111111111111");
+    let body = format!("<billing_info><token_id>{token}</token_id></billing_info>");
+    expect(authed(&s, "PUT", "/v2/accounts/c1/billing_info", &xml, &body), 200);
+    expect(authed(&s, "DELETE", "/v2/accounts/c1", &xml, ""), 204);
+    expect(authed(&s, "PUT", "/v2/accounts/c1/reopen", &xml, ""), 200);
+
+    let got = receiver.wait_for(5);
+    let kinds: Vec<String> = got.iter().map(Received::kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            "new_account_notification",
+            "updated_account_notification",
+            "billing_info_updated_notification",
+            "canceled_account_notification",
+            "new_account_notification"
+        ],
+        "in event order"
+    );
+    let secret = rebill_webhooks::signing::Secret::parse(&secret).expect("secret");
+    let mut ids = std::collections::BTreeSet::new();
+    for r in &got {
+        assert_eq!(r.header("content-type"), Some("application/xml; charset=utf-8"));
+        let expected_auth =
+            format!("Basic {}", base64::Engine::encode(&base64::engine::general_purpose::STANDARD, "hooks:pa55"));
+        assert_eq!(r.header("authorization"), Some(expected_auth.as_str()));
+        let id = r.header("webhook-id").expect("webhook-id");
+        assert!(id.starts_with("msg_") && ids.insert(id.to_owned()), "{id}");
+        let timestamp: i64 = r.header("webhook-timestamp").expect("timestamp").parse().expect("seconds");
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("time").as_secs() as i64;
+        assert!((now - timestamp).abs() < 120, "real time, not the site clock: {timestamp}");
+        let signature = r.header("webhook-signature").expect("signature");
+        secret.verify(id, timestamp, signature, r.body.as_bytes(), now).expect("the signature verifies");
+        assert!(r.body.starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<"), "{}", r.body);
+        assert!(!r.body.contains("href"), "{}", r.body);
+        assert!(r.body.contains("<account_code>c1</account_code>"), "{}", r.body);
+    }
+    assert!(got[1].body.contains("<company_name>Acme &amp; Co</company_name>"), "{}", got[1].body);
+    assert!(got[0].body.contains("<username nil=\"true\"/>"), "{}", got[0].body);
+    let stored = sql(db, "SELECT CAST(COUNT(*) AS TEXT) FROM webhook_deliveries WHERE state = 'delivered'");
+    assert_eq!(stored[0], "5");
+
+    // The released Python client parses every body.
+    let python = python_client();
+    let dir = std::path::Path::new(&key_file).parent().expect("directory").join("bodies");
+    std::fs::create_dir_all(&dir).expect("bodies");
+    for (n, r) in got.iter().enumerate() {
+        std::fs::write(dir.join(format!("{n}.xml")), &r.body).expect("body");
+    }
+    let program = "import sys, glob, recurly\n\
+                   for path in sorted(glob.glob(sys.argv[1] + '/*.xml')):\n\
+                   \x20   n = recurly.objects_for_push_notification(open(path, 'rb').read())\n\
+                   \x20   a = n['account']\n\
+                   \x20   print(n['type'], a.account_code, a.email, a.username)\n";
+    let out = Command::new(&python).args(["-c", program]).arg(&dir).output().expect("python");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<String> = String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect();
+    assert_eq!(lines.len(), 5, "{lines:?}");
+    assert!(lines.iter().all(|l| l.ends_with("c1 verena@example.com None")), "{lines:?}");
+    assert!(lines[0].starts_with("new_account_notification "), "{lines:?}");
+}
+
+/// The interpreter of the suite's virtualenv with the released Python client.
+fn python_client() -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("python");
+    let requirements = std::fs::read_to_string(dir.join("requirements.txt")).expect("requirements");
+    // The same virtualenv as the real-client suite (same name, same requirements).
+    let text: &'static str = Box::leak(requirements.into_boxed_str());
+    python_venv("python-venv", &dir.join("requirements.txt"), text, &["import recurly"])
+}
+
+#[test]
+fn account_operations_send_signed_notifications_in_order() {
+    on_both_backends("webhook_accounts", account_notifications);
+}
+
+/// A receiver failing twice gets three attempts on the scaled schedule; one that hangs is cut
+/// at 5 s and tried again.
+fn retries(db: &str) {
+    let receiver = Receiver::start(vec![500, 503], None);
+    let (s, _, _) = serve_with_endpoint(db, &receiver);
+    let xml = xml_at("2.11");
+    expect(authed(&s, "POST", "/v2/accounts", &xml, "<account><account_code>r1</account_code></account>"), 201);
+    let got = receiver.wait_for(3);
+    let ids: Vec<&str> = got.iter().map(|r| r.header("webhook-id").expect("id")).collect();
+    assert!(ids.iter().all(|id| *id == ids[0]), "the same webhook-id on every attempt: {ids:?}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while sql(db, "SELECT state FROM webhook_deliveries")[0] != "delivered" {
+        assert!(Instant::now() < deadline, "never delivered");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let attempts = sql(
+        db,
+        "SELECT CAST(at AS TEXT) || ' ' || COALESCE(CAST(status_code AS TEXT), '-') FROM webhook_attempts ORDER BY id",
+    );
+    let parsed: Vec<(i64, String)> = attempts
+        .iter()
+        .map(|a| {
+            let (at, code) = a.split_once(' ').expect("at and code");
+            (at.parse().expect("ms"), code.to_owned())
+        })
+        .collect();
+    assert_eq!(parsed.iter().map(|(_, c)| c.as_str()).collect::<Vec<_>>(), ["500", "503", "200"]);
+    // Retry 0 comes 10 s × 0.01 after the first failure, retry 1 74 s × 0.01 after the second.
+    assert!(parsed[1].0 - parsed[0].0 >= 100, "{parsed:?}");
+    assert!(parsed[2].0 - parsed[1].0 >= 740, "{parsed:?}");
+    assert_eq!(sql(db, "SELECT CAST(attempts AS TEXT) FROM webhook_deliveries")[0], "3");
+    drop(s);
+
+    // A receiver that hangs is cut at 5 s: the attempt is recorded as timed out.
+    let hanging = Receiver::start(Vec::new(), Some(Duration::from_secs(8)));
+    let (db, _kept) = fresh(db);
+    let (s, _, _) = serve_with_endpoint(&db, &hanging);
+    expect(authed(&s, "POST", "/v2/accounts", &xml, "<account><account_code>h1</account_code></account>"), 201);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let attempts = sql(&db, "SELECT COALESCE(error, '') || ' ' || CAST(duration_ms AS TEXT) FROM webhook_attempts");
+        if let Some(first) = attempts.first() {
+            let (error, ms) = first.rsplit_once(' ').expect("error and duration");
+            assert_eq!(error, "timed out");
+            let ms: i64 = ms.parse().expect("ms");
+            assert!((5_000..7_000).contains(&ms), "cut at 5 s: {ms} ms");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no attempt recorded");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(sql(&db, "SELECT state FROM webhook_deliveries")[0], "retrying");
+}
+
+/// A fresh database of the same backend as `db`, and the PostgreSQL database to keep while it
+/// is used (dropped with it).
+fn fresh(db: &str) -> (String, Option<rebill_store::testing::TestDatabase>) {
+    if db.starts_with("sqlite") {
+        (rebill_store::testing::fresh_sqlite_url("webhook_hang"), None)
+    } else {
+        let database = postgres_database("webhook_hang");
+        (database.url().to_owned(), Some(database))
+    }
+}
+
+#[test]
+fn failed_deliveries_are_retried_on_the_scaled_schedule() {
+    on_both_backends("webhook_retries", retries);
+}

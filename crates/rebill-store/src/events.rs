@@ -64,13 +64,13 @@ pub enum Awaiting<'a> {
     Subject(i64, &'a str),
 }
 
-const COLUMNS: &str = "id, site_id, kind, subject, at, recorded_at, payload, awaiting, handled_at";
+pub(crate) const COLUMNS: &str = "id, site_id, kind, subject, at, recorded_at, payload, awaiting, handled_at";
 /// Statement values per event row.
 const VALUES: usize = 7;
 /// Events per `INSERT` (well below either backend's limit of bound values).
 const CHUNK: usize = 500;
 
-fn event_from_row(row: &DbRow) -> Result<Event, StoreError> {
+pub(crate) fn event_from_row(row: &DbRow) -> Result<Event, StoreError> {
     Ok(Event {
         id: row.try_get("id")?,
         site_id: row.try_get("site_id")?,

@@ -128,6 +128,15 @@ impl Store {
         rows.iter().map(from_row).collect()
     }
 
+    /// The endpoint `id`, live or removed.
+    pub async fn webhook_endpoint(&self, id: i64) -> Result<Option<Endpoint>, StoreError> {
+        let row = sqlx::query(&format!("SELECT {COLUMNS} FROM webhook_endpoints WHERE id = $1"))
+            .bind(id)
+            .fetch_optional(&self.reads)
+            .await?;
+        row.as_ref().map(from_row).transpose()
+    }
+
     /// Removes the live endpoint `id` (ids are global); answers it as it was, if there was one.
     pub async fn remove_webhook_endpoint(&self, id: i64, now: i64) -> Result<Option<Endpoint>, StoreError> {
         let row = sqlx::query(&format!(
@@ -200,5 +209,247 @@ mod tests {
             assert_eq!(store.webhook_endpoints(Some(site.id)).await.expect("list").len(), MAX_ENDPOINTS - 1);
             store.add_webhook_endpoint(site.id, &plain, 600).await.expect("room again after a removal");
         }
+    }
+}
+
+// ---- deliveries ----
+
+/// A notification to deliver to one endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewDelivery {
+    pub site_id: i64,
+    pub endpoint_id: i64,
+    pub event_id: i64,
+    pub kind: String,
+    /// Its `webhook-id`.
+    pub message_id: String,
+    pub body: String,
+}
+
+/// Where a delivery stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeliveryState {
+    Pending,
+    Retrying,
+    Delivered,
+    Failed,
+}
+
+impl DeliveryState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryState::Pending => "pending",
+            DeliveryState::Retrying => "retrying",
+            DeliveryState::Delivered => "delivered",
+            DeliveryState::Failed => "failed",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        [DeliveryState::Pending, DeliveryState::Retrying, DeliveryState::Delivered, DeliveryState::Failed]
+            .into_iter()
+            .find(|s| s.as_str() == text)
+    }
+}
+
+/// A delivery as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    pub id: i64,
+    pub new: NewDelivery,
+    pub state: DeliveryState,
+    pub attempts: i64,
+    /// Service time, milliseconds.
+    pub next_attempt_at: i64,
+    pub created_at: i64,
+    pub delivered_at: Option<i64>,
+}
+
+/// One attempt of a delivery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    /// Service time, milliseconds.
+    pub at: i64,
+    pub status_code: Option<i64>,
+    pub error: Option<String>,
+    pub duration_ms: i64,
+}
+
+/// What an attempt leaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterAttempt {
+    Delivered,
+    /// Tried again at this service time (milliseconds).
+    Retry(i64),
+    Failed,
+}
+
+const DELIVERY_COLUMNS: &str = "id, site_id, endpoint_id, event_id, kind, message_id, body, state, attempts, \
+                                next_attempt_at, created_at, delivered_at";
+
+fn delivery_from_row(row: &DbRow) -> Result<Delivery, StoreError> {
+    let state: String = row.try_get("state")?;
+    Ok(Delivery {
+        id: row.try_get("id")?,
+        new: NewDelivery {
+            site_id: row.try_get("site_id")?,
+            endpoint_id: row.try_get("endpoint_id")?,
+            event_id: row.try_get("event_id")?,
+            kind: row.try_get("kind")?,
+            message_id: row.try_get("message_id")?,
+            body: row.try_get("body")?,
+        },
+        state: DeliveryState::parse(&state).ok_or_else(|| StoreError::Invalid(format!("delivery state {state}")))?,
+        attempts: row.try_get("attempts")?,
+        next_attempt_at: row.try_get("next_attempt_at")?,
+        created_at: row.try_get("created_at")?,
+        delivered_at: row.try_get("delivered_at")?,
+    })
+}
+
+impl Store {
+    /// Up to `limit` events whose notifications are not written yet, in order.
+    pub async fn unnotified_events(&self, limit: i64) -> Result<Vec<crate::events::Event>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {} FROM domain_events WHERE notified = 0 ORDER BY id LIMIT $1",
+            crate::events::COLUMNS
+        ))
+        .bind(limit)
+        .fetch_all(&self.reads)
+        .await?;
+        rows.iter().map(crate::events::event_from_row).collect()
+    }
+
+    /// Writes the notifications of `events` (their deliveries, `now_ms` service time) and marks
+    /// the events notified, in one database transaction and by compare-and-set: the deliveries of
+    /// an event another process marked meanwhile are not written. Answers how many events this
+    /// call marked.
+    pub async fn record_notifications(
+        &self,
+        events: &[i64],
+        deliveries: &[NewDelivery],
+        now_ms: i64,
+    ) -> Result<usize, StoreError> {
+        if events.is_empty() {
+            return Ok(0);
+        }
+        let mut work = self.begin_work().await?;
+        let list = events.iter().map(i64::to_string).collect::<Vec<_>>().join(", ");
+        let marked: Vec<i64> =
+            sqlx::query(&format!("UPDATE domain_events SET notified = 1 WHERE notified = 0 AND id IN ({list}) RETURNING id"))
+                .fetch_all(&mut *work.tx)
+                .await?
+                .iter()
+                .map(|r| r.try_get("id"))
+                .collect::<Result<_, _>>()?;
+        for d in deliveries.iter().filter(|d| marked.contains(&d.event_id)) {
+            sqlx::query(
+                "INSERT INTO webhook_deliveries (site_id, endpoint_id, event_id, kind, message_id, body, state, \
+                 attempts, next_attempt_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, 'pending', 0, $7, $7)",
+            )
+            .bind(d.site_id)
+            .bind(d.endpoint_id)
+            .bind(d.event_id)
+            .bind(d.kind.clone())
+            .bind(d.message_id.clone())
+            .bind(d.body.clone())
+            .bind(now_ms)
+            .execute(&mut *work.tx)
+            .await?;
+        }
+        work.commit().await?;
+        Ok(marked.len())
+    }
+
+    /// Claims, until `claimed_until` (ms), the deliveries due at `now_ms` that are the oldest
+    /// undelivered one of their (live) endpoint and that no unexpired claim holds; answers them.
+    pub async fn claim_due_deliveries(&self, now_ms: i64, claimed_until: i64) -> Result<Vec<Delivery>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "UPDATE webhook_deliveries SET claimed_until = $1 WHERE id IN (\
+               SELECT MIN(d.id) FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id \
+               WHERE d.state IN ('pending', 'retrying') AND e.removed_at IS NULL GROUP BY d.endpoint_id) \
+             AND next_attempt_at <= $2 AND (claimed_until IS NULL OR claimed_until < $2) \
+             AND state IN ('pending', 'retrying') RETURNING {DELIVERY_COLUMNS}"
+        ))
+        .bind(claimed_until)
+        .bind(now_ms)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut claimed = rows.iter().map(delivery_from_row).collect::<Result<Vec<_>, _>>()?;
+        claimed.sort_by_key(|d| d.id);
+        Ok(claimed)
+    }
+
+    /// Records an attempt of a claimed delivery and what it leaves; the claim ends.
+    pub async fn record_attempt(&self, id: i64, attempt: &Attempt, after: AfterAttempt) -> Result<(), StoreError> {
+        let mut work = self.begin_work().await?;
+        sqlx::query(
+            "INSERT INTO webhook_attempts (delivery_id, at, status_code, error, duration_ms) VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(id)
+        .bind(attempt.at)
+        .bind(attempt.status_code)
+        .bind(attempt.error.clone())
+        .bind(attempt.duration_ms)
+        .execute(&mut *work.tx)
+        .await?;
+        let (state, next, delivered) = match after {
+            AfterAttempt::Delivered => (DeliveryState::Delivered, attempt.at, Some(attempt.at)),
+            AfterAttempt::Retry(at) => (DeliveryState::Retrying, at, None),
+            AfterAttempt::Failed => (DeliveryState::Failed, attempt.at, None),
+        };
+        sqlx::query(
+            "UPDATE webhook_deliveries SET state = $1, attempts = attempts + 1, next_attempt_at = $2, \
+             delivered_at = $3, claimed_until = NULL WHERE id = $4",
+        )
+        .bind(state.as_str())
+        .bind(next)
+        .bind(delivered)
+        .bind(id)
+        .execute(&mut *work.tx)
+        .await?;
+        work.commit().await?;
+        Ok(())
+    }
+
+    /// The site's deliveries (of one endpoint, in one state, when given), oldest first, with
+    /// their attempts.
+    pub async fn webhook_deliveries(
+        &self,
+        site_id: i64,
+        endpoint_id: Option<i64>,
+        state: Option<DeliveryState>,
+    ) -> Result<Vec<(Delivery, Vec<Attempt>)>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries WHERE site_id = $1 \
+             AND ($2 IS NULL OR endpoint_id = $2) AND ($3 IS NULL OR state = $3) ORDER BY id"
+        ))
+        .bind(site_id)
+        .bind(endpoint_id)
+        .bind(state.map(|s| s.as_str()))
+        .fetch_all(&self.reads)
+        .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let delivery = delivery_from_row(row)?;
+            let attempts = sqlx::query(
+                "SELECT at, status_code, error, duration_ms FROM webhook_attempts WHERE delivery_id = $1 ORDER BY id",
+            )
+            .bind(delivery.id)
+            .fetch_all(&self.reads)
+            .await?
+            .iter()
+            .map(|r| {
+                Ok(Attempt {
+                    at: r.try_get("at")?,
+                    status_code: r.try_get("status_code")?,
+                    error: r.try_get("error")?,
+                    duration_ms: r.try_get("duration_ms")?,
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+            out.push((delivery, attempts));
+        }
+        Ok(out)
     }
 }
