@@ -26,6 +26,7 @@
 //! | [`documents`] | an invoice's PDF |
 //! | [`gift_cards`] | gift card products, purchases (and previews), delivery, redemption (also inside a subscription's creation), reads |
 //! | [`purchases`] | a purchase: an account with subscriptions, one-off charges and a gift card on one invoice paid by one transaction (preview, authorize) |
+//! | [`notifications`] | the push notifications of a domain event: kinds and bodies |
 //! | [`webhooks`] | a site's webhook endpoints: add (URL checked, signing secret made and sealed), list, remove |
 //! | [`instant`] | ISO 8601 dates and date-times as epoch seconds |
 //! | [`error`] | [`AppError`](error::AppError), the umbrella every use case's error converts into |
@@ -49,6 +50,7 @@ pub mod instant;
 pub mod invoicing;
 pub mod jobs;
 pub mod model;
+pub mod notifications;
 pub mod offline_payments;
 pub mod payment_methods;
 pub mod purchases;

@@ -8,12 +8,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use rebill_store::events::Event;
 use rebill_store::webhooks::{AfterAttempt, Attempt, Delivery, Endpoint, EndpointError, NewDelivery, NewEndpoint};
 use rebill_store::{Site, StoreError};
 use rebill_webhooks::kinds::kind;
+use rebill_webhooks::schedule;
 use rebill_webhooks::signing::{SECRET_BYTES, Secret};
-use rebill_webhooks::{payload, schedule};
 
 use crate::Services;
 
@@ -144,31 +143,6 @@ fn message_id() -> Result<String, StoreError> {
     Ok(format!("msg_{}", hex::encode(bytes)))
 }
 
-/// The notifications an event sends: (kind, body). The resources are read as they are when the
-/// notification is made (within a moment of the event). Events that send nothing yet: none.
-async fn notifications(services: &Services, event: &Event) -> Result<Vec<(&'static str, String)>, StoreError> {
-    let kind = match event.kind.as_str() {
-        // A reopened account is announced as a new one, as the original did (reference §8 6).
-        crate::events::ACCOUNT_CREATED | crate::events::ACCOUNT_REOPENED => "new_account_notification",
-        crate::events::ACCOUNT_UPDATED => "updated_account_notification",
-        crate::events::ACCOUNT_CLOSED => "canceled_account_notification",
-        crate::events::BILLING_INFO_UPDATED => "billing_info_updated_notification",
-        _ => return Ok(Vec::new()),
-    };
-    let Some(account) = services.store.account(event.site_id, &event.subject).await? else { return Ok(Vec::new()) };
-    let f = &account.fields;
-    let fields = payload::AccountFields {
-        account_code: &account.account_code,
-        username: f.username.as_deref(),
-        email: f.email.as_deref(),
-        first_name: f.first_name.as_deref(),
-        last_name: f.last_name.as_deref(),
-        company_name: f.company_name.as_deref(),
-        phone: f.address.phone.as_deref(),
-    };
-    Ok(vec![(kind, payload::render(kind, &[payload::account(&fields, false)]))])
-}
-
 /// Turns the next events into their notifications, one delivery per endpoint that takes the
 /// kind, and marks the events notified (see [`rebill_store::webhooks`]); answers how many events
 /// were marked.
@@ -189,7 +163,7 @@ pub async fn derive(services: &Services, limit: i64) -> Result<usize, StoreError
         if endpoints.is_empty() {
             continue;
         }
-        for (kind, body) in notifications(services, event).await? {
+        for (kind, body) in crate::notifications::of(services, event).await? {
             for endpoint in endpoints.iter().filter(|e| e.takes(kind)) {
                 deliveries.push(NewDelivery {
                     site_id: event.site_id,
@@ -245,7 +219,9 @@ pub async fn deliver_due(services: &Services, poster: Arc<dyn Poster>, retry_sca
     while let Some(done) = running.join_next().await {
         match done {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!(error = %e, "a webhook attempt could not be recorded; it is claimed again later"),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "a webhook attempt could not be recorded; it is claimed again later")
+            }
             Err(e) => tracing::warn!(error = %e, "a webhook attempt stopped"),
         }
     }
@@ -253,14 +229,15 @@ pub async fn deliver_due(services: &Services, poster: Arc<dyn Poster>, retry_sca
 }
 
 /// One attempt of a claimed delivery.
-async fn attempt(services: &Services, poster: &dyn Poster, delivery: &Delivery, retry_scale: f64) -> Result<(), StoreError> {
+async fn attempt(
+    services: &Services,
+    poster: &dyn Poster,
+    delivery: &Delivery,
+    retry_scale: f64,
+) -> Result<(), StoreError> {
     let Some(endpoint) = services.store.webhook_endpoint(delivery.new.endpoint_id).await? else { return Ok(()) };
     let context = secret_context(endpoint.site_id);
-    let secret = services
-        .vault
-        .open_text(&endpoint.secret_sealed, &context)
-        .ok()
-        .and_then(|s| Secret::parse(&s).ok());
+    let secret = services.vault.open_text(&endpoint.secret_sealed, &context).ok().and_then(|s| Secret::parse(&s).ok());
     let basic = match (&endpoint.http_user, &endpoint.http_password_sealed) {
         (Some(user), Some(sealed)) => services.vault.open_text(sealed, &context).ok().map(|p| (user.clone(), p)),
         (Some(user), None) => Some((user.clone(), String::new())),
