@@ -4,7 +4,7 @@
 //! | Subject | Kinds |
 //! |---|---|
 //! | account code | `account.created`, `account.updated`, `account.closed`, `account.reopened`, `billing_info.updated`, `billing_info.removed` |
-//! | subscription uuid | `subscription.created`, `.activated`, `.changed`, `.updated`, `.renewed`, `.trial_ended`, `.pause_scheduled`, `.paused`, `.paused_renewal`, `.resumed`, `.canceled`, `.reactivated`, `.postponed`, `.past_due`, `.recovered`, `.expired` |
+//! | subscription uuid | `subscription.created`, `.activated`, `.changed`, `.updated`, `.renewed`, `.trial_ended`, `.pause_scheduled`, `.pause_canceled` (a scheduled pause dropped by a resume), `.paused`, `.paused_renewal`, `.resumed`, `.canceled`, `.reactivated`, `.postponed`, `.past_due`, `.recovered`, `.expired` |
 //! | invoice number | `invoice.created`, `invoice.past_due`, `invoice.paid`, `invoice.failed` |
 //! | transaction uuid | `transaction.approved`, `transaction.declined` |
 //! | account code | `shipping_address.created`, `.updated`, `.deleted` ([`crate::shipping_addresses`]) |

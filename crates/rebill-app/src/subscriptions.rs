@@ -165,9 +165,13 @@ pub fn due_kind(kind: DueKind) -> &'static str {
     }
 }
 
-/// The event kind of an accepted action.
-pub fn action_kind(action: &Action) -> &'static str {
+/// The event kind of an accepted action taken by `before`: resuming a subscription whose pause
+/// is only scheduled cancels the pause (`subscription.pause_canceled`).
+pub fn action_kind(before: &Engine, action: &Action) -> &'static str {
     match action {
+        Action::Resume if before.state != lifecycle::SubscriptionState::Paused && before.has_scheduled_pause() => {
+            "subscription.pause_canceled"
+        }
         Action::Activate => "subscription.activated",
         Action::Change { .. } => "subscription.changed",
         Action::Pause { .. } => "subscription.pause_scheduled",
@@ -726,7 +730,7 @@ async fn change_held(
     for a in actions {
         let transition = lifecycle::apply(&sub, &a, now)?;
         let action = serde_json::to_value(&a).map_err(SubscriptionError::from)?;
-        sub = push(transition, now, action_kind(&a), Some(action), &mut progress);
+        sub = push(transition, now, action_kind(&sub, &a), Some(action), &mut progress);
     }
     if updated {
         // Only the settings beside the engine's value (notes, terms) changed.
@@ -842,7 +846,7 @@ pub async fn preview_change(
     let before = progress.charges.len();
     let mut details = current.details.clone();
     for a in build(&sub, &mut details, now) {
-        sub = push(lifecycle::apply(&sub, &a, now)?, now, action_kind(&a), None, &mut progress);
+        sub = push(lifecycle::apply(&sub, &a, now)?, now, action_kind(&sub, &a), None, &mut progress);
     }
     let made = &progress.charges[before..];
     let cost_in_cents = made.iter().flat_map(|c| &c.lines).map(|l| l.total_in_cents).sum();
@@ -1258,9 +1262,30 @@ mod tests {
         assert!(!reacts_to(events::INVOICE_PAID, &json!({ "account_code": "a1" })));
     }
 
-    /// Every scheduled transition and every action has its own event kind of a subscription.
+    /// Every scheduled transition and every action has its own event kind of a subscription;
+    /// resuming a subscription whose pause is only scheduled cancels the pause.
     #[test]
     fn transitions_and_actions_name_subscription_events() {
+        let now = chrono::DateTime::<chrono::Utc>::from_timestamp(1_800_000_000, 0).expect("time");
+        let terms = rebill_billing::lifecycle::SubscriptionTerms::new(
+            "gold",
+            "USD",
+            rebill_billing::period::Interval::months(1),
+            1000,
+        );
+        let new = rebill_billing::lifecycle::NewSubscription {
+            uuid: "u".into(),
+            terms,
+            starts_at: None,
+            trial: None,
+            total_billing_cycles: None,
+            imported_trial: false,
+        };
+        let sample = lifecycle::create(new, now).expect("created").subscription;
+        assert_eq!(action_kind(&sample, &Action::Resume), "subscription.resumed");
+        let scheduled =
+            lifecycle::apply(&sample, &Action::Pause { remaining_pause_cycles: 1 }, now).expect("pause").subscription;
+        assert_eq!(action_kind(&scheduled, &Action::Resume), "subscription.pause_canceled");
         let dues = [
             DueKind::Activation,
             DueKind::TrialEnd,
@@ -1283,9 +1308,9 @@ mod tests {
                 "subscription.expired"
             ]
         );
-        assert_eq!(action_kind(&Action::Cancel), "subscription.canceled");
-        assert_eq!(action_kind(&Action::Terminate { refund: Refund::None }), "subscription.expired");
-        assert_eq!(action_kind(&Action::Pause { remaining_pause_cycles: 2 }), "subscription.pause_scheduled");
-        assert!(kinds.iter().chain([&action_kind(&Action::Resume)]).all(|k| k.starts_with("subscription.")));
+        assert_eq!(action_kind(&sample, &Action::Cancel), "subscription.canceled");
+        assert_eq!(action_kind(&sample, &Action::Terminate { refund: Refund::None }), "subscription.expired");
+        assert_eq!(action_kind(&sample, &Action::Pause { remaining_pause_cycles: 2 }), "subscription.pause_scheduled");
+        assert!(kinds.iter().chain([&action_kind(&sample, &Action::Resume)]).all(|k| k.starts_with("subscription.")));
     }
 }

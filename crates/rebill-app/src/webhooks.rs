@@ -8,7 +8,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use rebill_store::webhooks::{AfterAttempt, Attempt, Delivery, Endpoint, EndpointError, NewDelivery, NewEndpoint};
+use rebill_store::webhooks::{
+    AfterAttempt, Attempt, Delivery, DeliveryState, Endpoint, EndpointError, NewDelivery, NewEndpoint, Redelivery,
+};
 use rebill_store::{Site, StoreError};
 use rebill_webhooks::kinds::kind;
 use rebill_webhooks::schedule;
@@ -117,6 +119,58 @@ pub async fn endpoints(services: &Services, site: Option<&Site>) -> Result<Vec<E
 /// Removes the endpoint `id` (notifications stop going to it); answers it.
 pub async fn remove_endpoint(services: &Services, id: i64, now: i64) -> Result<Endpoint, WebhookEndpointError> {
     services.store.remove_webhook_endpoint(id, now).await?.ok_or(WebhookEndpointError::NotFound(id))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Deliveries seen and redelivered by the operator (`rebill webhooks deliveries/redeliver`)
+
+/// The site's deliveries (of one of its endpoints, live or removed, and in one state when
+/// given), oldest first, each with its attempts.
+pub async fn deliveries(
+    services: &Services,
+    site: &Site,
+    endpoint_id: Option<i64>,
+    state: Option<DeliveryState>,
+) -> Result<Vec<(Delivery, Vec<Attempt>)>, WebhookEndpointError> {
+    if let Some(id) = endpoint_id {
+        match services.store.webhook_endpoint(id).await? {
+            Some(endpoint) if endpoint.site_id == site.id => {}
+            _ => return Err(WebhookEndpointError::NotFound(id)),
+        }
+    }
+    Ok(services.store.webhook_deliveries(site.id, endpoint_id, state).await?)
+}
+
+/// Why a delivery was not redelivered.
+#[derive(Debug, thiserror::Error)]
+pub enum RedeliverError {
+    #[error("no webhook delivery {0}")]
+    NotFound(i64),
+    #[error("webhook delivery {id} is {}: only a failed delivery is redelivered", state.as_str())]
+    NotFailed { id: i64, state: DeliveryState },
+    #[error("webhook delivery {0} is not redelivered: its endpoint was removed")]
+    EndpointRemoved(i64),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Puts the failed delivery `id` back to `retrying`, due at `now_ms` (real time, see
+/// [`real_now_ms`]): it keeps its `webhook-id`, its attempts and their count, so it gets one
+/// more attempt and is failed again if that fails (the schedule has no retry left after the
+/// tenth); answers it.
+pub async fn redeliver(services: &Services, id: i64, now_ms: i64) -> Result<Delivery, RedeliverError> {
+    match services.store.redeliver_webhook_delivery(id, now_ms).await? {
+        Redelivery::Redelivered(delivery) => Ok(delivery),
+        Redelivery::NotFailed(state) => Err(RedeliverError::NotFailed { id, state }),
+        Redelivery::EndpointRemoved => Err(RedeliverError::EndpointRemoved(id)),
+        Redelivery::NotFound => Err(RedeliverError::NotFound(id)),
+    }
+}
+
+/// [`redeliver`] for every failed delivery of the site (of every site with `None`) whose
+/// endpoint is live; answers their ids.
+pub async fn redeliver_failed(services: &Services, site: Option<&Site>, now_ms: i64) -> Result<Vec<i64>, StoreError> {
+    services.store.redeliver_failed_webhook_deliveries(site.map(|s| s.id), now_ms).await
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -378,6 +432,95 @@ mod tests {
                 Err(WebhookEndpointError::NotFound(_))
             ));
             assert!(endpoints(&services, None).await.expect("list").is_empty());
+        }
+    }
+
+    /// Answers every POST with the status it holds.
+    struct Answering(std::sync::atomic::AtomicU16);
+
+    impl Poster for Answering {
+        fn post(&self, _: Post) -> std::pin::Pin<Box<dyn std::future::Future<Output = Posted> + Send + '_>> {
+            let status = self.0.load(std::sync::atomic::Ordering::SeqCst);
+            Box::pin(async move { Posted::Status(status) })
+        }
+    }
+
+    /// The state and attempts of the endpoint's one delivery.
+    async fn state_of(services: &Services, site: &Site, endpoint: i64) -> (DeliveryState, Vec<Attempt>) {
+        let listed = deliveries(services, site, Some(endpoint), None).await.expect("deliveries");
+        let (delivery, attempts) = listed.into_iter().next().expect("the delivery");
+        assert_eq!(usize::try_from(delivery.attempts).ok(), Some(attempts.len()));
+        (delivery.state, attempts)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_redelivered_notification_gets_one_more_attempt() {
+        for store in both_backends("app_redeliver").await {
+            let services = Services::new(store.clone(), Arc::new(SystemClock));
+            let new = NewSite {
+                name: "acme".into(),
+                mode: Mode::Sandbox,
+                plan: Plan::Core,
+                credit_memos: false,
+                contact: None,
+            };
+            let (site, _) = store.create_site(&new, 100).await.expect("site");
+            let (other, _) = store.create_site(&NewSite { name: "globex".into(), ..new }, 100).await.expect("site");
+            let request = EndpointRequest { url: "http://127.0.0.1:9/h", ..EndpointRequest::default() };
+            let (endpoint, _) = add_endpoint(&services, &site, &request, 100).await.expect("endpoint");
+            let (elsewhere, _) = add_endpoint(&services, &other, &request, 100).await.expect("endpoint");
+            let ctx = crate::Context { site: site.clone(), now: 100 };
+            crate::accounts::create(&services, &ctx, "c1", &rebill_store::accounts::AccountFields::default(), None)
+                .await
+                .expect("account");
+            derive(&services, DERIVE_BATCH).await.expect("derive");
+            let listed = deliveries(&services, &site, None, None).await.expect("deliveries");
+            assert_eq!(listed.len(), 1, "{listed:?}");
+            let id = listed[0].0.id;
+            // Unscaled to nothing, eleven failed attempts make it failed.
+            let poster = Arc::new(Answering(std::sync::atomic::AtomicU16::new(500)));
+            for _ in 0..20 {
+                deliver_due(&services, poster.clone(), 0.0).await.expect("deliver");
+            }
+            let (now, attempts) = state_of(&services, &site, endpoint.id).await;
+            assert_eq!((now, attempts.len()), (DeliveryState::Failed, 11));
+
+            // Redelivered: one more attempt, then failed again.
+            let again = redeliver(&services, id, real_now_ms()).await.expect("redeliver");
+            assert_eq!((again.state, again.attempts), (DeliveryState::Retrying, 11));
+            assert!(matches!(
+                redeliver(&services, id, real_now_ms()).await,
+                Err(RedeliverError::NotFailed { state: DeliveryState::Retrying, .. })
+            ));
+            assert_eq!(deliver_due(&services, poster.clone(), 0.0).await.expect("deliver"), 1);
+            assert_eq!(deliver_due(&services, poster.clone(), 0.0).await.expect("deliver"), 0, "no retry left");
+            let (now, attempts) = state_of(&services, &site, endpoint.id).await;
+            assert_eq!((now, attempts.len()), (DeliveryState::Failed, 12));
+
+            // Every failed delivery of the site, redelivered to a receiver that is back.
+            poster.0.store(200, std::sync::atomic::Ordering::SeqCst);
+            assert_eq!(
+                redeliver_failed(&services, Some(&other), real_now_ms()).await.expect("globex"),
+                Vec::<i64>::new()
+            );
+            assert_eq!(redeliver_failed(&services, Some(&site), real_now_ms()).await.expect("acme"), [id]);
+            deliver_due(&services, poster.clone(), 0.0).await.expect("deliver");
+            let (now, attempts) = state_of(&services, &site, endpoint.id).await;
+            assert_eq!((now, attempts.len()), (DeliveryState::Delivered, 13));
+            assert_eq!(attempts.iter().map(|a| a.status_code).next_back(), Some(Some(200)));
+
+            assert!(matches!(
+                redeliver(&services, id, real_now_ms()).await,
+                Err(RedeliverError::NotFailed { state: DeliveryState::Delivered, .. })
+            ));
+            assert!(matches!(redeliver(&services, id + 1_000, real_now_ms()).await, Err(RedeliverError::NotFound(_))));
+            assert!(matches!(
+                deliveries(&services, &site, Some(elsewhere.id), None).await,
+                Err(WebhookEndpointError::NotFound(n)) if n == elsewhere.id
+            ));
+            let delivered = deliveries(&services, &site, None, Some(DeliveryState::Delivered)).await.expect("list");
+            assert_eq!(delivered.len(), 1);
+            assert!(deliveries(&services, &site, None, Some(DeliveryState::Failed)).await.expect("list").is_empty());
         }
     }
 }

@@ -241,14 +241,16 @@ fn resume_of_a_scheduled_pause(db: &str) {
     assert_eq!(field(&r.body, "current_period_started_at"), "2027-03-15T08:00:00Z");
     assert_eq!(records(&get(&s, "/v2/accounts/rp1/invoices")), "3");
 
-    // The events name each accepted resume once.
+    // The events name each accepted resume once: the first dropped a scheduled pause, the second
+    // ended a pause.
     let resumed = sql(
         db,
         &format!(
-            "SELECT kind FROM domain_events WHERE subject = '{uuid}' AND kind = 'subscription.resumed' ORDER BY id"
+            "SELECT kind FROM domain_events WHERE subject = '{uuid}' \
+             AND kind IN ('subscription.resumed', 'subscription.pause_canceled') ORDER BY id"
         ),
     );
-    assert_eq!(resumed.len(), 2, "{resumed:?}");
+    assert_eq!(resumed, ["subscription.pause_canceled", "subscription.resumed"], "{resumed:?}");
 }
 
 #[test]

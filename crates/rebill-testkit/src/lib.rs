@@ -6,6 +6,7 @@
 
 pub mod localstripe;
 mod python;
+pub mod receiver;
 pub mod sink;
 
 pub use python::{python_venv, target_dir};

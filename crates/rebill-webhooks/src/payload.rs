@@ -18,6 +18,8 @@ pub enum Value {
     DateTime(Option<i64>),
     /// Nested elements.
     Nested(Vec<Element>),
+    /// A list (`type="array"`) of elements.
+    Array(Vec<Element>),
 }
 
 /// One element of a notification.
@@ -46,6 +48,10 @@ impl Element {
 
     pub fn nested(name: &'static str, children: Vec<Element>) -> Element {
         Element { name, value: Value::Nested(children) }
+    }
+
+    pub fn array(name: &'static str, items: Vec<Element>) -> Element {
+        Element { name, value: Value::Array(items) }
     }
 }
 
@@ -77,6 +83,84 @@ pub fn account(fields: &AccountFields<'_>, with_phone: bool) -> Element {
     Element::nested("account", children)
 }
 
+/// An add-on of a subscription as notifications carry it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AddOnFields<'a> {
+    pub add_on_code: &'a str,
+    pub name: Option<&'a str>,
+    pub quantity: i64,
+    pub unit_amount_in_cents: i64,
+}
+
+/// A subscription as notifications carry it (times in epoch seconds).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SubscriptionFields<'a> {
+    pub plan_code: &'a str,
+    pub plan_name: Option<&'a str>,
+    pub uuid: &'a str,
+    pub state: &'a str,
+    pub quantity: i64,
+    pub total_amount_in_cents: i64,
+    pub add_ons: Vec<AddOnFields<'a>>,
+    pub activated_at: Option<i64>,
+    pub canceled_at: Option<i64>,
+    pub expires_at: Option<i64>,
+    pub current_period_started_at: Option<i64>,
+    pub current_period_ends_at: Option<i64>,
+    pub trial_started_at: Option<i64>,
+    pub trial_ends_at: Option<i64>,
+    pub collection_method: &'a str,
+    pub paused_at: Option<i64>,
+    pub resume_at: Option<i64>,
+    pub remaining_pause_cycles: Option<i64>,
+}
+
+/// The `<subscription>` of a notification: shape S, or S-pause (without `collection_method`,
+/// with the pause fields) for the pause family.
+pub fn subscription(fields: &SubscriptionFields<'_>, pause: bool) -> Element {
+    let add_ons = fields
+        .add_ons
+        .iter()
+        .map(|a| {
+            Element::nested(
+                "subscription_add_on",
+                vec![
+                    Element::text("add_on_code", Some(a.add_on_code)),
+                    Element::text("name", a.name),
+                    Element::integer("quantity", Some(a.quantity)),
+                    Element::integer("unit_amount_in_cents", Some(a.unit_amount_in_cents)),
+                ],
+            )
+        })
+        .collect();
+    let mut children = vec![
+        Element::nested(
+            "plan",
+            vec![Element::text("plan_code", Some(fields.plan_code)), Element::text("name", fields.plan_name)],
+        ),
+        Element::text("uuid", Some(fields.uuid)),
+        Element::text("state", Some(fields.state)),
+        Element::integer("quantity", Some(fields.quantity)),
+        Element::integer("total_amount_in_cents", Some(fields.total_amount_in_cents)),
+        Element::array("subscription_add_ons", add_ons),
+        Element::datetime("activated_at", fields.activated_at),
+        Element::datetime("canceled_at", fields.canceled_at),
+        Element::datetime("expires_at", fields.expires_at),
+        Element::datetime("current_period_started_at", fields.current_period_started_at),
+        Element::datetime("current_period_ends_at", fields.current_period_ends_at),
+        Element::datetime("trial_started_at", fields.trial_started_at),
+        Element::datetime("trial_ends_at", fields.trial_ends_at),
+    ];
+    if pause {
+        children.push(Element::datetime("paused_at", fields.paused_at));
+        children.push(Element::datetime("resume_at", fields.resume_at));
+        children.push(Element::integer("remaining_pause_cycles", fields.remaining_pause_cycles));
+    } else {
+        children.push(Element::text("collection_method", Some(fields.collection_method)));
+    }
+    Element::nested("subscription", children)
+}
+
 /// An epoch-seconds time as ISO 8601 UTC (`2027-01-15T08:00:00Z`); out of range: nil.
 fn iso8601(secs: i64) -> Option<String> {
     chrono::DateTime::from_timestamp(secs, 0).map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
@@ -93,6 +177,18 @@ fn write(writer: &mut Writer<Vec<u8>>, element: &Element) -> std::io::Result<()>
             writer.write_event(Event::Start(BytesStart::new(element.name)))?;
             for child in children {
                 write(writer, child)?;
+            }
+            return writer.write_event(Event::End(BytesEnd::new(element.name)));
+        }
+        Value::Array(items) => {
+            let mut start = BytesStart::new(element.name);
+            start.push_attribute(("type", "array"));
+            if items.is_empty() {
+                return writer.write_event(Event::Empty(start));
+            }
+            writer.write_event(Event::Start(start))?;
+            for item in items {
+                write(writer, item)?;
             }
             return writer.write_event(Event::End(BytesEnd::new(element.name)));
         }
@@ -162,6 +258,36 @@ mod tests {
         );
         let a1 = render("subscription_paused_notification", &[account(&fields, true)]);
         assert!(a1.contains("    <phone nil=\"true\"/>\n"), "{a1}");
+    }
+
+    #[test]
+    fn a_subscription_in_its_two_shapes() {
+        let fields = SubscriptionFields {
+            plan_code: "gold",
+            plan_name: Some("Gold"),
+            uuid: "abc",
+            state: "active",
+            quantity: 2,
+            total_amount_in_cents: 2500,
+            add_ons: vec![AddOnFields { add_on_code: "ip", name: Some("IP"), quantity: 1, unit_amount_in_cents: 500 }],
+            activated_at: Some(1_800_000_000),
+            collection_method: "automatic",
+            ..SubscriptionFields::default()
+        };
+        let s = render("new_subscription_notification", &[subscription(&fields, false)]);
+        assert!(
+            s.contains("    <plan>\n      <plan_code>gold</plan_code>\n      <name>Gold</name>\n    </plan>\n"),
+            "{s}"
+        );
+        assert!(s.contains("<subscription_add_ons type=\"array\">\n      <subscription_add_on>"), "{s}");
+        assert!(s.contains("<total_amount_in_cents type=\"integer\">2500</total_amount_in_cents>"), "{s}");
+        assert!(s.contains("<canceled_at type=\"datetime\" nil=\"true\"/>"), "{s}");
+        assert!(s.contains("<collection_method>automatic</collection_method>") && !s.contains("paused_at"), "{s}");
+        let none = SubscriptionFields { add_ons: Vec::new(), ..fields };
+        let p = render("subscription_paused_notification", &[subscription(&none, true)]);
+        assert!(p.contains("<subscription_add_ons type=\"array\"/>"), "{p}");
+        assert!(p.contains("<paused_at type=\"datetime\" nil=\"true\"/>") && !p.contains("collection_method"), "{p}");
+        assert!(p.contains("<remaining_pause_cycles type=\"integer\" nil=\"true\"/>"), "{p}");
     }
 
     #[test]

@@ -1,0 +1,221 @@
+//! Which notifications each operation sends, with their payloads, on both backends against a
+//! real receiver; the released Python client parses every body. The kinds table of
+//! `docs/webhooks.md` says the same.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use rebill_testkit::receiver::{Received, Receiver};
+use rebill_testkit::*;
+
+/// 2027-01-15T08:00:00Z.
+const T0: i64 = 1_800_000_000;
+const DAY: i64 = 86_400;
+
+#[track_caller]
+fn expect(reply: Reply, status: u16) -> Reply {
+    assert_eq!(reply.status, status, "{}\n{}", reply.head, reply.body);
+    reply
+}
+
+/// A service on `db` (clock at T0) with one endpoint at `receiver`.
+fn serve(db: &str, receiver: &Receiver) -> Server {
+    let key_file = vault_key_file();
+    let args = ["--vault-key-file", key_file.as_str(), "--webhook-retry-scale", "0.01"];
+    let s = start_with(db, Options { clock: Some(T0), args: &args, ..Options::default() });
+    let out = Command::new(bin())
+        .args(["--database", db, "webhooks", "add", "--site", "sandbox", "--url", &receiver.url])
+        .env("REBILL_VAULT_KEY_FILE", &key_file)
+        .output()
+        .expect("run rebill");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    s
+}
+
+/// Waits until the receiver has `n` notifications and answers their kinds from `from` on.
+#[track_caller]
+fn kinds_after(receiver: &Receiver, from: usize, n: usize) -> Vec<String> {
+    receiver.wait_for(from + n)[from..].iter().map(Received::kind).collect()
+}
+
+/// Every notification received has arrived and no more come in a moment (the worker runs every
+/// 200 ms; a whole second without a new one means none is on its way).
+fn settled(receiver: &Receiver) -> Vec<Received> {
+    let mut seen = receiver.got().len();
+    let mut quiet = Instant::now();
+    while quiet.elapsed() < Duration::from_secs(1) {
+        std::thread::sleep(Duration::from_millis(50));
+        let now = receiver.got().len();
+        if now != seen {
+            (seen, quiet) = (now, Instant::now());
+        }
+    }
+    receiver.got()
+}
+
+/// The subscription notifications of a subscription's life.
+fn subscription_life(db: &str) {
+    let receiver = Receiver::start(Vec::new(), None);
+    let s = serve(db, &receiver);
+    let xml = xml_at("2.11");
+    let post = |path: &str, body: &str| authed(&s, "POST", path, &xml, body);
+    let put = |path: &str, body: &str| authed(&s, "PUT", path, &xml, body);
+    expect(
+        post(
+            "/v2/plans",
+            "<plan><plan_code>gold</plan_code><name>Gold</name><unit_amount_in_cents><USD>1000</USD>\
+             </unit_amount_in_cents><plan_interval_length>1</plan_interval_length>\
+             <plan_interval_unit>months</plan_interval_unit></plan>",
+        ),
+        201,
+    );
+    let token = card_token(&s, "4111111111111111");
+    let body = format!(
+        "<subscription><plan_code>gold</plan_code><currency>USD</currency><account><account_code>c1</account_code>\
+         <email>c1@example.com</email><billing_info><token_id>{token}</token_id></billing_info></account></subscription>"
+    );
+    let created = expect(post("/v2/subscriptions", &body), 201);
+    let uuid = field(&created.body, "uuid");
+    let all = settled(&receiver);
+    let kinds: Vec<String> = all.iter().map(Received::kind).collect();
+    for kind in ["new_account_notification", "billing_info_updated_notification", "new_subscription_notification"] {
+        assert!(kinds.contains(&kind.to_owned()), "{kind} in {kinds:?}");
+    }
+    let new = all.iter().find(|r| r.kind() == "new_subscription_notification").expect("new subscription");
+    assert!(new.body.contains(&format!("<uuid>{uuid}</uuid>")), "{}", new.body);
+    assert!(new.body.contains("<state>active</state>"), "{}", new.body);
+    assert!(new.body.contains("<plan_code>gold</plan_code>\n      <name>Gold</name>"), "{}", new.body);
+    assert!(new.body.contains("<total_amount_in_cents type=\"integer\">1000</total_amount_in_cents>"), "{}", new.body);
+    assert!(new.body.contains("<collection_method>automatic</collection_method>"), "{}", new.body);
+
+    let path = format!("/v2/subscriptions/{uuid}");
+    let mut from = all.len();
+    let mut step = |what: &str, reply: Reply, status: u16, expected: &[&str]| {
+        expect(reply, status);
+        let kinds = kinds_after(&receiver, from, expected.len());
+        let subscription_kinds: Vec<&String> =
+            kinds.iter().filter(|k| k.contains("subscription") || k.contains("reactivated")).collect();
+        assert_eq!(subscription_kinds, expected.iter().collect::<Vec<_>>(), "{what}: {kinds:?}");
+        from += kinds.len();
+    };
+    step("cancel", put(&format!("{path}/cancel"), ""), 200, &["canceled_subscription_notification"]);
+    step("reactivate", put(&format!("{path}/reactivate"), ""), 200, &["reactivated_account_notification"]);
+    step(
+        "change now",
+        put(&path, "<subscription><quantity>2</quantity><timeframe>now</timeframe></subscription>"),
+        200,
+        &["updated_subscription_notification"],
+    );
+    step(
+        "schedule a pause",
+        put(
+            &format!("{path}/pause"),
+            "<subscription><remaining_pause_cycles>1</remaining_pause_cycles></subscription>",
+        ),
+        200,
+        &["scheduled_subscription_pause_notification"],
+    );
+    step("drop the pause", put(&format!("{path}/resume"), ""), 200, &["subscription_pause_canceled_notification"]);
+    step("terminate", put(&format!("{path}/terminate?refund=none"), ""), 200, &["expired_subscription_notification"]);
+
+    let all = settled(&receiver);
+    let pause = all.iter().find(|r| r.kind() == "scheduled_subscription_pause_notification").expect("pause");
+    assert!(pause.body.contains("<phone nil=\"true\"/>"), "the pause family carries A1: {}", pause.body);
+    assert!(
+        pause.body.contains("<remaining_pause_cycles type=\"integer\">1</remaining_pause_cycles>"),
+        "{}",
+        pause.body
+    );
+    assert!(!pause.body.contains("collection_method"), "{}", pause.body);
+    let changed = all.iter().find(|r| r.kind() == "updated_subscription_notification").expect("change");
+    assert!(changed.body.contains("<quantity type=\"integer\">2</quantity>"), "{}", changed.body);
+    let expired = all.iter().find(|r| r.kind() == "expired_subscription_notification").expect("expired");
+    assert!(expired.body.contains("<state>expired</state>"), "{}", expired.body);
+
+    // The released Python client reads them.
+    parse_with_python(&all, &uuid);
+}
+
+/// Renewals through the scheduler send `renewed_subscription`.
+fn renewal(db: &str) {
+    let receiver = Receiver::start(Vec::new(), None);
+    let s = serve(db, &receiver);
+    let xml = xml_at("2.11");
+    expect(
+        authed(
+            &s,
+            "POST",
+            "/v2/plans",
+            &xml,
+            "<plan><plan_code>m</plan_code><name>M</name><unit_amount_in_cents><USD>500</USD></unit_amount_in_cents>\
+             <plan_interval_length>1</plan_interval_length><plan_interval_unit>months</plan_interval_unit></plan>",
+        ),
+        201,
+    );
+    let token = card_token(&s, "4111111111111111");
+    let body = format!(
+        "<subscription><plan_code>m</plan_code><currency>USD</currency><account><account_code>r1</account_code>\
+         <billing_info><token_id>{token}</token_id></billing_info></account></subscription>"
+    );
+    let uuid = field(&expect(authed(&s, "POST", "/v2/subscriptions", &xml, &body), 201).body, "uuid");
+    let before = settled(&receiver).len();
+    s.set_clock(T0 + 32 * DAY);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let got = receiver.got();
+        if let Some(r) = got[before..].iter().find(|r| r.kind() == "renewed_subscription_notification") {
+            assert!(r.body.contains(&format!("<uuid>{uuid}</uuid>")), "{}", r.body);
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no renewal notification: {:?}",
+            got.iter().map(Received::kind).collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn parse_with_python(all: &[Received], uuid: &str) {
+    let dir = std::env::temp_dir().join(format!("rebill-webhook-bodies-{}-{}", std::process::id(), uuid));
+    std::fs::create_dir_all(&dir).expect("bodies");
+    for (n, r) in all.iter().enumerate() {
+        std::fs::write(dir.join(format!("{n:03}.xml")), &r.body).expect("body");
+    }
+    let program = "import sys, glob, recurly\n\
+                   for path in sorted(glob.glob(sys.argv[1] + '/*.xml')):\n\
+                   \x20   n = recurly.objects_for_push_notification(open(path, 'rb').read())\n\
+                   \x20   s = n.get('subscription')\n\
+                   \x20   print(n['type'], n['account'].account_code, s.uuid if s is not None else '-', s.state if s is not None else '-')\n";
+    let out = Command::new(python_client()).args(["-c", program]).arg(&dir).output().expect("python");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), all.len(), "{text}");
+    for (line, r) in lines.iter().zip(all) {
+        assert!(line.starts_with(&format!("{} c1 ", r.kind())), "{line}");
+        if r.kind().contains("subscription") || r.kind() == "reactivated_account_notification" {
+            assert!(line.contains(uuid), "{line}");
+        }
+    }
+    assert!(text.contains(&format!("expired_subscription_notification c1 {uuid} expired")), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The interpreter of the suite's virtualenv with the released Python client.
+fn python_client() -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("python");
+    let requirements = std::fs::read_to_string(dir.join("requirements.txt")).expect("requirements");
+    let text: &'static str = Box::leak(requirements.into_boxed_str());
+    python_venv("python-venv", &dir.join("requirements.txt"), text, &["import recurly"])
+}
+
+#[test]
+fn a_subscription_life_sends_its_notifications() {
+    on_both_backends("webhook_subscriptions", subscription_life);
+}
+
+#[test]
+fn a_renewal_sends_renewed_subscription() {
+    on_both_backends("webhook_renewal", renewal);
+}
