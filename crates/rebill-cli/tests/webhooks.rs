@@ -118,6 +118,7 @@ fn webhook_endpoints_are_managed_from_the_cli() {
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -142,11 +143,12 @@ impl Received {
     }
 }
 
-/// A receiver on 127.0.0.1: answers `statuses` in turn (then 200), or holds the connection
-/// `hang` long first; records every request.
+/// A receiver on 127.0.0.1: answers `statuses` in turn (then 200, or what [`Receiver::answer`]
+/// set), or holds the connection `hang` long first; records every request.
 struct Receiver {
     url: String,
     got: Arc<Mutex<Vec<Received>>>,
+    fallback: Arc<AtomicU16>,
 }
 
 impl Receiver {
@@ -155,11 +157,13 @@ impl Receiver {
         let url = format!("http://{}/hooks", listener.local_addr().expect("address"));
         let got = Arc::new(Mutex::new(Vec::new()));
         let statuses = Arc::new(Mutex::new(statuses.into_iter()));
+        let fallback = Arc::new(AtomicU16::new(200));
         let sink = got.clone();
+        let answer = fallback.clone();
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(mut stream) = stream else { return };
-                let (sink, statuses) = (sink.clone(), statuses.clone());
+                let (sink, statuses, answer) = (sink.clone(), statuses.clone(), answer.clone());
                 std::thread::spawn(move || {
                     let mut reader = BufReader::new(stream.try_clone().expect("clone"));
                     let mut line = String::new();
@@ -189,12 +193,18 @@ impl Receiver {
                     if let Some(hang) = hang {
                         std::thread::sleep(hang);
                     }
-                    let status = statuses.lock().expect("statuses").next().unwrap_or(200);
+                    let next = statuses.lock().expect("statuses").next();
+                    let status = next.unwrap_or_else(|| answer.load(Ordering::SeqCst));
                     let _ = write!(stream, "HTTP/1.1 {status} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
                 });
             }
         });
-        Receiver { url, got }
+        Receiver { url, got, fallback }
+    }
+
+    /// Answers `status` from now on, once the scripted statuses are used up.
+    fn answer(&self, status: u16) {
+        self.fallback.store(status, Ordering::SeqCst);
     }
 
     fn got(&self) -> Vec<Received> {
@@ -216,11 +226,11 @@ impl Receiver {
     }
 }
 
-/// A service with the retry schedule scaled down, its vault key file, and an endpoint at
+/// A service with the retry schedule scaled by `scale`, its vault key file, and an endpoint at
 /// `receiver` (HTTP user `hooks`); answers the service, the key file and the endpoint's secret.
-fn serve_with_endpoint(db: &str, receiver: &Receiver) -> (Server, String, String) {
+fn serve_with_endpoint(db: &str, receiver: &Receiver, scale: &str) -> (Server, String, String) {
     let key_file = vault_key_file();
-    let args = ["--vault-key-file", key_file.as_str(), "--webhook-retry-scale", "0.01"];
+    let args = ["--vault-key-file", key_file.as_str(), "--webhook-retry-scale", scale];
     let s = start_with(db, Options { clock: Some(T0), args: &args, ..Options::default() });
     let dir = std::path::Path::new(&key_file).parent().expect("key directory").to_path_buf();
     let password_file = dir.join("hook-password");
@@ -255,7 +265,7 @@ fn expect(reply: Reply, status: u16) -> Reply {
 /// The account operations' notifications, in order, signed, parsed by the Python client.
 fn account_notifications(db: &str) {
     let receiver = Receiver::start(Vec::new(), None);
-    let (s, key_file, secret) = serve_with_endpoint(db, &receiver);
+    let (s, key_file, secret) = serve_with_endpoint(db, &receiver, "0.01");
     let xml = xml_at("2.11");
     let body = "<account><account_code>c1</account_code><email>verena@example.com</email>\
                 <first_name>Verena</first_name><last_name>Example</last_name></account>";
@@ -344,7 +354,7 @@ fn account_operations_send_signed_notifications_in_order() {
 /// at 5 s and tried again.
 fn retries(db: &str) {
     let receiver = Receiver::start(vec![500, 503], None);
-    let (s, _, _) = serve_with_endpoint(db, &receiver);
+    let (s, _, _) = serve_with_endpoint(db, &receiver, "0.01");
     let xml = xml_at("2.11");
     expect(authed(&s, "POST", "/v2/accounts", &xml, "<account><account_code>r1</account_code></account>"), 201);
     let got = receiver.wait_for(3);
@@ -376,7 +386,7 @@ fn retries(db: &str) {
     // A receiver that hangs is cut at 5 s: the attempt is recorded as timed out.
     let hanging = Receiver::start(Vec::new(), Some(Duration::from_secs(8)));
     let (db, _kept) = fresh(db);
-    let (s, _, _) = serve_with_endpoint(&db, &hanging);
+    let (s, _, _) = serve_with_endpoint(&db, &hanging, "0.01");
     expect(authed(&s, "POST", "/v2/accounts", &xml, "<account><account_code>h1</account_code></account>"), 201);
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -408,4 +418,126 @@ fn fresh(db: &str) -> (String, Option<rebill_store::testing::TestDatabase>) {
 #[test]
 fn failed_deliveries_are_retried_on_the_scaled_schedule() {
     on_both_backends("webhook_retries", retries);
+}
+
+/// The state of the database's only delivery, once it is `state` (waiting up to 60 s).
+#[track_caller]
+fn wait_for_state(db: &str, state: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let states = sql(db, "SELECT state FROM webhook_deliveries");
+        if states.first().map(String::as_str) == Some(state) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the delivery is not {state}: {states:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A receiver that always fails makes the delivery `failed` after 11 attempts, all listed by
+/// `webhooks deliveries`; a redelivery gets one more attempt (failed again while the receiver
+/// fails), and once the receiver is back a redelivery delivers it with its first `webhook-id`.
+fn redelivery(db: &str) {
+    let receiver = Receiver::start(Vec::new(), None);
+    receiver.answer(500);
+    // 262,308 s of retries × 0.00001: about 2.6 s.
+    let (s, key_file, _) = serve_with_endpoint(db, &receiver, "0.00001");
+    let k = key_file.as_str();
+    let xml = xml_at("2.11");
+    expect(authed(&s, "POST", "/v2/accounts", &xml, "<account><account_code>f1</account_code></account>"), 201);
+    wait_for_state(db, "failed");
+    let endpoint = json(db, k, &["webhooks", "list", "--site", "sandbox"])["endpoints"][0]["id"].as_i64().expect("id");
+
+    let failed = json(db, k, &["webhooks", "deliveries", "--site", "sandbox", "--state", "failed"]);
+    let listed = failed["deliveries"].as_array().expect("deliveries");
+    assert_eq!(listed.len(), 1, "{failed}");
+    let d = &listed[0];
+    let id = d["id"].as_i64().expect("an id");
+    let webhook_id = d["webhook_id"].as_str().expect("a webhook-id").to_owned();
+    assert!(webhook_id.starts_with("msg_"), "{d}");
+    assert_eq!((d["endpoint_id"].as_i64(), d["kind"].as_str()), (Some(endpoint), Some("new_account_notification")));
+    assert_eq!((d["state"].as_str(), d["attempt_count"].as_i64()), (Some("failed"), Some(11)));
+    assert!(d["delivered_at"].is_null() && d["next_attempt_at"].is_null(), "{d}");
+    let attempts = d["attempts"].as_array().expect("attempts");
+    assert_eq!(attempts.len(), 11);
+    for a in attempts {
+        assert_eq!((a["status_code"].as_i64(), a["error"].is_null()), (Some(500), true), "{a}");
+        let at = a["at"].as_str().expect("a time");
+        assert!(at.len() == 24 && at.ends_with('Z') && at.as_bytes()[10] == b'T', "ISO 8601 UTC with ms: {at}");
+        assert!(a["duration_ms"].as_i64().is_some_and(|ms| (0..5_000).contains(&ms)), "{a}");
+    }
+    let times: Vec<&str> = attempts.iter().filter_map(|a| a["at"].as_str()).collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "in order: {times:?}");
+    assert_eq!(receiver.got().len(), 11);
+
+    // The text: one line per delivery, one indented line per attempt.
+    let out = rebill(db, k, &["webhooks", "deliveries", "--site", "sandbox", "--endpoint", &endpoint.to_string()]);
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 12, "{text}");
+    assert!(lines[0].starts_with(&format!(
+        "{id}  endpoint {endpoint}  new_account_notification  {webhook_id}  failed  11 attempts"
+    )));
+    assert!(
+        lines[1..].iter().all(|l| l.starts_with("    ") && l.contains("  HTTP 500  ") && l.ends_with(" ms")),
+        "{text}"
+    );
+
+    // Filters and refusals.
+    let none = json(db, k, &["webhooks", "deliveries", "--site", "sandbox", "--state", "pending"]);
+    assert_eq!(none["deliveries"].as_array().map(Vec::len), Some(0));
+    refused(
+        db,
+        k,
+        &["webhooks", "deliveries", "--site", "sandbox", "--state", "lost"],
+        "invalid value 'lost' for '--state",
+    );
+    refused(db, k, &["webhooks", "deliveries", "--site", "sandbox", "--endpoint", "999"], "no webhook endpoint 999");
+    refused(db, k, &["webhooks", "redeliver"], "required");
+    refused(db, k, &["webhooks", "redeliver", &id.to_string(), "--failed"], "cannot be used with");
+
+    // Redelivered while the receiver still fails: one more attempt, then failed again.
+    let again = json(db, k, &["webhooks", "redeliver", &id.to_string()]);
+    assert_eq!((again["redelivered"].as_i64(), again["ids"].clone()), (Some(1), serde_json::json!([id])));
+    receiver.wait_for(12);
+    wait_for_state(db, "failed");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(receiver.got().len(), 12, "no retry after a redelivery fails");
+    assert_eq!(sql(db, "SELECT CAST(attempts AS TEXT) FROM webhook_deliveries")[0], "12");
+
+    // The receiver is back: redelivered, delivered with the same webhook-id.
+    receiver.answer(200);
+    let again = json(db, k, &["webhooks", "redeliver", "--failed", "--site", "sandbox"]);
+    assert_eq!((again["redelivered"].as_i64(), again["ids"].clone()), (Some(1), serde_json::json!([id])));
+    let got = receiver.wait_for(13);
+    wait_for_state(db, "delivered");
+    assert!(got.iter().all(|r| r.header("webhook-id") == Some(webhook_id.as_str())), "the same webhook-id");
+    let delivered = json(db, k, &["webhooks", "deliveries", "--site", "sandbox", "--state", "delivered"]);
+    let d = &delivered["deliveries"][0];
+    assert_eq!((d["id"].as_i64(), d["webhook_id"].as_str()), (Some(id), Some(webhook_id.as_str())), "{delivered}");
+    assert_eq!((d["attempt_count"].as_i64(), d["attempts"].as_array().map(Vec::len)), (Some(13), Some(13)));
+    assert_eq!(d["attempts"][12]["status_code"].as_i64(), Some(200));
+    assert!(d["delivered_at"].as_str().is_some_and(|t| t.ends_with('Z')), "{d}");
+    let failed = json(db, k, &["webhooks", "deliveries", "--site", "sandbox", "--state", "failed"]);
+    assert_eq!(failed["deliveries"].as_array().map(Vec::len), Some(0));
+
+    // Nothing failed is left; a delivered or unknown delivery is refused.
+    assert_eq!(json(db, k, &["webhooks", "redeliver", "--failed"])["redelivered"].as_i64(), Some(0));
+    let out = rebill(db, k, &["webhooks", "redeliver", "--failed"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0 failed webhook deliveries are sent again now");
+    refused(
+        db,
+        k,
+        &["webhooks", "redeliver", &id.to_string()],
+        &format!("webhook delivery {id} is delivered: only a failed delivery is redelivered"),
+    );
+    refused(db, k, &["webhooks", "redeliver", "987654"], "no webhook delivery 987654");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(receiver.got().len(), 13, "nothing more was sent");
+    drop(s);
+}
+
+#[test]
+fn failed_deliveries_are_listed_and_redelivered() {
+    on_both_backends("webhook_redeliver", redelivery);
 }

@@ -210,6 +210,124 @@ mod tests {
             store.add_webhook_endpoint(site.id, &plain, 600).await.expect("room again after a removal");
         }
     }
+
+    #[tokio::test]
+    async fn failed_deliveries_are_redelivered() {
+        for store in both_backends("webhook_redeliver").await {
+            let new = NewSite {
+                name: "acme".into(),
+                mode: Mode::Sandbox,
+                plan: Plan::Core,
+                credit_memos: false,
+                contact: None,
+            };
+            let (acme, _) = store.create_site(&new, 100).await.expect("site");
+            let (globex, _) = store.create_site(&NewSite { name: "globex".into(), ..new }, 100).await.expect("site");
+            let plain = NewEndpoint {
+                url: "http://127.0.0.1:9/h",
+                http_user: None,
+                http_password_sealed: None,
+                kinds: None,
+                secret_sealed: "s",
+            };
+            let e1 = store.add_webhook_endpoint(acme.id, &plain, 100).await.expect("endpoint");
+            let e2 = store.add_webhook_endpoint(acme.id, &plain, 100).await.expect("endpoint");
+            let g1 = store.add_webhook_endpoint(globex.id, &plain, 100).await.expect("endpoint");
+            let event = |kind: &str| crate::events::NewEvent {
+                kind: kind.to_owned(),
+                at: 100,
+                recorded_at: 100,
+                payload: "{}".to_owned(),
+                awaits_reaction: false,
+            };
+            let mut work = store.begin_work().await.expect("work");
+            work.append_item_events(acme.id, "a1", &[event("account.created"), event("account.updated")])
+                .await
+                .expect("events");
+            work.append_item_events(globex.id, "g1", &[event("account.created")]).await.expect("events");
+            work.commit().await.expect("commit");
+            let events = store.unnotified_events(10).await.expect("events");
+            assert_eq!(events.len(), 3);
+            let delivery = |endpoint: &Endpoint, event: i64, n: u32| NewDelivery {
+                site_id: endpoint.site_id,
+                endpoint_id: endpoint.id,
+                event_id: event,
+                kind: "new_account_notification".to_owned(),
+                message_id: format!("msg_{n}"),
+                body: "<new_account_notification/>".to_owned(),
+            };
+            let new_deliveries = [
+                delivery(&e1, events[0].id, 1),
+                delivery(&e1, events[1].id, 2),
+                delivery(&e2, events[0].id, 3),
+                delivery(&g1, events[2].id, 4),
+            ];
+            let ids: Vec<i64> = events.iter().map(|e| e.id).collect();
+            assert_eq!(store.record_notifications(&ids, &new_deliveries, 1_000).await.expect("record"), 3);
+            let attempt = |at: i64, code: i64| Attempt { at, status_code: Some(code), error: None, duration_ms: 5 };
+            // Each endpoint's first delivery fails for good; then e1's second is delivered.
+            let first = store.claim_due_deliveries(1_000, 31_000).await.expect("claim");
+            assert_eq!(first.len(), 3);
+            for d in &first {
+                store.record_attempt(d.id, &attempt(1_100, 500), AfterAttempt::Failed).await.expect("attempt");
+            }
+            let second = store.claim_due_deliveries(1_200, 31_200).await.expect("claim");
+            assert_eq!(second.len(), 1);
+            store.record_attempt(second[0].id, &attempt(1_300, 200), AfterAttempt::Delivered).await.expect("attempt");
+            let (d1, d2, d3, d4) = (first[0].id, second[0].id, first[1].id, first[2].id);
+            assert_eq!((first[0].new.endpoint_id, first[1].new.endpoint_id), (e1.id, e2.id));
+
+            // Only failed deliveries of live endpoints are redelivered.
+            assert_eq!(
+                store.redeliver_webhook_delivery(d2, 2_000).await.expect("redeliver"),
+                Redelivery::NotFailed(DeliveryState::Delivered)
+            );
+            assert_eq!(
+                store.redeliver_webhook_delivery(d4 + 100, 2_000).await.expect("redeliver"),
+                Redelivery::NotFound
+            );
+            store.remove_webhook_endpoint(e2.id, 1_500).await.expect("remove").expect("live");
+            assert_eq!(
+                store.redeliver_webhook_delivery(d3, 2_000).await.expect("redeliver"),
+                Redelivery::EndpointRemoved
+            );
+
+            // A stale claim does not hold a redelivered delivery back.
+            sqlx::query("UPDATE webhook_deliveries SET claimed_until = 999999 WHERE id = $1")
+                .bind(d1)
+                .execute(&store.pool)
+                .await
+                .expect("a stale claim");
+            let Redelivery::Redelivered(again) = store.redeliver_webhook_delivery(d1, 2_000).await.expect("redeliver")
+            else {
+                panic!("d1 is failed")
+            };
+            assert_eq!(
+                (again.id, again.state, again.attempts, again.next_attempt_at),
+                (d1, DeliveryState::Retrying, 1, 2_000)
+            );
+            assert_eq!(
+                store.redeliver_webhook_delivery(d1, 2_000).await.expect("again"),
+                Redelivery::NotFailed(DeliveryState::Retrying)
+            );
+            let listed = store.webhook_deliveries(acme.id, None, Some(DeliveryState::Retrying)).await.expect("list");
+            assert_eq!(listed.len(), 1);
+            assert_eq!((listed[0].0.id, listed[0].1.clone()), (d1, vec![attempt(1_100, 500)]), "its attempts stay");
+            let claimed = store.claim_due_deliveries(2_000, 32_000).await.expect("claim");
+            assert_eq!(claimed.iter().map(|d| d.id).collect::<Vec<_>>(), [d1], "due now, unclaimed");
+            store.record_attempt(d1, &attempt(2_100, 503), AfterAttempt::Failed).await.expect("attempt");
+
+            // Every failed delivery, of one site or of all; never those of a removed endpoint.
+            assert_eq!(store.redeliver_failed_webhook_deliveries(Some(acme.id), 3_000).await.expect("acme"), [d1]);
+            assert_eq!(store.redeliver_failed_webhook_deliveries(None, 3_000).await.expect("all"), [d4]);
+            assert!(store.redeliver_failed_webhook_deliveries(None, 3_000).await.expect("none left").is_empty());
+            let failed = store.webhook_deliveries(acme.id, None, Some(DeliveryState::Failed)).await.expect("list");
+            assert_eq!(failed.iter().map(|(d, _)| d.id).collect::<Vec<_>>(), [d3]);
+            let retrying = store.webhook_deliveries(acme.id, Some(e1.id), Some(DeliveryState::Retrying)).await;
+            let retrying = retrying.expect("list");
+            assert_eq!((retrying[0].0.attempts, retrying[0].1.len(), retrying[0].0.next_attempt_at), (2, 2, 3_000));
+        }
+    }
 }
 
 // ---- deliveries ----
@@ -284,6 +402,19 @@ pub enum AfterAttempt {
     Failed,
 }
 
+/// What redelivering one delivery found ([`Store::redeliver_webhook_delivery`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Redelivery {
+    /// It was `failed`: it is `retrying` now, due at once (as it is now).
+    Redelivered(Delivery),
+    /// It is not `failed` (its state): nothing changed.
+    NotFailed(DeliveryState),
+    /// Its endpoint was removed: nothing changed (nothing is sent to a removed endpoint).
+    EndpointRemoved,
+    /// There is no delivery with this id.
+    NotFound,
+}
+
 const DELIVERY_COLUMNS: &str = "id, site_id, endpoint_id, event_id, kind, message_id, body, state, attempts, \
                                 next_attempt_at, created_at, delivered_at";
 
@@ -335,13 +466,14 @@ impl Store {
         }
         let mut work = self.begin_work().await?;
         let list = events.iter().map(i64::to_string).collect::<Vec<_>>().join(", ");
-        let marked: Vec<i64> =
-            sqlx::query(&format!("UPDATE domain_events SET notified = 1 WHERE notified = 0 AND id IN ({list}) RETURNING id"))
-                .fetch_all(&mut *work.tx)
-                .await?
-                .iter()
-                .map(|r| r.try_get("id"))
-                .collect::<Result<_, _>>()?;
+        let marked: Vec<i64> = sqlx::query(&format!(
+            "UPDATE domain_events SET notified = 1 WHERE notified = 0 AND id IN ({list}) RETURNING id"
+        ))
+        .fetch_all(&mut *work.tx)
+        .await?
+        .iter()
+        .map(|r| r.try_get("id"))
+        .collect::<Result<_, _>>()?;
         for d in deliveries.iter().filter(|d| marked.contains(&d.event_id)) {
             sqlx::query(
                 "INSERT INTO webhook_deliveries (site_id, endpoint_id, event_id, kind, message_id, body, state, \
@@ -451,5 +583,65 @@ impl Store {
             out.push((delivery, attempts));
         }
         Ok(out)
+    }
+
+    /// Puts the `failed` delivery `id` back to `retrying`, due at `now_ms` and unclaimed, when
+    /// its endpoint is live; its attempts and their count stay. The delivery and its endpoint
+    /// are read under their row locks: a delivery in any other state is left as it is and
+    /// answered with that state.
+    pub async fn redeliver_webhook_delivery(&self, id: i64, now_ms: i64) -> Result<Redelivery, StoreError> {
+        let mut work = self.begin_work().await?;
+        let row = sqlx::query(&format!(
+            "SELECT d.state, e.removed_at FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id \
+             WHERE d.id = $1{}",
+            work.backend.for_update()
+        ))
+        .bind(id)
+        .fetch_optional(&mut *work.tx)
+        .await?;
+        let Some(row) = row else { return Ok(Redelivery::NotFound) };
+        let state: String = row.try_get("state")?;
+        let state =
+            DeliveryState::parse(&state).ok_or_else(|| StoreError::Invalid(format!("delivery state {state}")))?;
+        let removed: Option<i64> = row.try_get("removed_at")?;
+        if state != DeliveryState::Failed {
+            return Ok(Redelivery::NotFailed(state));
+        }
+        if removed.is_some() {
+            return Ok(Redelivery::EndpointRemoved);
+        }
+        let row = sqlx::query(&format!(
+            "UPDATE webhook_deliveries SET state = 'retrying', next_attempt_at = $1, claimed_until = NULL \
+             WHERE id = $2 RETURNING {DELIVERY_COLUMNS}"
+        ))
+        .bind(now_ms)
+        .bind(id)
+        .fetch_one(&mut *work.tx)
+        .await?;
+        let delivery = delivery_from_row(&row)?;
+        work.commit().await?;
+        Ok(Redelivery::Redelivered(delivery))
+    }
+
+    /// Puts every `failed` delivery of the site (of every site with `None`) whose endpoint is
+    /// live back to `retrying`, due at `now_ms` and unclaimed, as
+    /// [`Store::redeliver_webhook_delivery`] does one; answers their ids, in order.
+    pub async fn redeliver_failed_webhook_deliveries(
+        &self,
+        site_id: Option<i64>,
+        now_ms: i64,
+    ) -> Result<Vec<i64>, StoreError> {
+        let rows = sqlx::query(
+            "UPDATE webhook_deliveries SET state = 'retrying', next_attempt_at = $1, claimed_until = NULL \
+             WHERE state = 'failed' AND ($2 IS NULL OR site_id = $2) \
+             AND endpoint_id IN (SELECT id FROM webhook_endpoints WHERE removed_at IS NULL) RETURNING id",
+        )
+        .bind(now_ms)
+        .bind(site_id)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut ids = rows.iter().map(|r| r.try_get("id")).collect::<Result<Vec<i64>, _>>()?;
+        ids.sort_unstable();
+        Ok(ids)
     }
 }
