@@ -219,3 +219,149 @@ fn a_subscription_life_sends_its_notifications() {
 fn a_renewal_sends_renewed_subscription() {
     on_both_backends("webhook_renewal", renewal);
 }
+
+/// Invoices and payments: the legacy family without Credit Memos, the charge family with them,
+/// payments approved and declined, a refund; every body parsed by the Python client.
+fn invoices_and_payments(db: &str) {
+    let receiver = Receiver::start(Vec::new(), None);
+    let s = serve(db, &receiver);
+    let xml = xml_at("2.11");
+    expect(
+        authed(
+            &s,
+            "POST",
+            "/v2/plans",
+            &xml,
+            "<plan><plan_code>gold</plan_code><name>Gold</name><unit_amount_in_cents><USD>1000</USD>\
+             </unit_amount_in_cents><plan_interval_length>1</plan_interval_length>\
+             <plan_interval_unit>months</plan_interval_unit></plan>",
+        ),
+        201,
+    );
+    let subscribe = |code: &str, card: &str, status: u16| {
+        let token = card_token(&s, card);
+        let body = format!(
+            "<subscription><plan_code>gold</plan_code><currency>USD</currency><account><account_code>{code}\
+             </account_code><billing_info><token_id>{token}</token_id></billing_info></account></subscription>"
+        );
+        expect(authed(&s, "POST", "/v2/subscriptions", &xml, &body), status)
+    };
+
+    // Without Credit Memos: the legacy invoice family.
+    subscribe("legacy", "4111111111111111", 201);
+    let all = settled(&receiver);
+    let kinds: Vec<String> = all.iter().map(Received::kind).collect();
+    for kind in ["new_invoice_notification", "closed_invoice_notification", "successful_payment_notification"] {
+        assert!(kinds.contains(&kind.to_owned()), "{kind} in {kinds:?}");
+    }
+    let closed = all.iter().find(|r| r.kind() == "closed_invoice_notification").expect("closed");
+    assert!(closed.body.contains("<state>collected</state>"), "{}", closed.body);
+    assert!(closed.body.contains("<total_in_cents type=\"integer\">1000</total_in_cents>"), "{}", closed.body);
+    let paid = all.iter().find(|r| r.kind() == "successful_payment_notification").expect("payment");
+    assert!(
+        paid.body.contains("<action>purchase</action>") && paid.body.contains("<status>success</status>"),
+        "{}",
+        paid.body
+    );
+    let number = field(&closed.body, "invoice_number");
+
+    // A refund of the invoice.
+    let from = all.len();
+    let r = authed(
+        &s,
+        "POST",
+        &format!("/v2/invoices/{number}/refund"),
+        &xml_at("2.9"),
+        "<invoice><amount_in_cents>400</amount_in_cents></invoice>",
+    );
+    expect(r, 201);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let refund = loop {
+        let got = receiver.got();
+        if let Some(r) = got[from..].iter().find(|r| r.kind() == "successful_refund_notification") {
+            break r.clone();
+        }
+        assert!(Instant::now() < deadline, "no refund notification");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(refund.body.contains("<action>credit</action>"), "{}", refund.body);
+    assert!(refund.body.contains("<amount_in_cents type=\"integer\">400</amount_in_cents>"), "{}", refund.body);
+
+    // A declined renewal: the payment fails and the invoice falls past due. (A refused signup
+    // leaves nothing behind, notifications included.)
+    subscribe("declined", "4000000000000002", 422);
+    subscribe("renewal", "4111111111111111", 201);
+    let token = card_token(&s, "4000000000000341");
+    let body = format!("<billing_info><token_id>{token}</token_id></billing_info>");
+    // Declined but stored (declined_saveable): the renewal charges it.
+    expect(authed(&s, "PUT", "/v2/accounts/renewal/billing_info", &xml, &body), 422);
+    let from = settled(&receiver).len();
+    s.set_clock(T0 + 32 * DAY);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let kinds = loop {
+        let kinds: Vec<String> = receiver.got()[from..].iter().map(Received::kind).collect();
+        if kinds.contains(&"past_due_invoice_notification".to_owned()) {
+            break kinds;
+        }
+        assert!(Instant::now() < deadline, "no past-due notification: {kinds:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    for kind in ["renewed_subscription_notification", "new_invoice_notification", "failed_payment_notification"] {
+        assert!(kinds.contains(&kind.to_owned()), "{kind} in {kinds:?}");
+    }
+    let all = settled(&receiver);
+    assert!(
+        !all.iter().any(|r| r.body.contains("<account_code>declined</account_code>")),
+        "a refused signup sends nothing"
+    );
+
+    // With Credit Memos: the charge invoice family.
+    let out = Command::new(bin())
+        .args(["--database", db, "site", "update", "--name", "sandbox", "--credit-memos", "true"])
+        .output()
+        .expect("run rebill");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let from = all.len();
+    subscribe("memos", "4111111111111111", 201);
+    let all = settled(&receiver);
+    let kinds: Vec<String> = all[from..].iter().map(Received::kind).collect();
+    for kind in
+        ["new_charge_invoice_notification", "paid_charge_invoice_notification", "successful_payment_notification"]
+    {
+        assert!(kinds.contains(&kind.to_owned()), "{kind} in {kinds:?}");
+    }
+    assert!(!kinds.iter().any(|k| k == "new_invoice_notification"), "{kinds:?}");
+    let charge = all[from..].iter().find(|r| r.kind() == "paid_charge_invoice_notification").expect("paid");
+    assert!(charge.body.contains("<state>paid</state>"), "{}", charge.body);
+    assert!(charge.body.contains("<origin type=\"symbol\">"), "{}", charge.body);
+    assert!(charge.body.contains("<phone nil=\"true\"/>"), "charge invoices carry A1: {}", charge.body);
+
+    // The released Python client parses every one.
+    let dir = std::env::temp_dir().join(format!("rebill-webhook-invoices-{}-{}", std::process::id(), from));
+    std::fs::create_dir_all(&dir).expect("bodies");
+    for (n, r) in all.iter().enumerate() {
+        std::fs::write(dir.join(format!("{n:03}.xml")), &r.body).expect("body");
+    }
+    let program = "import sys, glob, recurly\n\
+                   for path in sorted(glob.glob(sys.argv[1] + '/*.xml')):\n\
+                   \x20   n = recurly.objects_for_push_notification(open(path, 'rb').read())\n\
+                   \x20   i, t = n.get('invoice'), n.get('transaction')\n\
+                   \x20   print(n['type'], n['account'].account_code,\n\
+                   \x20         i.invoice_number if i is not None else '-', i.total_in_cents if i is not None else '-',\n\
+                   \x20         t.amount_in_cents if t is not None else '-', t.status if t is not None else '-')\n";
+    let out = Command::new(python_client()).args(["-c", program]).arg(&dir).output().expect("python");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(text.lines().count(), all.len(), "{text}");
+    assert!(text.contains(&format!("closed_invoice_notification legacy {number} 1000 - -")), "{text}");
+    assert!(text.contains("successful_payment_notification legacy - - 1000 success"), "{text}");
+    assert!(text.contains("successful_refund_notification legacy - - 400 success"), "{text}");
+    assert!(text.contains("failed_payment_notification renewal - - 1000 declined"), "{text}");
+    assert!(text.contains("paid_charge_invoice_notification memos"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn invoices_and_payments_send_their_notifications() {
+    on_both_backends("webhook_invoices", invoices_and_payments);
+}

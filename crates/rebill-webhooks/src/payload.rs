@@ -20,6 +20,10 @@ pub enum Value {
     Nested(Vec<Element>),
     /// A list (`type="array"`) of elements.
     Array(Vec<Element>),
+    /// Text with a `code` attribute (`<cvv_result code="M">Match</cvv_result>`); nil when `None`.
+    Coded(Option<(String, String)>),
+    /// Text of another declared type (`symbol`, `dateTime`), read as text by the clients.
+    Typed(&'static str, Option<String>),
 }
 
 /// One element of a notification.
@@ -52,6 +56,10 @@ impl Element {
 
     pub fn array(name: &'static str, items: Vec<Element>) -> Element {
         Element { name, value: Value::Array(items) }
+    }
+
+    pub fn coded(name: &'static str, value: Option<(&str, &str)>) -> Element {
+        Element { name, value: Value::Coded(value.map(|(c, t)| (c.to_owned(), t.to_owned()))) }
     }
 }
 
@@ -161,6 +169,151 @@ pub fn subscription(fields: &SubscriptionFields<'_>, pause: bool) -> Element {
     Element::nested("subscription", children)
 }
 
+/// An invoice as notifications carry it (money in cents, times in epoch seconds).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InvoiceFields<'a> {
+    pub uuid: &'a str,
+    /// The state as the shape names it (legacy invoices: `open`, `collected`, `past_due`, `failed`, …).
+    pub state: &'a str,
+    pub origin: &'a str,
+    pub invoice_number: i64,
+    pub currency: &'a str,
+    pub balance_in_cents: i64,
+    pub total_in_cents: i64,
+    pub tax_in_cents: i64,
+    pub subtotal_in_cents: i64,
+    pub subtotal_before_discount_in_cents: i64,
+    pub discount_in_cents: i64,
+    pub subscription_ids: Vec<&'a str>,
+    pub customer_notes: Option<&'a str>,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub closed_at: Option<i64>,
+    pub po_number: Option<&'a str>,
+    pub terms_and_conditions: Option<&'a str>,
+    pub due_on: Option<i64>,
+    pub net_terms: i64,
+    pub collection_method: &'a str,
+}
+
+/// Which invoice shape a notification carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InvoiceShape {
+    /// IL: an invoice of a site without Credit Memos.
+    Legacy,
+    /// IC: a charge invoice.
+    Charge,
+    /// ICR: a credit invoice (IC up to `closed_at`).
+    Credit,
+}
+
+/// The `<invoice>` of a notification in `shape`.
+pub fn invoice(fields: &InvoiceFields<'_>, shape: InvoiceShape) -> Element {
+    let iso = |t: Option<i64>| t.and_then(iso8601);
+    if shape == InvoiceShape::Legacy {
+        return Element::nested(
+            "invoice",
+            vec![
+                Element::text("uuid", Some(fields.uuid)),
+                Element::text("subscription_id", fields.subscription_ids.first().copied()),
+                Element::text("state", Some(fields.state)),
+                Element::text("invoice_number_prefix", Some("")),
+                Element::integer("invoice_number", Some(fields.invoice_number)),
+                Element::text("po_number", fields.po_number),
+                Element::text("vat_number", None),
+                Element::integer("total_in_cents", Some(fields.total_in_cents)),
+                Element::text("currency", Some(fields.currency)),
+                Element::datetime("date", Some(fields.created_at)),
+                Element::datetime("closed_at", fields.closed_at),
+                Element::integer("net_terms", Some(fields.net_terms)),
+                Element::text("collection_method", Some(fields.collection_method)),
+            ],
+        );
+    }
+    let mut children = vec![
+        Element::text("uuid", Some(fields.uuid)),
+        Element::text("state", Some(fields.state)),
+        Element { name: "origin", value: Value::Typed("symbol", Some(fields.origin.to_owned())) },
+        Element::text("invoice_number_prefix", Some("")),
+        Element::integer("invoice_number", Some(fields.invoice_number)),
+        Element::text("vat_number", None),
+        Element::text("currency", Some(fields.currency)),
+        Element::integer("balance_in_cents", Some(fields.balance_in_cents)),
+        Element::integer("total_in_cents", Some(fields.total_in_cents)),
+        Element::integer("tax_in_cents", Some(fields.tax_in_cents)),
+        Element::integer("subtotal_in_cents", Some(fields.subtotal_in_cents)),
+        Element::integer("subtotal_before_discount_in_cents", Some(fields.subtotal_before_discount_in_cents)),
+        Element::integer("discount_in_cents", Some(fields.discount_in_cents)),
+        Element::array(
+            "subscription_ids",
+            fields.subscription_ids.iter().map(|id| Element::text("subscription_id", Some(id))).collect(),
+        ),
+        Element::text("customer_notes", fields.customer_notes),
+        Element::datetime("created_at", Some(fields.created_at)),
+        Element::datetime("updated_at", Some(fields.updated_at)),
+        Element::datetime("closed_at", fields.closed_at),
+    ];
+    if shape == InvoiceShape::Charge {
+        children.extend([
+            Element::text("po_number", fields.po_number),
+            Element::text("terms_and_conditions", fields.terms_and_conditions),
+            Element { name: "due_on", value: Value::Typed("dateTime", iso(fields.due_on)) },
+            Element::integer("net_terms", Some(fields.net_terms)),
+            Element::text("collection_method", Some(fields.collection_method)),
+        ]);
+    }
+    Element::nested("invoice", children)
+}
+
+/// A transaction as notifications carry it (shape T0).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TransactionFields<'a> {
+    pub id: &'a str,
+    pub invoice_id: Option<&'a str>,
+    pub invoice_number: Option<i64>,
+    pub subscription_id: Option<&'a str>,
+    /// `purchase`, `credit` (a refund), `verify`.
+    pub action: &'a str,
+    pub date: i64,
+    pub amount_in_cents: i64,
+    pub status: &'a str,
+    pub message: Option<&'a str>,
+    pub reference: Option<&'a str>,
+    pub source: &'a str,
+    pub cvv_result: Option<(&'a str, &'a str)>,
+    pub avs_result: Option<(&'a str, &'a str)>,
+    pub test: bool,
+    pub voidable: bool,
+    pub refundable: bool,
+}
+
+/// The `<transaction>` of a notification (T0).
+pub fn transaction(fields: &TransactionFields<'_>) -> Element {
+    Element::nested(
+        "transaction",
+        vec![
+            Element::text("id", Some(fields.id)),
+            Element::text("invoice_id", fields.invoice_id),
+            Element::integer("invoice_number", fields.invoice_number),
+            Element::text("subscription_id", fields.subscription_id),
+            Element::text("action", Some(fields.action)),
+            Element::datetime("date", Some(fields.date)),
+            Element::integer("amount_in_cents", Some(fields.amount_in_cents)),
+            Element::text("status", Some(fields.status)),
+            Element::text("message", fields.message),
+            Element::text("reference", fields.reference),
+            Element::text("source", Some(fields.source)),
+            Element::coded("cvv_result", fields.cvv_result),
+            Element::coded("avs_result", fields.avs_result),
+            Element::text("avs_result_street", None),
+            Element::text("avs_result_postal", None),
+            Element::boolean("test", Some(fields.test)),
+            Element::boolean("voidable", Some(fields.voidable)),
+            Element::boolean("refundable", Some(fields.refundable)),
+        ],
+    )
+}
+
 /// An epoch-seconds time as ISO 8601 UTC (`2027-01-15T08:00:00Z`); out of range: nil.
 fn iso8601(secs: i64) -> Option<String> {
     chrono::DateTime::from_timestamp(secs, 0).map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
@@ -180,6 +333,22 @@ fn write(writer: &mut Writer<Vec<u8>>, element: &Element) -> std::io::Result<()>
             }
             return writer.write_event(Event::End(BytesEnd::new(element.name)));
         }
+        Value::Coded(coded) => {
+            let mut start = BytesStart::new(element.name);
+            return match coded {
+                Some((code, text)) => {
+                    start.push_attribute(("code", code.as_str()));
+                    writer.write_event(Event::Start(start))?;
+                    writer.write_event(Event::Text(BytesText::new(text)))?;
+                    writer.write_event(Event::End(BytesEnd::new(element.name)))
+                }
+                None => {
+                    start.push_attribute(("nil", "true"));
+                    writer.write_event(Event::Empty(start))
+                }
+            };
+        }
+        Value::Typed(kind, text) => (Some(*kind), text.clone()),
         Value::Array(items) => {
             let mut start = BytesStart::new(element.name);
             start.push_attribute(("type", "array"));
