@@ -365,3 +365,125 @@ fn invoices_and_payments(db: &str) {
 fn invoices_and_payments_send_their_notifications() {
     on_both_backends("webhook_invoices", invoices_and_payments);
 }
+
+/// On a Credit Memos site: a pause taking effect, a paused renewal, a resume; a declined renewal
+/// past due and then failed at the end of dunning; a refund's credit invoice; a same-day void.
+fn pauses_dunning_and_money_back(db: &str) {
+    let receiver = Receiver::start(Vec::new(), None);
+    let s = serve(db, &receiver);
+    let out = Command::new(bin())
+        .args(["--database", db, "site", "update", "--name", "sandbox", "--credit-memos", "true"])
+        .output()
+        .expect("run rebill");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let xml = xml_at("2.11");
+    expect(
+        authed(
+            &s,
+            "POST",
+            "/v2/plans",
+            &xml,
+            "<plan><plan_code>gold</plan_code><name>Gold</name><unit_amount_in_cents><USD>1000</USD>\
+             </unit_amount_in_cents><plan_interval_length>1</plan_interval_length>\
+             <plan_interval_unit>months</plan_interval_unit></plan>",
+        ),
+        201,
+    );
+    let subscribe = |code: &str| {
+        let token = card_token(&s, "4111111111111111");
+        let body = format!(
+            "<subscription><plan_code>gold</plan_code><currency>USD</currency><account><account_code>{code}\
+             </account_code><billing_info><token_id>{token}</token_id></billing_info></account></subscription>"
+        );
+        field(&expect(authed(&s, "POST", "/v2/subscriptions", &xml, &body), 201).body, "uuid")
+    };
+    let wait_for_kinds = |kinds: &[&str]| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let got: Vec<String> = receiver.got().iter().map(Received::kind).collect();
+            if kinds.iter().all(|k| got.contains(&(*k).to_owned())) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "waiting for {kinds:?}: {got:?}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+
+    // A pause of two cycles from the next renewal; the renewal after is skipped; then a resume.
+    let paused = subscribe("p1");
+    let body = "<subscription><remaining_pause_cycles>2</remaining_pause_cycles></subscription>";
+    expect(authed(&s, "PUT", &format!("/v2/subscriptions/{paused}/pause"), &xml, body), 200);
+    // The other customer's card will decline its renewal.
+    subscribe("d1");
+    let token = card_token(&s, "4000000000000341");
+    let body = format!("<billing_info><token_id>{token}</token_id></billing_info>");
+    expect(authed(&s, "PUT", "/v2/accounts/d1/billing_info", &xml, &body), 422);
+    s.set_clock(T0 + 32 * DAY);
+    wait_for_kinds(&["subscription_paused_notification", "past_due_charge_invoice_notification"]);
+    // Dunning retries 1, 3, 5 and 7 days after the invoice: the last fails it.
+    s.set_clock(T0 + 41 * DAY);
+    wait_for_kinds(&["failed_charge_invoice_notification"]);
+    s.set_clock(T0 + 60 * DAY);
+    wait_for_kinds(&["paused_subscription_renewal_notification"]);
+    expect(authed(&s, "PUT", &format!("/v2/subscriptions/{paused}/resume"), &xml, ""), 200);
+    wait_for_kinds(&["subscription_resumed_notification"]);
+
+    // A refund makes a credit invoice; a one-off charge voided the same day.
+    subscribe("r1");
+    let invoices = authed(&s, "GET", "/v2/accounts/r1/invoices", &xml, "");
+    let number = field(&expect(invoices, 200).body, "invoice_number");
+    let r = authed(
+        &s,
+        "POST",
+        &format!("/v2/invoices/{number}/refund"),
+        &xml,
+        "<invoice><amount_in_cents>300</amount_in_cents></invoice>",
+    );
+    expect(r, 201);
+    let body = "<transaction><amount_in_cents>700</amount_in_cents><currency>USD</currency>\
+                <account><account_code>r1</account_code></account></transaction>";
+    let charge = field(&expect(authed(&s, "POST", "/v2/transactions", &xml, body), 201).body, "uuid");
+    expect(authed(&s, "DELETE", &format!("/v2/transactions/{charge}"), &xml, ""), 202);
+    wait_for_kinds(&["new_credit_invoice_notification", "successful_refund_notification", "void_payment_notification"]);
+    let all = settled(&receiver);
+    let void = all.iter().find(|r| r.kind() == "void_payment_notification").expect("void");
+    assert!(void.body.contains("<status>void</status>"), "{}", void.body);
+    let credit = all
+        .iter()
+        .find(|r| r.kind() == "new_credit_invoice_notification" && r.body.contains("<account_code>r1</account_code>"))
+        .expect("the refund's credit invoice");
+    assert!(credit.body.contains("<total_in_cents type=\"integer\">-300</total_in_cents>"), "{}", credit.body);
+    assert!(!credit.body.contains("collection_method"), "ICR stops at closed_at: {}", credit.body);
+    let resumed = all.iter().find(|r| r.kind() == "subscription_resumed_notification").expect("resumed");
+    assert!(resumed.body.contains("<state>active</state>"), "{}", resumed.body);
+}
+
+#[test]
+fn pauses_dunning_and_money_back_send_their_notifications() {
+    on_both_backends("webhook_cm", pauses_dunning_and_money_back);
+}
+
+/// The kinds table of `docs/webhooks.md` lists exactly the kinds rebill sends, and each of them
+/// is asserted by a test of the webhook suites.
+#[test]
+fn the_kinds_table_is_what_is_sent_and_tested() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let doc = std::fs::read_to_string(root.join("docs/webhooks.md")).expect("docs/webhooks.md");
+    let start = doc.find("## Kinds").expect("a Kinds section");
+    let table: std::collections::BTreeSet<String> = doc[start..]
+        .lines()
+        .skip_while(|l| !l.starts_with("| `"))
+        .take_while(|l| l.starts_with('|'))
+        .filter_map(|l| l.split('`').nth(1).map(str::to_owned))
+        .collect();
+    let emitted: std::collections::BTreeSet<String> =
+        rebill_app::notifications::EMITTED.iter().map(|k| (*k).to_owned()).collect();
+    assert_eq!(table, emitted, "the table and the kinds sent");
+    let tests = ["webhook_kinds.rs", "webhooks.rs"]
+        .iter()
+        .map(|f| std::fs::read_to_string(root.join("crates/rebill-cli/tests").join(f)).expect("a test file"))
+        .collect::<String>();
+    for kind in &emitted {
+        assert!(tests.contains(&format!("\"{kind}\"")), "{kind} is asserted by no test");
+    }
+}
