@@ -32,12 +32,6 @@ fn serve(db: &str, receiver: &Receiver) -> Server {
     s
 }
 
-/// Waits until the receiver has `n` notifications and answers their kinds from `from` on.
-#[track_caller]
-fn kinds_after(receiver: &Receiver, from: usize, n: usize) -> Vec<String> {
-    receiver.wait_for(from + n)[from..].iter().map(Received::kind).collect()
-}
-
 /// Every notification received has arrived and no more come in a moment (the worker runs every
 /// 200 ms; a whole second without a new one means none is on its way).
 fn settled(receiver: &Receiver) -> Vec<Received> {
@@ -90,13 +84,25 @@ fn subscription_life(db: &str) {
 
     let path = format!("/v2/subscriptions/{uuid}");
     let mut from = all.len();
+    // Each step's subscription notifications, once every notification of the step arrived (a
+    // change now also sends its invoice's and payment's).
     let mut step = |what: &str, reply: Reply, status: u16, expected: &[&str]| {
         expect(reply, status);
-        let kinds = kinds_after(&receiver, from, expected.len());
-        let subscription_kinds: Vec<&String> =
-            kinds.iter().filter(|k| k.contains("subscription") || k.contains("reactivated")).collect();
-        assert_eq!(subscription_kinds, expected.iter().collect::<Vec<_>>(), "{what}: {kinds:?}");
-        from += kinds.len();
+        let subscription_kinds = |all: &[Received]| -> Vec<String> {
+            all[from..]
+                .iter()
+                .map(Received::kind)
+                .filter(|k| k.contains("subscription") || k.contains("reactivated"))
+                .collect()
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while subscription_kinds(&receiver.got()).len() < expected.len() {
+            assert!(Instant::now() < deadline, "{what}: {:?}", subscription_kinds(&receiver.got()));
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let all = settled(&receiver);
+        assert_eq!(subscription_kinds(&all), expected, "{what}");
+        from = all.len();
     };
     step("cancel", put(&format!("{path}/cancel"), ""), 200, &["canceled_subscription_notification"]);
     step("reactivate", put(&format!("{path}/reactivate"), ""), 200, &["reactivated_account_notification"]);

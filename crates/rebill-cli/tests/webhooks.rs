@@ -116,115 +116,11 @@ fn webhook_endpoints_are_managed_from_the_cli() {
 // ---------------------------------------------------------------------------------------------
 // Delivery, against a real HTTP receiver
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
-use std::sync::atomic::{AtomicU16, Ordering};
-use std::sync::{Arc, Mutex};
+use rebill_testkit::receiver::{Received, Receiver};
 use std::time::{Duration, Instant};
 
 /// 2027-01-15T08:00:00Z.
 const T0: i64 = 1_800_000_000;
-
-/// A notification as the receiver got it.
-#[derive(Debug, Clone)]
-struct Received {
-    headers: Vec<(String, String)>,
-    body: String,
-}
-
-impl Received {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
-    }
-
-    fn kind(&self) -> String {
-        let root = self.body.lines().nth(1).unwrap_or_default();
-        root.trim().trim_start_matches('<').trim_end_matches('>').to_owned()
-    }
-}
-
-/// A receiver on 127.0.0.1: answers `statuses` in turn (then 200, or what [`Receiver::answer`]
-/// set), or holds the connection `hang` long first; records every request.
-struct Receiver {
-    url: String,
-    got: Arc<Mutex<Vec<Received>>>,
-    fallback: Arc<AtomicU16>,
-}
-
-impl Receiver {
-    fn start(statuses: Vec<u16>, hang: Option<Duration>) -> Receiver {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let url = format!("http://{}/hooks", listener.local_addr().expect("address"));
-        let got = Arc::new(Mutex::new(Vec::new()));
-        let statuses = Arc::new(Mutex::new(statuses.into_iter()));
-        let fallback = Arc::new(AtomicU16::new(200));
-        let sink = got.clone();
-        let answer = fallback.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(mut stream) = stream else { return };
-                let (sink, statuses, answer) = (sink.clone(), statuses.clone(), answer.clone());
-                std::thread::spawn(move || {
-                    let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-                    let mut line = String::new();
-                    if reader.read_line(&mut line).is_err() {
-                        return;
-                    }
-                    let mut headers = Vec::new();
-                    loop {
-                        let mut h = String::new();
-                        if reader.read_line(&mut h).is_err() || h.trim().is_empty() {
-                            break;
-                        }
-                        if let Some((n, v)) = h.trim().split_once(':') {
-                            headers.push((n.trim().to_owned(), v.trim().to_owned()));
-                        }
-                    }
-                    let length = headers
-                        .iter()
-                        .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
-                        .and_then(|(_, v)| v.parse().ok())
-                        .unwrap_or(0);
-                    let mut body = vec![0u8; length];
-                    if reader.read_exact(&mut body).is_err() {
-                        return;
-                    }
-                    sink.lock().expect("log").push(Received { headers, body: String::from_utf8_lossy(&body).into() });
-                    if let Some(hang) = hang {
-                        std::thread::sleep(hang);
-                    }
-                    let next = statuses.lock().expect("statuses").next();
-                    let status = next.unwrap_or_else(|| answer.load(Ordering::SeqCst));
-                    let _ = write!(stream, "HTTP/1.1 {status} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
-                });
-            }
-        });
-        Receiver { url, got, fallback }
-    }
-
-    /// Answers `status` from now on, once the scripted statuses are used up.
-    fn answer(&self, status: u16) {
-        self.fallback.store(status, Ordering::SeqCst);
-    }
-
-    fn got(&self) -> Vec<Received> {
-        self.got.lock().expect("log").clone()
-    }
-
-    /// Waits until `n` requests arrived.
-    #[track_caller]
-    fn wait_for(&self, n: usize) -> Vec<Received> {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let got = self.got();
-            if got.len() >= n {
-                return got;
-            }
-            assert!(Instant::now() < deadline, "{} of {n} notifications arrived: {got:?}", got.len());
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
 
 /// A service with the retry schedule scaled by `scale`, its vault key file, and an endpoint at
 /// `receiver` (HTTP user `hooks`); answers the service, the key file and the endpoint's secret.

@@ -1,8 +1,10 @@
 //! A webhook receiver on 127.0.0.1 for the suites: it records every request (headers and body)
-//! and answers a scripted status (then 200), optionally after holding the request.
+//! and answers a scripted status (then 200, or what [`Receiver::answer`] set), optionally after
+//! holding the request.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -31,21 +33,23 @@ pub struct Receiver {
     /// `http://127.0.0.1:PORT/hooks`.
     pub url: String,
     got: Arc<Mutex<Vec<Received>>>,
-    statuses: Arc<Mutex<std::vec::IntoIter<u16>>>,
+    fallback: Arc<AtomicU16>,
 }
 
 impl Receiver {
-    /// Answers `statuses` in turn (then 200), each after holding the request `hold` long.
+    /// Answers `statuses` in turn (then 200, or what [`Receiver::answer`] set), each after holding
+    /// the request `hold` long.
     pub fn start(statuses: Vec<u16>, hold: Option<Duration>) -> Receiver {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the receiver");
         let url = format!("http://{}/hooks", listener.local_addr().expect("the receiver's address"));
         let got = Arc::new(Mutex::new(Vec::new()));
-        let statuses = Arc::new(Mutex::new(statuses.into_iter()));
-        let (sink, script) = (got.clone(), statuses.clone());
+        let script = Arc::new(Mutex::new(statuses.into_iter()));
+        let fallback = Arc::new(AtomicU16::new(200));
+        let (sink, answer) = (got.clone(), fallback.clone());
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(mut stream) = stream else { return };
-                let (sink, script) = (sink.clone(), script.clone());
+                let (sink, script, answer) = (sink.clone(), script.clone(), answer.clone());
                 std::thread::spawn(move || {
                     let Ok(clone) = stream.try_clone() else { return };
                     let mut reader = BufReader::new(clone);
@@ -78,19 +82,18 @@ impl Receiver {
                     if let Some(hold) = hold {
                         std::thread::sleep(hold);
                     }
-                    let status = script.lock().ok().and_then(|mut s| s.next()).unwrap_or(200);
+                    let next = script.lock().ok().and_then(|mut s| s.next());
+                    let status = next.unwrap_or_else(|| answer.load(Ordering::SeqCst));
                     let _ = write!(stream, "HTTP/1.1 {status} X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
                 });
             }
         });
-        Receiver { url, got, statuses }
+        Receiver { url, got, fallback }
     }
 
-    /// Answers `statuses` in turn from now on (then 200).
-    pub fn answer(&self, statuses: Vec<u16>) {
-        if let Ok(mut script) = self.statuses.lock() {
-            *script = statuses.into_iter();
-        }
+    /// Answers `status` from now on, once the scripted statuses are used up.
+    pub fn answer(&self, status: u16) {
+        self.fallback.store(status, Ordering::SeqCst);
     }
 
     /// Everything received so far.
