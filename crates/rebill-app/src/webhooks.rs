@@ -176,9 +176,10 @@ pub async fn redeliver_failed(services: &Services, site: Option<&Site>, now_ms: 
 // ---------------------------------------------------------------------------------------------
 // Notifications and their delivery
 
-/// How long a process holds the deliveries it claimed (milliseconds): longer than an attempt
-/// may take ([`rebill_webhooks::schedule::TIMEOUT`]).
-pub const CLAIM_MS: i64 = 30_000;
+/// How long a process holds the deliveries it claimed (milliseconds): twice as long as an
+/// attempt may take ([`rebill_webhooks::schedule::TIMEOUT`]), so a claim never ends while its
+/// attempt runs; a process that dies holds its endpoint's next delivery this long at most.
+pub const CLAIM_MS: i64 = 10_000;
 /// Events turned into notifications per step.
 pub const DERIVE_BATCH: i64 = 500;
 
@@ -335,8 +336,9 @@ async fn attempt(
     services.store.record_attempt(delivery.id, &record, after).await
 }
 
-/// Derives and delivers until the process ends: every `interval`, the next events become
-/// notifications and the due deliveries are sent.
+/// Derives and delivers until the process ends: the next events become notifications and the
+/// due deliveries are sent, again at once while there was something to send, else after
+/// `interval`.
 pub async fn run(services: Services, poster: Arc<dyn Poster>, retry_scale: f64, interval: std::time::Duration) {
     loop {
         loop {
@@ -349,8 +351,11 @@ pub async fn run(services: Services, poster: Arc<dyn Poster>, retry_scale: f64, 
                 }
             }
         }
-        if let Err(e) = deliver_due(&services, poster.clone(), retry_scale).await {
-            tracing::warn!(error = %e, "sending webhook notifications failed; trying again");
+        match deliver_due(&services, poster.clone(), retry_scale).await {
+            // Something was sent: the endpoints' next deliveries may be due at once.
+            Ok(sent) if sent > 0 => continue,
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "sending webhook notifications failed; trying again"),
         }
         tokio::time::sleep(interval).await;
     }

@@ -331,7 +331,7 @@ fn killed_during_a_burst(db: &str) {
     let options = Options { clock_file: clock, args: &args, existing_database: true, ..Options::default() };
     let _second = start_with(db, options);
     let restarted_at = Instant::now();
-    // A claim lasts 30 s: an attempt cut by the kill holds its endpoint until then.
+    // A claim lasts 10 s: an attempt cut by the kill holds its endpoint until then.
     let got = receiver.wait_for_distinct(BURST, Duration::from_secs(55));
     let done_at = got.last().map_or(restarted_at, |r| r.at);
     let first_after = got.iter().find(|r| r.at > restarted_at).map_or(done_at, |r| r.at);
