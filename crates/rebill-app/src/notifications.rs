@@ -3,8 +3,8 @@
 //! the notification is made. The kinds table with the operations that send each is in
 //! `docs/webhooks.md`.
 
-use rebill_store::StoreError;
 use rebill_billing::states::InvoiceState;
+use rebill_store::StoreError;
 use rebill_store::events::Event;
 use rebill_store::invoicing::InvoiceKind;
 use rebill_webhooks::payload;
@@ -93,8 +93,7 @@ async fn invoice_notification(services: &Services, event: &Event) -> Result<Vec<
         return Ok(Vec::new());
     };
     let lines = services.store.invoice_lines(invoice.id).await?;
-    let mut subscription_ids: Vec<&str> =
-        lines.iter().filter_map(|l| l.line.subscription_uuid.as_deref()).collect();
+    let mut subscription_ids: Vec<&str> = lines.iter().filter_map(|l| l.line.subscription_uuid.as_deref()).collect();
     subscription_ids.dedup();
     let shape = match (invoice.kind, site.credit_memos) {
         (InvoiceKind::Credit, _) => payload::InvoiceShape::Credit,
@@ -132,8 +131,10 @@ async fn invoice_notification(services: &Services, event: &Event) -> Result<Vec<
         collection_method: invoice.terms.collection_method.as_str(),
     };
     let with_phone = shape != payload::InvoiceShape::Legacy;
-    let body =
-        payload::render(kind, &[payload::account(&account_fields(&account), with_phone), payload::invoice(&fields, shape)]);
+    let body = payload::render(
+        kind,
+        &[payload::account(&account_fields(&account), with_phone), payload::invoice(&fields, shape)],
+    );
     Ok(vec![(kind, body)])
 }
 
@@ -189,7 +190,8 @@ async fn transaction_notification(
         voidable,
         refundable,
     };
-    let body = payload::render(kind, &[payload::account(&account_fields(&account), false), payload::transaction(&fields)]);
+    let body =
+        payload::render(kind, &[payload::account(&account_fields(&account), false), payload::transaction(&fields)]);
     Ok(vec![(kind, body)])
 }
 
