@@ -42,6 +42,7 @@ pub const EMITTED: &[&str] = &[
     "failed_payment_notification",
     "successful_refund_notification",
     "void_payment_notification",
+    "new_credit_payment_notification",
 ];
 
 /// The notifications of `event`: (kind, body).
@@ -61,7 +62,37 @@ pub async fn of(services: &Services, event: &Event) -> Result<Vec<(&'static str,
     if kind.starts_with("transaction.") {
         return transaction_notification(services, event).await;
     }
+    if kind == rebill_store::credits::CREDIT_PAYMENT_CREATED {
+        return credit_payment_notification(services, event).await;
+    }
     Ok(Vec::new())
+}
+
+/// `<account>` (A1) and `<credit_payment>` of a new credit payment (credit applied, paid out,
+/// voided from an invoice's balance, written off).
+async fn credit_payment_notification(
+    services: &Services,
+    event: &Event,
+) -> Result<Vec<(&'static str, String)>, StoreError> {
+    let Some(p) = services.store.credit_payment(event.site_id, &event.subject).await? else { return Ok(Vec::new()) };
+    let Some(account) = services.store.account(event.site_id, &p.account_code).await? else { return Ok(Vec::new()) };
+    let fields = payload::CreditPaymentFields {
+        uuid: &p.uuid,
+        action: p.action.as_str(),
+        currency: &p.currency,
+        amount_in_cents: p.amount,
+        original_invoice_number: p.original_invoice_number,
+        applied_to_invoice_number: p.applied_to_invoice_number,
+        original_credit_payment_uuid: p.original_credit_payment_uuid.as_deref(),
+        refund_transaction_uuid: p.refund_transaction_uuid.as_deref(),
+        created_at: p.created_at,
+        updated_at: p.updated_at,
+        voided_at: p.voided_at,
+    };
+    let kind = "new_credit_payment_notification";
+    let body =
+        payload::render(kind, &[payload::account(&account_fields(&account), true), payload::credit_payment(&fields)]);
+    Ok(vec![(kind, body)])
 }
 
 /// The notification of an invoice event on a site with Credit Memos (`credit_memos`) or
@@ -361,6 +392,8 @@ mod tests {
                 answered.extend(transaction_kind(event, action));
             }
         }
+        // Credit payments have one kind, whatever their action.
+        answered.insert("new_credit_payment_notification");
         let emitted: std::collections::BTreeSet<&str> = EMITTED.iter().copied().collect();
         assert_eq!(answered, emitted);
         for kind in EMITTED {

@@ -428,7 +428,12 @@ fn pauses_dunning_and_money_back(db: &str) {
     wait_for_kinds(&["subscription_paused_notification", "past_due_charge_invoice_notification"]);
     // Dunning retries 1, 3, 5 and 7 days after the invoice: the last fails it.
     s.set_clock(T0 + 41 * DAY);
-    wait_for_kinds(&["failed_charge_invoice_notification"]);
+    // The failed invoice is written off: a credit invoice and its write-off credit payment.
+    wait_for_kinds(&["failed_charge_invoice_notification", "new_credit_payment_notification"]);
+    let written_off =
+        receiver.got().into_iter().find(|r| r.kind() == "new_credit_payment_notification").expect("a credit payment");
+    assert!(written_off.body.contains("<action type=\"symbol\">write_off</action>"), "{}", written_off.body);
+    assert!(written_off.body.contains("<account_code>d1</account_code>"), "{}", written_off.body);
     s.set_clock(T0 + 60 * DAY);
     wait_for_kinds(&["paused_subscription_renewal_notification"]);
     expect(authed(&s, "PUT", &format!("/v2/subscriptions/{paused}/resume"), &xml, ""), 200);

@@ -314,6 +314,43 @@ pub fn transaction(fields: &TransactionFields<'_>) -> Element {
     )
 }
 
+/// A credit payment as notifications carry it (shape CP).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CreditPaymentFields<'a> {
+    pub uuid: &'a str,
+    /// `payment`, `refund`, `reduction`, `write_off`.
+    pub action: &'a str,
+    pub currency: &'a str,
+    pub amount_in_cents: i64,
+    pub original_invoice_number: i64,
+    pub applied_to_invoice_number: Option<i64>,
+    pub original_credit_payment_uuid: Option<&'a str>,
+    pub refund_transaction_uuid: Option<&'a str>,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub voided_at: Option<i64>,
+}
+
+/// The `<credit_payment>` of a notification (CP).
+pub fn credit_payment(fields: &CreditPaymentFields<'_>) -> Element {
+    Element::nested(
+        "credit_payment",
+        vec![
+            Element::text("uuid", Some(fields.uuid)),
+            Element { name: "action", value: Value::Typed("symbol", Some(fields.action.to_owned())) },
+            Element::text("currency", Some(fields.currency)),
+            Element::integer("amount_in_cents", Some(fields.amount_in_cents)),
+            Element::integer("original_invoice_number", Some(fields.original_invoice_number)),
+            Element::integer("applied_to_invoice_number", fields.applied_to_invoice_number),
+            Element::text("original_credit_payment_uuid", fields.original_credit_payment_uuid),
+            Element::text("refund_transaction_uuid", fields.refund_transaction_uuid),
+            Element::datetime("created_at", Some(fields.created_at)),
+            Element::datetime("updated_at", Some(fields.updated_at)),
+            Element::datetime("voided_at", fields.voided_at),
+        ],
+    )
+}
+
 /// An epoch-seconds time as ISO 8601 UTC (`2027-01-15T08:00:00Z`); out of range: nil.
 fn iso8601(secs: i64) -> Option<String> {
     chrono::DateTime::from_timestamp(secs, 0).map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
