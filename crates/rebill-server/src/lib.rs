@@ -29,6 +29,7 @@ mod shipping_addresses;
 mod subscriptions;
 pub mod tokens;
 mod views;
+pub mod webhook_poster;
 pub mod wire;
 
 use std::sync::Arc;

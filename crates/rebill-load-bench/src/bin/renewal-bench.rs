@@ -78,6 +78,54 @@ struct Args {
     /// Charge through the Stripe gateway at this API root (e.g. a local `localstripe`).
     #[arg(long, value_name = "URL")]
     stripe_api_base: Option<String>,
+    /// Configure one webhook endpoint (a local receiver answering 200) and run the webhook worker
+    /// while the renewals run; report how fast their notifications are delivered.
+    #[arg(long)]
+    webhook: bool,
+}
+
+/// A local webhook receiver: answers 200 to every POST and counts them.
+async fn receiver() -> anyhow::Result<(String, Arc<std::sync::atomic::AtomicU64>)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}/hooks", listener.local_addr()?);
+    let count = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counted = count.clone();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let counted = counted.clone();
+            tokio::spawn(async move {
+                let mut buffer = vec![0u8; 64 * 1024];
+                let mut seen = Vec::new();
+                loop {
+                    let Ok(n) = stream.read(&mut buffer).await else { return };
+                    if n == 0 {
+                        return;
+                    }
+                    seen.extend_from_slice(&buffer[..n]);
+                    // One request per connection (the poster's client may keep it alive: answer
+                    // each complete request, counted by its head and Content-Length).
+                    while let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head = String::from_utf8_lossy(&seen[..end]).to_ascii_lowercase();
+                        let length: usize = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .and_then(|v| v.trim().parse().ok())
+                            .unwrap_or(0);
+                        if seen.len() < end + 4 + length {
+                            break;
+                        }
+                        seen.drain(..end + 4 + length);
+                        counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        if stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n").await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    Ok((url, count))
 }
 
 /// Builds the Stripe gateway of a site put on Stripe.
@@ -120,6 +168,9 @@ struct Figures {
     seed_seconds: f64,
     run_seconds: f64,
     jobs_run: i64,
+    /// With `--webhook`: notifications delivered and the seconds from the renewals' start until
+    /// the last was delivered.
+    deliveries: Option<(i64, f64)>,
 }
 
 impl Figures {
@@ -494,7 +545,7 @@ fn rfc3339(epoch: i64) -> anyhow::Result<String> {
 }
 
 /// Seeds `n` subscriptions on `url`, measures their renewal and checks it.
-async fn run(backend: Backend, url: &str, n: u32, stripe: Option<&str>) -> anyhow::Result<Figures> {
+async fn run(backend: Backend, url: &str, n: u32, stripe: Option<&str>, webhook: bool) -> anyhow::Result<Figures> {
     let store = Store::connect(url).await?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let new = NewSite {
@@ -512,6 +563,7 @@ async fn run(backend: Backend, url: &str, n: u32, stripe: Option<&str>) -> anyho
             .await
             .context("putting the site on Stripe")?;
     }
+    let services: rebill_app::Services = (*state).clone();
     let api = Api { app: rebill_server::router(state), key };
 
     let seeding = Instant::now();
@@ -536,6 +588,24 @@ async fn run(backend: Backend, url: &str, n: u32, stripe: Option<&str>) -> anyho
     let seed_seconds = seeding.elapsed().as_secs_f64();
     eprintln!("{}: {n} subscriptions due at {} (seeded in {seed_seconds:.1} s)", backend.name(), rfc3339(first)?);
 
+    // The webhook worker runs beside the renewals, as in `rebill serve`.
+    let hooks = if webhook {
+        let (hook_url, received) = receiver().await?;
+        let request = rebill_app::webhooks::EndpointRequest { url: &hook_url, ..Default::default() };
+        rebill_app::webhooks::add_endpoint(&services, &site, &request, clock.now()).await?;
+        // Only what the renewals send is measured: the seeding's events are not notified.
+        sqlx::query("UPDATE domain_events SET notified = 1").execute(&mut db).await?;
+        let poster = Arc::new(rebill_server::webhook_poster::HttpPoster::new()?);
+        let worker = tokio::spawn(rebill_app::webhooks::run(
+            services.clone(),
+            poster,
+            1.0,
+            std::time::Duration::from_millis(200),
+        ));
+        Some((worker, received))
+    } else {
+        None
+    };
     let body = format!("<clock><now>{}</now></clock>", rfc3339(first + 60)?);
     let started = Instant::now();
     let reply = api.xml("/sandbox/clock", body, StatusCode::OK).await?;
@@ -551,9 +621,37 @@ async fn run(backend: Backend, url: &str, n: u32, stripe: Option<&str>) -> anyho
         rebill_xml::from_xml(reply.as_bytes(), &ctx, rebill_xml::Mode::Response).context("the clock's answer")?;
     let jobs_run = answer.jobs_run.unwrap_or_default();
     ensure!(jobs_run == i64::from(n), "the clock ran {jobs_run} jobs, expected {n}");
+    let deliveries = match hooks {
+        Some((worker, received)) => {
+            // Every notification of the renewals delivered: then the delivery rate over the run.
+            let expected: i64 = loop {
+                let unnotified: i64 = sqlx::query("SELECT COUNT(*) AS n FROM domain_events WHERE notified = 0")
+                    .fetch_one(&mut db)
+                    .await?
+                    .try_get("n")?;
+                let total: i64 = sqlx::query("SELECT COUNT(*) AS n FROM webhook_deliveries")
+                    .fetch_one(&mut db)
+                    .await?
+                    .try_get("n")?;
+                if unnotified == 0 && received.load(std::sync::atomic::Ordering::SeqCst) >= total as u64 {
+                    break total;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            };
+            let seconds = started.elapsed().as_secs_f64();
+            worker.abort();
+            eprintln!(
+                "{}: {expected} notifications delivered {seconds:.2} s after the renewals started = {:.0}/s",
+                backend.name(),
+                expected as f64 / seconds
+            );
+            Some((expected, seconds))
+        }
+        None => None,
+    };
     verify(&mut db, site.id, i64::from(n), first).await.context("checking the renewals")?;
     db.close().await?;
-    Ok(Figures { backend, subscriptions: n, seed_seconds, run_seconds, jobs_run })
+    Ok(Figures { backend, subscriptions: n, seed_seconds, run_seconds, jobs_run, deliveries })
 }
 
 #[tokio::main]
@@ -572,7 +670,7 @@ async fn main() -> anyhow::Result<()> {
             Backend::Sqlite => fresh_sqlite_url("renewal_bench"),
             Backend::Postgres => fresh_postgres_url("renewal_bench").await,
         };
-        let result = run(backend, &url, args.subscriptions, args.stripe_api_base.as_deref()).await;
+        let result = run(backend, &url, args.subscriptions, args.stripe_api_base.as_deref(), args.webhook).await;
         if args.keep {
             eprintln!("{}: kept {url}", backend.name());
         } else {
@@ -590,12 +688,23 @@ async fn main() -> anyhow::Result<()> {
         eprintln!("{}: {} jobs ran, every renewal checked", f.backend.name(), f.jobs_run);
         figures.push(f);
     }
-    let gateway = if args.stripe_api_base.is_some() { "stripe (localstripe)" } else { "sandbox" };
+    let gateway = match (args.stripe_api_base.is_some(), args.webhook) {
+        (true, _) => "stripe (localstripe)",
+        (false, true) => "sandbox, one webhook endpoint",
+        (false, false) => "sandbox",
+    };
     println!("\n| backend | gateway | subscriptions due at once | seeding s | renewal run s | renewals/s | target |");
     println!("|---|---|---:|---:|---:|---:|---|");
     for f in &figures {
+        if let Some((delivered, seconds)) = f.deliveries {
+            eprintln!(
+                "{}: {delivered} webhook notifications delivered in {seconds:.2} s ({:.0}/s)",
+                f.backend.name(),
+                delivered as f64 / seconds
+            );
+        }
         let target = match f.backend {
-            _ if args.stripe_api_base.is_some() => "— (reported)".to_owned(),
+            _ if args.stripe_api_base.is_some() || args.webhook => "— (reported)".to_owned(),
             Backend::Sqlite => {
                 let verdict = if f.per_second() >= TARGET_SQLITE { "met" } else { "not met" };
                 format!("≥ {TARGET_SQLITE:.0}/s ({verdict})")
