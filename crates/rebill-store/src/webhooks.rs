@@ -86,17 +86,13 @@ impl Store {
         now: i64,
     ) -> Result<Endpoint, EndpointError> {
         let mut work = self.begin_work().await?;
-        // Two adds at once count one after the other.
-        let lock = format!("SELECT id FROM sites WHERE id = $1{}", work.backend.for_update());
-        sqlx::query(&lock).bind(site_id).fetch_optional(&mut *work.tx).await?;
-        let live: i64 =
-            sqlx::query("SELECT COUNT(*) AS n FROM webhook_endpoints WHERE site_id = $1 AND removed_at IS NULL")
-                .bind(site_id)
-                .fetch_one(&mut *work.tx)
-                .await?
-                .try_get("n")?;
-        if usize::try_from(live).unwrap_or(usize::MAX) >= MAX_ENDPOINTS {
-            return Err(EndpointError::Limit);
+        // Two adds at once count one after the other: on PostgreSQL under the site's row lock;
+        // on SQLite the insert comes first, so the transaction takes the database's write lock
+        // at its first statement (a read first could not be upgraded while another process,
+        // such as `rebill serve`, writes).
+        if work.backend == crate::Backend::Postgres {
+            let lock = format!("SELECT id FROM sites WHERE id = $1{}", work.backend.for_update());
+            sqlx::query(&lock).bind(site_id).fetch_optional(&mut *work.tx).await?;
         }
         let row = sqlx::query(&format!(
             "INSERT INTO webhook_endpoints (site_id, url, http_user, http_password_sealed, kinds, secret_sealed, \
@@ -111,6 +107,16 @@ impl Store {
         .bind(now)
         .fetch_one(&mut *work.tx)
         .await?;
+        let live: i64 =
+            sqlx::query("SELECT COUNT(*) AS n FROM webhook_endpoints WHERE site_id = $1 AND removed_at IS NULL")
+                .bind(site_id)
+                .fetch_one(&mut *work.tx)
+                .await?
+                .try_get("n")?;
+        if usize::try_from(live).unwrap_or(usize::MAX) > MAX_ENDPOINTS {
+            // Dropping the work rolls the insert back.
+            return Err(EndpointError::Limit);
+        }
         let endpoint = from_row(&row)?;
         work.commit().await?;
         Ok(endpoint)
@@ -497,9 +503,12 @@ impl Store {
     /// undelivered one of their (live) endpoint and that no unexpired claim holds; answers them.
     pub async fn claim_due_deliveries(&self, now_ms: i64, claimed_until: i64) -> Result<Vec<Delivery>, StoreError> {
         let rows = sqlx::query(&format!(
+            // Each live endpoint's oldest undelivered delivery, found through the partial index
+            // on (endpoint_id, id): one index probe per endpoint, however many wait.
             "UPDATE webhook_deliveries SET claimed_until = $1 WHERE id IN (\
-               SELECT MIN(d.id) FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id \
-               WHERE d.state IN ('pending', 'retrying') AND e.removed_at IS NULL GROUP BY d.endpoint_id) \
+               SELECT (SELECT d.id FROM webhook_deliveries d WHERE d.endpoint_id = e.id \
+                       AND d.state IN ('pending', 'retrying') ORDER BY d.id LIMIT 1) \
+               FROM webhook_endpoints e WHERE e.removed_at IS NULL) \
              AND next_attempt_at <= $2 AND (claimed_until IS NULL OR claimed_until < $2) \
              AND state IN ('pending', 'retrying') RETURNING {DELIVERY_COLUMNS}"
         ))
@@ -590,37 +599,39 @@ impl Store {
     /// are read under their row locks: a delivery in any other state is left as it is and
     /// answered with that state.
     pub async fn redeliver_webhook_delivery(&self, id: i64, now_ms: i64) -> Result<Redelivery, StoreError> {
-        let mut work = self.begin_work().await?;
+        // One conditional write (no read first, which SQLite could not upgrade to a write while
+        // another process writes); when it changes nothing, a read says why.
         let row = sqlx::query(&format!(
-            "SELECT d.state, e.removed_at FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id \
-             WHERE d.id = $1{}",
-            work.backend.for_update()
+            "UPDATE webhook_deliveries SET state = 'retrying', next_attempt_at = $1, claimed_until = NULL \
+             WHERE id = $2 AND state = 'failed' \
+             AND endpoint_id IN (SELECT id FROM webhook_endpoints WHERE removed_at IS NULL) \
+             RETURNING {DELIVERY_COLUMNS}"
         ))
+        .bind(now_ms)
         .bind(id)
-        .fetch_optional(&mut *work.tx)
+        .fetch_optional(&self.pool)
+        .await?;
+        if let Some(row) = row {
+            return Ok(Redelivery::Redelivered(delivery_from_row(&row)?));
+        }
+        let row = sqlx::query(
+            "SELECT d.state, e.removed_at FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id \
+             WHERE d.id = $1",
+        )
+        .bind(id)
+        .fetch_optional(&self.pool)
         .await?;
         let Some(row) = row else { return Ok(Redelivery::NotFound) };
         let state: String = row.try_get("state")?;
         let state =
             DeliveryState::parse(&state).ok_or_else(|| StoreError::Invalid(format!("delivery state {state}")))?;
         let removed: Option<i64> = row.try_get("removed_at")?;
-        if state != DeliveryState::Failed {
-            return Ok(Redelivery::NotFailed(state));
-        }
-        if removed.is_some() {
-            return Ok(Redelivery::EndpointRemoved);
-        }
-        let row = sqlx::query(&format!(
-            "UPDATE webhook_deliveries SET state = 'retrying', next_attempt_at = $1, claimed_until = NULL \
-             WHERE id = $2 RETURNING {DELIVERY_COLUMNS}"
-        ))
-        .bind(now_ms)
-        .bind(id)
-        .fetch_one(&mut *work.tx)
-        .await?;
-        let delivery = delivery_from_row(&row)?;
-        work.commit().await?;
-        Ok(Redelivery::Redelivered(delivery))
+        Ok(match state {
+            DeliveryState::Failed if removed.is_some() => Redelivery::EndpointRemoved,
+            // Redelivered by someone else between the two statements: it is on its way again.
+            DeliveryState::Failed => Redelivery::NotFailed(DeliveryState::Retrying),
+            state => Redelivery::NotFailed(state),
+        })
     }
 
     /// Puts every `failed` delivery of the site (of every site with `None`) whose endpoint is
