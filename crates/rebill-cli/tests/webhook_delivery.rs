@@ -15,12 +15,11 @@
 //! its notification by a later pass of the worker).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use rebill_testkit::receiver::{Received, Receiver};
 use rebill_testkit::*;
 use serde_json::Value;
 
@@ -31,100 +30,29 @@ const ANSWER_DELAY: Duration = Duration::from_millis(30);
 /// Concurrent API clients creating the accounts.
 const CLIENTS: usize = 4;
 
-/// A notification as the receiver got it.
-#[derive(Debug, Clone)]
-struct Received {
-    at: Instant,
-    headers: Vec<(String, String)>,
-    body: String,
+/// A notification's `webhook-id`.
+fn id(r: &Received) -> String {
+    r.header("webhook-id").expect("a webhook-id").to_owned()
 }
 
-impl Received {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
-    }
-
-    fn id(&self) -> String {
-        self.header("webhook-id").expect("a webhook-id").to_owned()
-    }
-
-    fn account_code(&self) -> String {
-        tag(&self.body, "account_code").unwrap_or_else(|| panic!("no account code in {}", self.body))
-    }
+/// The account a notification is about.
+fn account_code(r: &Received) -> String {
+    tag(&r.body, "account_code").unwrap_or_else(|| panic!("no account code in {}", r.body))
 }
 
-/// A receiver on 127.0.0.1 that records every request, then answers 200 after `delay`.
-struct Receiver {
-    url: String,
-    got: Arc<Mutex<Vec<Received>>>,
-}
-
-impl Receiver {
-    fn start(delay: Duration) -> Receiver {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let url = format!("http://{}/hooks", listener.local_addr().expect("address"));
-        let got = Arc::new(Mutex::new(Vec::new()));
-        let sink = got.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(mut stream) = stream else { return };
-                let sink = sink.clone();
-                std::thread::spawn(move || {
-                    let mut reader = BufReader::new(stream.try_clone().expect("clone"));
-                    let mut line = String::new();
-                    if reader.read_line(&mut line).is_err() {
-                        return;
-                    }
-                    let mut headers = Vec::new();
-                    loop {
-                        let mut h = String::new();
-                        if reader.read_line(&mut h).is_err() || h.trim().is_empty() {
-                            break;
-                        }
-                        if let Some((n, v)) = h.trim().split_once(':') {
-                            headers.push((n.trim().to_owned(), v.trim().to_owned()));
-                        }
-                    }
-                    let length = headers
-                        .iter()
-                        .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
-                        .and_then(|(_, v)| v.parse().ok())
-                        .unwrap_or(0);
-                    let mut body = vec![0u8; length];
-                    if reader.read_exact(&mut body).is_err() {
-                        return;
-                    }
-                    let body = String::from_utf8_lossy(&body).into();
-                    sink.lock().expect("log").push(Received { at: Instant::now(), headers, body });
-                    std::thread::sleep(delay);
-                    let _ = write!(stream, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
-                });
-            }
-        });
-        Receiver { url, got }
-    }
-
-    fn got(&self) -> Vec<Received> {
-        self.got.lock().expect("log").clone()
-    }
-
-    fn count(&self) -> usize {
-        self.got.lock().expect("log").len()
-    }
-
-    /// Waits until `n` distinct notifications arrived (within `limit`); answers all requests.
-    #[track_caller]
-    fn wait_for_distinct(&self, n: usize, limit: Duration) -> Vec<Received> {
-        let deadline = Instant::now() + limit;
-        loop {
-            let got = self.got();
-            let distinct = got.iter().map(Received::id).collect::<BTreeSet<_>>().len();
-            if distinct >= n {
-                return got;
-            }
-            assert!(Instant::now() < deadline, "{distinct} of {n} notifications arrived within {limit:?}");
-            std::thread::sleep(Duration::from_millis(20));
+/// Waits until `n` distinct notifications arrived at `receiver` (within `limit`); answers all
+/// requests.
+#[track_caller]
+fn wait_for_distinct(receiver: &Receiver, n: usize, limit: Duration) -> Vec<Received> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let got = receiver.got();
+        let distinct = got.iter().map(id).collect::<BTreeSet<_>>().len();
+        if distinct >= n {
+            return got;
         }
+        assert!(Instant::now() < deadline, "{distinct} of {n} notifications arrived within {limit:?}");
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -198,7 +126,7 @@ fn await_int(db: &str, statement: &str, expected: i64, limit: Duration) {
 fn counts(got: &[Received]) -> BTreeMap<String, usize> {
     let mut counts = BTreeMap::new();
     for r in got {
-        *counts.entry(r.id()).or_insert(0) += 1;
+        *counts.entry(id(r)).or_insert(0) += 1;
     }
     counts
 }
@@ -231,11 +159,11 @@ fn deliveries(db: &str) -> Vec<(String, i64, i64, String)> {
 /// delivery was written by a later derivation (a later `created_at`). Answers the inversions.
 fn check_order(db: &str, got: &[Received]) -> usize {
     let mut seen = BTreeSet::new();
-    let first_arrivals: Vec<String> = got.iter().map(Received::id).filter(|id| seen.insert(id.clone())).collect();
+    let first_arrivals: Vec<String> = got.iter().map(id).filter(|id| seen.insert(id.clone())).collect();
     let deliveries = deliveries(db);
     let by_delivery: Vec<String> = deliveries.iter().map(|d| d.0.clone()).collect();
     assert_eq!(first_arrivals, by_delivery, "the receiver got the deliveries one at a time, in their order");
-    let codes: Vec<String> = got.iter().filter(|r| seen.remove(&r.id())).map(Received::account_code).collect();
+    let codes: Vec<String> = got.iter().filter(|r| seen.remove(&id(r))).map(account_code).collect();
     let subjects: Vec<String> = deliveries.iter().map(|d| d.3.clone()).collect();
     assert_eq!(codes, subjects, "each body is its event's account");
     assert_eq!(
@@ -274,7 +202,7 @@ fn check_complete(db: &str, codes: &[String], got: &[Received]) -> BTreeMap<Stri
     let received: BTreeSet<String> = counts.keys().cloned().collect();
     assert_eq!(received, stored, "the webhook-ids received are the deliveries' ones");
     assert_eq!(received.len(), codes.len(), "none missing");
-    let bodies: BTreeSet<String> = got.iter().map(Received::account_code).collect();
+    let bodies: BTreeSet<String> = got.iter().map(account_code).collect();
     let expected: BTreeSet<String> = codes.iter().cloned().collect();
     assert_eq!(bodies, expected, "every account in some body");
     assert!(got.iter().all(|r| r.body.contains("<new_account_notification>")), "new_account notifications only");
@@ -288,7 +216,7 @@ const BURST: usize = 60;
 
 fn killed_during_a_burst(db: &str) {
     let started = Instant::now();
-    let receiver = Receiver::start(ANSWER_DELAY);
+    let receiver = Receiver::start(Vec::new(), Some(ANSWER_DELAY));
     let key_file = vault_key_file();
     let args = serve_args(&key_file);
     let first = start_with(db, Options { clock: Some(T0), args: &args, ..Options::default() });
@@ -311,7 +239,7 @@ fn killed_during_a_burst(db: &str) {
     }
     drop(first); // SIGKILL, then reaped.
     let killed_at = Instant::now();
-    let before: BTreeSet<String> = receiver.got().iter().map(Received::id).collect();
+    let before: BTreeSet<String> = receiver.got().iter().map(id).collect();
     assert!(before.len() < BURST, "all {BURST} arrived before the kill: nothing was cut");
     // Received but not recorded delivered: the attempt the kill cut, which must come again.
     // (A request still on its way when `before` was read is missed here; the checks below hold
@@ -332,7 +260,7 @@ fn killed_during_a_burst(db: &str) {
     let _second = start_with(db, options);
     let restarted_at = Instant::now();
     // A claim lasts 10 s: an attempt cut by the kill holds its endpoint until then.
-    let got = receiver.wait_for_distinct(BURST, Duration::from_secs(55));
+    let got = wait_for_distinct(&receiver, BURST, Duration::from_secs(55));
     let done_at = got.last().map_or(restarted_at, |r| r.at);
     let first_after = got.iter().find(|r| r.at > restarted_at).map_or(done_at, |r| r.at);
     let duplicates = check_complete(db, &codes, &got);
@@ -383,7 +311,7 @@ fn two_processes_on_one_postgres_deliver_each_notification_once_in_order() {
     let started = Instant::now();
     let database = postgres_database("webhook_two");
     let db = database.url();
-    let receiver = Receiver::start(ANSWER_DELAY);
+    let receiver = Receiver::start(Vec::new(), Some(ANSWER_DELAY));
     let key_file = vault_key_file();
     let args = serve_args(&key_file);
     let first = start_with(db, Options { clock: Some(T0), args: &args, ..Options::default() });
@@ -395,7 +323,7 @@ fn two_processes_on_one_postgres_deliver_each_notification_once_in_order() {
     create_accounts(&[&first, &second], &first.key, &codes);
     let created_at = Instant::now();
 
-    let got = receiver.wait_for_distinct(SHARED_BURST, Duration::from_secs(50));
+    let got = wait_for_distinct(&receiver, SHARED_BURST, Duration::from_secs(50));
     let done_at = got.last().map_or(created_at, |r| r.at);
     let duplicates = check_complete(db, &codes, &got);
     eprintln!(

@@ -32,19 +32,42 @@ fn serve(db: &str, receiver: &Receiver) -> Server {
     s
 }
 
-/// Every notification received has arrived and no more come in a moment (the worker runs every
-/// 200 ms; a whole second without a new one means none is on its way).
-fn settled(receiver: &Receiver) -> Vec<Received> {
-    let mut seen = receiver.got().len();
-    let mut quiet = Instant::now();
-    while quiet.elapsed() < Duration::from_secs(1) {
-        std::thread::sleep(Duration::from_millis(50));
-        let now = receiver.got().len();
-        if now != seen {
-            (seen, quiet) = (now, Instant::now());
+/// Every notification of what the service did so far, once it is delivered: no event is left to
+/// turn into notifications and no delivery waits (a delivery is recorded only after the receiver
+/// answered it).
+fn settled(receiver: &Receiver, s: &Server) -> Vec<Received> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let waiting = sql(
+            &s.database,
+            "SELECT CAST((SELECT COUNT(*) FROM domain_events WHERE notified = 0) \
+             + (SELECT COUNT(*) FROM webhook_deliveries WHERE state IN ('pending', 'retrying')) AS TEXT)",
+        );
+        if waiting.first().map(String::as_str) == Some("0") {
+            return receiver.got();
         }
+        assert!(Instant::now() < deadline, "notifications still waiting: {waiting:?}");
+        std::thread::sleep(Duration::from_millis(20));
     }
-    receiver.got()
+}
+
+/// A monthly plan of `cents` USD.
+fn plan(s: &Server, code: &str, name: &str, cents: i64) {
+    let body = format!(
+        "<plan><plan_code>{code}</plan_code><name>{name}</name><unit_amount_in_cents><USD>{cents}</USD>\
+         </unit_amount_in_cents><plan_interval_length>1</plan_interval_length>\
+         <plan_interval_unit>months</plan_interval_unit></plan>"
+    );
+    expect(authed(s, "POST", "/v2/plans", &xml_at("2.11"), &body), 201);
+}
+
+/// Turns Credit Memos on for the sandbox site.
+fn credit_memos(db: &str) {
+    let out = Command::new(bin())
+        .args(["--database", db, "site", "update", "--name", "sandbox", "--credit-memos", "true"])
+        .output()
+        .expect("run rebill");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// The subscription notifications of a subscription's life.
@@ -54,15 +77,7 @@ fn subscription_life(db: &str) {
     let xml = xml_at("2.11");
     let post = |path: &str, body: &str| authed(&s, "POST", path, &xml, body);
     let put = |path: &str, body: &str| authed(&s, "PUT", path, &xml, body);
-    expect(
-        post(
-            "/v2/plans",
-            "<plan><plan_code>gold</plan_code><name>Gold</name><unit_amount_in_cents><USD>1000</USD>\
-             </unit_amount_in_cents><plan_interval_length>1</plan_interval_length>\
-             <plan_interval_unit>months</plan_interval_unit></plan>",
-        ),
-        201,
-    );
+    plan(&s, "gold", "Gold", 1000);
     let token = card_token(&s, "4111111111111111");
     let body = format!(
         "<subscription><plan_code>gold</plan_code><currency>USD</currency><account><account_code>c1</account_code>\
@@ -70,7 +85,7 @@ fn subscription_life(db: &str) {
     );
     let created = expect(post("/v2/subscriptions", &body), 201);
     let uuid = field(&created.body, "uuid");
-    let all = settled(&receiver);
+    let all = settled(&receiver, &s);
     let kinds: Vec<String> = all.iter().map(Received::kind).collect();
     for kind in ["new_account_notification", "billing_info_updated_notification", "new_subscription_notification"] {
         assert!(kinds.contains(&kind.to_owned()), "{kind} in {kinds:?}");
@@ -100,7 +115,7 @@ fn subscription_life(db: &str) {
             assert!(Instant::now() < deadline, "{what}: {:?}", subscription_kinds(&receiver.got()));
             std::thread::sleep(Duration::from_millis(20));
         }
-        let all = settled(&receiver);
+        let all = settled(&receiver, &s);
         assert_eq!(subscription_kinds(&all), expected, "{what}");
         from = all.len();
     };
@@ -124,7 +139,7 @@ fn subscription_life(db: &str) {
     step("drop the pause", put(&format!("{path}/resume"), ""), 200, &["subscription_pause_canceled_notification"]);
     step("terminate", put(&format!("{path}/terminate?refund=none"), ""), 200, &["expired_subscription_notification"]);
 
-    let all = settled(&receiver);
+    let all = settled(&receiver, &s);
     let pause = all.iter().find(|r| r.kind() == "scheduled_subscription_pause_notification").expect("pause");
     assert!(pause.body.contains("<phone nil=\"true\"/>"), "the pause family carries A1: {}", pause.body);
     assert!(
@@ -147,24 +162,14 @@ fn renewal(db: &str) {
     let receiver = Receiver::start(Vec::new(), None);
     let s = serve(db, &receiver);
     let xml = xml_at("2.11");
-    expect(
-        authed(
-            &s,
-            "POST",
-            "/v2/plans",
-            &xml,
-            "<plan><plan_code>m</plan_code><name>M</name><unit_amount_in_cents><USD>500</USD></unit_amount_in_cents>\
-             <plan_interval_length>1</plan_interval_length><plan_interval_unit>months</plan_interval_unit></plan>",
-        ),
-        201,
-    );
+    plan(&s, "m", "M", 500);
     let token = card_token(&s, "4111111111111111");
     let body = format!(
         "<subscription><plan_code>m</plan_code><currency>USD</currency><account><account_code>r1</account_code>\
          <billing_info><token_id>{token}</token_id></billing_info></account></subscription>"
     );
     let uuid = field(&expect(authed(&s, "POST", "/v2/subscriptions", &xml, &body), 201).body, "uuid");
-    let before = settled(&receiver).len();
+    let before = settled(&receiver, &s).len();
     s.set_clock(T0 + 32 * DAY);
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
@@ -232,18 +237,7 @@ fn invoices_and_payments(db: &str) {
     let receiver = Receiver::start(Vec::new(), None);
     let s = serve(db, &receiver);
     let xml = xml_at("2.11");
-    expect(
-        authed(
-            &s,
-            "POST",
-            "/v2/plans",
-            &xml,
-            "<plan><plan_code>gold</plan_code><name>Gold</name><unit_amount_in_cents><USD>1000</USD>\
-             </unit_amount_in_cents><plan_interval_length>1</plan_interval_length>\
-             <plan_interval_unit>months</plan_interval_unit></plan>",
-        ),
-        201,
-    );
+    plan(&s, "gold", "Gold", 1000);
     let subscribe = |code: &str, card: &str, status: u16| {
         let token = card_token(&s, card);
         let body = format!(
@@ -255,7 +249,7 @@ fn invoices_and_payments(db: &str) {
 
     // Without Credit Memos: the legacy invoice family.
     subscribe("legacy", "4111111111111111", 201);
-    let all = settled(&receiver);
+    let all = settled(&receiver, &s);
     let kinds: Vec<String> = all.iter().map(Received::kind).collect();
     for kind in ["new_invoice_notification", "closed_invoice_notification", "successful_payment_notification"] {
         assert!(kinds.contains(&kind.to_owned()), "{kind} in {kinds:?}");
@@ -301,7 +295,7 @@ fn invoices_and_payments(db: &str) {
     let body = format!("<billing_info><token_id>{token}</token_id></billing_info>");
     // Declined but stored (declined_saveable): the renewal charges it.
     expect(authed(&s, "PUT", "/v2/accounts/renewal/billing_info", &xml, &body), 422);
-    let from = settled(&receiver).len();
+    let from = settled(&receiver, &s).len();
     s.set_clock(T0 + 32 * DAY);
     let deadline = Instant::now() + Duration::from_secs(60);
     let kinds = loop {
@@ -315,21 +309,17 @@ fn invoices_and_payments(db: &str) {
     for kind in ["renewed_subscription_notification", "new_invoice_notification", "failed_payment_notification"] {
         assert!(kinds.contains(&kind.to_owned()), "{kind} in {kinds:?}");
     }
-    let all = settled(&receiver);
+    let all = settled(&receiver, &s);
     assert!(
         !all.iter().any(|r| r.body.contains("<account_code>declined</account_code>")),
         "a refused signup sends nothing"
     );
 
     // With Credit Memos: the charge invoice family.
-    let out = Command::new(bin())
-        .args(["--database", db, "site", "update", "--name", "sandbox", "--credit-memos", "true"])
-        .output()
-        .expect("run rebill");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    credit_memos(db);
     let from = all.len();
     subscribe("memos", "4111111111111111", 201);
-    let all = settled(&receiver);
+    let all = settled(&receiver, &s);
     let kinds: Vec<String> = all[from..].iter().map(Received::kind).collect();
     for kind in
         ["new_charge_invoice_notification", "paid_charge_invoice_notification", "successful_payment_notification"]
@@ -377,24 +367,9 @@ fn invoices_and_payments_send_their_notifications() {
 fn pauses_dunning_and_money_back(db: &str) {
     let receiver = Receiver::start(Vec::new(), None);
     let s = serve(db, &receiver);
-    let out = Command::new(bin())
-        .args(["--database", db, "site", "update", "--name", "sandbox", "--credit-memos", "true"])
-        .output()
-        .expect("run rebill");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    credit_memos(db);
     let xml = xml_at("2.11");
-    expect(
-        authed(
-            &s,
-            "POST",
-            "/v2/plans",
-            &xml,
-            "<plan><plan_code>gold</plan_code><name>Gold</name><unit_amount_in_cents><USD>1000</USD>\
-             </unit_amount_in_cents><plan_interval_length>1</plan_interval_length>\
-             <plan_interval_unit>months</plan_interval_unit></plan>",
-        ),
-        201,
-    );
+    plan(&s, "gold", "Gold", 1000);
     let subscribe = |code: &str| {
         let token = card_token(&s, "4111111111111111");
         let body = format!(
@@ -456,7 +431,7 @@ fn pauses_dunning_and_money_back(db: &str) {
     let charge = field(&expect(authed(&s, "POST", "/v2/transactions", &xml, body), 201).body, "uuid");
     expect(authed(&s, "DELETE", &format!("/v2/transactions/{charge}"), &xml, ""), 202);
     wait_for_kinds(&["new_credit_invoice_notification", "successful_refund_notification", "void_payment_notification"]);
-    let all = settled(&receiver);
+    let all = settled(&receiver, &s);
     let void = all.iter().find(|r| r.kind() == "void_payment_notification").expect("void");
     assert!(void.body.contains("<status>void</status>"), "{}", void.body);
     let credit = all

@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 /// A notification as the receiver got it.
 #[derive(Debug, Clone)]
 pub struct Received {
+    /// When it arrived.
+    pub at: Instant,
     pub headers: Vec<(String, String)>,
     pub body: String,
 }
@@ -77,7 +79,7 @@ impl Receiver {
                         return;
                     }
                     if let Ok(mut all) = sink.lock() {
-                        all.push(Received { headers, body: String::from_utf8_lossy(&body).into() });
+                        all.push(Received { at: Instant::now(), headers, body: String::from_utf8_lossy(&body).into() });
                     }
                     if let Some(hold) = hold {
                         std::thread::sleep(hold);
@@ -99,6 +101,11 @@ impl Receiver {
     /// Everything received so far.
     pub fn got(&self) -> Vec<Received> {
         self.got.lock().map(|g| g.clone()).unwrap_or_default()
+    }
+
+    /// How many requests arrived so far.
+    pub fn count(&self) -> usize {
+        self.got.lock().map(|g| g.len()).unwrap_or_default()
     }
 
     /// Waits until `n` requests arrived (60 s at most).
