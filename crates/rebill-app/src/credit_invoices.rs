@@ -80,9 +80,7 @@ pub async fn void(services: &Services, ctx: &Context, number: &str) -> Result<In
         return Err(VoidError::NotVoidable { number: n, kind: invoice.kind, state: invoice.state });
     }
     let amount = -invoice.amounts.balance;
-    if !work.take_credit(&invoice, amount, amount, ctx.now).await? {
-        return Err(VoidError::Changed(n));
-    }
+    let recorded_at = services.clock.now();
     let reduction = NewCreditPayment {
         account_id: invoice.account_id,
         action: CreditPaymentAction::Reduction,
@@ -93,8 +91,11 @@ pub async fn void(services: &Services, ctx: &Context, number: &str) -> Result<In
         original_credit_payment_id: None,
         refund_transaction_id: None,
     };
-    let recorded_at = services.clock.now();
+    // The payment first, so that its event comes before the invoice's change of state.
     let payment = work.record_credit_payment(ctx.site.id, &reduction, ctx.now, recorded_at).await?;
+    if !work.take_credit(&invoice, amount, amount, ctx.now, recorded_at).await? {
+        return Err(VoidError::Changed(n));
+    }
     let voided = work.invoice(invoice.id).await?.ok_or_else(missing)?;
     let event = events::new(
         services,

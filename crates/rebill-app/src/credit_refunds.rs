@@ -263,9 +263,10 @@ pub(crate) async fn pay_out(
     if !crate::refunds::purchases_hold(&mut work, sources.iter().map(|s| (s.purchase.id, s.amount))).await? {
         return Err(RefundError::Busy(number));
     }
+    let recorded_at = services.clock.now();
     let taken = match external {
-        Some(_) => work.take_credit(&current, amount, 0, now).await?,
-        None => work.begin_payout(&current, amount, now).await?,
+        Some(_) => work.take_credit(&current, amount, 0, now, recorded_at).await?,
+        None => work.begin_payout(&current, amount, now, recorded_at).await?,
     };
     if !taken {
         return Err(RefundError::Busy(number));
@@ -274,7 +275,6 @@ pub(crate) async fn pay_out(
         let at: Vec<(&NewTransaction, i64)> = recorded.iter().map(|(t, _)| (t, now)).collect();
         work.begin_transactions(ctx.site.id, &at).await?
     };
-    let recorded_at = services.clock.now();
     for (t, (_, via)) in begun.iter().zip(&recorded) {
         work.record_credit_payment(ctx.site.id, &refund_payment(credit, t, *via), now, recorded_at).await?;
     }

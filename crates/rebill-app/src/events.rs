@@ -5,7 +5,8 @@
 //! |---|---|
 //! | account code | `account.created`, `account.updated`, `account.closed`, `account.reopened`, `billing_info.updated`, `billing_info.removed` |
 //! | subscription uuid | `subscription.created`, `.activated`, `.changed`, `.updated`, `.renewed`, `.trial_ended`, `.pause_scheduled`, `.pause_canceled` (a scheduled pause dropped by a resume), `.paused`, `.paused_renewal`, `.resumed`, `.canceled`, `.reactivated`, `.postponed`, `.past_due`, `.recovered`, `.expired` |
-//! | invoice number | `invoice.created`, `invoice.past_due`, `invoice.paid`, `invoice.failed` |
+//! | invoice number | `invoice.created`, `invoice.past_due`, `invoice.dunning`, `invoice.paid`, `invoice.failed`; credit invoices `credit_invoice.closed`, `.voided`, `.reopened`, `.processing` ([`rebill_store::credits`]) |
+//! | credit payment uuid | `credit_payment.created`, `credit_payment.voided` |
 //! | transaction uuid | `transaction.approved`, `transaction.declined` |
 //! | account code | `shipping_address.created`, `.updated`, `.deleted` ([`crate::shipping_addresses`]) |
 //! | gift card id | `gift_card.purchased`, `gift_card.delivered`, `gift_card.redeemed` (see [`crate::gift_cards`]) |
@@ -51,6 +52,9 @@ pub const INVOICE_CREATED: &str = "invoice.created";
 pub const INVOICE_PAST_DUE: &str = "invoice.past_due";
 pub const INVOICE_PAID: &str = "invoice.paid";
 pub const INVOICE_FAILED: &str = "invoice.failed";
+/// A dunning event of an automatically collected invoice: a collection declined, the invoice
+/// entering or staying in dunning (payload: `dunning_events_count`, `final`).
+pub const INVOICE_DUNNING: &str = "invoice.dunning";
 pub const TRANSACTION_APPROVED: &str = "transaction.approved";
 pub const TRANSACTION_DECLINED: &str = "transaction.declined";
 /// A failed charge invoice written off with Credit Memos (subject: its number).

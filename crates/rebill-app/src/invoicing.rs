@@ -512,7 +512,19 @@ async fn write_transition(
     at: i64,
 ) -> Result<Invoice, BillingError> {
     let events = transition_events(state, invoice, transition, by, at);
-    match state.store.set_invoice_state(invoice.id, transition.from_states(), change, at, &events).await? {
+    write_with_events(state, invoice, transition, change, &events, at).await
+}
+
+/// Writes `change` with `events` if the invoice is still in a state `transition` starts from.
+async fn write_with_events(
+    state: &Services,
+    invoice: &Invoice,
+    transition: InvoiceTransition,
+    change: InvoiceChange,
+    events: &[NewEvent],
+    at: i64,
+) -> Result<Invoice, BillingError> {
+    match state.store.set_invoice_state(invoice.id, transition.from_states(), change, at, events).await? {
         Some(changed) => Ok(changed),
         // Settled meanwhile: answer it as it is.
         None => state
@@ -546,7 +558,23 @@ pub async fn attempted(
         attempt_next_collection_at: next.next_retry_at,
         collection_attempts: next.failed_attempts,
     };
-    write_transition(state, invoice, next.change, change, by, at).await
+    let mut events = transition_events(state, invoice, next.change, by, at);
+    if collect == Collect::Automatic && outcome != Attempt::Approved {
+        // A dunning event: the invoice enters dunning (the first collection declined) or stays
+        // in it; the last one comes before the invoice's failure, the others after its falling
+        // past due.
+        let last = next.change == InvoiceTransition::Fail;
+        let payload = json!({
+            "account_code": invoice.account_code,
+            "currency": invoice.currency,
+            "total_in_cents": invoice.amounts.total,
+            "dunning_events_count": attempt + 1,
+            "final": last,
+        });
+        let dunning = events::new(state, events::INVOICE_DUNNING, at, payload);
+        if last { events.insert(0, dunning) } else { events.push(dunning) }
+    }
+    write_with_events(state, invoice, next.change, change, &events, at).await
 }
 
 /// `credit_card` or `ach`.

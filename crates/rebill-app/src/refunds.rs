@@ -894,7 +894,7 @@ pub(crate) async fn finish(
     work.complete_transactions(&completions).await?;
     for (t, r) in waiting.iter().zip(&results) {
         if r.status != TransactionStatus::Success {
-            work.void_refund_credit_payment(t.id, at).await?;
+            work.void_refund_credit_payment(t.id, at, services.clock.now()).await?;
         }
     }
     let current =
@@ -911,7 +911,7 @@ pub(crate) async fn finish(
         (InvoiceState::Failed, 0, events::INVOICE_REFUND_FAILED)
     };
     let event = [refund_event(services, kind, &current, original_number, at)];
-    work.settle_refund_invoice(refund.id, state, balance, at, &event).await?;
+    work.settle_refund_invoice(refund.id, state, balance, at, services.clock.now(), &event).await?;
     work.commit().await?;
     let first_declined = waiting.iter().zip(&results).find(|(_, r)| r.status != TransactionStatus::Success);
     if let (true, Some((t, _))) = (!cm || declines_refuse, first_declined) {
@@ -1072,7 +1072,7 @@ async fn finish_void(
         let refunded = [refund_event(services, events::INVOICE_REFUNDED, refund, original_number, at)];
         let mut work = services.store.begin_work().await?;
         if work.void_transaction(purchase.id, at, &voided).await? {
-            work.settle_refund_invoice(refund.id, state, 0, at, &refunded).await?;
+            work.settle_refund_invoice(refund.id, state, 0, at, services.clock.now(), &refunded).await?;
             work.commit().await?;
         } else {
             // Refunded or voided meanwhile by another request: its refund invoice is left to
@@ -1134,7 +1134,7 @@ pub async fn run_refund_job(services: &Services, job: &Job) -> Result<(), JobErr
                 let state = given_back_state(&refund);
                 let event = [refund_event(services, events::INVOICE_REFUNDED, &refund, original, job.due_at)];
                 let mut work = services.store.begin_work().await?;
-                work.settle_refund_invoice(refund.id, state, 0, job.due_at, &event).await?;
+                work.settle_refund_invoice(refund.id, state, 0, job.due_at, services.clock.now(), &event).await?;
                 work.commit().await?;
                 Ok(refund.clone())
             }

@@ -166,10 +166,8 @@ pub async fn add(
     let made = if to_add.is_empty() {
         Vec::new()
     } else {
-        let events: Vec<_> = to_add
-            .iter()
-            .map(|_| event(services, SHIPPING_ADDRESS_CREATED, ctx.now, &account.account_code, None))
-            .collect();
+        let code = account.account_code.as_str();
+        let created = |a: &ShippingAddress| event(services, SHIPPING_ADDRESS_CREATED, ctx.now, code, Some(a.id));
         services
             .store
             .create_shipping_addresses(
@@ -179,7 +177,7 @@ pub async fn add(
                 &to_add,
                 MAX_PER_ACCOUNT,
                 ctx.now,
-                &events,
+                &created,
             )
             .await?
             .ok_or(ShippingError::TooMany)?

@@ -54,7 +54,7 @@ pub async fn on_invoice_failed(services: &Services, event: &Event) -> Result<(),
     if !work.lock_invoice(invoice.id).await? || work.written_off(invoice.id).await? {
         return Ok(());
     }
-    let voided = work.void_credit_payments_to(invoice.id, at).await?;
+    let voided = work.void_credit_payments_to(invoice.id, at, services.clock.now()).await?;
     let current = work.invoice(invoice.id).await?.ok_or_else(unknown)?;
     let amount = current.amounts.balance;
     if amount <= 0 {

@@ -16,7 +16,7 @@ use rebill_app::testing::{DAY, Scripted, T0, TestClock, card, subscribers};
 use rebill_app::{Context, Services, accounts, adjustments, payment_methods, scheduler};
 use rebill_billing::states::{InvoiceState, TransactionStatus};
 use rebill_store::accounts::{Account, AccountFields};
-use rebill_store::credits::{CreditPayment, CreditPaymentAction, CreditPaymentFilter};
+use rebill_store::credits::{CREDIT_INVOICE_VOIDED, CreditPayment, CreditPaymentAction, CreditPaymentFilter};
 use rebill_store::invoicing::{
     Adjustment, AdjustmentKind, CollectionMethod, Invoice, InvoiceAmounts, InvoiceKind, InvoiceTerms, NewAdjustment,
     NewInvoice,
@@ -188,7 +188,7 @@ async fn voiding_a_credit_invoice_removes_what_is_left_of_its_credit() {
         let (services, ctx, _, _) = site(store, true).await;
         let a = account(&services, &ctx, "a1", true).await;
 
-        // Voided whole: `voided`, a reduction of the whole total, the invoice.voided event.
+        // Voided whole: `voided`, a reduction of the whole total, the voided events.
         let full = invoiced(&services, &ctx, &a, -500, T0).await.invoice;
         let number = full.invoice_number.to_string();
         let later = Context { site: ctx.site.clone(), now: T0 + 60 };
@@ -203,8 +203,9 @@ async fn voiding_a_credit_invoice_removes_what_is_left_of_its_credit() {
         assert_eq!(p.created_at, T0 + 60, "{backend:?}");
         let recorded = services.store.events(ctx.site.id, &number).await.expect("events");
         let kinds: Vec<&str> = recorded.iter().map(|e| e.kind.as_str()).collect();
-        assert_eq!(kinds, ["invoice.created", INVOICE_VOIDED], "{backend:?}");
-        let payload: Value = serde_json::from_str(&recorded[1].payload).expect("json");
+        // The state change (what notifications send), then the void with its amounts.
+        assert_eq!(kinds, ["invoice.created", CREDIT_INVOICE_VOIDED, INVOICE_VOIDED], "{backend:?}");
+        let payload: Value = serde_json::from_str(&recorded[2].payload).expect("json");
         assert_eq!(
             (payload["voided_in_cents"].as_i64(), payload["state"].as_str(), payload["account_code"].as_str()),
             (Some(500), Some("voided"), Some("a1")),

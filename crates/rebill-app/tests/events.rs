@@ -108,7 +108,11 @@ async fn every_business_change_records_its_event_with_its_subject() {
         );
         assert_eq!(kinds(&store, site, paying).await, ["subscription.created", "subscription.renewed"], "{backend:?}");
         let late_invoice = invoices_of(&store, site, late).await[1].invoice_number.to_string();
-        assert_eq!(kinds(&store, site, &late_invoice).await, ["invoice.created", "invoice.past_due"], "{backend:?}");
+        assert_eq!(
+            kinds(&store, site, &late_invoice).await,
+            ["invoice.created", "invoice.past_due", "invoice.dunning"],
+            "{backend:?}"
+        );
         let paid_invoice = invoices_of(&store, site, paying).await[1].invoice_number.to_string();
         assert_eq!(kinds(&store, site, &paid_invoice).await, ["invoice.created", "invoice.paid"], "{backend:?}");
         let declined = store

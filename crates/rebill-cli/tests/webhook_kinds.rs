@@ -310,6 +310,20 @@ fn invoices_and_payments(db: &str) {
         assert!(kinds.contains(&kind.to_owned()), "{kind} in {kinds:?}");
     }
     let all = settled(&receiver, &s);
+    // Entering dunning without Credit Memos: A0, the invoice (IDL), the subscription and the
+    // declined transaction.
+    let dunning = all[from..].iter().find(|r| r.kind() == "new_dunning_event_notification").expect("dunning");
+    for part in [
+        "<state>past_due</state>",
+        "<due_at type=\"datetime\">",
+        "<dunning_events_count type=\"integer\">1</dunning_events_count>",
+        "<final_dunning_event type=\"boolean\">false</final_dunning_event>",
+        "<subscription>",
+        "<status>declined</status>",
+    ] {
+        assert!(dunning.body.contains(part), "{part} in {}", dunning.body);
+    }
+    assert!(!dunning.body.contains("<phone"), "A0: {}", dunning.body);
     assert!(
         !all.iter().any(|r| r.body.contains("<account_code>declined</account_code>")),
         "a refused signup sends nothing"
@@ -399,16 +413,60 @@ fn pauses_dunning_and_money_back(db: &str) {
     let token = card_token(&s, "4000000000000341");
     let body = format!("<billing_info><token_id>{token}</token_id></billing_info>");
     expect(authed(&s, "PUT", "/v2/accounts/d1/billing_info", &xml, &body), 422);
+    // A posted credit of 300 pays part of its renewal invoice.
+    let body = "<adjustment><description>Goodwill</description><unit_amount_in_cents>-300</unit_amount_in_cents>\
+                <currency>USD</currency></adjustment>";
+    expect(authed(&s, "POST", "/v2/accounts/d1/adjustments", &xml, body), 201);
+    let posted = field(&expect(authed(&s, "POST", "/v2/accounts/d1/invoices", &xml, ""), 201).body, "invoice_number");
     s.set_clock(T0 + 32 * DAY);
-    wait_for_kinds(&["subscription_paused_notification", "past_due_charge_invoice_notification"]);
+    wait_for_kinds(&[
+        "subscription_paused_notification",
+        "past_due_charge_invoice_notification",
+        "new_dunning_event_notification",
+        "closed_credit_invoice_notification",
+    ]);
     // Dunning retries 1, 3, 5 and 7 days after the invoice: the last fails it.
     s.set_clock(T0 + 41 * DAY);
-    // The failed invoice is written off: a credit invoice and its write-off credit payment.
-    wait_for_kinds(&["failed_charge_invoice_notification", "new_credit_payment_notification"]);
-    let written_off =
-        receiver.got().into_iter().find(|r| r.kind() == "new_credit_payment_notification").expect("a credit payment");
-    assert!(written_off.body.contains("<action type=\"symbol\">write_off</action>"), "{}", written_off.body);
-    assert!(written_off.body.contains("<account_code>d1</account_code>"), "{}", written_off.body);
+    // The failed invoice is written off: the credit that paid part of it goes back (its credit
+    // payment voided, the posted credit invoice reopened), then a write-off credit invoice.
+    wait_for_kinds(&[
+        "failed_charge_invoice_notification",
+        "voided_credit_payment_notification",
+        "reopened_credit_invoice_notification",
+    ]);
+    let all = settled(&receiver, &s);
+    let d1: Vec<&Received> = all.iter().filter(|r| r.body.contains("<account_code>d1</account_code>")).collect();
+    let written_off = d1
+        .iter()
+        .find(|r| r.kind() == "new_credit_payment_notification" && r.body.contains(">write_off</action>"))
+        .expect("the write-off's credit payment");
+    assert!(
+        written_off.body.contains("<amount_in_cents type=\"integer\">1000</amount_in_cents>"),
+        "{}",
+        written_off.body
+    );
+    let voided = d1.iter().find(|r| r.kind() == "voided_credit_payment_notification").expect("voided");
+    assert!(voided.body.contains("<amount_in_cents type=\"integer\">300</amount_in_cents>"), "{}", voided.body);
+    assert!(!voided.body.contains("<voided_at type=\"datetime\" nil=\"true\"/>"), "{}", voided.body);
+    let reopened = d1.iter().find(|r| r.kind() == "reopened_credit_invoice_notification").expect("reopened");
+    assert!(reopened.body.contains(&format!("<invoice_number type=\"integer\">{posted}</invoice_number>")));
+    assert!(reopened.body.contains("<state>open</state>"), "{}", reopened.body);
+    // One dunning event per declined collection: the first and four retries, the last final;
+    // on a Credit Memos site A1, the invoice with its counters, and the subscription.
+    let dunning: Vec<(String, String)> = d1
+        .iter()
+        .filter(|r| r.kind() == "new_dunning_event_notification")
+        .map(|r| (field(&r.body, "dunning_events_count"), field(&r.body, "final_dunning_event")))
+        .collect();
+    let expected: Vec<(String, String)> = (1..=5).map(|n| (n.to_string(), (n == 5).to_string())).collect();
+    assert_eq!(dunning, expected);
+    let first = d1.iter().find(|r| r.kind() == "new_dunning_event_notification").expect("a dunning event");
+    assert!(first.body.contains("<phone nil=\"true\"/>") && first.body.contains("<subscription>"), "{}", first.body);
+    assert!(!first.body.contains("<transaction>"), "{}", first.body);
+    let order: Vec<String> = d1.iter().map(|r| r.kind()).collect();
+    let last_dunning = order.iter().rposition(|k| k == "new_dunning_event_notification").expect("dunning");
+    let failed = order.iter().position(|k| k == "failed_charge_invoice_notification").expect("failed");
+    assert!(last_dunning < failed, "the final dunning event comes before the failure: {order:?}");
     s.set_clock(T0 + 60 * DAY);
     wait_for_kinds(&["paused_subscription_renewal_notification"]);
     expect(authed(&s, "PUT", &format!("/v2/subscriptions/{paused}/resume"), &xml, ""), 200);
@@ -447,6 +505,166 @@ fn pauses_dunning_and_money_back(db: &str) {
 #[test]
 fn pauses_dunning_and_money_back_send_their_notifications() {
     on_both_backends("webhook_cm", pauses_dunning_and_money_back);
+}
+
+/// On a Credit Memos site: a shipping address added, changed and deleted; credit kept from a
+/// refund and paid out to the card; a posted credit voided unused; a gift card bought, redeemed
+/// and drawn on. Every body parsed by the Python client.
+fn addresses_credit_and_gift_cards(db: &str) {
+    let receiver = Receiver::start(Vec::new(), None);
+    let s = serve(db, &receiver);
+    credit_memos(db);
+    let xml = xml_at("2.11");
+    let send = |method: &str, path: &str, body: &str, status: u16| expect(authed(&s, method, path, &xml, body), status);
+    let since = |from: usize| -> Vec<Received> { settled(&receiver, &s)[from..].to_vec() };
+    let kinds = |got: &[Received]| -> Vec<String> { got.iter().map(Received::kind).collect() };
+    plan(&s, "gold", "Gold", 1000);
+
+    // A shipping address added, changed, deleted: A1 and the address as it was.
+    send("POST", "/v2/accounts", "<account><account_code>c1</account_code></account>", 201);
+    let address = "<shipping_address><first_name>Verena</first_name><last_name>Example</last_name>\
+                   <address1>1 Main St</address1><city>San Francisco</city><state>CA</state><zip>94105</zip>\
+                   <country>US</country></shipping_address>";
+    let from = settled(&receiver, &s).len();
+    let id = field(&send("POST", "/v2/accounts/c1/shipping_addresses", address, 201).body, "id");
+    let one = format!("/v2/accounts/c1/shipping_addresses/{id}");
+    send("PUT", &one, "<shipping_address><nickname>Home</nickname></shipping_address>", 200);
+    send("DELETE", &one, "", 204);
+    let got = since(from);
+    assert_eq!(
+        kinds(&got),
+        [
+            "new_shipping_address_notification",
+            "updated_shipping_address_notification",
+            "deleted_shipping_address_notification"
+        ]
+    );
+    for r in &got {
+        assert!(r.body.contains(&format!("<id type=\"integer\">{id}</id>")), "{}", r.body);
+        assert!(
+            r.body.contains("<street1>1 Main St</street1>") && r.body.contains("<phone nil=\"true\"/>"),
+            "{}",
+            r.body
+        );
+        assert!(r.body.contains("<account_code>c1</account_code>"), "{}", r.body);
+    }
+    // (Resources as they are when the notification is made: the change may show already.)
+    assert!(got[2].body.contains("<nickname>Home</nickname>"), "{}", got[2].body);
+
+    // A refund kept as credit, then paid out to the card: processing, then closed.
+    let token = card_token(&s, "4111111111111111");
+    let body = format!(
+        "<subscription><plan_code>gold</plan_code><currency>USD</currency><account><account_code>c2</account_code>\
+         <billing_info><token_id>{token}</token_id></billing_info></account></subscription>"
+    );
+    send("POST", "/v2/subscriptions", &body, 201);
+    let number = field(&send("GET", "/v2/accounts/c2/invoices", "", 200).body, "invoice_number");
+    let body = "<invoice><refund_method>all_credit</refund_method><amount_in_cents>400</amount_in_cents></invoice>";
+    let credit = field(&send("POST", &format!("/v2/invoices/{number}/refund"), body, 201).body, "invoice_number");
+    let from = settled(&receiver, &s).len();
+    send("POST", &format!("/v2/invoices/{credit}/refund"), "<invoice/>", 201);
+    let got = since(from);
+    let states: Vec<String> = got
+        .iter()
+        .filter(|r| r.kind().ends_with("_credit_invoice_notification"))
+        .map(|r| format!("{} {}", r.kind(), field(&r.body, "state")))
+        .collect();
+    assert_eq!(
+        states,
+        ["processing_credit_invoice_notification processing", "closed_credit_invoice_notification closed"],
+        "{:?}",
+        kinds(&got)
+    );
+    for kind in ["processing_credit_invoice_notification", "successful_refund_notification"] {
+        assert!(kinds(&got).contains(&kind.to_owned()), "{kind} in {:?}", kinds(&got));
+    }
+
+    // A posted credit voided while unused.
+    let body = "<adjustment><description>Goodwill</description><unit_amount_in_cents>-700</unit_amount_in_cents>\
+                <currency>USD</currency></adjustment>";
+    send("POST", "/v2/accounts/c2/adjustments", body, 201);
+    let posted = field(&send("POST", "/v2/accounts/c2/invoices", "", 201).body, "invoice_number");
+    let from = settled(&receiver, &s).len();
+    send("PUT", &format!("/v2/invoices/{posted}/void"), "", 200);
+    let got = since(from);
+    assert_eq!(kinds(&got), ["new_credit_payment_notification", "voided_credit_invoice_notification"]);
+    assert!(got[1].body.contains("<state>voided</state>"), "{}", got[1].body);
+    assert!(got[1].body.contains(&format!("<invoice_number type=\"integer\">{posted}</invoice_number>")));
+
+    // A gift card bought by c3, redeemed by c4, then drawn on by c4's next invoice.
+    s.cli_json(&[
+        "gift-cards",
+        "products",
+        "add",
+        "--site",
+        "sandbox",
+        "--product-code",
+        "gift_card",
+        "--currency",
+        "usd",
+        "2000",
+    ]);
+    let token = card_token(&s, "4111111111111111");
+    let body = format!(
+        "<gift_card><product_code>gift_card</product_code><unit_amount_in_cents>2000</unit_amount_in_cents>\
+         <currency>USD</currency><delivery><method>email</method><email_address>friend@example.com</email_address>\
+         <first_name>Fran</first_name><gifter_name>Gus</gifter_name></delivery><gifter_account>\
+         <account_code>c3</account_code><billing_info><token_id>{token}</token_id></billing_info></gifter_account>\
+         </gift_card>"
+    );
+    let code = field(&send("POST", "/v2/gift_cards", &body, 201).body, "redemption_code");
+    send("POST", "/v2/accounts", "<account><account_code>c4</account_code></account>", 201);
+    let from = settled(&receiver, &s).len();
+    let body = "<recipient_account><account_code>c4</account_code></recipient_account>";
+    send("POST", &format!("/v2/gift_cards/{code}/redeem"), body, 200);
+    let body = "<adjustment><description>Order</description><unit_amount_in_cents>500</unit_amount_in_cents>\
+                <currency>USD</currency></adjustment>";
+    send("POST", "/v2/accounts/c4/adjustments", body, 201);
+    send("POST", "/v2/accounts/c4/invoices", "", 201);
+    let got = since(from);
+    let all = settled(&receiver, &s);
+    let purchased = all.iter().find(|r| r.kind() == "purchased_gift_card_notification").expect("purchased");
+    assert!(purchased.body.contains(&format!("<redemption_code>{code}</redemption_code>")), "{}", purchased.body);
+    assert!(purchased.body.contains("<recipient_account_code nil=\"true\"/>"), "{}", purchased.body);
+    assert!(!purchased.body.contains("<account>"), "gift card notifications carry the card alone");
+    let redeemed = got.iter().find(|r| r.kind() == "redeemed_gift_card_notification").expect("redeemed");
+    assert!(redeemed.body.contains("<recipient_account_code>c4</recipient_account_code>"), "{}", redeemed.body);
+    let balance = got.iter().find(|r| r.kind() == "updated_balance_gift_card_notification").expect("balance");
+    assert!(balance.body.contains("<balance_in_cents type=\"integer\">1500</balance_in_cents>"), "{}", balance.body);
+    let order = kinds(&got);
+    let at = |k: &str| order.iter().position(|o| o == k).unwrap_or_else(|| panic!("{k} in {order:?}"));
+    assert!(at("redeemed_gift_card_notification") < at("new_credit_payment_notification"), "{order:?}");
+    assert!(at("new_credit_payment_notification") < at("updated_balance_gift_card_notification"), "{order:?}");
+
+    // The released Python client reads every one.
+    let dir = std::env::temp_dir().join(format!("rebill-webhook-credit-{}-{}", std::process::id(), all.len()));
+    std::fs::create_dir_all(&dir).expect("bodies");
+    for (n, r) in all.iter().enumerate() {
+        std::fs::write(dir.join(format!("{n:03}.xml")), &r.body).expect("body");
+    }
+    let program = "import sys, glob, recurly\n\
+                   for path in sorted(glob.glob(sys.argv[1] + '/*.xml')):\n\
+                   \x20   n = recurly.objects_for_push_notification(open(path, 'rb').read())\n\
+                   \x20   g, a, i = n.get('gift_card'), n.get('shipping_address'), n.get('invoice')\n\
+                   \x20   print(n['type'], n['account'].account_code if 'account' in n else '-',\n\
+                   \x20         g.redemption_code if g is not None else '-',\n\
+                   \x20         getattr(g, 'balance_in_cents', '-') if g is not None else '-',\n\
+                   \x20         a.street1 if a is not None else '-', i.state if i is not None else '-')\n";
+    let out = Command::new(python_client()).args(["-c", program]).arg(&dir).output().expect("python");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(text.lines().count(), all.len(), "{text}");
+    assert!(text.contains("deleted_shipping_address_notification c1 - - 1 Main St -"), "{text}");
+    assert!(text.contains(&format!("purchased_gift_card_notification - {code} - - -")), "{text}");
+    assert!(text.contains(&format!("updated_balance_gift_card_notification - {code} 1500 - -")), "{text}");
+    assert!(text.contains("voided_credit_invoice_notification c2 - - - voided"), "{text}");
+    assert!(text.contains("processing_credit_invoice_notification c2 - - - processing"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn addresses_credit_and_gift_cards_send_their_notifications() {
+    on_both_backends("webhook_credit", addresses_credit_and_gift_cards);
 }
 
 /// The kinds table of `docs/webhooks.md` lists exactly the kinds rebill sends, and each of them

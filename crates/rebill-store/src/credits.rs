@@ -28,6 +28,40 @@ use rebill_billing::states::{InvoiceState, credit_state};
 
 /// Kind of the event every credit payment records.
 pub const CREDIT_PAYMENT_CREATED: &str = "credit_payment.created";
+/// Kind of the event of a credit payment voided (subject: its uuid).
+pub const CREDIT_PAYMENT_VOIDED: &str = "credit_payment.voided";
+
+/// Kinds of the events of a credit invoice's state changing after its creation (subject: its
+/// number), recorded by the writes below that change it: its balance reached zero, its whole
+/// balance was voided unused, credit came back to it once closed, or a payout of it began.
+pub const CREDIT_INVOICE_CLOSED: &str = "credit_invoice.closed";
+pub const CREDIT_INVOICE_VOIDED: &str = "credit_invoice.voided";
+pub const CREDIT_INVOICE_REOPENED: &str = "credit_invoice.reopened";
+pub const CREDIT_INVOICE_PROCESSING: &str = "credit_invoice.processing";
+
+/// The event of a credit invoice of the account `account_code` entering `state`; `None` for a
+/// state without one.
+pub(crate) fn credit_invoice_event(
+    account_code: &str,
+    state: InvoiceState,
+    at: i64,
+    recorded_at: i64,
+) -> Option<NewEvent> {
+    let kind = match state {
+        InvoiceState::Closed => CREDIT_INVOICE_CLOSED,
+        InvoiceState::Voided => CREDIT_INVOICE_VOIDED,
+        InvoiceState::Open => CREDIT_INVOICE_REOPENED,
+        InvoiceState::Processing => CREDIT_INVOICE_PROCESSING,
+        _ => return None,
+    };
+    Some(NewEvent {
+        kind: kind.to_owned(),
+        at,
+        recorded_at,
+        payload: serde_json::json!({ "account_code": account_code, "state": state.as_str() }).to_string(),
+        awaits_reaction: false,
+    })
+}
 
 /// What a credit payment did (schema `credit_payment_action`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -152,10 +186,10 @@ fn from_row(row: &DbRow) -> Result<CreditPayment, StoreError> {
     })
 }
 
-/// The event of a credit payment (its payload names the invoices by number).
-fn event(payment: &CreditPayment, at: i64, recorded_at: i64) -> NewEvent {
+/// The event `kind` of a credit payment (its payload names the invoices by number).
+fn event(kind: &str, payment: &CreditPayment, at: i64, recorded_at: i64) -> NewEvent {
     NewEvent {
-        kind: CREDIT_PAYMENT_CREATED.to_owned(),
+        kind: kind.to_owned(),
         at,
         recorded_at,
         payload: format!(
@@ -205,21 +239,23 @@ impl Work {
             .fetch_one(&mut *self.tx)
             .await?;
         let payment = from_row(&row)?;
-        let recorded = event(&payment, at, recorded_at);
+        let recorded = event(CREDIT_PAYMENT_CREATED, &payment, at, recorded_at);
         self.append_events(&[(site_id, payment.uuid.as_str(), &recorded)]).await?;
         Ok(payment)
     }
 
     /// Takes `amount` (> 0) of a credit invoice's balance for a movement of credit: its balance
     /// rises by `amount` (it must have that much left), and a credit invoice left with nothing
-    /// is closed — or voided when `voided` is the whole of it. Answers whether the balance held
-    /// the amount (nothing changes otherwise).
+    /// is closed — or voided when `voided` is the whole of it (with the event of its new state,
+    /// recorded at `recorded_at`). Answers whether the balance held the amount (nothing changes
+    /// otherwise).
     pub async fn take_credit(
         &mut self,
         invoice: &Invoice,
         amount: i64,
         voided: i64,
         at: i64,
+        recorded_at: i64,
     ) -> Result<bool, StoreError> {
         let balance = invoice.amounts.balance + amount;
         let state = match invoice.kind {
@@ -241,14 +277,44 @@ impl Work {
         .bind(invoice.amounts.balance)
         .execute(&mut *self.tx)
         .await?;
-        Ok(done.rows_affected() == 1)
+        if done.rows_affected() != 1 {
+            return Ok(false);
+        }
+        if state != invoice.state {
+            self.record_credit_invoice_state(invoice, state, at, recorded_at).await?;
+        }
+        Ok(true)
+    }
+
+    /// Records the event of the credit invoice `invoice` entering `state` (none for a state
+    /// without one, or for another kind of invoice).
+    pub(crate) async fn record_credit_invoice_state(
+        &mut self,
+        invoice: &Invoice,
+        state: InvoiceState,
+        at: i64,
+        recorded_at: i64,
+    ) -> Result<(), StoreError> {
+        if invoice.kind != InvoiceKind::Credit {
+            return Ok(());
+        }
+        match credit_invoice_event(&invoice.account_code, state, at, recorded_at) {
+            Some(event) => self.record_invoice_events(invoice, &[event]).await,
+            None => Ok(()),
+        }
     }
 
     /// Takes `amount` (> 0, at most its balance) of the open credit invoice `invoice` to pay it
     /// out through the gateway: the amount leaves the balance at once and the invoice is
     /// `processing` until the gateway answered (compare-and-set on the state and balance read).
     /// Answers whether it held.
-    pub async fn begin_payout(&mut self, invoice: &Invoice, amount: i64, at: i64) -> Result<bool, StoreError> {
+    pub async fn begin_payout(
+        &mut self,
+        invoice: &Invoice,
+        amount: i64,
+        at: i64,
+        recorded_at: i64,
+    ) -> Result<bool, StoreError> {
         let done = sqlx::query(
             "UPDATE invoices SET balance = balance + $1, paid = paid - $1, state = $2, updated_at = $3 \
              WHERE id = $4 AND kind = $5 AND state = $6 AND balance = $7 AND balance <= -$1",
@@ -262,7 +328,17 @@ impl Work {
         .bind(invoice.amounts.balance)
         .execute(&mut *self.tx)
         .await?;
-        Ok(done.rows_affected() == 1)
+        if done.rows_affected() != 1 {
+            return Ok(false);
+        }
+        self.record_credit_invoice_state(invoice, InvoiceState::Processing, at, recorded_at).await?;
+        Ok(true)
+    }
+
+    /// Records the event of the credit payment `payment` voided at `at`.
+    async fn record_voided(&mut self, payment: &CreditPayment, at: i64, recorded_at: i64) -> Result<(), StoreError> {
+        let recorded = event(CREDIT_PAYMENT_VOIDED, payment, at, recorded_at);
+        self.append_events(&[(payment.site_id, payment.uuid.as_str(), &recorded)]).await
     }
 
     /// Voids the `refund` credit payment of the refund transaction `refund_transaction_id` (the
@@ -272,6 +348,7 @@ impl Work {
         &mut self,
         refund_transaction_id: i64,
         at: i64,
+        recorded_at: i64,
     ) -> Result<Option<CreditPayment>, StoreError> {
         let found = sqlx::query(&format!(
             "SELECT {COLUMNS} FROM credit_payments WHERE refund_transaction_id = $1 AND action = $2 \
@@ -288,7 +365,9 @@ impl Work {
             .bind(payment.id)
             .execute(&mut *self.tx)
             .await?;
-        Ok(Some(CreditPayment { voided_at: Some(at), updated_at: at, ..payment }))
+        let voided = CreditPayment { voided_at: Some(at), updated_at: at, ..payment };
+        self.record_voided(&voided, at, recorded_at).await?;
+        Ok(Some(voided))
     }
 
     /// What of the purchase `transaction_id` is still refundable (its amount less its refunds
@@ -339,9 +418,6 @@ impl Work {
                 break;
             }
             let amount = due.min(-credit.amounts.balance);
-            if !self.take_credit(&credit, amount, 0, at).await? {
-                return Err(StoreError::Conflict(format!("the credit of invoice {} changed", credit.invoice_number)));
-            }
             let payment = NewCreditPayment {
                 account_id: invoice.account_id,
                 action: CreditPaymentAction::Payment,
@@ -352,7 +428,11 @@ impl Work {
                 original_credit_payment_id: None,
                 refund_transaction_id: None,
             };
+            // The payment first, so that its event comes before the credit invoice's closing.
             self.record_credit_payment(invoice.site_id, &payment, at, recorded_at).await?;
+            if !self.take_credit(&credit, amount, 0, at, recorded_at).await? {
+                return Err(StoreError::Conflict(format!("the credit of invoice {} changed", credit.invoice_number)));
+            }
             due -= amount;
             used += amount;
         }
@@ -619,11 +699,13 @@ impl Work {
     /// Voids the `payment` credit payments applied to the charge invoice `invoice_id` (it
     /// failed): each gets `voided_at`, its credit goes back to the credit invoice it came from
     /// (an emptied credit invoice opens again) and off the charge invoice (which owes it again).
-    /// Answers the payments voided.
+    /// Each voided payment and each credit invoice reopened records its event. Answers the
+    /// payments voided.
     pub async fn void_credit_payments_to(
         &mut self,
         invoice_id: i64,
         at: i64,
+        recorded_at: i64,
     ) -> Result<Vec<CreditPayment>, StoreError> {
         let sql = format!(
             "SELECT {COLUMNS} FROM credit_payments WHERE applied_to_invoice_id = $1 AND action = $2 \
@@ -649,6 +731,7 @@ impl Work {
             if done.rows_affected() != 1 {
                 continue;
             }
+            let credit = self.invoice(p.original_invoice_id).await?;
             sqlx::query(
                 "UPDATE invoices SET balance = balance - $1, paid = paid + $1, \
                  state = CASE WHEN kind = $2 THEN $3 ELSE state END, closed_at = NULL, updated_at = $4 WHERE id = $5",
@@ -666,6 +749,11 @@ impl Work {
                 .bind(invoice_id)
                 .execute(&mut *self.tx)
                 .await?;
+            let p = CreditPayment { voided_at: Some(at), updated_at: at, ..p };
+            self.record_voided(&p, at, recorded_at).await?;
+            if let Some(credit) = credit.filter(|c| c.state == InvoiceState::Closed) {
+                self.record_credit_invoice_state(&credit, InvoiceState::Open, at, recorded_at).await?;
+            }
             voided.push(p);
         }
         Ok(voided)

@@ -499,11 +499,14 @@ impl Store {
             .bind(card_id.to_string())
             .execute(&mut *work.tx)
             .await?;
-        sqlx::query("DELETE FROM domain_events WHERE site_id = $1 AND subject = $2 AND kind LIKE 'invoice.%'")
-            .bind(site_id)
-            .bind(number.to_string())
-            .execute(&mut *work.tx)
-            .await?;
+        sqlx::query(
+            "DELETE FROM domain_events WHERE site_id = $1 AND subject = $2 \
+             AND (kind LIKE 'invoice.%' OR kind LIKE 'credit_invoice.%')",
+        )
+        .bind(site_id)
+        .bind(number.to_string())
+        .execute(&mut *work.tx)
+        .await?;
         sqlx::query("DELETE FROM adjustments WHERE invoice_id = $1").bind(invoice_id).execute(&mut *work.tx).await?;
         sqlx::query("DELETE FROM invoices WHERE id = $1").bind(invoice_id).execute(&mut *work.tx).await?;
         work.commit().await?;
@@ -524,6 +527,13 @@ impl Store {
             "SELECT {COLUMNS} FROM gift_cards WHERE site_id = $1 AND redemption_code = $2 AND purchased_at IS NOT NULL"
         );
         let row = sqlx::query(&sql).bind(site_id).bind(code).fetch_optional(&self.pool).await?;
+        row.as_ref().map(from_row).transpose()
+    }
+
+    /// The card whose redemption made the credit invoice `invoice_id`, if one did.
+    pub async fn gift_card_redeemed_into(&self, site_id: i64, invoice_id: i64) -> Result<Option<GiftCard>, StoreError> {
+        let sql = format!("SELECT {COLUMNS} FROM gift_cards WHERE site_id = $1 AND redemption_invoice_id = $2");
+        let row = sqlx::query(&sql).bind(site_id).bind(invoice_id).fetch_optional(&self.reads).await?;
         row.as_ref().map(from_row).transpose()
     }
 

@@ -39,14 +39,16 @@ impl Work {
 
     /// Settles a refund invoice that is still `processing`: its new state and balance (what is
     /// left as credit, ≤ 0; `paid` follows as total − balance), closed at `at` unless credit is
-    /// left. `events` are recorded with it (subject: its number). Answers whether it was still
-    /// processing (otherwise nothing changes).
+    /// left. `events` are recorded with it (subject: its number), then, for a credit invoice that
+    /// closes, the event of its closing (recorded at `recorded_at`). Answers whether it was
+    /// still processing (otherwise nothing changes).
     pub async fn settle_refund_invoice(
         &mut self,
         id: i64,
         state: InvoiceState,
         balance: i64,
         at: i64,
+        recorded_at: i64,
         events: &[NewEvent],
     ) -> Result<bool, StoreError> {
         let closed_at = (balance == 0).then_some(at);
@@ -69,6 +71,11 @@ impl Work {
         let number = number.to_string();
         let recorded: Vec<(i64, &str, &NewEvent)> = events.iter().map(|e| (site, number.as_str(), e)).collect();
         self.append_events(&recorded).await?;
+        if state == InvoiceState::Closed
+            && let Some(invoice) = self.invoice(id).await?
+        {
+            self.record_credit_invoice_state(&invoice, state, at, recorded_at).await?;
+        }
         Ok(true)
     }
 

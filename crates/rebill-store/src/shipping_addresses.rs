@@ -175,8 +175,8 @@ pub fn same_address(stored: &ShippingFields, new: &ShippingFields) -> bool {
 }
 
 impl Store {
-    /// Adds addresses to the account and records `events` (subject: the account code), in one
-    /// transaction; answers them in the order given. `None` (nothing added) when the account
+    /// Adds addresses to the account and records the `event` of each (subject: the account
+    /// code), in one transaction; answers them in the order given. `None` (nothing added) when the account
     /// would then hold more than `max_live` live addresses: the count is taken under the
     /// account's row lock, so concurrent additions cannot pass the limit together.
     #[allow(clippy::too_many_arguments)]
@@ -188,7 +188,7 @@ impl Store {
         addresses: &[ShippingFields],
         max_live: usize,
         now: i64,
-        events: &[NewEvent],
+        event: &(dyn Fn(&ShippingAddress) -> NewEvent + Sync),
     ) -> Result<Option<Vec<ShippingAddress>>, StoreError> {
         let placeholders: Vec<String> = (0..SETTABLE.len()).map(|i| format!("${}", i + 4)).collect();
         let sql = format!(
@@ -216,7 +216,8 @@ impl Store {
             }
             made.push(from_row(&query.fetch_one(&mut *work.tx).await?)?);
         }
-        work.append_item_events(site_id, account_code, events).await?;
+        let events: Vec<NewEvent> = made.iter().map(event).collect();
+        work.append_item_events(site_id, account_code, &events).await?;
         work.commit().await?;
         Ok(Some(made))
     }
@@ -230,6 +231,16 @@ impl Store {
         .bind(id)
         .fetch_optional(&self.reads)
         .await?;
+        row.as_ref().map(from_row).transpose()
+    }
+
+    /// The account's address `id`, also once deleted (what a notification of its deletion shows).
+    pub async fn shipping_address_ever(&self, account_id: i64, id: i64) -> Result<Option<ShippingAddress>, StoreError> {
+        let row = sqlx::query(&format!("SELECT {COLUMNS} FROM shipping_addresses WHERE account_id = $1 AND id = $2"))
+            .bind(account_id)
+            .bind(id)
+            .fetch_optional(&self.reads)
+            .await?;
         row.as_ref().map(from_row).transpose()
     }
 

@@ -351,6 +351,170 @@ pub fn credit_payment(fields: &CreditPaymentFields<'_>) -> Element {
     )
 }
 
+/// A dunning step as the dunning notification's invoice carries it (shapes ID and IDL).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Dunning {
+    /// When the invoice was due (legacy shape only: `due_at`).
+    pub due_at: Option<i64>,
+    /// The dunning events of the invoice so far, this one included.
+    pub events_count: i64,
+    /// Whether this is the last one (the invoice fails with it).
+    pub last: bool,
+}
+
+/// The `<invoice>` of a dunning notification: IC + the dunning counters (ID) on Credit Memos
+/// sites, IL + `due_at` and the counters (IDL) elsewhere.
+pub fn dunning_invoice(fields: &InvoiceFields<'_>, shape: InvoiceShape, dunning: Dunning) -> Element {
+    let mut element = invoice(fields, shape);
+    if let Value::Nested(children) = &mut element.value {
+        if shape == InvoiceShape::Legacy {
+            children.push(Element::datetime("due_at", dunning.due_at));
+        }
+        children.push(Element::integer("dunning_events_count", Some(dunning.events_count)));
+        children.push(Element::boolean("final_dunning_event", Some(dunning.last)));
+    }
+    element
+}
+
+/// A postal address as notifications nest it (`address1` … `phone`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AddressFields<'a> {
+    pub address1: Option<&'a str>,
+    pub address2: Option<&'a str>,
+    pub city: Option<&'a str>,
+    pub state: Option<&'a str>,
+    pub zip: Option<&'a str>,
+    pub country: Option<&'a str>,
+    pub phone: Option<&'a str>,
+}
+
+fn address(fields: &AddressFields<'_>) -> Element {
+    Element::nested(
+        "address",
+        vec![
+            Element::text("address1", fields.address1),
+            Element::text("address2", fields.address2),
+            Element::text("city", fields.city),
+            Element::text("state", fields.state),
+            Element::text("zip", fields.zip),
+            Element::text("country", fields.country),
+            Element::text("phone", fields.phone),
+        ],
+    )
+}
+
+/// A shipping address as notifications carry it (shape SA).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ShippingAddressFields<'a> {
+    pub id: i64,
+    pub nickname: Option<&'a str>,
+    pub first_name: Option<&'a str>,
+    pub last_name: Option<&'a str>,
+    pub company_name: Option<&'a str>,
+    pub vat_number: Option<&'a str>,
+    pub street1: Option<&'a str>,
+    pub street2: Option<&'a str>,
+    pub city: Option<&'a str>,
+    pub state: Option<&'a str>,
+    pub zip: Option<&'a str>,
+    pub country: Option<&'a str>,
+    pub email: Option<&'a str>,
+    pub phone: Option<&'a str>,
+}
+
+/// The `<shipping_address>` of a notification (SA).
+pub fn shipping_address(fields: &ShippingAddressFields<'_>) -> Element {
+    Element::nested(
+        "shipping_address",
+        vec![
+            Element::integer("id", Some(fields.id)),
+            Element::text("nickname", fields.nickname),
+            Element::text("first_name", fields.first_name),
+            Element::text("last_name", fields.last_name),
+            Element::text("company_name", fields.company_name),
+            Element::text("vat_number", fields.vat_number),
+            Element::text("street1", fields.street1),
+            Element::text("street2", fields.street2),
+            Element::text("city", fields.city),
+            Element::text("state", fields.state),
+            Element::text("zip", fields.zip),
+            Element::text("country", fields.country),
+            Element::text("email", fields.email),
+            Element::text("phone", fields.phone),
+        ],
+    )
+}
+
+/// A gift card's delivery as notifications carry it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GiftCardDeliveryFields<'a> {
+    pub method: &'a str,
+    pub email_address: Option<&'a str>,
+    pub deliver_at: Option<i64>,
+    pub first_name: Option<&'a str>,
+    pub last_name: Option<&'a str>,
+    pub address: AddressFields<'a>,
+    pub gifter_name: Option<&'a str>,
+    pub personal_message: Option<&'a str>,
+}
+
+/// A gift card as notifications carry it (shape GC).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GiftCardFields<'a> {
+    pub redemption_code: &'a str,
+    pub id: i64,
+    pub product_code: &'a str,
+    pub unit_amount_in_cents: i64,
+    pub currency: &'a str,
+    pub gifter_account_code: &'a str,
+    pub recipient_account_code: Option<&'a str>,
+    pub invoice_number: i64,
+    pub delivery: GiftCardDeliveryFields<'a>,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub delivered_at: Option<i64>,
+    pub redeemed_at: Option<i64>,
+    pub canceled_at: Option<i64>,
+}
+
+/// The `<gift_card>` of a notification (GC); `balance` adds `balance_in_cents` (the
+/// updated-balance notification).
+pub fn gift_card(fields: &GiftCardFields<'_>, balance: Option<i64>) -> Element {
+    let d = &fields.delivery;
+    let mut children = vec![
+        Element::text("redemption_code", Some(fields.redemption_code)),
+        Element::integer("id", Some(fields.id)),
+        Element::text("product_code", Some(fields.product_code)),
+        Element::integer("unit_amount_in_cents", Some(fields.unit_amount_in_cents)),
+        Element::text("currency", Some(fields.currency)),
+        Element::text("gifter_account_code", Some(fields.gifter_account_code)),
+        Element::text("recipient_account_code", fields.recipient_account_code),
+        Element::integer("invoice_number", Some(fields.invoice_number)),
+        Element::nested(
+            "delivery",
+            vec![
+                Element::text("method", Some(d.method)),
+                Element::text("email_address", d.email_address),
+                Element::datetime("deliver_at", d.deliver_at),
+                Element::text("first_name", d.first_name),
+                Element::text("last_name", d.last_name),
+                address(&d.address),
+                Element::text("gifter_name", d.gifter_name),
+                Element::text("personal_message", d.personal_message),
+            ],
+        ),
+        Element::datetime("created_at", Some(fields.created_at)),
+        Element::datetime("updated_at", Some(fields.updated_at)),
+        Element::datetime("delivered_at", fields.delivered_at),
+        Element::datetime("redeemed_at", fields.redeemed_at),
+        Element::datetime("canceled_at", fields.canceled_at),
+    ];
+    if let Some(balance) = balance {
+        children.push(Element::integer("balance_in_cents", Some(balance)));
+    }
+    Element::nested("gift_card", children)
+}
+
 /// An epoch-seconds time as ISO 8601 UTC (`2027-01-15T08:00:00Z`); out of range: nil.
 fn iso8601(secs: i64) -> Option<String> {
     chrono::DateTime::from_timestamp(secs, 0).map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
@@ -494,6 +658,49 @@ mod tests {
         assert!(p.contains("<subscription_add_ons type=\"array\"/>"), "{p}");
         assert!(p.contains("<paused_at type=\"datetime\" nil=\"true\"/>") && !p.contains("collection_method"), "{p}");
         assert!(p.contains("<remaining_pause_cycles type=\"integer\" nil=\"true\"/>"), "{p}");
+    }
+
+    #[test]
+    fn shipping_addresses_gift_cards_and_dunning_invoices() {
+        let sa = ShippingAddressFields { id: 7, street1: Some("1 Main St"), country: Some("US"), ..Default::default() };
+        let body = render("new_shipping_address_notification", &[shipping_address(&sa)]);
+        assert!(
+            body.contains("  <shipping_address>\n    <id type=\"integer\">7</id>\n    <nickname nil=\"true\"/>"),
+            "{body}"
+        );
+        assert!(body.contains("<street1>1 Main St</street1>") && body.contains("<phone nil=\"true\"/>"), "{body}");
+        let card = GiftCardFields {
+            redemption_code: "ABC",
+            id: 3,
+            product_code: "gift_card",
+            unit_amount_in_cents: 2000,
+            currency: "USD",
+            gifter_account_code: "gus",
+            invoice_number: 1001,
+            delivery: GiftCardDeliveryFields { method: "email", ..Default::default() },
+            created_at: 1_800_000_000,
+            updated_at: 1_800_000_000,
+            ..Default::default()
+        };
+        let purchased = render("purchased_gift_card_notification", &[gift_card(&card, None)]);
+        assert!(purchased.contains("<recipient_account_code nil=\"true\"/>"), "{purchased}");
+        assert!(purchased.contains("<delivery>\n      <method>email</method>"), "{purchased}");
+        assert!(purchased.contains("<address>\n        <address1 nil=\"true\"/>"), "{purchased}");
+        assert!(!purchased.contains("balance_in_cents"), "{purchased}");
+        let balance = render("updated_balance_gift_card_notification", &[gift_card(&card, Some(1500))]);
+        assert!(
+            balance.contains("<balance_in_cents type=\"integer\">1500</balance_in_cents>\n  </gift_card>"),
+            "{balance}"
+        );
+        let fields = InvoiceFields { uuid: "u", state: "past_due", invoice_number: 1002, ..Default::default() };
+        let step = Dunning { due_at: Some(1_800_000_000), events_count: 2, last: true };
+        let id = render("new_dunning_event_notification", &[dunning_invoice(&fields, InvoiceShape::Charge, step)]);
+        assert!(id.contains("<dunning_events_count type=\"integer\">2</dunning_events_count>"), "{id}");
+        assert!(id.contains("<final_dunning_event type=\"boolean\">true</final_dunning_event>"), "{id}");
+        assert!(!id.contains("due_at"), "{id}");
+        let idl = render("new_dunning_event_notification", &[dunning_invoice(&fields, InvoiceShape::Legacy, step)]);
+        assert!(idl.contains("<due_at type=\"datetime\">2027-01-15T08:00:00Z</due_at>"), "{idl}");
+        assert!(idl.contains("<final_dunning_event type=\"boolean\">true</final_dunning_event>"), "{idl}");
     }
 
     #[test]
