@@ -283,7 +283,7 @@ async fn invoice_notification(services: &Services, event: &Event) -> Result<Vec<
             invoice.state = state;
         }
     }
-    let element = invoice_element(&invoice, &subscription_ids, shape, None);
+    let element = invoice_element(&invoice, &account, &subscription_ids, shape, None);
     let with_phone = shape != payload::InvoiceShape::Legacy;
     let body = payload::render(kind, &[payload::account(&account_fields(&account), with_phone), element]);
     Ok(vec![(kind, body)])
@@ -311,7 +311,7 @@ async fn dunning_notification(services: &Services, event: &Event) -> Result<Vec<
     let shape = invoice_shape(&invoice, site.credit_memos);
     let mut children = vec![
         payload::account(&account_fields(&account), site.credit_memos),
-        invoice_element(&invoice, &subscription_ids, shape, Some(dunning)),
+        invoice_element(&invoice, &account, &subscription_ids, shape, Some(dunning)),
     ];
     if let Some(uuid) = subscription_ids.first() {
         children.extend(subscription_element(services, event.site_id, uuid, false).await?.map(|(s, _)| s));
@@ -350,6 +350,7 @@ fn invoice_shape(invoice: &Invoice, credit_memos: bool) -> payload::InvoiceShape
 /// The `<invoice>` of `invoice` in `shape`, with the dunning counters when `dunning` is given.
 fn invoice_element(
     invoice: &Invoice,
+    account: &rebill_store::accounts::Account,
     subscription_ids: &[String],
     shape: payload::InvoiceShape,
     dunning: Option<payload::Dunning>,
@@ -361,6 +362,7 @@ fn invoice_element(
         (_, state) => state.as_str(),
     };
     let a = &invoice.amounts;
+    let a_ = &account.fields.address;
     let fields = payload::InvoiceFields {
         uuid: &invoice.uuid,
         state,
@@ -383,6 +385,16 @@ fn invoice_element(
         due_on: invoice.due_on,
         net_terms: invoice.terms.net_terms,
         collection_method: invoice.terms.collection_method.as_str(),
+        // The account's address, as the invoice's own address shows it in the API.
+        address: payload::AddressFields {
+            address1: a_.address1.as_deref(),
+            address2: a_.address2.as_deref(),
+            city: a_.city.as_deref(),
+            state: a_.state.as_deref(),
+            zip: a_.zip.as_deref(),
+            country: a_.country.as_deref(),
+            phone: a_.phone.as_deref(),
+        },
     };
     match dunning {
         Some(dunning) => payload::dunning_invoice(&fields, shape, dunning),

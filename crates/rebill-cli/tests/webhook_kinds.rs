@@ -345,6 +345,12 @@ fn invoices_and_payments(db: &str) {
     assert!(charge.body.contains("<state>paid</state>"), "{}", charge.body);
     assert!(charge.body.contains("<origin type=\"symbol\">"), "{}", charge.body);
     assert!(charge.body.contains("<phone nil=\"true\"/>"), "charge invoices carry A1: {}", charge.body);
+    assert!(
+        charge.body.contains("<invoice_number type=\"integer\">")
+            && charge.body.contains("</invoice_number>\n    <address>\n      <address1"),
+        "IC carries the address after the number: {}",
+        charge.body
+    );
 
     // The released Python client parses every one.
     let dir = std::env::temp_dir().join(format!("rebill-webhook-invoices-{}-{}", std::process::id(), from));

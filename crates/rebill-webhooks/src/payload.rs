@@ -194,6 +194,8 @@ pub struct InvoiceFields<'a> {
     pub due_on: Option<i64>,
     pub net_terms: i64,
     pub collection_method: &'a str,
+    /// The billing address (charge and credit shapes; the legacy shape has none).
+    pub address: AddressFields<'a>,
 }
 
 /// Which invoice shape a notification carries.
@@ -236,6 +238,7 @@ pub fn invoice(fields: &InvoiceFields<'_>, shape: InvoiceShape) -> Element {
         Element { name: "origin", value: Value::Typed("symbol", Some(fields.origin.to_owned())) },
         Element::text("invoice_number_prefix", Some("")),
         Element::integer("invoice_number", Some(fields.invoice_number)),
+        address(&fields.address),
         Element::text("vat_number", None),
         Element::text("currency", Some(fields.currency)),
         Element::integer("balance_in_cents", Some(fields.balance_in_cents)),
