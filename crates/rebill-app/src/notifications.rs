@@ -4,9 +4,9 @@
 //! `docs/webhooks.md`.
 
 use rebill_billing::states::InvoiceState;
-use rebill_store::StoreError;
 use rebill_store::events::Event;
 use rebill_store::invoicing::{Invoice, InvoiceKind};
+use rebill_store::{Site, StoreError};
 use rebill_webhooks::payload;
 
 use crate::Services;
@@ -60,7 +60,7 @@ pub type Notification = (&'static str, String);
 
 /// The notifications of `event`: (kind, body). The resources are read as they are when the
 /// notification is made (within a moment of the event).
-pub async fn of(services: &Services, event: &Event) -> Result<Vec<Notification>, StoreError> {
+pub async fn of(services: &Services, site: &Site, event: &Event) -> Result<Vec<Notification>, StoreError> {
     let kind = event.kind.as_str();
     if let Some(kind) = account_kind(kind) {
         let Some(account) = services.store.account(event.site_id, &event.subject).await? else { return Ok(Vec::new()) };
@@ -68,7 +68,7 @@ pub async fn of(services: &Services, event: &Event) -> Result<Vec<Notification>,
         return Ok(vec![(kind, body)]);
     }
     if let Some((kind, pause)) = subscription_kind(kind) {
-        return subscription_notification(services, event, kind, pause).await;
+        return subscription_notification(services, site, event, kind, pause).await;
     }
     if let Some(kind) = shipping_kind(kind) {
         return shipping_notification(services, event, kind).await;
@@ -79,13 +79,13 @@ pub async fn of(services: &Services, event: &Event) -> Result<Vec<Notification>,
         return Ok(vec![gift_card_notification(kind, &card, None)]);
     }
     if kind == crate::events::INVOICE_DUNNING {
-        return dunning_notification(services, event).await;
+        return dunning_notification(services, site, event).await;
     }
     if kind.starts_with("invoice.") || kind.starts_with("credit_invoice.") {
-        return invoice_notification(services, event).await;
+        return invoice_notification(services, site, event).await;
     }
     if kind.starts_with("transaction.") {
-        return transaction_notification(services, event).await;
+        return transaction_notification(services, site, event).await;
     }
     if let Some(kind) = credit_payment_kind(kind) {
         return credit_payment_notification(services, event, kind).await;
@@ -264,10 +264,13 @@ fn invoice_kind(event: &str, kind: InvoiceKind, credit_memos: bool) -> Option<&'
 }
 
 /// `<account>` and `<invoice>` of an invoice event.
-async fn invoice_notification(services: &Services, event: &Event) -> Result<Vec<Notification>, StoreError> {
+async fn invoice_notification(
+    services: &Services,
+    site: &Site,
+    event: &Event,
+) -> Result<Vec<Notification>, StoreError> {
     let Ok(number) = event.subject.parse::<i64>() else { return Ok(Vec::new()) };
     let Some(invoice) = services.store.invoice(event.site_id, number).await? else { return Ok(Vec::new()) };
-    let site = services.store.site(&event.site_id.to_string()).await?;
     let Some(kind) = invoice_kind(&event.kind, invoice.kind, site.credit_memos) else { return Ok(Vec::new()) };
     let Some(account) = services.store.account(event.site_id, &invoice.account_code).await? else {
         return Ok(Vec::new());
@@ -293,14 +296,17 @@ async fn invoice_notification(services: &Services, event: &Event) -> Result<Vec<
 /// (A1), `<invoice>` (ID) and the invoice's `<subscription>`; elsewhere `<account>` (A0),
 /// `<invoice>` (IDL), `<subscription>` and the declined `<transaction>` (reference §2.9). An
 /// invoice billing no subscription (a one-off charge) carries none.
-async fn dunning_notification(services: &Services, event: &Event) -> Result<Vec<Notification>, StoreError> {
+async fn dunning_notification(
+    services: &Services,
+    site: &Site,
+    event: &Event,
+) -> Result<Vec<Notification>, StoreError> {
     let kind = "new_dunning_event_notification";
     let Ok(number) = event.subject.parse::<i64>() else { return Ok(Vec::new()) };
     let Some(invoice) = services.store.invoice(event.site_id, number).await? else { return Ok(Vec::new()) };
     let Some(account) = services.store.account(event.site_id, &invoice.account_code).await? else {
         return Ok(Vec::new());
     };
-    let site = services.store.site(&event.site_id.to_string()).await?;
     let step: serde_json::Value = serde_json::from_str(&event.payload).unwrap_or_default();
     let dunning = payload::Dunning {
         due_at: Some(invoice.due_on.unwrap_or(invoice.created_at)),
@@ -314,12 +320,12 @@ async fn dunning_notification(services: &Services, event: &Event) -> Result<Vec<
         invoice_element(&invoice, &account, &subscription_ids, shape, Some(dunning)),
     ];
     if let Some(uuid) = subscription_ids.first() {
-        children.extend(subscription_element(services, event.site_id, uuid, false).await?.map(|(s, _)| s));
+        children.extend(subscription_element(services, site, uuid, false).await?.map(|(s, _)| s));
     }
     if !site.credit_memos {
         let transactions = services.store.invoice_transactions(invoice.id).await?;
         if let Some(t) = transactions.iter().rev().find(|t| t.new.action == "purchase") {
-            children.push(transaction_element(services, t, Some(&invoice), &site).await?);
+            children.push(transaction_element(services, t, Some(&invoice), site).await?);
         }
     }
     Ok(vec![(kind, payload::render(kind, &children))])
@@ -417,7 +423,11 @@ fn transaction_kind(event: &str, action: &str) -> Option<&'static str> {
 }
 
 /// `<account>` and `<transaction>` of a transaction event.
-async fn transaction_notification(services: &Services, event: &Event) -> Result<Vec<Notification>, StoreError> {
+async fn transaction_notification(
+    services: &Services,
+    site: &Site,
+    event: &Event,
+) -> Result<Vec<Notification>, StoreError> {
     let Some(t) = services.store.transaction(event.site_id, &event.subject).await? else { return Ok(Vec::new()) };
     let Some(kind) = transaction_kind(&event.kind, &t.new.action) else { return Ok(Vec::new()) };
     let Some(account) = services.store.account(event.site_id, &t.new.account.account_code).await? else {
@@ -427,8 +437,7 @@ async fn transaction_notification(services: &Services, event: &Event) -> Result<
         Some(id) => services.store.invoice_by_id(id).await?,
         None => None,
     };
-    let site = services.store.site(&event.site_id.to_string()).await?;
-    let element = transaction_element(services, &t, invoice.as_ref(), &site).await?;
+    let element = transaction_element(services, &t, invoice.as_ref(), site).await?;
     let body = payload::render(kind, &[payload::account(&account_fields(&account), false), element]);
     Ok(vec![(kind, body)])
 }
@@ -438,7 +447,7 @@ async fn transaction_element(
     services: &Services,
     t: &rebill_store::invoicing::Transaction,
     invoice: Option<&Invoice>,
-    site: &rebill_store::Site,
+    site: &Site,
 ) -> Result<payload::Element, StoreError> {
     let (voidable, refundable) = crate::refunds::give_back_flags(t, site.now(services.clock.now()));
     let r = &t.result;
@@ -514,12 +523,12 @@ fn account_fields(account: &rebill_store::accounts::Account) -> payload::Account
 /// `<account>` (A0, or A1 for the pause family) and `<subscription>` of a subscription event.
 async fn subscription_notification(
     services: &Services,
+    site: &Site,
     event: &Event,
     kind: &'static str,
     pause: bool,
 ) -> Result<Vec<Notification>, StoreError> {
-    let Some((element, account_code)) = subscription_element(services, event.site_id, &event.subject, pause).await?
-    else {
+    let Some((element, account_code)) = subscription_element(services, site, &event.subject, pause).await? else {
         return Ok(Vec::new());
     };
     let Some(account) = services.store.account(event.site_id, &account_code).await? else { return Ok(Vec::new()) };
@@ -530,17 +539,16 @@ async fn subscription_notification(
 /// The `<subscription>` (S, or S-pause) of the subscription `uuid`, and its account's code.
 async fn subscription_element(
     services: &Services,
-    site_id: i64,
+    site: &Site,
     uuid: &str,
     pause: bool,
 ) -> Result<Option<(payload::Element, String)>, StoreError> {
-    let Some(record) = services.store.subscription(site_id, uuid).await? else { return Ok(None) };
+    let Some(record) = services.store.subscription(site.id, uuid).await? else { return Ok(None) };
     let Ok(loaded) = crate::subscriptions::Loaded::of(record) else {
         tracing::warn!(subscription = %uuid, "a stored subscription cannot be read for its notification");
         return Ok(None);
     };
-    let site = services.store.site(&site_id.to_string()).await?;
-    let ctx = crate::Context { now: site.now(services.clock.now()), site };
+    let ctx = crate::Context { now: site.now(services.clock.now()), site: site.clone() };
     let terms = &loaded.sub.terms;
     let names = crate::catalog::plan_with_add_ons(services, &ctx, &terms.plan_code).await.ok().flatten();
     let plan_name = names.as_ref().map(|(plan, _)| plan.name.as_str());

@@ -206,34 +206,57 @@ pub async fn derive(services: &Services, limit: i64) -> Result<usize, StoreError
     if events.is_empty() {
         return Ok(0);
     }
-    let mut endpoints_of: HashMap<i64, Vec<Endpoint>> = HashMap::new();
-    let mut deliveries = Vec::new();
+    // Each site's endpoints and settings, read once for the batch.
+    let mut sites: HashMap<i64, Option<(Vec<Endpoint>, Site)>> = HashMap::new();
     for event in &events {
-        let endpoints = match endpoints_of.entry(event.site_id) {
-            std::collections::hash_map::Entry::Occupied(known) => known.into_mut(),
-            std::collections::hash_map::Entry::Vacant(new) => {
-                new.insert(services.store.webhook_endpoints(Some(event.site_id)).await?)
-            }
-        };
-        if endpoints.is_empty() {
-            continue;
+        if let std::collections::hash_map::Entry::Vacant(new) = sites.entry(event.site_id) {
+            let endpoints = services.store.webhook_endpoints(Some(event.site_id)).await?;
+            let site = match endpoints.is_empty() {
+                true => None,
+                false => Some(services.store.site(&event.site_id.to_string()).await?),
+            };
+            new.insert(site.map(|site| (endpoints, site)));
         }
-        for (kind, body) in crate::notifications::of(services, event).await? {
-            for endpoint in endpoints.iter().filter(|e| e.takes(kind)) {
-                deliveries.push(NewDelivery {
-                    site_id: event.site_id,
-                    endpoint_id: endpoint.id,
-                    event_id: event.id,
-                    kind: kind.to_owned(),
-                    message_id: message_id()?,
-                    body: body.clone(),
-                });
+    }
+    let sites = Arc::new(sites);
+    // The notifications of up to DERIVE_AT_ONCE events are made at once (their reads overlap),
+    // then taken in event order.
+    let mut deliveries = Vec::new();
+    for chunk in events.chunks(DERIVE_AT_ONCE) {
+        let mut made = Vec::with_capacity(chunk.len());
+        for event in chunk {
+            let (services, sites, event) = (services.clone(), sites.clone(), event.clone());
+            made.push(tokio::spawn(async move {
+                match sites.get(&event.site_id) {
+                    Some(Some((_, site))) => crate::notifications::of(&services, site, &event).await,
+                    _ => Ok(Vec::new()),
+                }
+            }));
+        }
+        for (event, handle) in chunk.iter().zip(made) {
+            let notifications =
+                handle.await.map_err(|e| StoreError::Invalid(format!("making notifications: {e}")))??;
+            let Some(Some((endpoints, _))) = sites.get(&event.site_id) else { continue };
+            for (kind, body) in notifications {
+                for endpoint in endpoints.iter().filter(|e| e.takes(kind)) {
+                    deliveries.push(NewDelivery {
+                        site_id: event.site_id,
+                        endpoint_id: endpoint.id,
+                        event_id: event.id,
+                        kind: kind.to_owned(),
+                        message_id: message_id()?,
+                        body: body.clone(),
+                    });
+                }
             }
         }
     }
     let ids: Vec<i64> = events.iter().map(|e| e.id).collect();
     services.store.record_notifications(&ids, &deliveries, real_now_ms()).await
 }
+
+/// Events whose notifications [`derive`] makes at once.
+const DERIVE_AT_ONCE: usize = 16;
 
 /// A POST of a notification.
 #[derive(Debug, Clone)]
@@ -259,38 +282,57 @@ pub trait Poster: Send + Sync {
     fn post(&self, post: Post) -> std::pin::Pin<Box<dyn std::future::Future<Output = Posted> + Send + '_>>;
 }
 
-/// Sends every delivery due now, each endpoint's oldest first and endpoints at once (a slow or
-/// failing endpoint holds up no other); records each attempt and what follows it (delivered, a
-/// retry on the schedule scaled by `retry_scale`, or failed). Answers how many were attempted.
+/// Deliveries of one endpoint claimed at a time: sent one after the other, in order, over the
+/// poster's kept-alive connection.
+pub const SEND_BATCH: usize = 200;
+
+/// Attempts of a run recorded together, in one transaction. A crash loses the record of at most
+/// this many attempts per endpoint (they are sent again once their claim ends).
+pub const RECORD_EVERY: usize = 25;
+
+/// Sends every delivery due now, each endpoint's in order (a run of them at a time) and
+/// endpoints at once (a slow or failing endpoint holds up no other); records each attempt and
+/// what follows it (delivered, a retry on the schedule scaled by `retry_scale`, or failed).
+/// Answers how many were attempted.
 pub async fn deliver_due(services: &Services, poster: Arc<dyn Poster>, retry_scale: f64) -> Result<usize, StoreError> {
     let now = real_now_ms();
-    let claimed = services.store.claim_due_deliveries(now, now + CLAIM_MS).await?;
-    let count = claimed.len();
+    let claimed_until = now + CLAIM_MS;
+    let runs = services.store.claim_due_deliveries(now, claimed_until, SEND_BATCH).await?;
     let mut running = tokio::task::JoinSet::new();
-    for delivery in claimed {
+    for run in runs {
         let (services, poster) = (services.clone(), poster.clone());
-        running.spawn(async move { attempt(&services, poster.as_ref(), &delivery, retry_scale).await });
+        running.spawn(async move { send_run(&services, poster.as_ref(), &run, retry_scale, claimed_until).await });
     }
+    let mut attempted = 0;
     while let Some(done) = running.join_next().await {
         match done {
-            Ok(Ok(())) => {}
+            Ok(Ok(n)) => attempted += n,
             Ok(Err(e)) => {
-                tracing::warn!(error = %e, "a webhook attempt could not be recorded; it is claimed again later")
+                tracing::warn!(error = %e, "webhook attempts could not be recorded; they are claimed again later")
             }
-            Err(e) => tracing::warn!(error = %e, "a webhook attempt stopped"),
+            Err(e) => tracing::warn!(error = %e, "a webhook run stopped"),
         }
     }
-    Ok(count)
+    Ok(attempted)
 }
 
-/// One attempt of a claimed delivery.
-async fn attempt(
+/// Sends a claimed run of one endpoint's deliveries in order until one fails (the rest wait
+/// for its retry: order is kept) or too little of the claim is left for another attempt to end
+/// within it (the rest are let go and claimed again); records the attempts [`RECORD_EVERY`] at
+/// a time. Answers how many were attempted.
+async fn send_run(
     services: &Services,
     poster: &dyn Poster,
-    delivery: &Delivery,
+    run: &[Delivery],
     retry_scale: f64,
-) -> Result<(), StoreError> {
-    let Some(endpoint) = services.store.webhook_endpoint(delivery.new.endpoint_id).await? else { return Ok(()) };
+    claimed_until: i64,
+) -> Result<usize, StoreError> {
+    let Some(first) = run.first() else { return Ok(0) };
+    let ids = || run.iter().map(|d| d.id).collect::<Vec<_>>();
+    let Some(endpoint) = services.store.webhook_endpoint(first.new.endpoint_id).await? else {
+        services.store.record_attempts(&[], &ids()).await?;
+        return Ok(0);
+    };
     let context = secret_context(endpoint.site_id);
     let secret = services.vault.open_text(&endpoint.secret_sealed, &context).ok().and_then(|s| Secret::parse(&s).ok());
     let basic = match (&endpoint.http_user, &endpoint.http_password_sealed) {
@@ -298,6 +340,39 @@ async fn attempt(
         (Some(user), None) => Some((user.clone(), String::new())),
         _ => None,
     };
+    // An attempt starts only when it ends, timeout and all, a second before the claim does.
+    let last_start = claimed_until - i64::try_from(schedule::TIMEOUT.as_millis()).unwrap_or(i64::MAX) - 1_000;
+    let mut attempted = Vec::with_capacity(RECORD_EVERY);
+    let mut count = 0;
+    let mut stopped = false;
+    for (n, delivery) in run.iter().enumerate() {
+        if stopped || real_now_ms() > last_start {
+            let rest: Vec<i64> = run[n..].iter().map(|d| d.id).collect();
+            services.store.record_attempts(&attempted, &rest).await?;
+            return Ok(count);
+        }
+        let (record, after) = attempt(poster, &endpoint, secret.as_ref(), basic.clone(), delivery, retry_scale).await;
+        stopped = !matches!(after, AfterAttempt::Delivered);
+        attempted.push((delivery.id, record, after));
+        count += 1;
+        if attempted.len() >= RECORD_EVERY {
+            services.store.record_attempts(&attempted, &[]).await?;
+            attempted.clear();
+        }
+    }
+    services.store.record_attempts(&attempted, &[]).await?;
+    Ok(count)
+}
+
+/// One attempt of a claimed delivery: the attempt to record and what it leaves.
+async fn attempt(
+    poster: &dyn Poster,
+    endpoint: &Endpoint,
+    secret: Option<&Secret>,
+    basic: Option<(String, String)>,
+    delivery: &Delivery,
+    retry_scale: f64,
+) -> (Attempt, AfterAttempt) {
     let started = real_now_ms();
     let timestamp = started / 1000;
     let posted = match secret {
@@ -332,8 +407,7 @@ async fn attempt(
             None => AfterAttempt::Failed,
         }
     };
-    let record = Attempt { at: started, status_code, error, duration_ms: finished - started };
-    services.store.record_attempt(delivery.id, &record, after).await
+    (Attempt { at: started, status_code, error, duration_ms: finished - started }, after)
 }
 
 /// Derives and delivers until the process ends: the next events become notifications and the

@@ -3,6 +3,9 @@
 
 use rebill_app::webhooks;
 
+/// How much of an endpoint's answer is read; the rest is dropped with its connection.
+const ANSWER_READ_LIMIT: usize = 64 * 1024;
+
 /// Posts notifications over HTTP(S): no redirect is followed (one counts as a failure), the
 /// attempt's timeout bounds the whole exchange.
 pub struct HttpPoster {
@@ -39,7 +42,19 @@ impl webhooks::Poster for HttpPoster {
                 request = request.basic_auth(user, Some(password));
             }
             match request.send().await {
-                Ok(response) => webhooks::Posted::Status(response.status().as_u16()),
+                Ok(mut response) => {
+                    let status = response.status().as_u16();
+                    // The answer is read (up to a bound, within the timeout) so that its
+                    // connection can carry the endpoint's next notification.
+                    let mut read = 0;
+                    while read < ANSWER_READ_LIMIT {
+                        match response.chunk().await {
+                            Ok(Some(chunk)) => read += chunk.len(),
+                            _ => break,
+                        }
+                    }
+                    webhooks::Posted::Status(status)
+                }
                 // The error names the URL and what failed, never a credential (they travel in a
                 // header, not the URL: URLs with credentials are refused when added).
                 Err(e) if e.is_timeout() => webhooks::Posted::Failed("timed out".to_owned()),

@@ -218,6 +218,100 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn an_endpoints_deliveries_are_claimed_in_order_by_runs() {
+        for store in both_backends("webhook_runs").await {
+            let new = NewSite {
+                name: "acme".into(),
+                mode: Mode::Sandbox,
+                plan: Plan::Core,
+                credit_memos: false,
+                contact: None,
+            };
+            let (acme, _) = store.create_site(&new, 100).await.expect("site");
+            let plain = NewEndpoint {
+                url: "http://127.0.0.1:9/h",
+                http_user: None,
+                http_password_sealed: None,
+                kinds: None,
+                secret_sealed: "s",
+            };
+            let e1 = store.add_webhook_endpoint(acme.id, &plain, 100).await.expect("endpoint");
+            let event = crate::events::NewEvent {
+                kind: "account.created".to_owned(),
+                at: 100,
+                recorded_at: 100,
+                payload: "{}".to_owned(),
+                awaits_reaction: false,
+            };
+            let mut work = store.begin_work().await.expect("work");
+            work.append_item_events(acme.id, "a1", &vec![event; 6]).await.expect("events");
+            work.commit().await.expect("commit");
+            let events = store.unnotified_events(10).await.expect("events");
+            let deliveries: Vec<NewDelivery> = events
+                .iter()
+                .enumerate()
+                .map(|(n, e)| NewDelivery {
+                    site_id: acme.id,
+                    endpoint_id: e1.id,
+                    event_id: e.id,
+                    kind: "new_account_notification".to_owned(),
+                    message_id: format!("msg_{n}"),
+                    body: "<new_account_notification/>".to_owned(),
+                })
+                .collect();
+            let ids: Vec<i64> = events.iter().map(|e| e.id).collect();
+            store.record_notifications(&ids, &deliveries, 1_000).await.expect("record");
+            let ids_of = |runs: Vec<Vec<Delivery>>| -> Vec<Vec<i64>> {
+                runs.into_iter().map(|run| run.into_iter().map(|d| d.id).collect()).collect()
+            };
+            let claim = |now: i64, batch: usize| {
+                let store = store.clone();
+                async move { ids_of(store.claim_due_deliveries(now, now + 10_000, batch).await.expect("claim")) }
+            };
+            let runs = claim(1_000, 3).await;
+            assert_eq!(runs.len(), 1);
+            let [d1, d2, d3] = runs[0][..] else { panic!("a run of three: {runs:?}") };
+            assert!(d1 < d2 && d2 < d3);
+            // While the oldest is held, nothing of the endpoint is claimed again.
+            assert!(claim(1_100, 10).await.is_empty());
+            // The first delivered, the second to be retried, the third let go unattempted.
+            let done = Attempt { at: 1_200, status_code: Some(200), error: None, duration_ms: 1 };
+            let refused = Attempt { at: 1_300, status_code: Some(500), error: None, duration_ms: 1 };
+            store
+                .record_attempts(
+                    &[(d1, done, AfterAttempt::Delivered), (d2, refused, AfterAttempt::Retry(5_000))],
+                    &[d3],
+                )
+                .await
+                .expect("record");
+            // The retried one is now the oldest: nothing goes before its retry.
+            assert!(claim(2_000, 10).await.is_empty());
+            // A follower held by another claim ends the run before it.
+            let all = store.webhook_deliveries(acme.id, Some(e1.id), None).await.expect("list");
+            let d5 = all[4].0.id;
+            sqlx::query("UPDATE webhook_deliveries SET claimed_until = 99999 WHERE id = $1")
+                .bind(d5)
+                .execute(&store.pool)
+                .await
+                .expect("a claim elsewhere");
+            let runs = claim(5_000, 10).await;
+            assert_eq!(runs, [vec![d2, d3, all[3].0.id]]);
+            let states: Vec<(DeliveryState, i64)> = store
+                .webhook_deliveries(acme.id, Some(e1.id), None)
+                .await
+                .expect("list")
+                .iter()
+                .take(3)
+                .map(|(d, attempts)| (d.state, attempts.len() as i64))
+                .collect();
+            assert_eq!(
+                states,
+                [(DeliveryState::Delivered, 1), (DeliveryState::Retrying, 1), (DeliveryState::Pending, 0)]
+            );
+        }
+    }
+
+    #[tokio::test]
     async fn failed_deliveries_are_redelivered() {
         for store in both_backends("webhook_redeliver").await {
             let new = NewSite {
@@ -272,14 +366,25 @@ mod tests {
             assert_eq!(store.record_notifications(&ids, &new_deliveries, 1_000).await.expect("record"), 3);
             let attempt = |at: i64, code: i64| Attempt { at, status_code: Some(code), error: None, duration_ms: 5 };
             // Each endpoint's first delivery fails for good; then e1's second is delivered.
-            let first = store.claim_due_deliveries(1_000, 31_000).await.expect("claim");
+            let claim = |now: i64, batch: usize| {
+                let store = store.clone();
+                async move {
+                    let runs = store.claim_due_deliveries(now, now + 30_000, batch).await.expect("claim");
+                    runs.into_iter().flatten().collect::<Vec<_>>()
+                }
+            };
+            let record = |id: i64, attempt: Attempt, after: AfterAttempt| {
+                let store = store.clone();
+                async move { store.record_attempts(&[(id, attempt, after)], &[]).await.expect("attempt") }
+            };
+            let first = claim(1_000, 1).await;
             assert_eq!(first.len(), 3);
             for d in &first {
-                store.record_attempt(d.id, &attempt(1_100, 500), AfterAttempt::Failed).await.expect("attempt");
+                record(d.id, attempt(1_100, 500), AfterAttempt::Failed).await;
             }
-            let second = store.claim_due_deliveries(1_200, 31_200).await.expect("claim");
+            let second = claim(1_200, 1).await;
             assert_eq!(second.len(), 1);
-            store.record_attempt(second[0].id, &attempt(1_300, 200), AfterAttempt::Delivered).await.expect("attempt");
+            record(second[0].id, attempt(1_300, 200), AfterAttempt::Delivered).await;
             let (d1, d2, d3, d4) = (first[0].id, second[0].id, first[1].id, first[2].id);
             assert_eq!((first[0].new.endpoint_id, first[1].new.endpoint_id), (e1.id, e2.id));
 
@@ -319,9 +424,9 @@ mod tests {
             let listed = store.webhook_deliveries(acme.id, None, Some(DeliveryState::Retrying)).await.expect("list");
             assert_eq!(listed.len(), 1);
             assert_eq!((listed[0].0.id, listed[0].1.clone()), (d1, vec![attempt(1_100, 500)]), "its attempts stay");
-            let claimed = store.claim_due_deliveries(2_000, 32_000).await.expect("claim");
+            let claimed = claim(2_000, 1).await;
             assert_eq!(claimed.iter().map(|d| d.id).collect::<Vec<_>>(), [d1], "due now, unclaimed");
-            store.record_attempt(d1, &attempt(2_100, 503), AfterAttempt::Failed).await.expect("attempt");
+            record(d1, attempt(2_100, 503), AfterAttempt::Failed).await;
 
             // Every failed delivery, of one site or of all; never those of a removed endpoint.
             assert_eq!(store.redeliver_failed_webhook_deliveries(Some(acme.id), 3_000).await.expect("acme"), [d1]);
@@ -421,6 +526,9 @@ pub enum Redelivery {
     NotFound,
 }
 
+/// Attempts written by one statement (5 values each, within every backend's parameter limit).
+const ATTEMPT_CHUNK: usize = 100;
+
 const DELIVERY_COLUMNS: &str = "id, site_id, endpoint_id, event_id, kind, message_id, body, state, attempts, \
                                 next_attempt_at, created_at, delivered_at";
 
@@ -499,9 +607,19 @@ impl Store {
         Ok(marked.len())
     }
 
-    /// Claims, until `claimed_until` (ms), the deliveries due at `now_ms` that are the oldest
-    /// undelivered one of their (live) endpoint and that no unexpired claim holds; answers them.
-    pub async fn claim_due_deliveries(&self, now_ms: i64, claimed_until: i64) -> Result<Vec<Delivery>, StoreError> {
+    /// Claims, until `claimed_until` (ms), each live endpoint's next deliveries in order: its
+    /// oldest undelivered one when it is due at `now_ms` and no unexpired claim holds it, then up
+    /// to `batch - 1` of those that follow it, without a gap (each due and unclaimed). Answers the
+    /// deliveries claimed, endpoint by endpoint, each endpoint's oldest first.
+    ///
+    /// Only the holder of an endpoint's oldest undelivered delivery claims what follows it, so
+    /// two processes never hold deliveries of one endpoint at once while their claims last.
+    pub async fn claim_due_deliveries(
+        &self,
+        now_ms: i64,
+        claimed_until: i64,
+        batch: usize,
+    ) -> Result<Vec<Vec<Delivery>>, StoreError> {
         let rows = sqlx::query(&format!(
             // Each live endpoint's oldest undelivered delivery, found through the partial index
             // on (endpoint_id, id): one index probe per endpoint, however many wait.
@@ -516,39 +634,137 @@ impl Store {
         .bind(now_ms)
         .fetch_all(&self.pool)
         .await?;
-        let mut claimed = rows.iter().map(delivery_from_row).collect::<Result<Vec<_>, _>>()?;
-        claimed.sort_by_key(|d| d.id);
+        let mut heads = rows.iter().map(delivery_from_row).collect::<Result<Vec<_>, _>>()?;
+        heads.sort_by_key(|d| d.id);
+        let follow = i64::try_from(batch.saturating_sub(1)).unwrap_or(i64::MAX);
+        let mut claimed = Vec::with_capacity(heads.len());
+        for head in heads {
+            let mut run = vec![head];
+            if follow > 0 {
+                run.extend(self.claim_followers(&run[0], follow, now_ms, claimed_until).await?);
+            }
+            claimed.push(run);
+        }
         Ok(claimed)
     }
 
-    /// Records an attempt of a claimed delivery and what it leaves; the claim ends.
-    pub async fn record_attempt(&self, id: i64, attempt: &Attempt, after: AfterAttempt) -> Result<(), StoreError> {
+    /// Claims up to `limit` undelivered deliveries that follow the claimed `head` of their
+    /// endpoint without a gap: the run stops at the first one not due or claimed elsewhere.
+    async fn claim_followers(
+        &self,
+        head: &Delivery,
+        limit: i64,
+        now_ms: i64,
+        claimed_until: i64,
+    ) -> Result<Vec<Delivery>, StoreError> {
+        let next = sqlx::query(
+            "SELECT id, next_attempt_at, claimed_until FROM webhook_deliveries WHERE endpoint_id = $1 AND id > $2 \
+             AND state IN ('pending', 'retrying') ORDER BY id LIMIT $3",
+        )
+        .bind(head.new.endpoint_id)
+        .bind(head.id)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut run = Vec::new();
+        for row in &next {
+            let due: i64 = row.try_get("next_attempt_at")?;
+            let claim: Option<i64> = row.try_get("claimed_until")?;
+            if due > now_ms || claim.is_some_and(|c| c >= now_ms) {
+                break;
+            }
+            run.push(row.try_get::<i64, _>("id")?);
+        }
+        if run.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<String> = run.iter().map(i64::to_string).collect();
+        let rows = sqlx::query(&format!(
+            "UPDATE webhook_deliveries SET claimed_until = $1 WHERE id IN ({}) \
+             AND (claimed_until IS NULL OR claimed_until < $2) AND state IN ('pending', 'retrying') \
+             RETURNING {DELIVERY_COLUMNS}",
+            ids.join(", ")
+        ))
+        .bind(claimed_until)
+        .bind(now_ms)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut got = rows.iter().map(delivery_from_row).collect::<Result<Vec<_>, _>>()?;
+        got.sort_by_key(|d| d.id);
+        // A follower changed between the read and the claim: the run ends before it, and what
+        // was claimed after it is let go at once.
+        let kept = run.iter().zip(&got).take_while(|(want, d)| **want == d.id).count();
+        let dropped: Vec<i64> = got[kept..].iter().map(|d| d.id).collect();
+        got.truncate(kept);
+        if !dropped.is_empty() {
+            self.release_deliveries(&dropped).await?;
+        }
+        Ok(got)
+    }
+
+    /// Lets go of claimed deliveries that were not attempted.
+    async fn release_deliveries(&self, ids: &[i64]) -> Result<(), StoreError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<String> = ids.iter().map(i64::to_string).collect();
+        sqlx::query(&format!("UPDATE webhook_deliveries SET claimed_until = NULL WHERE id IN ({})", ids.join(", ")))
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Records the attempts of claimed deliveries and what each leaves (their claims end), and
+    /// lets go of the claimed deliveries `released` that were not attempted; in one transaction.
+    pub async fn record_attempts(
+        &self,
+        attempted: &[(i64, Attempt, AfterAttempt)],
+        released: &[i64],
+    ) -> Result<(), StoreError> {
         let mut work = self.begin_work().await?;
-        sqlx::query(
-            "INSERT INTO webhook_attempts (delivery_id, at, status_code, error, duration_ms) VALUES ($1, $2, $3, $4, $5)",
-        )
-        .bind(id)
-        .bind(attempt.at)
-        .bind(attempt.status_code)
-        .bind(attempt.error.clone())
-        .bind(attempt.duration_ms)
-        .execute(&mut *work.tx)
-        .await?;
-        let (state, next, delivered) = match after {
-            AfterAttempt::Delivered => (DeliveryState::Delivered, attempt.at, Some(attempt.at)),
-            AfterAttempt::Retry(at) => (DeliveryState::Retrying, at, None),
-            AfterAttempt::Failed => (DeliveryState::Failed, attempt.at, None),
-        };
-        sqlx::query(
-            "UPDATE webhook_deliveries SET state = $1, attempts = attempts + 1, next_attempt_at = $2, \
-             delivered_at = $3, claimed_until = NULL WHERE id = $4",
-        )
-        .bind(state.as_str())
-        .bind(next)
-        .bind(delivered)
-        .bind(id)
-        .execute(&mut *work.tx)
-        .await?;
+        for chunk in attempted.chunks(ATTEMPT_CHUNK) {
+            let sql = format!(
+                "INSERT INTO webhook_attempts (delivery_id, at, status_code, error, duration_ms) VALUES {}",
+                work.backend.rows(chunk.len(), 5, 1)
+            );
+            let mut query = sqlx::query(&sql);
+            for (id, attempt, _) in chunk {
+                query = query
+                    .bind(*id)
+                    .bind(attempt.at)
+                    .bind(attempt.status_code)
+                    .bind(attempt.error.clone())
+                    .bind(attempt.duration_ms);
+            }
+            query.execute(&mut *work.tx).await?;
+        }
+        for chunk in attempted.chunks(ATTEMPT_CHUNK) {
+            let sql = format!(
+                "UPDATE webhook_deliveries SET state = v.column2, attempts = attempts + 1, \
+                 next_attempt_at = CAST(v.column3 AS BIGINT), delivered_at = CAST(v.column4 AS BIGINT), \
+                 claimed_until = NULL FROM (VALUES {}) AS v WHERE webhook_deliveries.id = v.column1",
+                work.backend.rows(chunk.len(), 4, 1)
+            );
+            let mut query = sqlx::query(&sql);
+            for (id, attempt, after) in chunk {
+                let (state, next, delivered) = match after {
+                    AfterAttempt::Delivered => (DeliveryState::Delivered, attempt.at, Some(attempt.at)),
+                    AfterAttempt::Retry(at) => (DeliveryState::Retrying, *at, None),
+                    AfterAttempt::Failed => (DeliveryState::Failed, attempt.at, None),
+                };
+                query = query.bind(*id).bind(state.as_str()).bind(next).bind(delivered);
+            }
+            query.execute(&mut *work.tx).await?;
+        }
+        if !released.is_empty() {
+            let ids: Vec<String> = released.iter().map(i64::to_string).collect();
+            sqlx::query(&format!(
+                "UPDATE webhook_deliveries SET claimed_until = NULL WHERE id IN ({})",
+                ids.join(", ")
+            ))
+            .execute(&mut *work.tx)
+            .await?;
+        }
         work.commit().await?;
         Ok(())
     }
