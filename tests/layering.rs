@@ -8,8 +8,9 @@
 //! "who may depend on" rules).
 //!
 //! Inside the server, the handlers are adapters over `rebill-app`: a source-level check fails
-//! when a module of `crates/rebill-server/src` other than the protocol layers (`layers.rs`)
-//! and the crate root (`lib.rs`, which builds `AppState` over a store) names `rebill_store` or
+//! when a module of `crates/rebill-server/src` other than the protocol layers (`layers.rs`),
+//! the crate root (`lib.rs`) and the shared state (`state.rs`, which builds `AppState` over a
+//! store and holds the request context's site and key) names `rebill_store` or
 //! reaches the store (`.store`) in its code (comments and string literals do not count).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -292,8 +293,8 @@ fn a_forbidden_dependency_is_found_through_another_workspace_crate() {
 }
 
 /// Modules of the server that may reach the store: the protocol layers (authentication, rate
-/// limits: plumbing, not handlers) and the crate root building `AppState`.
-const SERVER_STORE_MODULES: [&str; 2] = ["layers.rs", "lib.rs"];
+/// limits: plumbing, not handlers), the crate root and the shared state building `AppState`.
+const SERVER_STORE_MODULES: [&str; 3] = ["layers.rs", "lib.rs", "state.rs"];
 
 /// `source` without its comments and with the contents of its string and character literals
 /// blanked, so that only code is left.

@@ -3,7 +3,7 @@
 //! stays. Also reading them, one at a time or a page at a time.
 
 use rebill_store::accounts::Account;
-use rebill_store::invoicing::{Adjustment, AdjustmentDeletion, AdjustmentFilter, AdjustmentKind, NewAdjustment};
+use rebill_store::invoices::{Adjustment, AdjustmentDeletion, AdjustmentFilter, AdjustmentKind, NewAdjustment};
 use rebill_store::{Page, PageRequest, StoreError};
 
 use crate::payment_methods::valid_currency;

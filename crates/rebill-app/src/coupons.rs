@@ -24,7 +24,7 @@ use rebill_billing::discount::{self, ChargeKind, CodeTemplate, Discount, Scope, 
 use rebill_billing::period::{Interval, IntervalUnit};
 use rebill_store::accounts::Account;
 use rebill_store::events::NewEvent;
-use rebill_store::invoicing::{AdjustmentKind, InvoiceKind};
+use rebill_store::invoices::{AdjustmentKind, InvoiceKind};
 use rebill_store::{Page, PageRequest, StoreError};
 use serde_json::json;
 

@@ -18,7 +18,7 @@
 
 use rebill_billing::states::InvoiceState;
 use rebill_store::credits::{CreditPaymentAction, NewCreditPayment};
-use rebill_store::invoicing::{Adjustment, Invoice, InvoiceKind};
+use rebill_store::invoices::{Adjustment, Invoice, InvoiceKind};
 use rebill_store::{Page, PageRequest, StoreError};
 use serde_json::json;
 
@@ -157,7 +157,7 @@ pub async fn credit_adjustments(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rebill_store::invoicing::{InvoiceAmounts, InvoiceTerms};
+    use rebill_store::invoices::{InvoiceAmounts, InvoiceTerms};
 
     fn invoice(kind: InvoiceKind, state: InvoiceState, total: i64, balance: i64) -> Invoice {
         Invoice {

@@ -30,7 +30,7 @@ use rebill_billing::refund::RefundMethod;
 use rebill_billing::states::{InvoiceState, TransactionStatus};
 use rebill_store::StoreError;
 use rebill_store::credits::{CreditPaymentAction, NewCreditPayment};
-use rebill_store::invoicing::{Invoice, InvoiceKind, NewTransaction, Transaction};
+use rebill_store::invoices::{Invoice, InvoiceKind, NewTransaction, Transaction};
 
 use crate::offline_payments::{MANUAL_GATEWAY_TYPE, is_offline, payment_kind};
 use crate::refunds::{
@@ -240,7 +240,7 @@ pub(crate) async fn pay_out(
     let now = ctx.now;
     let recorded: Vec<(NewTransaction, Option<i64>)> = match external {
         Some(outside) => {
-            let key = format!("refund:{}:outside:{}", credit.uuid, rebill_store::invoicing::new_uuid());
+            let key = format!("refund:{}:outside:{}", credit.uuid, rebill_store::invoices::new_uuid());
             vec![(
                 outside_refund(ctx.site.mode == rebill_store::Mode::Sandbox, credit, &account, outside, amount, key),
                 None,

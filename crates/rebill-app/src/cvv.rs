@@ -16,7 +16,7 @@
 use rebill_billing::gateway::{CvvRequest, Outcome};
 use rebill_store::StoreError;
 use rebill_store::billing_info::{BillingInfo, PaymentKind};
-use rebill_store::invoicing::{NewTransaction, Transaction};
+use rebill_store::invoices::{NewTransaction, Transaction};
 
 use crate::invoicing::{result_of, snapshot, transaction_event};
 use crate::{Context, Services};

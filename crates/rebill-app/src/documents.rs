@@ -28,7 +28,7 @@ use rebill_store::Mode;
 use rebill_store::accounts::Account;
 use rebill_store::billing_info::{BillingInfo, PaymentKind};
 use rebill_store::credits::{CreditPayment, CreditPaymentAction};
-use rebill_store::invoicing::{CollectionMethod, Invoice, InvoiceKind};
+use rebill_store::invoices::{CollectionMethod, Invoice, InvoiceKind};
 
 use crate::queries::{self, InvoiceDetails, ReadError};
 use crate::{Context, Services, error::Missing, time};

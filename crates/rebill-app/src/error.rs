@@ -6,7 +6,7 @@
 use rebill_billing::invoice::InvoiceError;
 use rebill_billing::lifecycle::LifecycleError;
 use rebill_store::StoreError;
-use rebill_store::invoicing::Transaction;
+use rebill_store::invoices::Transaction;
 
 use crate::accounts::AccountError;
 use crate::adjustments::AdjustmentError;
@@ -394,7 +394,7 @@ pub(crate) mod tests {
     use rebill_billing::card::{Field, FieldError, Problem};
     use rebill_billing::states::TransactionStatus;
     use rebill_store::billing_info::{BillingFields, PaymentKind};
-    use rebill_store::invoicing::{AccountSnapshot, NewTransaction, TransactionResult};
+    use rebill_store::invoices::{AccountSnapshot, NewTransaction, TransactionResult};
 
     use super::*;
 

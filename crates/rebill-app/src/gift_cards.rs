@@ -28,7 +28,7 @@ use rebill_billing::invoice::InvoiceOrigin;
 use rebill_billing::states::TransactionStatus;
 use rebill_store::StoreError;
 use rebill_store::accounts::{Account, AccountFields};
-use rebill_store::invoicing::{AdjustmentKind, Invoice, InvoiceTerms, NewAdjustment, NewInvoice, Transaction};
+use rebill_store::invoices::{AdjustmentKind, Invoice, InvoiceTerms, NewAdjustment, NewInvoice, Transaction};
 use rebill_store::jobs::Job;
 use rebill_store::shipping_addresses::ShippingFields;
 use serde_json::json;

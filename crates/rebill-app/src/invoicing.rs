@@ -51,9 +51,9 @@ use rebill_billing::states::InvoiceTransition;
 use rebill_billing::states::{InvoiceState, TransactionStatus};
 use rebill_store::accounts::Account;
 use rebill_store::billing_info::{BillingFields, PaymentKind};
-use rebill_store::credits::CreditUse;
 use rebill_store::events::{Awaiting, NewEvent};
-use rebill_store::invoicing::{
+use rebill_store::invoices::CreditUse;
+use rebill_store::invoices::{
     AccountSnapshot, Adjustment, AdjustmentKind, Check, CollectionMethod, EngineKey, Invoice, InvoiceAmounts,
     InvoiceChange, InvoiceKind, InvoiceTerms, NewAdjustment, NewInvoice, NewTransaction, StoredPayment, Transaction,
     TransactionFailure, TransactionResult,
@@ -850,7 +850,7 @@ pub async fn collect_now(
         return Ok(Some((invoice.clone(), None)));
     };
     // Each request is its own attempt.
-    let key = format!("collect:{}", rebill_store::invoicing::new_uuid());
+    let key = format!("collect:{}", rebill_store::invoices::new_uuid());
     let t = charge(state, site.id, &account, invoice, &source, key, false, at).await?;
     if t.status() != TransactionStatus::Success {
         return Ok(Some((invoice.clone(), Some(t))));
@@ -1015,7 +1015,7 @@ mod tests {
                 uuid: "u".into(),
                 site_id: 1,
                 account_code: "a1".into(),
-                state: rebill_store::invoicing::AdjustmentState::Invoiced,
+                state: rebill_store::invoices::AdjustmentState::Invoiced,
                 invoice_id: Some(1),
                 invoice_number: Some(1001),
                 line: new,

@@ -20,7 +20,7 @@ pub mod billing_info {
 /// Invoices, their lines (adjustments) and transactions.
 pub mod invoicing {
     pub use rebill_billing::states::{InvoiceState, TransactionStatus};
-    pub use rebill_store::invoicing::{
+    pub use rebill_store::invoices::{
         AccountSnapshot, Adjustment, AdjustmentFilter, AdjustmentKind, AdjustmentState, Check, CollectionMethod,
         Invoice, InvoiceAmounts, InvoiceFilter, InvoiceTerms, NewAdjustment, NewTransaction, Transaction,
         TransactionFailure, TransactionFilter, TransactionResult,
@@ -44,7 +44,7 @@ pub mod subscriptions {
 /// that move credit, with their list filter.
 pub mod credits {
     pub use rebill_store::credits::{CreditPayment, CreditPaymentAction, CreditPaymentFilter};
-    pub use rebill_store::invoicing::InvoiceKind;
+    pub use rebill_store::invoices::InvoiceKind;
 }
 
 /// Shipping addresses of accounts.

@@ -5,7 +5,7 @@
 
 use rebill_billing::states::InvoiceState;
 use rebill_store::events::Event;
-use rebill_store::invoicing::{Invoice, InvoiceKind};
+use rebill_store::invoices::{Invoice, InvoiceKind};
 use rebill_store::{Site, StoreError};
 use rebill_webhooks::payload;
 
@@ -445,7 +445,7 @@ async fn transaction_notification(
 /// The `<transaction>` (T0) of `t`, of the invoice `invoice`.
 async fn transaction_element(
     services: &Services,
-    t: &rebill_store::invoicing::Transaction,
+    t: &rebill_store::invoices::Transaction,
     invoice: Option<&Invoice>,
     site: &Site,
 ) -> Result<payload::Element, StoreError> {

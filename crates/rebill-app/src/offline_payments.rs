@@ -26,7 +26,7 @@ use rebill_billing::states::{InvoiceState, TransactionStatus};
 use rebill_store::accounts::Account;
 use rebill_store::billing_info::{BillingFields, PaymentKind};
 use rebill_store::events::Awaiting;
-use rebill_store::invoicing::{
+use rebill_store::invoices::{
     CollectionMethod, Invoice, InvoiceKind, NewTransaction, Transaction, TransactionResult, new_uuid,
 };
 use rebill_store::payments::{OfflinePayment as Recording, PaymentRecord};
@@ -347,7 +347,7 @@ async fn react(services: &Services, invoice: &Invoice) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rebill_store::invoicing::{InvoiceAmounts, InvoiceTerms};
+    use rebill_store::invoices::{InvoiceAmounts, InvoiceTerms};
 
     fn invoice(state: InvoiceState, kind: InvoiceKind, collection_method: CollectionMethod, balance: i64) -> Invoice {
         Invoice {

@@ -17,7 +17,7 @@ use rebill_store::StoreError;
 use rebill_store::accounts::Account;
 use rebill_store::billing_info::{BillingFields, BillingInfo as Stored, PaymentKind};
 use rebill_store::events::NewEvent;
-use rebill_store::invoicing::{NewTransaction, Transaction, new_uuid};
+use rebill_store::invoices::{NewTransaction, Transaction, new_uuid};
 use rebill_store::tokens::TokenUse;
 use serde_json::json;
 

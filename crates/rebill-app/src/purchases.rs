@@ -23,7 +23,7 @@ use rebill_billing::collection::Collect;
 use rebill_billing::invoice::{InvoiceOrigin, LineItem};
 use rebill_store::StoreError;
 use rebill_store::accounts::{Account, AccountFields};
-use rebill_store::invoicing::{
+use rebill_store::invoices::{
     Adjustment, AdjustmentKind, CollectionMethod, InvoiceKind, InvoiceTerms, NewAdjustment, Transaction,
 };
 use rebill_store::shipping_addresses::ShippingFields;

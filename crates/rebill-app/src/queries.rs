@@ -7,7 +7,7 @@ use std::collections::HashSet;
 
 use rebill_store::accounts::{Account, AccountActivity, AccountFilter};
 use rebill_store::credits::{CreditPayment, CreditPaymentFilter};
-use rebill_store::invoicing::{Adjustment, Invoice, InvoiceFilter, Transaction, TransactionFilter};
+use rebill_store::invoices::{Adjustment, Invoice, InvoiceFilter, Transaction, TransactionFilter};
 use rebill_store::subscriptions::{SubscriptionFilter, SubscriptionRecord};
 use rebill_store::{Page, PageRequest, StoreError};
 

@@ -24,7 +24,7 @@ use rebill_billing::settlement::{self, GiveBackError};
 use rebill_billing::states::{InvoiceState, TransactionStatus, credit_state};
 use rebill_store::StoreError;
 use rebill_store::events::NewEvent;
-use rebill_store::invoicing::{
+use rebill_store::invoices::{
     Adjustment, AdjustmentKind, Invoice, InvoiceAmounts, InvoiceDraft, InvoiceKind, NewAdjustment, NewInvoice,
     NewTransaction, Transaction, TransactionResult,
 };
@@ -552,7 +552,7 @@ pub(crate) fn reversal_invoice(
             paid: -amount - balance,
             balance,
         },
-        terms: rebill_store::invoicing::InvoiceTerms {
+        terms: rebill_store::invoices::InvoiceTerms {
             collection_method: original.terms.collection_method,
             net_terms: 0,
             po_number: original.terms.po_number.clone(),
@@ -613,7 +613,7 @@ pub(crate) fn refund_transaction(
 /// gateway at `collected_at`, each with its event recorded at `now`.
 pub(crate) async fn complete_outside(
     services: &Services,
-    work: &mut rebill_store::subscriptions::Work,
+    work: &mut rebill_store::work::Work,
     refunds: &[&Transaction],
     collected_at: i64,
     now: i64,
@@ -664,7 +664,7 @@ pub(crate) fn allocate<T>(amount: i64, from: impl IntoIterator<Item = (T, i64)>)
 /// two operations locking some of the same purchases never wait for each other in a circle),
 /// and answers whether each still has what its parts take refundable, as read after its lock.
 pub(crate) async fn purchases_hold(
-    work: &mut rebill_store::subscriptions::Work,
+    work: &mut rebill_store::work::Work,
     parts: impl IntoIterator<Item = (i64, i64)>,
 ) -> Result<bool, StoreError> {
     let mut wanted: std::collections::BTreeMap<i64, i64> = std::collections::BTreeMap::new();

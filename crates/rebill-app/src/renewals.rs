@@ -18,7 +18,7 @@ use rebill_billing::lifecycle;
 use rebill_billing::states::InvoiceTransition;
 use rebill_billing::states::{InvoiceState, TransactionStatus};
 use rebill_store::events::NewEvent;
-use rebill_store::invoicing::{
+use rebill_store::invoices::{
     AccountSnapshot, Adjustment, Invoice, InvoiceChange, InvoiceDraft, InvoiceStateChange, NewTransaction, Payer,
     Transaction, TransactionResult,
 };

@@ -19,7 +19,7 @@ use rebill_billing::lifecycle::{
 };
 use rebill_store::accounts::{Account, AccountFields};
 use rebill_store::events::{Event, NewEvent};
-use rebill_store::invoicing::{CollectionMethod as InvoiceCollection, Invoice, InvoiceKind, InvoiceTerms, Transaction};
+use rebill_store::invoices::{CollectionMethod as InvoiceCollection, Invoice, InvoiceKind, InvoiceTerms, Transaction};
 use rebill_store::jobs::Job;
 use rebill_store::subscriptions::{
     Charge, Claimed, Indexed, NewCharge, NewSubscriptionRecord, SubscriptionChange, SubscriptionClaim,

@@ -14,7 +14,7 @@ use rebill_billing::invoice::InvoiceOrigin;
 use rebill_billing::states::TransactionStatus;
 use rebill_store::StoreError;
 use rebill_store::accounts::{Account, AccountFields};
-use rebill_store::invoicing::{AdjustmentKind, Invoice, InvoiceTerms, NewAdjustment, Transaction};
+use rebill_store::invoices::{AdjustmentKind, Invoice, InvoiceTerms, NewAdjustment, Transaction};
 
 use crate::invoicing::{self, BillingError, Collect, Draft, PaymentSource};
 use crate::payment_methods::{self, BillingRequest, PaymentMethodError};

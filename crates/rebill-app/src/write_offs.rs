@@ -24,7 +24,7 @@ use rebill_billing::states::InvoiceState;
 use rebill_store::StoreError;
 use rebill_store::credits::{CreditPaymentAction, NewCreditPayment, WRITE_OFF_ORIGIN};
 use rebill_store::events::Event;
-use rebill_store::invoicing::{AdjustmentKind, InvoiceDraft, InvoiceKind, NewAdjustment};
+use rebill_store::invoices::{AdjustmentKind, InvoiceDraft, InvoiceKind, NewAdjustment};
 use serde_json::json;
 
 use crate::jobs::JobError;

@@ -17,7 +17,7 @@ use rebill_billing::card::{BankInput, CardInput, Field, Problem};
 use rebill_billing::gateway::SANDBOX_ROUTING_NUMBER;
 use rebill_store::accounts::AccountFields;
 use rebill_store::billing_info::{BillingFields, PaymentKind};
-use rebill_store::invoicing::{AdjustmentFilter, AdjustmentKind, AdjustmentState};
+use rebill_store::invoices::{AdjustmentFilter, AdjustmentKind, AdjustmentState};
 use rebill_store::plans::{AddOnFields, PlanFields};
 use rebill_store::testing::both_backends;
 use rebill_store::{Mode, NewSite, PageRequest, Plan, Store};

@@ -8,7 +8,7 @@ use rebill_app::error::AppError;
 use rebill_app::scheduler;
 use rebill_app::testing::{DAY, Scripted, T0, TestClock, subscribers};
 use rebill_store::PageRequest;
-use rebill_store::invoicing::InvoiceFilter;
+use rebill_store::invoices::InvoiceFilter;
 use rebill_store::testing::both_backends;
 
 fn percent(p: i64) -> CouponTerms {

@@ -17,7 +17,7 @@ use rebill_app::{Context, Services, accounts, adjustments, payment_methods, sche
 use rebill_billing::states::{InvoiceState, TransactionStatus};
 use rebill_store::accounts::{Account, AccountFields};
 use rebill_store::credits::{CREDIT_INVOICE_VOIDED, CreditPayment, CreditPaymentAction, CreditPaymentFilter};
-use rebill_store::invoicing::{
+use rebill_store::invoices::{
     Adjustment, AdjustmentKind, CollectionMethod, Invoice, InvoiceAmounts, InvoiceKind, InvoiceTerms, NewAdjustment,
     NewInvoice,
 };

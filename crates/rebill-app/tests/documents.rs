@@ -237,7 +237,7 @@ async fn credit_payments_on_either_side_map_to_the_totals_and_payments() {
 
         // The same invoice as a credit invoice of -10.00 crediting 1000: 4.00 used on 1003,
         // 0.50 voided, 1.00 refunded to the card (the rest of what it paid out), 4.50 left.
-        invoice.kind = rebill_store::invoicing::InvoiceKind::Credit;
+        invoice.kind = rebill_store::invoices::InvoiceKind::Credit;
         invoice.original_invoice_number = Some(1000);
         invoice.amounts.total = -1000;
         invoice.amounts.subtotal_before_discount = -1000;

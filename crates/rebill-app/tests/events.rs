@@ -12,7 +12,7 @@ use rebill_billing::lifecycle::Action;
 use rebill_billing::states::{InvoiceState, TransactionStatus};
 use rebill_store::accounts::AccountFields;
 use rebill_store::events::{Awaiting, Event};
-use rebill_store::invoicing::{Invoice, InvoiceFilter, TransactionFilter};
+use rebill_store::invoices::{Invoice, InvoiceFilter, TransactionFilter};
 use rebill_store::subscriptions::Claimed;
 use rebill_store::testing::both_backends;
 use rebill_store::{PageRequest, Store};

@@ -13,7 +13,7 @@ use rebill_billing::lifecycle::{NewSubscription, SubscriptionTerms};
 use rebill_billing::period::{Interval, IntervalUnit};
 use rebill_billing::states::{InvoiceState, TransactionStatus};
 use rebill_store::accounts::AccountFields;
-use rebill_store::invoicing::{InvoiceKind, InvoiceTerms};
+use rebill_store::invoices::{InvoiceKind, InvoiceTerms};
 use rebill_store::testing::both_backends;
 use rebill_store::{Mode, NewSite, PageRequest, Plan, Store};
 
@@ -319,7 +319,7 @@ async fn a_subscription_redeems_its_card_only_when_created() {
             .store
             .list_invoices(
                 ctx.site.id,
-                &rebill_store::invoicing::InvoiceFilter { account_id: Some(sub_a.id), ..Default::default() },
+                &rebill_store::invoices::InvoiceFilter { account_id: Some(sub_a.id), ..Default::default() },
                 &PageRequest::default(),
             )
             .await

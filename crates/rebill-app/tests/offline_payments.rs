@@ -15,7 +15,7 @@ use rebill_billing::states::{InvoiceState, TransactionStatus};
 use rebill_store::accounts::AccountFields;
 use rebill_store::billing_info::PaymentKind;
 use rebill_store::events::{Awaiting, Event};
-use rebill_store::invoicing::{CollectionMethod, Invoice, InvoiceFilter, InvoiceKind, InvoiceTerms};
+use rebill_store::invoices::{CollectionMethod, Invoice, InvoiceFilter, InvoiceKind, InvoiceTerms};
 use rebill_store::testing::both_backends;
 use rebill_store::{Mode, NewSite, PageRequest, Plan, Store};
 use serde_json::Value;

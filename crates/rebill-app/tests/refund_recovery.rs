@@ -13,7 +13,7 @@ use rebill_app::{Context, Services, accounts, adjustments, payment_methods, sche
 use rebill_billing::refund::RefundMethod;
 use rebill_billing::states::{InvoiceState, TransactionStatus};
 use rebill_store::accounts::AccountFields;
-use rebill_store::invoicing::{Invoice, InvoiceTerms, Transaction};
+use rebill_store::invoices::{Invoice, InvoiceTerms, Transaction};
 use rebill_store::testing::both_backends;
 use rebill_store::{Mode, NewSite, Plan, Store};
 
@@ -53,7 +53,7 @@ async fn paid(services: &Services, ctx: &Context, code: &str, cents: i64) -> (In
 /// The refund invoices of `original`.
 async fn refund_invoices(services: &Services, ctx: &Context, original: &Invoice) -> Vec<Invoice> {
     let page = rebill_store::PageRequest { limit: 50, ..Default::default() };
-    let filter = rebill_store::invoicing::InvoiceFilter { account_id: Some(original.account_id), ..Default::default() };
+    let filter = rebill_store::invoices::InvoiceFilter { account_id: Some(original.account_id), ..Default::default() };
     let all = services.store.list_invoices(ctx.site.id, &filter, &page).await.expect("invoices").items;
     all.into_iter().filter(|i| i.original_invoice_id == Some(original.id)).collect()
 }

@@ -19,7 +19,7 @@ use rebill_billing::lifecycle::{self, Action, NewSubscription, SubscriptionTerms
 use rebill_billing::period::{Interval, IntervalUnit};
 use rebill_store::accounts::AccountFields;
 use rebill_store::events::Awaiting;
-use rebill_store::invoicing::{InvoiceFilter, TransactionFilter};
+use rebill_store::invoices::{InvoiceFilter, TransactionFilter};
 use rebill_store::plans::{IntervalUnit as PlanUnit, PlanFields};
 use rebill_store::subscriptions::{Claimed, SubscriptionChange};
 use rebill_store::testing::both_backends;

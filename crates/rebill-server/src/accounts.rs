@@ -34,9 +34,10 @@ use rebill_xml::{Money, WireContext};
 
 use crate::lists::{ListQuery, invalid_choice};
 use crate::request::{Routed, billing_request, href, validated};
+use crate::respond;
 use crate::respond::{field_error, time, with_location};
+use crate::state::AppState;
 use crate::views::{refusal_response, shipping_fields};
-use crate::{AppState, respond};
 use rebill_app::accounts::{self, AccountError};
 
 /// Values of the list's `state` filter.

@@ -34,9 +34,10 @@ use rebill_models::validate::Operation;
 use rebill_models::{BankAccountType, BillingInfo, BillingInfoType};
 
 use crate::request::{Routed, account_not_found, billing_request, href, validated};
+use crate::respond;
 use crate::respond::time;
+use crate::state::AppState;
 use crate::views::refusal_response;
-use crate::{AppState, respond};
 use rebill_app::accounts::AccountError;
 use rebill_app::payment_methods::{self, BillingInfoError, apply};
 

@@ -28,8 +28,9 @@ use rebill_xml::{Money, WireContext, XmlResource};
 
 use crate::lists::{ListQuery, encode_cursor, invalid_choice};
 use crate::request::{Routed, href, validated};
+use crate::respond;
 use crate::respond::{time, with_location};
-use crate::{AppState, respond};
+use crate::state::AppState;
 
 /// Values of the coupon list's `state` filter.
 const STATE_FILTER: [&str; 3] = ["redeemable", "expired", "maxed_out"];

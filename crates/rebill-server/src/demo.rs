@@ -23,8 +23,9 @@ use rebill_app::tokens::new_id;
 use rebill_xml::{ApiVersion, Features, WireContext};
 use serde_json::json;
 
+use crate::dispatch;
 use crate::layers::base_url;
-use crate::{AppState, RequestContext, dispatch};
+use crate::state::{AppState, RequestContext};
 
 const PAGE: &str = include_str!("../js/demo/demo.html");
 const SCRIPT: &str = include_str!("../js/demo/demo.js");

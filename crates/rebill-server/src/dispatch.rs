@@ -13,7 +13,8 @@ use rebill_models::{allowed_methods, route};
 
 use crate::handlers;
 use crate::request::Call;
-use crate::{AppState, RequestContext, respond};
+use crate::respond;
+use crate::state::{AppState, RequestContext};
 
 fn table_method(method: &axum::http::Method) -> Option<rebill_models::Method> {
     use axum::http::Method;

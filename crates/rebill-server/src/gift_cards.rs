@@ -24,10 +24,10 @@ use rebill_models::validate::Operation;
 use rebill_models::{Address, GiftCard as View, GiftCardDelivery as DeliveryView, GiftCardDeliveryMethod as Method};
 use rebill_xml::{Href, WireContext};
 
-use crate::AppState;
 use crate::lists::ListQuery;
 use crate::request::{Routed, billing_request, href, validated};
 use crate::respond::{self, time, with_location};
+use crate::state::AppState;
 use crate::views::{self, DeclineFields};
 
 /// Where the fields of a gift card purchase's decline point.

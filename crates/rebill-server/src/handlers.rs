@@ -14,9 +14,10 @@ use rebill_app::invoicing::Settlement;
 use rebill_models::api::{self, EndpointId};
 
 use crate::request::{Call, Routed};
+use crate::state::AppState;
 use crate::{
-    AppState, accounts, billing_info, coupons, gift_cards, invoices, payments, plans, purchases, respond,
-    shipping_addresses, subscriptions,
+    accounts, billing_info, coupons, gift_cards, invoices, payments, plans, purchases, respond, shipping_addresses,
+    subscriptions,
 };
 use rebill_billing::lifecycle::Action;
 

@@ -91,9 +91,10 @@ use rebill_models::{ApiEndpoint, LaterResponse};
 
 use crate::lists::{ListQuery, invalid_choice};
 use crate::request::{Call, Routed, billing_request, href};
+use crate::respond;
 use crate::respond::{field_error, time, with_location};
+use crate::state::AppState;
 use crate::views::{self, DeclineFields};
-use crate::{AppState, respond};
 use rebill_app::invoicing::{self, BillingError, Preview, SettleError, Settlement};
 use rebill_app::payment_methods::valid_currency;
 use rebill_app::transactions::{ChargeError, Charged, OneOffCharge, charge_once};
@@ -441,7 +442,7 @@ async fn path_invoice(state: &AppState, call: &Call) -> Result<Invoice, Response
 /// (`Accept: application/pdf`, see [`crate::layers::accept`]), else its `Accept-Language`
 /// negotiated by [`Locale::from_accept_language`] (absent or unreadable: en-US).
 pub(crate) fn pdf_locale(request: &Request) -> Option<Locale> {
-    request.extensions().get::<crate::layers::WantsPdf>()?;
+    request.extensions().get::<crate::state::WantsPdf>()?;
     let value = request.headers().get(axum::http::header::ACCEPT_LANGUAGE);
     Some(
         value

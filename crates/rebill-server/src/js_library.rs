@@ -53,8 +53,8 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::AppState;
-use crate::tokens::{preflight, valid_callback};
+use crate::respond::{preflight, valid_callback};
+use crate::state::AppState;
 
 /// Where the library's script and stylesheet are nested.
 pub const PREFIX: &str = "/js/v4";

@@ -10,7 +10,6 @@
 //! 408); `/js/v1` has its own ([`token_body_deadline`]) and the sandbox clock reads its body
 //! within the same deadline after authenticating ([`read_body`]).
 
-use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
@@ -24,7 +23,7 @@ use rebill_xml::{ApiVersion, Features, WireContext};
 use sha2::{Digest, Sha256};
 
 use crate::respond;
-use crate::{AppState, RequestContext};
+use crate::state::{AppState, LogFields, RequestContext, WantsPdf};
 
 pub(crate) static X_API_VERSION: HeaderName = HeaderName::from_static("x-api-version");
 pub(crate) static SERVICE_DEPRECATED: HeaderName = HeaderName::from_static("service-deprecated");
@@ -60,12 +59,6 @@ fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
         media.eq_ignore_ascii_case(wanted)
     })
 }
-
-/// The request asks for an invoice's PDF document (`Accept: application/pdf` on
-/// `GET /v2/invoices/{invoice_number}`, without `application/xml`): set by [`accept`], read by
-/// the invoice lookup.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct WantsPdf;
 
 /// 406 unless the client accepts `application/xml`, or `application/pdf` on the lookup of an
 /// invoice (its PDF; errors are still XML documents, as clients read them).
@@ -444,20 +437,6 @@ pub(crate) async fn token_body_deadline(State(state): State<AppState>, request: 
     response
 }
 
-/// What inner layers learn about a request for its log line (site, API version).
-#[derive(Clone, Default)]
-pub(crate) struct LogFields(Arc<(OnceLock<i64>, OnceLock<ApiVersion>)>);
-
-impl LogFields {
-    pub(crate) fn site(&self, id: i64) {
-        let _ = self.0.0.set(id);
-    }
-
-    fn version(&self, version: ApiVersion) {
-        let _ = self.0.1.set(version);
-    }
-}
-
 /// Query parameters whose values are logged; every other parameter is logged by name only
 /// (values such as card numbers in a JSONP token call, e-mail addresses or codes never reach
 /// the log).
@@ -503,8 +482,9 @@ pub(crate) async fn request_log(mut request: Request, next: Next) -> Response {
     let fields = LogFields::default();
     request.extensions_mut().insert(fields.clone());
     let response = next.run(request).await;
-    let site = fields.0.0.get().map(i64::to_string).unwrap_or_else(|| "-".to_owned());
-    let version = fields.0.1.get().map(ApiVersion::to_string).unwrap_or_else(|| "-".to_owned());
+    let (site, version) = fields.learned();
+    let site = site.map(|s| s.to_string()).unwrap_or_else(|| "-".to_owned());
+    let version = version.map(|v| v.to_string()).unwrap_or_else(|| "-".to_owned());
     tracing::info!(
         target: "rebill::request",
         method = %method,

@@ -17,7 +17,8 @@ use rebill_models::validate::{Operation, Validate};
 
 use crate::request::{Routed, validated};
 use crate::respond::{self, field_error, with_location};
-use crate::{AppState, views};
+use crate::state::AppState;
+use crate::views;
 
 /// The elements an offline payment takes.
 const ACCEPTED: [&str; 5] = ["payment_method", "amount_in_cents", "collected_at", "description", "currency"];

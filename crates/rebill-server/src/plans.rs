@@ -38,8 +38,9 @@ use rebill_xml::{Href, Money, WireContext, XmlResource};
 
 use crate::lists::ListQuery;
 use crate::request::{Call, Routed};
+use crate::respond;
 use crate::respond::{field_error, time, with_location};
-use crate::{AppState, respond};
+use crate::state::AppState;
 
 /// Largest amount in cents (one million in the currency's major unit).
 const MAX_CENTS: i64 = 100_000_000;

@@ -24,10 +24,10 @@ use rebill_models::{
 };
 use rebill_xml::WireContext;
 
-use crate::AppState;
 use crate::invoices::{collection, full_view, preview_view};
 use crate::request::{Routed, billing_request, validated};
 use crate::respond::{self, time, with_location};
+use crate::state::AppState;
 use crate::subscriptions::{account_fields, interval_of, trial_of};
 use crate::views::{self, DeclineFields};
 

@@ -18,7 +18,8 @@ use rebill_xml::{Href, Mode, WireContext, XmlResource};
 use std::marker::PhantomData;
 
 use crate::lists::{self, ListBody, ListQuery};
-use crate::{AppState, RequestContext, respond};
+use crate::respond;
+use crate::state::{AppState, RequestContext};
 use rebill_app::Context;
 use rebill_app::model::Position;
 use rebill_app::payment_methods::BillingRequest;

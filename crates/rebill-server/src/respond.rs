@@ -104,3 +104,28 @@ pub fn with_location(mut response: Response, ctx: &WireContext, path: &str) -> R
 pub fn time(secs: i64) -> Option<DateTime<Utc>> {
     DateTime::<Utc>::from_timestamp(secs, 0)
 }
+
+/// 204 answer to a CORS preflight.
+pub(crate) fn preflight(request: &axum::extract::Request, methods: &'static str) -> Response {
+    let mut response = StatusCode::NO_CONTENT.into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static(methods));
+    let asked = request.headers().get(header::ACCESS_CONTROL_REQUEST_HEADERS).cloned();
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_HEADERS,
+        asked.unwrap_or_else(|| HeaderValue::from_static("Content-Type")),
+    );
+    headers.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("86400"));
+    response
+}
+
+/// Whether `name` is safe to write as a JavaScript callback: dotted identifiers, at most 128
+/// characters.
+pub(crate) fn valid_callback(name: &str) -> bool {
+    let ident = |part: &str| {
+        let mut chars = part.chars();
+        chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == '$')
+            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
+    };
+    !name.is_empty() && name.len() <= 128 && name.split('.').all(ident)
+}

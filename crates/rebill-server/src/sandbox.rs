@@ -21,7 +21,8 @@ use rebill_models::validate::reject_decode;
 use rebill_xml::{ApiVersion, Features, Mode, WireContext};
 
 use crate::layers::{basic_key, unauthorized};
-use crate::{AppState, respond};
+use crate::respond;
+use crate::state::AppState;
 
 fn invalid(field: &str, symbol: &'static str, message: &str) -> Response {
     let ctx = WireContext::new(ApiVersion::default(), Features::none(), "");
@@ -36,7 +37,7 @@ pub(crate) async fn clock(State(state): State<AppState>, request: Request) -> Re
         Err(SiteError::UnknownKey) => return unauthorized(),
         Err(e) => return respond::internal(&e),
     };
-    if let Some(log) = request.extensions().get::<crate::layers::LogFields>() {
+    if let Some(log) = request.extensions().get::<crate::state::LogFields>() {
         log.site(site.id);
     }
     if api_key.read_only {

@@ -22,10 +22,10 @@ use rebill_models::validate::Operation;
 use rebill_models::{ApiEndpoint, ShippingAddress};
 use rebill_xml::WireContext;
 
-use crate::AppState;
 use crate::lists::ListQuery;
 use crate::request::{Routed, validated};
 use crate::respond::{self, with_location};
+use crate::state::AppState;
 use crate::views::{shipping_address_view, shipping_fields};
 
 /// The answer to a refused shipping-address operation.

@@ -72,9 +72,10 @@ use rebill_xml::WireContext;
 use crate::invoices::preview_view;
 use crate::lists::{ListQuery, invalid_choice};
 use crate::request::{Call, Routed, account_not_found, billing_request, href, query_param, validated};
+use crate::respond;
 use crate::respond::{time, with_location};
+use crate::state::AppState;
 use crate::views::{self, DeclineFields, payment_method_error, refusal_response};
-use crate::{AppState, respond};
 use rebill_app::gift_cards::{self, GiftCardError, GiftSubscribeError};
 use rebill_app::shipping_addresses::{ShippingChoice, ShippingError};
 use rebill_app::subscriptions::{

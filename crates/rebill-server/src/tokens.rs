@@ -41,8 +41,9 @@ use rebill_models::BillingInfo;
 use rebill_xml::reader::find_forbidden;
 use serde_json::{Value, json};
 
-use crate::AppState;
-use crate::layers::LogFields;
+use crate::respond::{preflight, valid_callback};
+use crate::state::AppState;
+use crate::state::LogFields;
 
 /// Largest token request (form body or JSONP query), below the API's body limit.
 pub const TOKEN_BODY_LIMIT: usize = 32 * 1024;
@@ -67,20 +68,6 @@ async fn cors(mut response: Response) -> Response {
     let headers = response.headers_mut();
     headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
     headers.entry(header::CACHE_CONTROL).or_insert(HeaderValue::from_static("no-store"));
-    response
-}
-
-/// 204 answer to a CORS preflight.
-pub(crate) fn preflight(request: &Request, methods: &'static str) -> Response {
-    let mut response = StatusCode::NO_CONTENT.into_response();
-    let headers = response.headers_mut();
-    headers.insert(header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static(methods));
-    let asked = request.headers().get(header::ACCESS_CONTROL_REQUEST_HEADERS).cloned();
-    headers.insert(
-        header::ACCESS_CONTROL_ALLOW_HEADERS,
-        asked.unwrap_or_else(|| HeaderValue::from_static("Content-Type")),
-    );
-    headers.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("86400"));
     response
 }
 
@@ -152,17 +139,6 @@ impl Answer {
     fn error(&self, error: &ApiError) -> Response {
         self.send(error.status, &error.body())
     }
-}
-
-/// Whether `name` is safe to write as a JavaScript callback: dotted identifiers, at most 128
-/// characters.
-pub(crate) fn valid_callback(name: &str) -> bool {
-    let ident = |part: &str| {
-        let mut chars = part.chars();
-        chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == '$')
-            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
-    };
-    !name.is_empty() && name.len() <= 128 && name.split('.').all(ident)
 }
 
 /// Form or query parameters (the first occurrence of a name wins).

@@ -10,7 +10,7 @@ use sqlx::Row;
 
 use crate::db::{DbQuery, DbRow};
 use crate::events::NewEvent;
-use crate::subscriptions::Work;
+use crate::work::Work;
 use crate::{Store, StoreError};
 
 /// What kind of payment method a billing info or token holds.

@@ -19,9 +19,9 @@ use sqlx::Row;
 
 use crate::db::DbRow;
 use crate::events::NewEvent;
-use crate::invoicing::{Adjustment, Invoice, InvoiceKind, new_uuid};
+use crate::invoices::{Adjustment, Invoice, InvoiceKind, new_uuid};
 use crate::list::{Arg, Conditions, Page, PageRequest, Position, Sort, into_page, order_and_limit};
-use crate::subscriptions::Work;
+use crate::work::Work;
 use crate::{Store, StoreError};
 
 use rebill_billing::states::{InvoiceState, credit_state};
@@ -92,13 +92,6 @@ impl CreditPaymentAction {
     pub fn parse(text: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|a| a.as_str() == text)
     }
-}
-
-/// A charge invoice's use of the account's credit when it is made: the events of its credit
-/// payments are recorded at this service-clock time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CreditUse {
-    pub recorded_at: i64,
 }
 
 /// What [`Work::record_credit_payment`] records.
@@ -396,11 +389,11 @@ impl Work {
         let sql = format!(
             "SELECT {} FROM invoices WHERE account_id = $1 AND currency = $2 AND balance < 0 \
              ORDER BY created_at, id{}",
-            crate::invoicing::INVOICE_COLUMNS,
+            crate::invoices::INVOICE_COLUMNS,
             self.backend.for_update()
         );
         let rows = sqlx::query(&sql).bind(account_id).bind(currency).fetch_all(&mut *self.tx).await?;
-        rows.iter().map(crate::invoicing::invoice_from_row).collect()
+        rows.iter().map(crate::invoices::invoice_from_row).collect()
     }
 
     /// Pays what it can of the charge invoice `invoice` (made in this work) with the account's
@@ -475,9 +468,9 @@ impl Work {
         if !self.lock_invoice(id).await? {
             return Ok(None);
         }
-        let sql = format!("SELECT {} FROM invoices WHERE id = $1", crate::invoicing::INVOICE_COLUMNS);
+        let sql = format!("SELECT {} FROM invoices WHERE id = $1", crate::invoices::INVOICE_COLUMNS);
         let row = sqlx::query(&sql).bind(id).fetch_optional(&mut *self.tx).await?;
-        row.as_ref().map(crate::invoicing::invoice_from_row).transpose()
+        row.as_ref().map(crate::invoices::invoice_from_row).transpose()
     }
 
     /// Locks the invoice `id` for this work (PostgreSQL `FOR UPDATE`; SQLite's one writer holds
@@ -574,12 +567,12 @@ impl Store {
     pub async fn crediting_invoices(&self, invoice_id: i64) -> Result<Vec<Invoice>, StoreError> {
         let rows = sqlx::query(&format!(
             "SELECT {} FROM invoices WHERE original_invoice_id = $1 ORDER BY created_at, id",
-            crate::invoicing::INVOICE_COLUMNS
+            crate::invoices::INVOICE_COLUMNS
         ))
         .bind(invoice_id)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(crate::invoicing::invoice_from_row).collect()
+        rows.iter().map(crate::invoices::invoice_from_row).collect()
     }
 }
 
@@ -610,12 +603,12 @@ impl Store {
         conditions.after(page);
         let sql = format!(
             "SELECT {} FROM invoices{}{}",
-            crate::invoicing::INVOICE_COLUMNS,
+            crate::invoices::INVOICE_COLUMNS,
             conditions.sql(),
             order_and_limit(page)
         );
         let rows = conditions.bind(sqlx::query(&sql)).fetch_all(&self.reads).await?;
-        let items = rows.iter().map(crate::invoicing::invoice_from_row).collect::<Result<Vec<_>, _>>()?;
+        let items = rows.iter().map(crate::invoices::invoice_from_row).collect::<Result<Vec<_>, _>>()?;
         Ok(into_page(items, page, total, |i| i.position(page.sort)))
     }
 
@@ -665,12 +658,12 @@ impl Store {
         conditions.after(page);
         let sql = format!(
             "SELECT {} FROM adjustments{}{}",
-            crate::invoicing::ADJUSTMENT_COLUMNS,
+            crate::invoices::ADJUSTMENT_COLUMNS,
             conditions.sql(),
             order_and_limit(page)
         );
         let rows = conditions.bind(sqlx::query(&sql)).fetch_all(&self.reads).await?;
-        let items = rows.iter().map(crate::invoicing::adjustment_from_row).collect::<Result<Vec<_>, _>>()?;
+        let items = rows.iter().map(crate::invoices::adjustment_from_row).collect::<Result<Vec<_>, _>>()?;
         let items = self.with_addresses(items).await?;
         Ok(into_page(items, page, total, |a| a.position(page.sort)))
     }
@@ -800,14 +793,4 @@ impl Store {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn actions_round_trip() {
-        for a in CreditPaymentAction::ALL {
-            assert_eq!(CreditPaymentAction::parse(a.as_str()), Some(a));
-        }
-        assert_eq!(CreditPaymentAction::parse("gift"), None);
-    }
-}
+mod tests;

@@ -17,7 +17,7 @@ use sqlx::Row;
 
 use crate::db::DbRow;
 use crate::document;
-use crate::subscriptions::Work;
+use crate::work::Work;
 use crate::{Store, StoreError, flag, get_flag};
 
 /// A business change to record with the write that makes it.

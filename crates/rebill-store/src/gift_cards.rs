@@ -21,7 +21,7 @@ use sqlx::Row;
 use crate::accounts::AddressFields;
 use crate::db::DbRow;
 use crate::events::NewEvent;
-use crate::invoicing::{Adjustment, Invoice, InvoiceDraft, NewAdjustment, NewInvoice};
+use crate::invoices::{Adjustment, Invoice, InvoiceDraft, NewAdjustment, NewInvoice};
 use crate::list::{Arg, Conditions, Page, PageRequest, Position, Sort, into_page, order_and_limit};
 use crate::{Store, StoreError};
 
@@ -572,7 +572,7 @@ impl Store {
 }
 
 /// The card with this id, read in `work`.
-async fn card_in(work: &mut crate::subscriptions::Work, id: i64) -> Result<GiftCard, StoreError> {
+async fn card_in(work: &mut crate::work::Work, id: i64) -> Result<GiftCard, StoreError> {
     let row = sqlx::query(&format!("SELECT {COLUMNS} FROM gift_cards WHERE id = $1"))
         .bind(id)
         .fetch_one(&mut *work.tx)

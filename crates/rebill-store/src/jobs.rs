@@ -12,7 +12,7 @@ use sqlx::Row;
 
 use crate::db::DbRow;
 use crate::dialect::Locking;
-use crate::subscriptions::Work;
+use crate::work::Work;
 use crate::{Site, Store, StoreError, keys};
 
 /// One scheduled piece of work.

@@ -6,6 +6,7 @@
 //! Times are UTC epoch seconds, passed in by the caller so that tests can move the clock.
 
 pub mod accounts;
+pub mod add_ons;
 pub mod billing_info;
 pub mod coupons;
 pub mod credits;
@@ -15,6 +16,7 @@ mod document;
 pub mod events;
 pub mod gateways;
 pub mod gift_cards;
+pub mod invoices;
 pub mod invoicing;
 pub mod jobs;
 mod keys;
@@ -24,12 +26,14 @@ pub mod payments;
 pub mod plans;
 pub mod rate;
 pub mod refunds;
+pub mod shipped_lines;
 pub mod shipping_addresses;
 pub mod subscriptions;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tokens;
 pub mod webhooks;
+pub mod work;
 
 use sqlx::Row;
 

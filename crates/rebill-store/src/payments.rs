@@ -17,11 +17,11 @@
 use rebill_billing::states::{InvoiceState, InvoiceTransition, TransactionStatus};
 
 use crate::events::NewEvent;
-use crate::invoicing::{
+use crate::invoices::{
     CollectionMethod, Invoice, InvoiceChange, InvoiceKind, InvoiceStateChange, NewTransaction, Transaction,
     TransactionResult,
 };
-use crate::subscriptions::Work;
+use crate::work::Work;
 use crate::{Store, StoreError};
 
 /// The `gateway_type` of a transaction entered by hand: money paid outside any gateway.
@@ -163,7 +163,7 @@ mod tests {
     use super::*;
     use crate::accounts::AccountFields;
     use crate::billing_info::{BillingFields, PaymentKind};
-    use crate::invoicing::{AccountSnapshot, InvoiceAmounts, InvoiceTerms, NewInvoice};
+    use crate::invoices::{AccountSnapshot, InvoiceAmounts, InvoiceTerms, NewInvoice};
     use crate::testing::both_backends;
     use crate::{Mode, NewSite, Plan};
 
@@ -191,7 +191,7 @@ mod tests {
 
     fn check(invoice: &Invoice, amount: i64) -> NewTransaction {
         NewTransaction {
-            idempotency_key: format!("offline:{}", crate::invoicing::new_uuid()),
+            idempotency_key: format!("offline:{}", crate::invoices::new_uuid()),
             account_id: invoice.account_id,
             invoice_id: Some(invoice.id),
             subscription_uuid: None,

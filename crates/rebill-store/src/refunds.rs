@@ -10,7 +10,7 @@
 
 use crate::StoreError;
 use crate::events::NewEvent;
-use crate::subscriptions::Work;
+use crate::work::Work;
 
 use rebill_billing::states::{InvoiceState, TransactionTransition};
 
