@@ -163,3 +163,23 @@ pub async fn balance(
     let balance = account_balance(currencies.iter().map(String::as_str), &invoices);
     Ok((account, balance))
 }
+
+impl From<AccountError> for crate::error::AppError {
+    fn from(e: AccountError) -> Self {
+        match e {
+            AccountError::NotFound(code) => Self::NotFound(crate::error::Missing::account(&code)),
+            AccountError::Taken => Self::refused("account_code", "taken", "has already been taken"),
+            AccountError::BillingInfo(refusal) => refusal.into(),
+            AccountError::ShippingAddress(e) => match Self::from(e) {
+                Self::Refused(fields) => Self::Refused(
+                    fields
+                        .into_iter()
+                        .map(|f| crate::error::FieldRefusal { field: format!("shipping_addresses.{}", f.field), ..f })
+                        .collect(),
+                ),
+                other => other,
+            },
+            AccountError::Store(e) => e.into(),
+        }
+    }
+}

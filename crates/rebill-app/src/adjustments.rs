@@ -150,3 +150,17 @@ pub async fn list(
 ) -> Result<Page<Adjustment>, AdjustmentError> {
     Ok(services.store.list_adjustments(ctx.site.id, filter, page).await?)
 }
+
+impl From<AdjustmentError> for crate::error::AppError {
+    fn from(e: AdjustmentError) -> Self {
+        match e {
+            AdjustmentError::NotFound(uuid) => Self::NotFound(crate::error::Missing::adjustment(&uuid)),
+            AdjustmentError::Invoiced => Self::Conflict(e.to_string()),
+            AdjustmentError::InvalidCurrency => Self::refused("currency", "invalid", e.to_string()),
+            AdjustmentError::InvalidQuantity => Self::refused("quantity", "greater_than", e.to_string()),
+            AdjustmentError::TooLarge => Self::refused("unit_amount_in_cents", "less_than", e.to_string()),
+            AdjustmentError::ShippingAddress(e) => e.into(),
+            AdjustmentError::Store(e) => e.into(),
+        }
+    }
+}

@@ -146,3 +146,15 @@ pub async fn delete_add_on(services: &Services, ctx: &Context, plan: &Plan, code
         .await?
         .ok_or_else(|| CatalogError::AddOnNotFound(code.to_owned()))
 }
+
+impl From<CatalogError> for crate::error::AppError {
+    fn from(e: CatalogError) -> Self {
+        match e {
+            CatalogError::PlanNotFound(code) => Self::NotFound(crate::error::Missing::plan(&code)),
+            CatalogError::AddOnNotFound(code) => Self::NotFound(crate::error::Missing::add_on(&code)),
+            CatalogError::PlanTaken(_) => Self::refused("plan_code", "taken", "has already been taken"),
+            CatalogError::AddOnTaken(_) => Self::refused("add_on_code", "taken", "has already been taken"),
+            CatalogError::Store(e) => e.into(),
+        }
+    }
+}

@@ -73,6 +73,17 @@ pub async fn move_clock(services: &Services, site: &Site, target: i64) -> Result
     Ok(Moved { site, jobs_run })
 }
 
+impl From<ClockError> for crate::error::AppError {
+    fn from(e: ClockError) -> Self {
+        match e {
+            ClockError::Backwards(_) => Self::refused("now", "invalid", e.to_string()),
+            ClockError::Store(e) => e.into(),
+            ClockError::CatchingUp(e) => e.into(),
+            e @ ClockError::OutOfRange => Self::internal(e),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

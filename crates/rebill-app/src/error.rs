@@ -1,26 +1,14 @@
-//! Typed errors: what went wrong while a subscription's work ran (catching up, saving, invoicing
-//! its charges), and [`AppError`], the umbrella every use case's error converts into, which
-//! classifies it for an adapter (not found, refused with field errors, declined by the gateway,
-//! conflict, internal).
+//! Typed errors: what went wrong while invoicing ([`BillingError`]) or while a subscription's
+//! work ran (catching up, saving, invoicing its charges), and [`AppError`], the umbrella every
+//! use case's error converts into, which classifies it for an adapter (not found, refused with
+//! field errors, declined by the gateway, conflict, internal). Each use case's own error
+//! converts into it beside its definition (`impl From<…> for AppError` in that module), so this
+//! module names no use case.
 
 use rebill_billing::invoice::InvoiceError;
 use rebill_billing::lifecycle::LifecycleError;
 use rebill_store::StoreError;
 use rebill_store::invoices::Transaction;
-
-use crate::accounts::AccountError;
-use crate::adjustments::AdjustmentError;
-use crate::catalog::CatalogError;
-use crate::clock::ClockError;
-use crate::invoicing::{BillingError, SettleError};
-use crate::jobs::JobError;
-use crate::payment_methods::{BillingInfoError, PaymentMethodError, Refusal};
-use crate::queries::ReadError;
-use crate::scheduler::CatchUpError;
-use crate::sites::SiteError;
-use crate::subscriptions::{ChangeError, CreateError};
-use crate::tokens::TokenError;
-use crate::transactions::ChargeError;
 
 /// Why a subscription's work (a change's invoicing, a scheduled job, an invoice outcome) failed.
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +34,19 @@ pub enum SubscriptionError {
     TimeOutOfRange,
     #[error("subscription {0} stayed busy")]
     Busy(String),
+}
+
+/// Why invoicing or collecting failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BillingError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The invoice computation refused: among others nothing to invoice (the API's 422
+    /// `will_not_invoice`) or lines in several currencies.
+    #[error(transparent)]
+    Invoice(#[from] InvoiceError),
+    #[error("{0}")]
+    Invalid(String),
 }
 
 /// What an adapter needs to know of any use case's error to choose its answer. Every use-case
@@ -135,11 +136,11 @@ fn describe(refusals: &[FieldRefusal]) -> String {
 }
 
 impl AppError {
-    fn internal(e: impl std::error::Error + Send + Sync + 'static) -> Self {
+    pub(crate) fn internal(e: impl std::error::Error + Send + Sync + 'static) -> Self {
         Self::Internal(Box::new(e))
     }
 
-    fn refused(field: &str, symbol: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn refused(field: &str, symbol: &'static str, message: impl Into<String>) -> Self {
         Self::Refused(vec![FieldRefusal::new(field, symbol, message)])
     }
 }
@@ -181,216 +182,19 @@ impl From<BillingError> for AppError {
     }
 }
 
-impl From<PaymentMethodError> for AppError {
-    fn from(e: PaymentMethodError) -> Self {
-        match e {
-            PaymentMethodError::InvalidCurrency => Self::refused("currency", "invalid", e.to_string()),
-            PaymentMethodError::Unsupported(element) => Self::refused(element, "not_supported", e.to_string()),
-            PaymentMethodError::Fields(errors) => Self::Refused(
-                errors
-                    .iter()
-                    .map(|f| FieldRefusal::new(f.field.billing_info_element(), f.problem.symbol(), f.problem.message()))
-                    .collect(),
-            ),
-            PaymentMethodError::TokenInvalid => Self::refused("token_id", "invalid", e.to_string()),
-            PaymentMethodError::NotStored(_) => Self::Declined(None),
-            PaymentMethodError::Store(e) => e.into(),
-        }
-    }
-}
-
-impl From<Refusal> for AppError {
-    fn from(refusal: Refusal) -> Self {
-        match refusal {
-            Refusal::Declined { transaction, .. } => Self::Declined(Some(transaction)),
-            Refusal::Failed(e) => e.into(),
-        }
-    }
-}
-
-impl From<BillingInfoError> for AppError {
-    fn from(e: BillingInfoError) -> Self {
-        match e {
-            BillingInfoError::AccountNotFound(code) => Self::NotFound(Missing::account(&code)),
-            // The account exists; its billing info does not (the API names it by the account).
-            BillingInfoError::NotFound => {
-                Self::NotFound(Missing { resource: "BillingInfo", key: "account_code", value: String::new() })
-            }
-            BillingInfoError::Store(e) => e.into(),
-        }
-    }
-}
-
-impl From<AccountError> for AppError {
-    fn from(e: AccountError) -> Self {
-        match e {
-            AccountError::NotFound(code) => Self::NotFound(Missing::account(&code)),
-            AccountError::Taken => Self::refused("account_code", "taken", "has already been taken"),
-            AccountError::BillingInfo(refusal) => refusal.into(),
-            AccountError::ShippingAddress(e) => match Self::from(e) {
-                Self::Refused(fields) => Self::Refused(
-                    fields
-                        .into_iter()
-                        .map(|f| FieldRefusal { field: format!("shipping_addresses.{}", f.field), ..f })
-                        .collect(),
-                ),
-                other => other,
-            },
-            AccountError::Store(e) => e.into(),
-        }
-    }
-}
-
-impl From<ChargeError> for AppError {
-    fn from(e: ChargeError) -> Self {
-        match e {
-            ChargeError::BillingInfoRequired => Self::refused("billing_info", "blank", e.to_string()),
-            ChargeError::PaymentMethod(e) => e.into(),
-            ChargeError::Billing(e) => e.into(),
-            ChargeError::Store(e) => e.into(),
-            e @ (ChargeError::AccountVanished | ChargeError::NoTransaction) => Self::internal(e),
-        }
-    }
-}
-
-impl From<ChangeError> for AppError {
-    fn from(e: ChangeError) -> Self {
-        match e {
-            ChangeError::NotFound(uuid) => Self::NotFound(Missing::subscription(&uuid)),
-            ChangeError::Busy => Self::Conflict(e.to_string()),
-            ChangeError::Refused(e) => Self::refused("base", "invalid_transition", e.to_string()),
-            ChangeError::Failed(e) => e.into(),
-        }
-    }
-}
-
-impl From<CreateError> for AppError {
-    fn from(e: CreateError) -> Self {
-        match e {
-            CreateError::PaymentMethod(e) => e.into(),
-            CreateError::BillingInfo(refusal) => refusal.into(),
-            CreateError::AccountNotFound(code) => Self::NotFound(Missing::account(&code)),
-            CreateError::Busy => Self::Conflict(e.to_string()),
-            CreateError::FirstPaymentDeclined(transaction) => Self::Declined(transaction),
-            CreateError::ShippingAddress(e) => e.into(),
-            CreateError::Coupon => Self::refused("coupon_code", "invalid", "is invalid"),
-            CreateError::Failed(e) => e.into(),
-        }
-    }
-}
-
-impl From<SettleError> for AppError {
-    fn from(e: SettleError) -> Self {
-        match e {
-            SettleError::NotOpen => Self::Conflict(e.to_string()),
-            SettleError::NoBillingInfo => Self::refused("billing_info", "blank", e.to_string()),
-            SettleError::Declined(transaction) => Self::Declined(Some(transaction)),
-            SettleError::Failed(e) => e.into(),
-        }
-    }
-}
-
-impl From<JobError> for AppError {
-    fn from(e: JobError) -> Self {
-        match e {
-            JobError::Store(e) => e.into(),
-            JobError::Billing(e) => e.into(),
-            JobError::Subscription(e) => e.into(),
-            e => Self::internal(e),
-        }
-    }
-}
-
-impl From<CatchUpError> for AppError {
-    fn from(e: CatchUpError) -> Self {
-        match e {
-            CatchUpError::Store(e) => e.into(),
-            e @ CatchUpError::StillRunning(..) => Self::Conflict(e.to_string()),
-        }
-    }
-}
-
-impl From<ClockError> for AppError {
-    fn from(e: ClockError) -> Self {
-        match e {
-            ClockError::Backwards(_) => Self::refused("now", "invalid", e.to_string()),
-            ClockError::Store(e) => e.into(),
-            ClockError::CatchingUp(e) => e.into(),
-            e @ ClockError::OutOfRange => Self::internal(e),
-        }
-    }
-}
-
-impl From<ReadError> for AppError {
-    fn from(e: ReadError) -> Self {
-        match e {
-            ReadError::NotFound(missing) => Self::NotFound(missing),
-            ReadError::Store(e) => e.into(),
-        }
-    }
-}
-
-impl From<CatalogError> for AppError {
-    fn from(e: CatalogError) -> Self {
-        match e {
-            CatalogError::PlanNotFound(code) => Self::NotFound(Missing::plan(&code)),
-            CatalogError::AddOnNotFound(code) => Self::NotFound(Missing::add_on(&code)),
-            CatalogError::PlanTaken(_) => Self::refused("plan_code", "taken", "has already been taken"),
-            CatalogError::AddOnTaken(_) => Self::refused("add_on_code", "taken", "has already been taken"),
-            CatalogError::Store(e) => e.into(),
-        }
-    }
-}
-
-impl From<AdjustmentError> for AppError {
-    fn from(e: AdjustmentError) -> Self {
-        match e {
-            AdjustmentError::NotFound(uuid) => Self::NotFound(Missing::adjustment(&uuid)),
-            AdjustmentError::Invoiced => Self::Conflict(e.to_string()),
-            AdjustmentError::InvalidCurrency => Self::refused("currency", "invalid", e.to_string()),
-            AdjustmentError::InvalidQuantity => Self::refused("quantity", "greater_than", e.to_string()),
-            AdjustmentError::TooLarge => Self::refused("unit_amount_in_cents", "less_than", e.to_string()),
-            AdjustmentError::ShippingAddress(e) => e.into(),
-            AdjustmentError::Store(e) => e.into(),
-        }
-    }
-}
-
-impl From<TokenError> for AppError {
-    fn from(e: TokenError) -> Self {
-        match e {
-            TokenError::InvalidPublicKey => Self::refused("key", "invalid", e.to_string()),
-            TokenError::Invalid { errors, country } => {
-                let mut refusals: Vec<FieldRefusal> = errors
-                    .iter()
-                    .map(|f| FieldRefusal::new(f.field.token_param(), f.problem.symbol(), f.problem.message()))
-                    .collect();
-                if country {
-                    refusals.push(FieldRefusal::new("country", "invalid", "is invalid"));
-                }
-                Self::Refused(refusals)
-            }
-            TokenError::InvalidRoutingNumber => Self::refused("routing_number", "invalid", "is invalid"),
-            TokenError::CvvLength(message) => Self::refused("cvv", "invalid", message),
-            TokenError::Store(e) => e.into(),
-        }
-    }
-}
-
-impl From<SiteError> for AppError {
-    fn from(e: SiteError) -> Self {
-        match e {
-            SiteError::UnknownKey => Self::refused("key", "invalid", e.to_string()),
-            SiteError::NoSandboxSite => {
-                Self::NotFound(Missing { resource: "Site", key: "mode", value: "sandbox".to_owned() })
-            }
-            SiteError::Store(e) => e.into(),
-        }
-    }
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
+    use crate::accounts::AccountError;
+    use crate::adjustments::AdjustmentError;
+    use crate::catalog::CatalogError;
+    use crate::clock::ClockError;
+    use crate::invoicing::SettleError;
+    use crate::payment_methods::{BillingInfoError, PaymentMethodError, Refusal};
+    use crate::queries::ReadError;
+    use crate::scheduler::CatchUpError;
+    use crate::subscriptions::{ChangeError, CreateError};
+    use crate::tokens::TokenError;
+    use crate::transactions::ChargeError;
     use rebill_billing::card::{Field, FieldError, Problem};
     use rebill_billing::states::TransactionStatus;
     use rebill_store::billing_info::{BillingFields, PaymentKind};

@@ -35,8 +35,9 @@ use serde_json::json;
 
 pub use rebill_store::gift_cards::{Delivery, GiftCard, GiftCardFilter, GiftCardProduct};
 
+use crate::error::BillingError;
 use crate::error::{AppError, FieldRefusal, Missing};
-use crate::invoicing::{self, BillingError, Draft, PaymentSource};
+use crate::invoicing::{self, Draft, PaymentSource};
 use crate::jobs::JobError;
 use crate::payment_methods::{self, BillingRequest, PaymentMethodError, valid_currency};
 use crate::shipping_addresses::ShippingChoice;

@@ -45,7 +45,7 @@
 use chrono::{DateTime, Utc};
 use rebill_billing::collection::{Attempt, FirstStep, after_attempt, due_date, first_step};
 use rebill_billing::gateway::{AvsAddress, Gateway, Outcome, PaymentMethod, PaymentRequest};
-use rebill_billing::invoice::{InvoiceError, InvoiceOrigin, ItemRef, LineItem, LineKind, OriginKey};
+use rebill_billing::invoice::{InvoiceOrigin, ItemRef, LineItem, LineKind, OriginKey};
 use rebill_billing::proration::Proration;
 use rebill_billing::states::InvoiceTransition;
 use rebill_billing::states::{InvoiceState, TransactionStatus};
@@ -61,6 +61,7 @@ use rebill_store::invoices::{
 use rebill_store::{Site, StoreError};
 use serde_json::json;
 
+use crate::error::BillingError;
 use crate::events;
 use crate::jobs::JobError;
 use crate::{Context, Services, time};
@@ -81,19 +82,6 @@ const SETTLED_BY_COLLECTION: &str = "collection";
 pub const DUNNING_JOB: &str = "dunning";
 /// Kind of the job that makes a manual invoice past due at its due date.
 pub const INVOICE_DUE_JOB: &str = "invoice_due";
-
-/// Why invoicing or collecting failed.
-#[derive(Debug, thiserror::Error)]
-pub enum BillingError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// The invoice computation refused: among others nothing to invoice (the API's 422
-    /// `will_not_invoice`) or lines in several currencies.
-    #[error(transparent)]
-    Invoice(#[from] InvoiceError),
-    #[error("{0}")]
-    Invalid(String),
-}
 
 /// A payment method to charge: the billing info's type and non-secret fields (the transaction's
 /// snapshot) and the gateway's reference of the stored method.
@@ -954,10 +942,22 @@ pub async fn settle_invoice(
     changed.ok_or(SettleError::NotOpen)
 }
 
+impl From<SettleError> for crate::error::AppError {
+    fn from(e: SettleError) -> Self {
+        match e {
+            SettleError::NotOpen => Self::Conflict(e.to_string()),
+            SettleError::NoBillingInfo => Self::refused("billing_info", "blank", e.to_string()),
+            SettleError::Declined(transaction) => Self::Declined(Some(transaction)),
+            SettleError::Failed(e) => e.into(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use chrono::TimeZone;
+    use rebill_billing::invoice::InvoiceError;
     use rebill_store::accounts::{AccountFields, AccountState};
 
     fn t(d: u32) -> DateTime<Utc> {

@@ -5,8 +5,8 @@ use rebill_store::StoreError;
 use rebill_store::jobs::Job;
 
 use crate::Services;
+use crate::error::BillingError;
 use crate::error::SubscriptionError;
-use crate::invoicing::BillingError;
 
 /// Seconds before a failed job is tried again.
 pub const RETRY_SECONDS: i64 = 3600;
@@ -44,4 +44,15 @@ pub async fn settle(state: &Services, job: &Job, outcome: Result<(), JobError>) 
         }
     }
     Ok(())
+}
+
+impl From<JobError> for crate::error::AppError {
+    fn from(e: JobError) -> Self {
+        match e {
+            JobError::Store(e) => e.into(),
+            JobError::Billing(e) => e.into(),
+            JobError::Subscription(e) => e.into(),
+            e => Self::internal(e),
+        }
+    }
 }

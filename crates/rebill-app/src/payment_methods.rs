@@ -567,3 +567,51 @@ pub async fn remove(services: &Services, ctx: &Context, code: &str) -> Result<()
         Err(BillingInfoError::NotFound)
     }
 }
+
+impl From<BillingInfoError> for crate::error::AppError {
+    fn from(e: BillingInfoError) -> Self {
+        match e {
+            BillingInfoError::AccountNotFound(code) => Self::NotFound(crate::error::Missing::account(&code)),
+            // The account exists; its billing info does not (the API names it by the account).
+            BillingInfoError::NotFound => Self::NotFound(crate::error::Missing {
+                resource: "BillingInfo",
+                key: "account_code",
+                value: String::new(),
+            }),
+            BillingInfoError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<PaymentMethodError> for crate::error::AppError {
+    fn from(e: PaymentMethodError) -> Self {
+        match e {
+            PaymentMethodError::InvalidCurrency => Self::refused("currency", "invalid", e.to_string()),
+            PaymentMethodError::Unsupported(element) => Self::refused(element, "not_supported", e.to_string()),
+            PaymentMethodError::Fields(errors) => Self::Refused(
+                errors
+                    .iter()
+                    .map(|f| {
+                        crate::error::FieldRefusal::new(
+                            f.field.billing_info_element(),
+                            f.problem.symbol(),
+                            f.problem.message(),
+                        )
+                    })
+                    .collect(),
+            ),
+            PaymentMethodError::TokenInvalid => Self::refused("token_id", "invalid", e.to_string()),
+            PaymentMethodError::NotStored(_) => Self::Declined(None),
+            PaymentMethodError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<Refusal> for crate::error::AppError {
+    fn from(refusal: Refusal) -> Self {
+        match refusal {
+            Refusal::Declined { transaction, .. } => Self::Declined(Some(transaction)),
+            Refusal::Failed(e) => e.into(),
+        }
+    }
+}

@@ -31,9 +31,10 @@ use rebill_store::subscriptions::{NewSubscriptionRecord, SubscriptionClaim};
 
 use crate::adjustments::{MAX_QUANTITY, MAX_TOTAL_IN_CENTS};
 use crate::coupons::{self, CouponError, CouponView};
+use crate::error::BillingError;
 use crate::error::{AppError, FieldRefusal, SubscriptionError};
 use crate::gift_cards::{self, GiftCardError};
-use crate::invoicing::{self, BillingError, Draft, Invoiced, PaymentSource, Preview};
+use crate::invoicing::{self, Draft, Invoiced, PaymentSource, Preview};
 use crate::payment_methods::{self, BillingRequest, PaymentMethodError, valid_currency};
 use crate::shipping_addresses::{self, Resolved, ShippingChoice, ShippingError};
 use crate::subscriptions::{self, CLAIM_SECONDS, Details, Drafted};

@@ -128,3 +128,12 @@ pub async fn credit_payment(services: &Services, ctx: &Context, uuid: &str) -> R
     let missing = || Missing { resource: "CreditPayment", key: "uuid", value: uuid.to_owned() };
     services.store.credit_payment(ctx.site.id, uuid).await?.ok_or_else(|| missing().into())
 }
+
+impl From<ReadError> for crate::error::AppError {
+    fn from(e: ReadError) -> Self {
+        match e {
+            ReadError::NotFound(missing) => Self::NotFound(missing),
+            ReadError::Store(e) => e.into(),
+        }
+    }
+}

@@ -136,3 +136,12 @@ pub async fn run(state: Services) {
         }
     }
 }
+
+impl From<CatchUpError> for crate::error::AppError {
+    fn from(e: CatchUpError) -> Self {
+        match e {
+            CatchUpError::Store(e) => e.into(),
+            e @ CatchUpError::StillRunning(..) => Self::Conflict(e.to_string()),
+        }
+    }
+}

@@ -34,3 +34,15 @@ pub async fn writing_key(services: &Services, site: &Site) -> Result<Option<ApiK
     let now = services.clock.now();
     Ok(services.store.keys(site).await?.into_iter().find(|k| k.active_at(now) && !k.read_only))
 }
+
+impl From<SiteError> for crate::error::AppError {
+    fn from(e: SiteError) -> Self {
+        match e {
+            SiteError::UnknownKey => Self::refused("key", "invalid", e.to_string()),
+            SiteError::NoSandboxSite => {
+                Self::NotFound(crate::error::Missing { resource: "Site", key: "mode", value: "sandbox".to_owned() })
+            }
+            SiteError::Store(e) => e.into(),
+        }
+    }
+}

@@ -1143,6 +1143,32 @@ async fn finish_create(
     Ok(())
 }
 
+impl From<ChangeError> for crate::error::AppError {
+    fn from(e: ChangeError) -> Self {
+        match e {
+            ChangeError::NotFound(uuid) => Self::NotFound(crate::error::Missing::subscription(&uuid)),
+            ChangeError::Busy => Self::Conflict(e.to_string()),
+            ChangeError::Refused(e) => Self::refused("base", "invalid_transition", e.to_string()),
+            ChangeError::Failed(e) => e.into(),
+        }
+    }
+}
+
+impl From<CreateError> for crate::error::AppError {
+    fn from(e: CreateError) -> Self {
+        match e {
+            CreateError::PaymentMethod(e) => e.into(),
+            CreateError::BillingInfo(refusal) => refusal.into(),
+            CreateError::AccountNotFound(code) => Self::NotFound(crate::error::Missing::account(&code)),
+            CreateError::Busy => Self::Conflict(e.to_string()),
+            CreateError::FirstPaymentDeclined(transaction) => Self::Declined(transaction),
+            CreateError::ShippingAddress(e) => e.into(),
+            CreateError::Coupon => Self::refused("coupon_code", "invalid", "is invalid"),
+            CreateError::Failed(e) => e.into(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

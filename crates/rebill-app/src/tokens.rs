@@ -228,6 +228,29 @@ fn create_key_file(path: &Path) -> std::io::Result<()> {
     }
 }
 
+impl From<TokenError> for crate::error::AppError {
+    fn from(e: TokenError) -> Self {
+        match e {
+            TokenError::InvalidPublicKey => Self::refused("key", "invalid", e.to_string()),
+            TokenError::Invalid { errors, country } => {
+                let mut refusals: Vec<crate::error::FieldRefusal> = errors
+                    .iter()
+                    .map(|f| {
+                        crate::error::FieldRefusal::new(f.field.token_param(), f.problem.symbol(), f.problem.message())
+                    })
+                    .collect();
+                if country {
+                    refusals.push(crate::error::FieldRefusal::new("country", "invalid", "is invalid"));
+                }
+                Self::Refused(refusals)
+            }
+            TokenError::InvalidRoutingNumber => Self::refused("routing_number", "invalid", "is invalid"),
+            TokenError::CvvLength(message) => Self::refused("cvv", "invalid", message),
+            TokenError::Store(e) => e.into(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

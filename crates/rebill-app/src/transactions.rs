@@ -16,7 +16,8 @@ use rebill_store::StoreError;
 use rebill_store::accounts::{Account, AccountFields};
 use rebill_store::invoices::{AdjustmentKind, Invoice, InvoiceTerms, NewAdjustment, Transaction};
 
-use crate::invoicing::{self, BillingError, Collect, Draft, PaymentSource};
+use crate::error::BillingError;
+use crate::invoicing::{self, Collect, Draft, PaymentSource};
 use crate::payment_methods::{self, BillingRequest, PaymentMethodError};
 use crate::{Context, Services, events};
 
@@ -135,5 +136,17 @@ async fn account_for(services: &Services, ctx: &Context, charge: &OneOffCharge) 
             services.store.account(ctx.site.id, code).await?.ok_or(ChargeError::AccountVanished)
         }
         Err(e) => Err(e.into()),
+    }
+}
+
+impl From<ChargeError> for crate::error::AppError {
+    fn from(e: ChargeError) -> Self {
+        match e {
+            ChargeError::BillingInfoRequired => Self::refused("billing_info", "blank", e.to_string()),
+            ChargeError::PaymentMethod(e) => e.into(),
+            ChargeError::Billing(e) => e.into(),
+            ChargeError::Store(e) => e.into(),
+            e @ (ChargeError::AccountVanished | ChargeError::NoTransaction) => Self::internal(e),
+        }
     }
 }

@@ -95,7 +95,8 @@ use crate::respond;
 use crate::respond::{field_error, time, with_location};
 use crate::state::AppState;
 use crate::views::{self, DeclineFields};
-use rebill_app::invoicing::{self, BillingError, Preview, SettleError, Settlement};
+use rebill_app::error::BillingError;
+use rebill_app::invoicing::{self, Preview, SettleError, Settlement};
 use rebill_app::payment_methods::valid_currency;
 use rebill_app::transactions::{ChargeError, Charged, OneOffCharge, charge_once};
 

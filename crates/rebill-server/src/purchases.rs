@@ -263,7 +263,7 @@ fn refusal(ctx: &WireContext, error: PurchaseError) -> Response {
             "simultaneous_request",
             "The account was created by another request meanwhile; please try again.",
         ),
-        PurchaseError::Billing(rebill_app::invoicing::BillingError::Invoice(_)) => {
+        PurchaseError::Billing(rebill_app::error::BillingError::Invoice(_)) => {
             field_error(ctx, "base", "invalid", "the purchase makes no invoice")
         }
         other => respond::app_error(ctx, "purchase", other.into()),
