@@ -188,10 +188,10 @@ pub(crate) mod tests {
     use crate::adjustments::AdjustmentError;
     use crate::catalog::CatalogError;
     use crate::clock::ClockError;
-    use crate::invoicing::SettleError;
     use crate::payment_methods::{BillingInfoError, PaymentMethodError, Refusal};
     use crate::queries::ReadError;
     use crate::scheduler::CatchUpError;
+    use crate::settlement::SettleError;
     use crate::subscriptions::{ChangeError, CreateError};
     use crate::tokens::TokenError;
     use crate::transactions::ChargeError;

@@ -20,23 +20,14 @@
 //! The payload is a small JSON object: the account code and what the change was (states,
 //! amounts, the action a subscription accepted, what settled an invoice).
 //!
-//! # Reactions
 //!
-//! The subscriptions react to an invoice paid or failed after the call that invoiced it
-//! ([`crate::subscriptions::reacts_to`]): its past-due subscriptions recover, or they expire.
-//! Such an event is recorded as awaiting its reaction, and [`drain`] delivers awaiting events to
-//! their subscriber, in order, then marks each handled. A use case that settles an invoice
-//! drains its invoice's events before it returns (so its answer shows the subscriptions as they
-//! end up), and the scheduler drains whatever a crash left behind. A reaction runs at least once:
-//! one interrupted before its mark runs again, which is harmless because reactions are
-//! idempotent (a recovered subscription is not past due any more, an expired one stays expired);
-//! once marked it never runs again.
+//! Which events await a reaction is [`reacts_to`]; the reactions themselves run in
+//! [`crate::reactions`].
 
-use rebill_store::events::{Awaiting, Event, NewEvent};
+use rebill_store::events::NewEvent;
 use serde_json::{Value, json};
 
 use crate::Services;
-use crate::jobs::JobError;
 
 pub const ACCOUNT_CREATED: &str = "account.created";
 pub const ACCOUNT_UPDATED: &str = "account.updated";
@@ -68,9 +59,6 @@ pub const INVOICE_REFUND_FAILED: &str = "invoice.refund_failed";
 /// A credit payment made (see `rebill_store::credits`).
 pub const CREDIT_PAYMENT_CREATED: &str = rebill_store::credits::CREDIT_PAYMENT_CREATED;
 
-/// Events delivered at a time by [`drain`].
-const DRAIN_BATCH: i64 = 100;
-
 /// An event of `kind` at `at` (site clock) with `payload`, recorded now (service clock); it
 /// awaits a reaction when a subscriber reacts to it.
 pub fn new(services: &Services, kind: &str, at: i64, payload: Value) -> NewEvent {
@@ -78,7 +66,7 @@ pub fn new(services: &Services, kind: &str, at: i64, payload: Value) -> NewEvent
         kind: kind.to_owned(),
         at,
         recorded_at: services.clock.now(),
-        awaits_reaction: crate::subscriptions::reacts_to(kind, &payload),
+        awaits_reaction: reacts_to(kind, &payload),
         payload: payload.to_string(),
     }
 }
@@ -88,52 +76,15 @@ pub fn account(services: &Services, kind: &str, at: i64, account_code: &str) -> 
     new(services, kind, at, json!({ "account_code": account_code }))
 }
 
-/// Delivers the events of `scope` that await their reaction to their subscriber, in order, and
-/// marks each handled once its reaction ran; answers how many were handled. The first reaction
-/// that fails stops the drain with its error (its event stays awaiting for a later drain).
-pub async fn drain(services: &Services, scope: Awaiting<'_>) -> Result<usize, JobError> {
-    run(services, scope, false).await
-}
+/// What settled an invoice in the call that invoiced it (the invoicing caller handles the
+/// outcome; nothing reacts to its event).
+pub const SETTLED_BY_INVOICING: &str = "invoicing";
 
-/// [`drain`] going on past a reaction that fails (it is logged and stays awaiting for the next
-/// sweep): the scheduler's pick-up of reactions a crash interrupted.
-pub async fn sweep(services: &Services, scope: Awaiting<'_>) -> Result<usize, JobError> {
-    run(services, scope, true).await
-}
-
-async fn run(services: &Services, scope: Awaiting<'_>, keep_going: bool) -> Result<usize, JobError> {
-    let mut handled = 0;
-    let mut after = 0;
-    loop {
-        let events = services.store.awaiting_events(scope, after, DRAIN_BATCH).await?;
-        let Some(last) = events.last() else { return Ok(handled) };
-        after = last.id;
-        for event in &events {
-            match deliver(services, event).await {
-                Ok(()) => {
-                    if services.store.mark_event_handled(event.id, services.clock.now()).await? {
-                        handled += 1;
-                    }
-                }
-                Err(e) if keep_going => {
-                    tracing::warn!(event = event.id, kind = %event.kind, subject = %event.subject, error = %e,
-                        "the reaction to an event failed; the next sweep tries again");
-                }
-                Err(e) => return Err(e),
-            }
-        }
-    }
-}
-
-/// Runs the reaction of the event's subscriber.
-async fn deliver(services: &Services, event: &Event) -> Result<(), JobError> {
-    match event.kind.as_str() {
-        INVOICE_PAID => crate::subscriptions::on_invoice_settled(services, event).await,
-        INVOICE_FAILED => {
-            crate::subscriptions::on_invoice_settled(services, event).await?;
-            crate::write_offs::on_invoice_failed(services, event).await
-        }
-        // No subscriber reacts to other kinds (they are never recorded as awaiting).
-        _ => Ok(()),
-    }
+/// Whether the subscriptions react to an event: an invoice paid or failed by a later call than
+/// the one that invoiced it (a dunning retry, marking it paid or failed, collecting it now). The
+/// outcome of the invoicing call itself is its caller's to handle (a declined first payment
+/// refuses the creation, a declined renewal makes the subscription past due).
+pub fn reacts_to(kind: &str, payload: &Value) -> bool {
+    matches!(kind, INVOICE_PAID | INVOICE_FAILED)
+        && payload.get("settled_by").and_then(Value::as_str).is_some_and(|by| by != SETTLED_BY_INVOICING)
 }

@@ -398,9 +398,16 @@ pub async fn purchase(services: &Services, ctx: &Context, p: &Purchase) -> Resul
     let transaction = charge(services, ctx, &account, &invoice, &source).await?;
     let approved = transaction.status() == TransactionStatus::Success;
     let outcome = if approved { Attempt::Approved } else { Attempt::Declined };
-    let invoice =
-        invoicing::attempted(services, &invoice, Collect::Once, 0, outcome, invoicing::SETTLED_BY_INVOICING, ctx.now)
-            .await?;
+    let invoice = invoicing::attempted(
+        services,
+        &invoice,
+        Collect::Once,
+        0,
+        outcome,
+        crate::events::SETTLED_BY_INVOICING,
+        ctx.now,
+    )
+    .await?;
     let keep = approved || transaction.result.failure.as_ref().is_some_and(|f| f.error_code == "declined_saveable");
     if let Some(method) = requested.as_ref().filter(|_| keep) {
         payment_methods::save_requested(services, ctx, &account, method).await?;

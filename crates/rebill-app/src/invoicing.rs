@@ -35,7 +35,7 @@
 //!
 //! Every change records its event with it ([`crate::events`]): `invoice.created`,
 //! `invoice.past_due`, `invoice.paid` and `invoice.failed` (with what settled it:
-//! [`SETTLED_BY_INVOICING`], `dunning`, `marked` or `collection`), `transaction.approved` and
+//! [`events::SETTLED_BY_INVOICING`], `dunning`, `marked` or `collection`), `transaction.approved` and
 //! `transaction.declined`. An invoice paid or failed later than the call that invoiced it
 //! (dunning, `mark_successful`, `mark_failed`, `collect`) concerns its subscriptions, which react
 //! to the event (they recover or expire, [`crate::subscriptions::on_invoice_settled`]); the use
@@ -51,7 +51,7 @@ use rebill_billing::states::InvoiceTransition;
 use rebill_billing::states::{InvoiceState, TransactionStatus};
 use rebill_store::accounts::Account;
 use rebill_store::billing_info::{BillingFields, PaymentKind};
-use rebill_store::events::{Awaiting, NewEvent};
+use rebill_store::events::NewEvent;
 use rebill_store::invoices::CreditUse;
 use rebill_store::invoices::{
     AccountSnapshot, Adjustment, AdjustmentKind, Check, CollectionMethod, EngineKey, Invoice, InvoiceAmounts,
@@ -67,16 +67,6 @@ use crate::jobs::JobError;
 use crate::{Context, Services, time};
 
 pub use rebill_billing::collection::Collect;
-
-/// What settled an invoice in the call that invoiced it (the invoicing caller handles the
-/// outcome; nothing reacts to its event).
-pub const SETTLED_BY_INVOICING: &str = "invoicing";
-/// A dunning retry settled it.
-const SETTLED_BY_DUNNING: &str = "dunning";
-/// Marked paid or failed (`mark_successful`, `mark_failed`).
-const SETTLED_BY_MARK: &str = "marked";
-/// Collected now (`collect`).
-const SETTLED_BY_COLLECTION: &str = "collection";
 
 /// Kind of the scheduled retry jobs (subject: the invoice's uuid).
 pub const DUNNING_JOB: &str = "dunning";
@@ -365,7 +355,7 @@ async fn first_collection(
 ) -> Result<(Invoice, Option<Transaction>), BillingError> {
     match first_step(invoice.amounts.balance, collect, invoice.due_on) {
         FirstStep::PayNow => {
-            let paid = transition(state, &invoice, InvoiceTransition::Pay, SETTLED_BY_INVOICING, at).await?;
+            let paid = transition(state, &invoice, InvoiceTransition::Pay, events::SETTLED_BY_INVOICING, at).await?;
             return Ok((paid, None));
         }
         FirstStep::AwaitPayment { due_at } => {
@@ -391,7 +381,7 @@ async fn first_collection(
         Some(_) => Attempt::Declined,
         None => Attempt::NoPaymentMethod,
     };
-    let invoice = attempted(state, &invoice, collect, 0, outcome, SETTLED_BY_INVOICING, at).await?;
+    let invoice = attempted(state, &invoice, collect, 0, outcome, events::SETTLED_BY_INVOICING, at).await?;
     Ok((invoice, transaction))
 }
 
@@ -454,7 +444,7 @@ fn past_due_event(state: &Services, invoice: &Invoice, at: i64) -> NewEvent {
 /// The events of `transition` of `invoice`, settled `by` a call: `invoice.paid`, `invoice.failed`,
 /// or `invoice.past_due` when it becomes past due (a failed retry of a past-due invoice changes
 /// its schedule, not its state).
-fn transition_events(
+pub(crate) fn transition_events(
     state: &Services,
     invoice: &Invoice,
     transition: InvoiceTransition,
@@ -485,13 +475,13 @@ async fn transition(
 }
 
 /// The write of `transition` with no retry scheduled and the attempts counted unchanged.
-fn without_retry(transition: InvoiceTransition) -> InvoiceChange {
+pub(crate) fn without_retry(transition: InvoiceTransition) -> InvoiceChange {
     InvoiceChange { state: transition.to(), attempt_next_collection_at: None, collection_attempts: None }
 }
 
 /// Writes `change` with the transition's events if the invoice is still in a state `transition`
 /// starts from.
-async fn write_transition(
+pub(crate) async fn write_transition(
     state: &Services,
     invoice: &Invoice,
     transition: InvoiceTransition,
@@ -636,7 +626,7 @@ pub fn attempt_key(invoice: &Invoice, attempt: i64) -> String {
 /// transaction without charging again. `recurring`: a merchant-initiated charge (renewals,
 /// retries), with source `subscription` and origin `recurring`.
 #[allow(clippy::too_many_arguments)]
-async fn charge(
+pub(crate) async fn charge(
     state: &Services,
     site_id: i64,
     account: &Account,
@@ -735,45 +725,6 @@ pub async fn gateway_purchase(
     state.bounded(gateway.purchase(&request)).await
 }
 
-/// Runs the reactions to the invoice's events ([`crate::events::drain`]): what a use case that
-/// settled it does before it returns.
-async fn react(state: &Services, invoice: &Invoice) -> Result<(), JobError> {
-    let number = invoice.invoice_number.to_string();
-    events::drain(state, Awaiting::Subject(invoice.site_id, &number)).await?;
-    Ok(())
-}
-
-/// Runs a dunning retry of a past-due invoice at the job's due time (see the module
-/// documentation). Idempotent: a settled invoice, or a job that is not the invoice's next
-/// attempt, does nothing; a retry run again finds its recorded transaction.
-pub async fn run_dunning(state: &Services, job: &rebill_store::jobs::Job) -> Result<(), JobError> {
-    let Some(invoice) = state.store.invoice_by_uuid(&job.subject).await? else { return Ok(()) };
-    if invoice.site_id != job.site_id
-        || invoice.state != InvoiceState::PastDue
-        || invoice.attempt_next_collection_at != Some(job.due_at)
-    {
-        return Ok(());
-    }
-    let at = job.due_at;
-    let account = state
-        .store
-        .account(invoice.site_id, &invoice.account_code)
-        .await?
-        .ok_or(JobError::InvoiceAccountMissing(invoice.invoice_number))?;
-    let attempt = invoice.collection_attempts + 1;
-    let outcome = match PaymentSource::of_account(state, &account).await? {
-        Some(source) => {
-            let t =
-                charge(state, invoice.site_id, &account, &invoice, &source, attempt_key(&invoice, attempt), true, at)
-                    .await?;
-            if t.status() == TransactionStatus::Success { Attempt::Approved } else { Attempt::Declined }
-        }
-        None => Attempt::NoPaymentMethod,
-    };
-    attempted(state, &invoice, Collect::Automatic, attempt, outcome, SETTLED_BY_DUNNING, at).await?;
-    react(state, &invoice).await
-}
-
 /// A manually collected invoice still `pending` at its due date (`due_on`, after `net_terms`
 /// days) becomes `past_due`: the account then has a past-due invoice. There are no retries (the
 /// customer pays it); `mark_successful` or `mark_failed` settle it. A job whose invoice was
@@ -783,70 +734,8 @@ pub async fn run_invoice_due(state: &Services, job: &rebill_store::jobs::Job) ->
     if invoice.site_id != job.site_id || invoice.state.apply(InvoiceTransition::FallDue).is_err() {
         return Ok(());
     }
-    transition(state, &invoice, InvoiceTransition::FallDue, SETTLED_BY_INVOICING, job.due_at).await?;
+    transition(state, &invoice, InvoiceTransition::FallDue, events::SETTLED_BY_INVOICING, job.due_at).await?;
     Ok(())
-}
-
-/// Marks an open invoice paid (`mark_successful`): no more retries; its subscriptions recover.
-/// `None` when the invoice is not pending or past due.
-pub async fn mark_paid(state: &Services, invoice: &Invoice, at: i64) -> Result<Option<Invoice>, JobError> {
-    close(state, invoice, InvoiceTransition::Pay, SETTLED_BY_MARK, at).await
-}
-
-/// Marks an open invoice failed (`mark_failed`): no more retries; its subscriptions expire.
-/// `None` when the invoice is not pending or past due.
-pub async fn mark_failed(state: &Services, invoice: &Invoice, at: i64) -> Result<Option<Invoice>, JobError> {
-    close(state, invoice, InvoiceTransition::Fail, SETTLED_BY_MARK, at).await
-}
-
-/// Settles an open invoice by `transition` (`by` says how), drops its retries and runs the
-/// reactions to it (its subscriptions recover or expire). `None` when the invoice was not in a
-/// state the transition starts from.
-async fn close(
-    state: &Services,
-    invoice: &Invoice,
-    transition: InvoiceTransition,
-    by: &str,
-    at: i64,
-) -> Result<Option<Invoice>, JobError> {
-    let events = transition_events(state, invoice, transition, by, at);
-    let change = without_retry(transition);
-    let Some(closed) = state.store.set_invoice_state(invoice.id, transition.from_states(), change, at, &events).await?
-    else {
-        return Ok(None);
-    };
-    state.store.cancel_jobs(DUNNING_JOB, &invoice.uuid).await?;
-    react(state, &closed).await?;
-    // As the reactions left it (a write-off pays a failed invoice's balance).
-    Ok(Some(state.store.invoice_by_id(closed.id).await?.unwrap_or(closed)))
-}
-
-/// Collects a past-due invoice now (`collect`): one attempt with the stored payment method,
-/// outside the retry schedule (which goes on when it fails). `None` when the invoice is not
-/// past due or pending.
-pub async fn collect_now(
-    state: &Services,
-    site: &Site,
-    invoice: &Invoice,
-    at: i64,
-) -> Result<Option<(Invoice, Option<Transaction>)>, JobError> {
-    if !invoice.state.is_collectable() {
-        return Ok(None);
-    }
-    let Some(account) = state.store.account(site.id, &invoice.account_code).await? else { return Ok(None) };
-    let Some(source) = PaymentSource::of_account(state, &account).await? else {
-        return Ok(Some((invoice.clone(), None)));
-    };
-    // Each request is its own attempt.
-    let key = format!("collect:{}", rebill_store::invoices::new_uuid());
-    let t = charge(state, site.id, &account, invoice, &source, key, false, at).await?;
-    if t.status() != TransactionStatus::Success {
-        return Ok(Some((invoice.clone(), Some(t))));
-    }
-    let paid = close(state, invoice, InvoiceTransition::Pay, SETTLED_BY_COLLECTION, at)
-        .await?
-        .unwrap_or_else(|| invoice.clone());
-    Ok(Some((paid, Some(t))))
 }
 
 /// The draft of an invoice of the account's pending adjustments: those in the currency of the
@@ -890,67 +779,9 @@ pub async fn preview_pending(
     Ok(preview)
 }
 
-/// How an open invoice is settled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Settlement {
-    /// Paid otherwise (`mark_successful`): no more retries; its subscriptions recover.
-    Paid,
-    /// Given up (`mark_failed`): no more retries; its subscriptions expire.
-    Failed,
-    /// Collected now with the stored payment method, outside the retry schedule.
-    Collect,
-}
-
-/// Why an invoice was not settled.
-#[derive(Debug, thiserror::Error)]
-pub enum SettleError {
-    /// Only a pending or past-due invoice can be settled or collected.
-    #[error("the invoice is not open")]
-    NotOpen,
-    #[error("the account has no billing info to collect the invoice with")]
-    NoBillingInfo,
-    /// The collection was declined (the invoice stays past due with its retries).
-    #[error("the collection was declined")]
-    Declined(Box<Transaction>),
-    #[error(transparent)]
-    Failed(#[from] JobError),
-}
-
 /// The invoice with this number on the site.
 pub async fn find(services: &Services, ctx: &Context, number: i64) -> Result<Option<Invoice>, StoreError> {
     services.store.invoice(ctx.site.id, number).await
-}
-
-/// Settles an open invoice as `how` says; answers it as it is afterwards.
-pub async fn settle_invoice(
-    services: &Services,
-    ctx: &Context,
-    invoice: &Invoice,
-    how: Settlement,
-) -> Result<Invoice, SettleError> {
-    let changed = match how {
-        Settlement::Paid => mark_paid(services, invoice, ctx.now).await?,
-        Settlement::Failed => mark_failed(services, invoice, ctx.now).await?,
-        Settlement::Collect => match collect_now(services, &ctx.site, invoice, ctx.now).await? {
-            Some((_, Some(t))) if t.status() == TransactionStatus::Declined => {
-                return Err(SettleError::Declined(Box::new(t)));
-            }
-            Some((_, None)) => return Err(SettleError::NoBillingInfo),
-            found => found.map(|(i, _)| i),
-        },
-    };
-    changed.ok_or(SettleError::NotOpen)
-}
-
-impl From<SettleError> for crate::error::AppError {
-    fn from(e: SettleError) -> Self {
-        match e {
-            SettleError::NotOpen => Self::Conflict(e.to_string()),
-            SettleError::NoBillingInfo => Self::refused("billing_info", "blank", e.to_string()),
-            SettleError::Declined(transaction) => Self::Declined(Some(transaction)),
-            SettleError::Failed(e) => e.into(),
-        }
-    }
 }
 
 #[cfg(test)]

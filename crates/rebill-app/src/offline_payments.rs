@@ -34,7 +34,7 @@ use rebill_store::{Mode, StoreError};
 
 use crate::error::{AppError, FieldRefusal, Missing};
 use crate::queries::{self, ReadError};
-use crate::{Context, Services, events, invoicing};
+use crate::{Context, Services, invoicing};
 
 pub use rebill_store::payments::{MANUAL_GATEWAY_TYPE, is_offline};
 
@@ -338,7 +338,7 @@ pub async fn enter(
 /// a client retrying a failed call would enter the payment twice.
 async fn react(services: &Services, invoice: &Invoice) {
     let number = invoice.invoice_number.to_string();
-    if let Err(e) = events::drain(services, Awaiting::Subject(invoice.site_id, &number)).await {
+    if let Err(e) = crate::reactions::drain(services, Awaiting::Subject(invoice.site_id, &number)).await {
         tracing::warn!(invoice = %number, error = %e,
             "the reaction to an offline payment did not run; the scheduler's sweep runs it");
     }
@@ -475,6 +475,6 @@ mod tests {
     #[test]
     fn the_paid_event_reaches_the_subscriptions() {
         let payload = serde_json::json!({ "account_code": "a1", "settled_by": SETTLED_BY_OFFLINE_PAYMENT });
-        assert!(crate::subscriptions::reacts_to(events::INVOICE_PAID, &payload));
+        assert!(crate::events::reacts_to(crate::events::INVOICE_PAID, &payload));
     }
 }

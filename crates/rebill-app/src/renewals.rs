@@ -297,7 +297,7 @@ async fn finish_renewals(
         .iter()
         .map(|b| {
             let paid = InvoiceState::Paid;
-            [invoicing::settled_event(state, &b.invoice, paid, invoicing::SETTLED_BY_INVOICING, b.planned.at)]
+            [invoicing::settled_event(state, &b.invoice, paid, crate::events::SETTLED_BY_INVOICING, b.planned.at)]
         })
         .collect();
     let mut work = state.store.begin_work().await?;
@@ -354,7 +354,7 @@ async fn renewal_declined(
         planned.collect,
         0,
         Attempt::Declined,
-        invoicing::SETTLED_BY_INVOICING,
+        crate::events::SETTLED_BY_INVOICING,
         planned.at,
     )
     .await?;

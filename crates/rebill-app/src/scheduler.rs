@@ -29,7 +29,7 @@ pub const BATCH: i64 = 50;
 /// Runs one job at its due time (`site`: the job's site, if it still exists).
 async fn run_job(state: &Services, site: Option<&Site>, job: &Job) -> Result<(), JobError> {
     match (job.kind.as_str(), site) {
-        (crate::invoicing::DUNNING_JOB, _) => crate::invoicing::run_dunning(state, job).await,
+        (crate::invoicing::DUNNING_JOB, _) => crate::settlement::run_dunning(state, job).await,
         (crate::invoicing::INVOICE_DUE_JOB, _) => crate::invoicing::run_invoice_due(state, job).await,
         (crate::refunds::REFUND_JOB, _) => crate::refunds::run_refund_job(state, job).await,
         (crate::gift_cards::DELIVERY_JOB, _) => crate::gift_cards::run_delivery(state, job).await,
@@ -40,7 +40,7 @@ async fn run_job(state: &Services, site: Option<&Site>, job: &Job) -> Result<(),
 
 /// Runs every job that is due now (for one site, or all), in due order, until none is left;
 /// returns how many ran. Jobs scheduled by the jobs themselves run too when they are due. First
-/// it runs the reactions to events that are still awaiting theirs ([`crate::events::sweep`]):
+/// it runs the reactions to events that are still awaiting theirs ([`crate::reactions::sweep`]):
 /// what a crash between a change and its reaction left behind.
 ///
 /// Consecutive renewal jobs of one site are offered to [`crate::renewals::run_renewals`],
@@ -56,7 +56,7 @@ pub async fn run_due(state: &Services, site: Option<&Site>) -> Result<usize, Sto
 pub async fn run_due_with(state: &Services, site: Option<&Site>, batch: i64) -> Result<usize, StoreError> {
     // Reactions to events that a crash interrupted (their use case records and drains its own).
     let scope = site.map_or(Awaiting::All, |s| Awaiting::Site(s.id));
-    if let Err(e) = crate::events::sweep(state, scope).await {
+    if let Err(e) = crate::reactions::sweep(state, scope).await {
         tracing::warn!(error = %e, "sweeping the reactions to events");
     }
     let mut ran = 0;

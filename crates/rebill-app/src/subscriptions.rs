@@ -594,18 +594,6 @@ async fn for_invoice_subscriptions(
     Ok(())
 }
 
-/// Whether the subscriptions react to an event: an invoice paid or failed by a later call than
-/// the one that invoiced it (a dunning retry, marking it paid or failed, collecting it now). The
-/// outcome of the invoicing call itself is its caller's to handle (a declined first payment
-/// refuses the creation, a declined renewal makes the subscription past due).
-pub fn reacts_to(kind: &str, payload: &Value) -> bool {
-    matches!(kind, events::INVOICE_PAID | events::INVOICE_FAILED)
-        && payload
-            .get("settled_by")
-            .and_then(Value::as_str)
-            .is_some_and(|by| by != crate::invoicing::SETTLED_BY_INVOICING)
-}
-
 /// The subscriptions an invoice's lines bill.
 async fn invoice_subscriptions(state: &Services, invoice: &Invoice) -> Result<Vec<String>, StoreError> {
     let mut uuids: Vec<String> =
@@ -615,7 +603,7 @@ async fn invoice_subscriptions(state: &Services, invoice: &Invoice) -> Result<Ve
     Ok(uuids)
 }
 
-/// The subscriber of `invoice.paid` and `invoice.failed` ([`reacts_to`]): the invoice's
+/// The subscriber of `invoice.paid` and `invoice.failed` ([`crate::events::reacts_to`]): the invoice's
 /// subscriptions recover ([`on_invoice_paid`]) or expire ([`on_invoice_failed`]) at the event's
 /// time. Idempotent: a subscription that recovered or expired already is left as it is.
 pub async fn on_invoice_settled(state: &Services, event: &Event) -> Result<(), JobError> {
@@ -1278,14 +1266,14 @@ mod tests {
     fn the_subscriptions_react_to_late_invoice_outcomes_only() {
         for by in ["dunning", "marked", "collection"] {
             let payload = json!({ "account_code": "a1", "settled_by": by });
-            assert!(reacts_to(events::INVOICE_PAID, &payload), "{by}");
-            assert!(reacts_to(events::INVOICE_FAILED, &payload), "{by}");
-            assert!(!reacts_to(events::INVOICE_CREATED, &payload), "{by}");
+            assert!(events::reacts_to(events::INVOICE_PAID, &payload), "{by}");
+            assert!(events::reacts_to(events::INVOICE_FAILED, &payload), "{by}");
+            assert!(!events::reacts_to(events::INVOICE_CREATED, &payload), "{by}");
         }
         let at_invoicing = json!({ "account_code": "a1", "settled_by": "invoicing" });
-        assert!(!reacts_to(events::INVOICE_PAID, &at_invoicing));
-        assert!(!reacts_to(events::INVOICE_FAILED, &at_invoicing));
-        assert!(!reacts_to(events::INVOICE_PAID, &json!({ "account_code": "a1" })));
+        assert!(!events::reacts_to(events::INVOICE_PAID, &at_invoicing));
+        assert!(!events::reacts_to(events::INVOICE_FAILED, &at_invoicing));
+        assert!(!events::reacts_to(events::INVOICE_PAID, &json!({ "account_code": "a1" })));
     }
 
     /// Every scheduled transition and every action has its own event kind of a subscription;

@@ -3,11 +3,11 @@
 //! through them: a reaction interrupted after its event was recorded is completed by the next
 //! drain, once.
 
-use rebill_app::invoicing::{self, SettleError, Settlement};
+use rebill_app::settlement::{self, SettleError, Settlement};
 use rebill_app::subscriptions::{self, CLAIM_SECONDS};
 use rebill_app::testing::{DAY, Scripted, T0, TestClock, subscribers};
 use rebill_app::transactions::{self, OneOffCharge};
-use rebill_app::{Clock, Context, accounts, events, payment_methods, scheduler};
+use rebill_app::{Clock, Context, accounts, payment_methods, scheduler};
 use rebill_billing::lifecycle::Action;
 use rebill_billing::states::{InvoiceState, TransactionStatus};
 use rebill_store::accounts::AccountFields;
@@ -180,7 +180,7 @@ async fn every_business_change_records_its_event_with_its_subject() {
 
         // Marking its invoice failed expires the subscription before the call returns.
         let march = at_time(&ctx, T0 + 59 * DAY + 7200);
-        let failed = invoicing::settle_invoice(&services, &march, &unpaid, Settlement::Failed).await.expect("failed");
+        let failed = settlement::settle_invoice(&services, &march, &unpaid, Settlement::Failed).await.expect("failed");
         assert_eq!(failed.state, InvoiceState::Failed, "{backend:?}");
         let s1_now = store.subscription(site, &s1).await.expect("read").expect("s1");
         assert_eq!(s1_now.state, "expired", "{backend:?}");
@@ -242,7 +242,7 @@ async fn a_reaction_interrupted_after_its_event_is_completed_by_the_next_drain_o
             panic!("{backend:?}: the subscription is free");
         };
         let marked = at_time(&ctx, T0 + 31 * DAY + 7200);
-        let interrupted = invoicing::settle_invoice(&services, &marked, &invoice, Settlement::Paid).await;
+        let interrupted = settlement::settle_invoice(&services, &marked, &invoice, Settlement::Paid).await;
         assert!(matches!(interrupted, Err(SettleError::Failed(_))), "{backend:?}: {interrupted:?}");
         let number = invoice.invoice_number.to_string();
         let paid = events_of(&store, site, &number).await.pop().expect("paid");
@@ -261,7 +261,7 @@ async fn a_reaction_interrupted_after_its_event_is_completed_by_the_next_drain_o
 
         // It never runs again: a later drain finds nothing, and a repeated delivery (a crash
         // between the reaction and its mark) changes nothing.
-        assert_eq!(events::sweep(&services, Awaiting::All).await.expect("sweep"), 0, "{backend:?}");
+        assert_eq!(rebill_app::reactions::sweep(&services, Awaiting::All).await.expect("sweep"), 0, "{backend:?}");
         let before = events_of(&store, site, &s0).await;
         subscriptions::on_invoice_settled(&services, &handled).await.expect("delivered again");
         assert_eq!(events_of(&store, site, &s0).await, before, "{backend:?}: idempotent");

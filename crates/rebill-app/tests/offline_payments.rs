@@ -280,11 +280,15 @@ async fn every_refusal_writes_nothing() {
 
         // Paid and failed invoices.
         let marked = manual_invoice(&services, &ctx, "r3", 800, 30).await;
-        invoicing::settle_invoice(&services, &ctx, &marked, invoicing::Settlement::Paid).await.expect("paid");
+        rebill_app::settlement::settle_invoice(&services, &ctx, &marked, rebill_app::settlement::Settlement::Paid)
+            .await
+            .expect("paid");
         let error = refused(&services, &ctx, &marked.invoice_number.to_string(), &check(None)).await;
         assert!(matches!(error, OfflinePaymentError::NotOpen("paid")), "{backend:?}: {error:?}");
         let given_up = manual_invoice(&services, &ctx, "r4", 900, 30).await;
-        invoicing::settle_invoice(&services, &ctx, &given_up, invoicing::Settlement::Failed).await.expect("failed");
+        rebill_app::settlement::settle_invoice(&services, &ctx, &given_up, rebill_app::settlement::Settlement::Failed)
+            .await
+            .expect("failed");
         let error = refused(&services, &ctx, &given_up.invoice_number.to_string(), &check(None)).await;
         assert!(matches!(error, OfflinePaymentError::NotOpen("failed")), "{backend:?}: {error:?}");
 

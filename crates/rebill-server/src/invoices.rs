@@ -96,8 +96,9 @@ use crate::respond::{field_error, time, with_location};
 use crate::state::AppState;
 use crate::views::{self, DeclineFields};
 use rebill_app::error::BillingError;
-use rebill_app::invoicing::{self, Preview, SettleError, Settlement};
+use rebill_app::invoicing::{self, Preview};
 use rebill_app::payment_methods::valid_currency;
+use rebill_app::settlement::{self, SettleError, Settlement};
 use rebill_app::transactions::{ChargeError, Charged, OneOffCharge, charge_once};
 
 // ---------------------------------------------------------------------------------------------
@@ -579,7 +580,7 @@ where
 /// wrote it off when it failed (Credit Memos), or the refusal.
 async fn settle(state: &AppState, call: &Call, how: Settlement) -> Result<(InvoiceView, Vec<InvoiceView>), Response> {
     let invoice = path_invoice(state, call).await?;
-    let invoice = match invoicing::settle_invoice(state, &call.context(), &invoice, how).await {
+    let invoice = match settlement::settle_invoice(state, &call.context(), &invoice, how).await {
         Ok(i) => i,
         Err(SettleError::Declined(t)) => {
             let fields = DeclineFields { verification_value: "billing_info.verification_value", base: "invoice.base" };
