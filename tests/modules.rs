@@ -83,8 +83,31 @@ const STORE: Layers = Layers {
     ],
 };
 
+/// The use cases: what runs them (the webhook worker, the scheduler, the sandbox clock, the
+/// test harness) above the operations that span several aggregates, those above the reactions
+/// to events, and so down through money back, subscriptions, customers and invoicing to the
+/// coupons, the stored documents and the shared pieces (errors, events, jobs, the context).
+const APP: Layers = Layers {
+    src: "crates/rebill-app/src",
+    layers: &[
+        &["webhooks", "clock", "testing"],
+        &["notifications", "scheduler", "purchases"],
+        &["settlement", "offline_payments"],
+        &["reactions"],
+        &["write_offs", "renewals", "gift_cards", "cvv"],
+        &["refunds"],
+        &["subscriptions", "accounts", "adjustments", "transactions"],
+        &["payment_methods", "credit_invoices", "documents"],
+        &["queries"],
+        &["invoicing"],
+        &["coupons", "shipping_addresses", "catalog"],
+        &["subscription_documents", "jobs", "events", "tokens", "sites", "gateways"],
+        &["error", "context", "instant", "model", "lib"],
+    ],
+};
+
 /// The crates whose module directions are checked.
-const CRATES: &[&Layers] = &[&SERVER, &STORE];
+const CRATES: &[&Layers] = &[&SERVER, &STORE, &APP];
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")

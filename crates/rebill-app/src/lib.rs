@@ -39,7 +39,6 @@ pub mod clock;
 pub mod context;
 pub mod coupons;
 pub mod credit_invoices;
-pub mod credit_refunds;
 pub mod cvv;
 pub mod documents;
 pub mod error;
@@ -62,6 +61,7 @@ pub mod scheduler;
 pub mod settlement;
 pub mod shipping_addresses;
 pub mod sites;
+pub mod subscription_documents;
 pub mod subscriptions;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -544,7 +544,7 @@ async fn subscription_element(
     pause: bool,
 ) -> Result<Option<(payload::Element, String)>, StoreError> {
     let Some(record) = services.store.subscription(site.id, uuid).await? else { return Ok(None) };
-    let Ok(loaded) = crate::subscriptions::Loaded::of(record) else {
+    let Ok(loaded) = crate::subscription_documents::Loaded::of(record) else {
         tracing::warn!(subscription = %uuid, "a stored subscription cannot be read for its notification");
         return Ok(None);
     };

@@ -24,7 +24,7 @@
 
 use rebill_billing::states::{InvoiceState, TransactionStatus};
 use rebill_store::accounts::Account;
-use rebill_store::billing_info::{BillingFields, PaymentKind};
+use rebill_store::billing_info::BillingFields;
 use rebill_store::events::Awaiting;
 use rebill_store::invoices::{
     CollectionMethod, Invoice, InvoiceKind, NewTransaction, Transaction, TransactionResult, new_uuid,
@@ -36,7 +36,7 @@ use crate::error::{AppError, FieldRefusal, Missing};
 use crate::queries::{self, ReadError};
 use crate::{Context, Services, invoicing};
 
-pub use rebill_store::payments::{MANUAL_GATEWAY_TYPE, is_offline};
+pub use rebill_store::payments::{MANUAL_GATEWAY_TYPE, is_offline, payment_kind};
 
 /// The payment methods an offline payment may name (V10 reference).
 pub const PAYMENT_METHODS: [&str; 7] =
@@ -214,13 +214,6 @@ pub fn amount_for(invoice: &Invoice, payment: &OfflinePayment) -> Result<i64, Of
     }
 }
 
-/// The billing info type an offline payment's transaction is stored with: a card payment taken
-/// outside rebill is a card's, every other method (check, wire transfer, money order, EFT,
-/// PayPal, other) a bank account's. The method itself is the transaction's `payment_method`.
-pub fn payment_kind(payment_method: &str) -> PaymentKind {
-    if payment_method == "credit_card" { PaymentKind::CreditCard } else { PaymentKind::BankAccount }
-}
-
 /// The transaction of an offline payment of `amount` on `invoice`.
 fn transaction(
     ctx: &Context,
@@ -347,6 +340,7 @@ async fn react(services: &Services, invoice: &Invoice) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rebill_store::billing_info::PaymentKind;
     use rebill_store::invoices::{InvoiceAmounts, InvoiceTerms};
 
     fn invoice(state: InvoiceState, kind: InvoiceKind, collection_method: CollectionMethod, balance: i64) -> Invoice {

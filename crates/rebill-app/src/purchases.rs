@@ -374,7 +374,7 @@ pub async fn preview(services: &Services, ctx: &Context, p: &Purchase) -> Result
         terms: invoice_terms(ctx, p),
     };
     let mut preview = invoicing::preview_for(account_id, &draft, ctx.now)?;
-    coupons::discount_purchase_preview(
+    crate::invoicing::discounts::discount_purchase_preview(
         services,
         ctx,
         p.existing.as_ref(),

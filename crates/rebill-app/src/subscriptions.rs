@@ -22,11 +22,9 @@ use rebill_store::events::{Event, NewEvent};
 use rebill_store::invoices::{CollectionMethod as InvoiceCollection, Invoice, InvoiceKind, InvoiceTerms, Transaction};
 use rebill_store::jobs::Job;
 use rebill_store::subscriptions::{
-    Charge, Claimed, Indexed, NewCharge, NewSubscriptionRecord, SubscriptionChange, SubscriptionClaim,
-    SubscriptionRecord,
+    Charge, Claimed, NewCharge, NewSubscriptionRecord, SubscriptionChange, SubscriptionClaim, SubscriptionRecord,
 };
 use rebill_store::{Site, StoreError};
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::coupons::{self, CouponView};
@@ -46,73 +44,7 @@ pub const CLAIM_SECONDS: i64 = 60;
 const JOB_CLAIM_ATTEMPTS: u32 = 200;
 const JOB_CLAIM_PAUSE: std::time::Duration = std::time::Duration::from_millis(25);
 
-// ---------------------------------------------------------------------------------------------
-// Stored documents
-
-/// What the service keeps beside the engine's value.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Details {
-    pub account_code: String,
-    #[serde(default)]
-    pub po_number: Option<String>,
-    #[serde(default)]
-    pub net_terms: Option<i64>,
-    #[serde(default)]
-    pub collection_method: Option<String>,
-    #[serde(default)]
-    pub terms_and_conditions: Option<String>,
-    #[serde(default)]
-    pub customer_notes: Option<String>,
-    #[serde(default)]
-    pub vat_reverse_charge_notes: Option<String>,
-    /// The account's shipping address the subscription ships to (2.11), kept for its renewals.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub shipping_address_id: Option<i64>,
-}
-
-pub fn to_json<T: Serialize>(value: &T) -> Result<String, SubscriptionError> {
-    Ok(serde_json::to_string(value)?)
-}
-
-pub fn from_json<T: for<'de> Deserialize<'de>>(text: &str) -> Result<T, SubscriptionError> {
-    Ok(serde_json::from_str(text)?)
-}
-
-/// A loaded subscription: its record and the documents in it.
-pub struct Loaded {
-    pub record: SubscriptionRecord,
-    pub sub: Engine,
-    pub details: Details,
-}
-
-impl Loaded {
-    pub fn of(record: SubscriptionRecord) -> Result<Self, SubscriptionError> {
-        let sub = from_json(&record.value)?;
-        let details = from_json(&record.details)?;
-        Ok(Self { record, sub, details })
-    }
-}
-
-pub fn epoch(t: DateTime<Utc>) -> i64 {
-    t.timestamp()
-}
-
-pub fn indexed(sub: &Engine) -> Indexed {
-    Indexed {
-        state: sub.state.name().to_owned(),
-        past_due: sub.past_due,
-        trial_started_at: sub.trial_started_at.map(epoch),
-        trial_ends_at: sub.trial_ends_at.map(epoch),
-    }
-}
-
-/// A new subscription uuid: 32 hexadecimal characters (128 random bits).
-pub fn new_uuid() -> String {
-    let mut bytes = [0u8; 16];
-    // Without the operating system's random source no identifier can be made.
-    getrandom::fill(&mut bytes).expect("the operating system's random source");
-    hex::encode(bytes)
-}
+pub use crate::subscription_documents::{Details, Loaded, epoch, from_json, indexed, new_uuid, to_json};
 
 // ---------------------------------------------------------------------------------------------
 // Catching up and saving
@@ -801,7 +733,15 @@ pub async fn preview_invoices(
     for charge in charges.iter().filter(|c| !c.lines.is_empty()) {
         let draft = charge_draft(details, charge.origin, charge.lines.clone());
         let mut preview = invoicing::preview_for(account_id, &draft, epoch(charge.at))?;
-        coupons::discount_purchase_preview(services, ctx, account, &mut preview, coupons, &subscription).await?;
+        crate::invoicing::discounts::discount_purchase_preview(
+            services,
+            ctx,
+            account,
+            &mut preview,
+            coupons,
+            &subscription,
+        )
+        .await?;
         previews.add(preview, ctx.site.credit_memos);
     }
     Ok(previews)
@@ -819,7 +759,7 @@ pub struct Previewed {
 }
 
 /// [`change`] as a dry run over the subscription as loaded, its invoices discounted as if
-/// `coupons` were redeemed first, as [`coupons::change_with_coupons`] redeems them (checked by
+/// `coupons` were redeemed first, as [`change_with_coupons`] redeems them (checked by
 /// the caller; none for a change without coupon codes).
 pub async fn preview_change(
     services: &Services,
@@ -1153,6 +1093,43 @@ impl From<CreateError> for crate::error::AppError {
             CreateError::ShippingAddress(e) => e.into(),
             CreateError::Coupon => Self::refused("coupon_code", "invalid", "is invalid"),
             CreateError::Failed(e) => e.into(),
+        }
+    }
+}
+
+/// Why a change with coupons was not made.
+#[derive(Debug, thiserror::Error)]
+pub enum CouponChangeError {
+    /// A coupon was refused (nothing redeemed).
+    #[error(transparent)]
+    Coupon(crate::coupons::CouponError),
+    /// The change was refused or failed (its redemptions were taken back).
+    #[error(transparent)]
+    Change(ChangeError),
+}
+
+/// A change of the subscription `uuid` (`timeframe=now`) that redeems `codes` on it first, so the
+/// change's invoice is discounted; a change that is then refused takes its redemptions back.
+pub async fn change_with_coupons(
+    services: &Services,
+    ctx: &Context,
+    uuid: &str,
+    codes: &[String],
+    build: impl FnOnce(
+        &rebill_billing::lifecycle::Subscription,
+        &mut Details,
+        chrono::DateTime<chrono::Utc>,
+    ) -> Vec<rebill_billing::lifecycle::Action>,
+) -> Result<Loaded, CouponChangeError> {
+    let redeemed =
+        coupons::redeem_on_subscription(services, ctx, uuid, codes).await.map_err(CouponChangeError::Coupon)?;
+    match change(services, ctx, uuid, build).await {
+        Ok(loaded) => Ok(loaded),
+        Err(e) => {
+            if let Err(undo) = coupons::discard(services, &redeemed).await {
+                tracing::error!(error = %undo, "taking back the redemptions of a refused change");
+            }
+            Err(CouponChangeError::Change(e))
         }
     }
 }

@@ -64,6 +64,7 @@ use axum::response::Response;
 use std::collections::HashSet;
 
 use rebill_app::adjustments::{self, AdjustmentError, NewCharge};
+use rebill_app::credit_invoices;
 use rebill_app::documents::Locale;
 use rebill_app::error::AppError;
 use rebill_app::model::Page;
@@ -74,9 +75,9 @@ use rebill_app::model::invoicing::{
     InvoiceFilter, InvoiceState, InvoiceTerms, NewAdjustment, Transaction, TransactionFilter, TransactionStatus,
 };
 use rebill_app::queries;
+use rebill_app::refunds::credit as credit_refunds;
 use rebill_app::refunds::{self, External, GivenBack, LineRefund, RefundError, RefundRequest};
 use rebill_app::shipping_addresses::{ShippingChoice, ShippingError};
-use rebill_app::{credit_invoices, credit_refunds};
 use rebill_billing::invoice::InvoiceError;
 use rebill_billing::refund::RefundMethod;
 use rebill_models::api::{self, EndpointId};

@@ -49,12 +49,13 @@ use chrono::{DateTime, Utc};
 use rebill_app::Context;
 use rebill_app::accounts::AccountError;
 use rebill_app::catalog::{self, CatalogError};
-use rebill_app::coupons::{self, CouponChangeError};
+use rebill_app::coupons;
 use rebill_app::error::Missing;
 use rebill_app::model::accounts::{Account, AccountFields, AddressFields};
 use rebill_app::model::plans::{IntervalUnit as PlanUnit, Plan};
 use rebill_app::model::subscriptions::{StateFilter as StoreFilter, SubscriptionFilter, SubscriptionRecord};
 use rebill_app::queries;
+use rebill_app::subscriptions::CouponChangeError;
 use rebill_billing::lifecycle::{
     Action, AddOnTerms, LifecycleError, NewSubscription, Refund, StateFilter, Subscription as Engine,
     SubscriptionState as EngineState, SubscriptionTerms, Timeframe as EngineTimeframe, Trial,
@@ -980,7 +981,7 @@ pub(crate) async fn update<E: TakesSubscription>(
     if coupon_codes.is_empty() {
         return change(state, call, build).await;
     }
-    match coupons::change_with_coupons(state, &call.context(), uuid, &coupon_codes, build).await {
+    match rebill_app::subscriptions::change_with_coupons(state, &call.context(), uuid, &coupon_codes, build).await {
         Ok(loaded) => respond_view(state, call, &loaded).await,
         Err(CouponChangeError::Coupon(e)) => respond::app_error(ctx, "subscription", e.into()),
         Err(CouponChangeError::Change(e)) => change_refusal(call, e),

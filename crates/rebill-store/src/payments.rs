@@ -33,6 +33,14 @@ pub fn is_offline(transaction: &Transaction) -> bool {
     transaction.new.gateway_type == MANUAL_GATEWAY_TYPE
 }
 
+/// The billing info type an offline payment's transaction is stored with: a card payment taken
+/// outside rebill is a card's, every other method (check, wire transfer, money order, EFT,
+/// PayPal, other) a bank account's. The method itself is the transaction's `payment_method`.
+pub fn payment_kind(payment_method: &str) -> crate::billing_info::PaymentKind {
+    use crate::billing_info::PaymentKind;
+    if payment_method == "credit_card" { PaymentKind::CreditCard } else { PaymentKind::BankAccount }
+}
+
 /// An offline payment for [`Work::record_offline_payment`].
 #[derive(Debug, Clone, Copy)]
 pub struct OfflinePayment<'a> {

@@ -15,6 +15,8 @@
 //! (the account is owed it either way); on a site without them the refund invoice fails, takes
 //! nothing back, and the refund is answered as declined.
 
+pub mod credit;
+
 use std::ops::ControlFlow;
 
 use rebill_billing::gateway::RefundRequest as GatewayRefund;
@@ -36,9 +38,9 @@ use crate::error::{AppError, FieldRefusal, Missing};
 use crate::events;
 use crate::invoicing;
 use crate::jobs::JobError;
-use crate::offline_payments::{MANUAL_GATEWAY_TYPE, is_offline};
 use crate::queries::{self, ReadError};
 use crate::{Context, Services};
+use rebill_store::payments::{MANUAL_GATEWAY_TYPE, is_offline};
 
 /// Kind of the job that finishes a refund whose run stopped before the gateway's answers were
 /// recorded.
@@ -267,7 +269,7 @@ async fn refund_invoice_once(
         ));
     }
     if original.kind == InvoiceKind::Credit {
-        return crate::credit_refunds::pay_out(services, ctx, &original, request).await;
+        return credit::pay_out(services, ctx, &original, request).await;
     }
     if original.kind != InvoiceKind::Charge || original.state != InvoiceState::Paid {
         return Err(refused(
@@ -316,7 +318,7 @@ async fn refund_invoice_once(
     }
     // With all_transaction, what credit paid goes back to the purchases behind that credit.
     let sources = if cm && request.method == RefundMethod::AllTransaction && left.credit > 0 {
-        crate::credit_refunds::behind_credit_paid(services, &original, left.credit).await?
+        credit::behind_credit_paid(services, &original, left.credit).await?
     } else {
         Vec::new()
     };
@@ -706,7 +708,7 @@ async fn write(
     txns: &[Transaction],
     request: &RefundRequest,
     plan: &Plan<'_>,
-    sources: &[crate::credit_refunds::CardSource],
+    sources: &[credit::CardSource],
 ) -> Result<Invoice, RefundError> {
     let cm = ctx.site.credit_memos;
     let now = ctx.now;
@@ -809,7 +811,7 @@ async fn write(
     };
     let recorded_at = services.clock.now();
     for (i, via) in &paid_out {
-        let payment = crate::credit_refunds::refund_payment(&refund, &begun[*i], *via);
+        let payment = credit::refund_payment(&refund, &begun[*i], *via);
         work.record_credit_payment(ctx.site.id, &payment, now, recorded_at).await?;
     }
     let collected = external.and_then(|e| e.refunded_at).unwrap_or(now);

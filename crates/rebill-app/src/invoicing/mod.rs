@@ -42,6 +42,8 @@
 //! case drains its invoice's reactions before it returns. [`invoice`] answers its own outcome
 //! to its caller.
 
+pub mod discounts;
+
 use chrono::{DateTime, Utc};
 use rebill_billing::collection::{Attempt, FirstStep, after_attempt, due_date, first_step};
 use rebill_billing::gateway::{AvsAddress, Gateway, Outcome, PaymentMethod, PaymentRequest};
@@ -304,7 +306,7 @@ pub async fn invoice(
     let mut preview = preview(account, &draft, at)?;
     // Coupons discount before tax and before credit.
     let one_off = draft.lines.len()..draft.lines.len() + draft.extra.len();
-    let uses = crate::coupons::discount(state, account, &mut preview, one_off, at).await?;
+    let uses = discounts::discount(state, account, &mut preview, one_off, at).await?;
     as_credit_when_negative(&mut preview.invoice, site.credit_memos);
     let new_lines = &preview.lines[..preview.lines.len() - draft.pending.len()];
     let attach: Vec<i64> = draft.pending.iter().map(|a| a.id).collect();
@@ -320,7 +322,7 @@ pub async fn invoice(
     };
     let mut events = vec![created];
     if !uses.is_empty() {
-        events.push(crate::coupons::discounted_event(state, &account.account_code, &uses, at));
+        events.push(discounts::discounted_event(state, &account.account_code, &uses, at));
     }
     let discounted = rebill_store::coupons::Discounted { repriced: &repriced, uses: &uses };
     let (invoice, lines) = state
@@ -774,7 +776,7 @@ pub async fn preview_pending(
     let draft = pending_draft(services, account, terms).await?;
     let mut preview = preview(account, &draft, ctx.now)?;
     // Discounted as the invoice would be (nothing of the redemptions' use is written).
-    crate::coupons::discount(services, account, &mut preview, 0..0, ctx.now).await?;
+    discounts::discount(services, account, &mut preview, 0..0, ctx.now).await?;
     as_credit_when_negative(&mut preview.invoice, ctx.site.credit_memos);
     Ok(preview)
 }

@@ -12,7 +12,7 @@
 //! Two operations pay credit out:
 //!
 //! - **`all_transaction` refunds of a charge invoice paid partly by credit**
-//!   ([`crate::refunds::refund_invoice`]): the part credit paid goes back to the purchases behind
+//!   ([`super::refund_invoice`]): the part credit paid goes back to the purchases behind
 //!   that credit. Each is a refund transaction recorded on the refund credit invoice and a
 //!   `refund` credit payment from it, naming the `payment` credit payment it gives back
 //!   (`original_credit_payment`) and the refund transaction (`refund_transaction`).
@@ -32,12 +32,12 @@ use rebill_store::StoreError;
 use rebill_store::credits::{CreditPaymentAction, NewCreditPayment};
 use rebill_store::invoices::{Invoice, InvoiceKind, NewTransaction, Transaction};
 
-use crate::offline_payments::{MANUAL_GATEWAY_TYPE, is_offline, payment_kind};
-use crate::refunds::{
+use super::{
     External, RECOVERY_SECONDS, REFUND_JOB, RefundError, RefundRequest, asked_amount, complete_outside, finish,
     refund_event, refund_transaction, refused,
 };
 use crate::{Context, Services, events, invoicing};
+use rebill_store::payments::{MANUAL_GATEWAY_TYPE, is_offline, payment_kind};
 
 /// How many credit invoices deep credit is traced back to the purchases behind it.
 pub const TRACE_DEPTH: u8 = 4;
@@ -260,7 +260,7 @@ pub(crate) async fn pay_out(
     if current.amounts.balance != credit.amounts.balance || current.state != credit.state {
         return Err(RefundError::Busy(number));
     }
-    if !crate::refunds::purchases_hold(&mut work, sources.iter().map(|s| (s.purchase.id, s.amount))).await? {
+    if !super::purchases_hold(&mut work, sources.iter().map(|s| (s.purchase.id, s.amount))).await? {
         return Err(RefundError::Busy(number));
     }
     let recorded_at = services.clock.now();
@@ -290,7 +290,7 @@ pub(crate) async fn pay_out(
     work.schedule_job(ctx.site.id, REFUND_JOB, &credit.uuid, now + RECOVERY_SECONDS).await?;
     work.commit().await?;
     let waiting: Vec<Transaction> = begun.into_iter().filter(|t| t.status() == TransactionStatus::Processing).collect();
-    finish(services, credit, number, &waiting, now, true).await.map_err(|e| crate::refunds::once_written(e, number))
+    finish(services, credit, number, &waiting, now, true).await.map_err(|e| super::once_written(e, number))
 }
 
 /// A manual refund transaction of `amount` paying out credit of `credit` outside the gateway
