@@ -111,6 +111,12 @@ pub fn missing(fields: &ShippingFields) -> Vec<&'static str> {
 /// account (holding `held` addresses) stays within [`MAX_PER_ACCOUNT`] once the duplicates are
 /// left out.
 pub fn check_new(held: &[ShippingAddress], new: &[ShippingFields]) -> Result<(), ShippingError> {
+    let normalised: Vec<ShippingFields> = new.iter().map(with_default_nickname).collect();
+    check_normalised(held, &normalised)
+}
+
+/// [`check_new`] of addresses already given their default nickname.
+fn check_normalised(held: &[ShippingAddress], new: &[ShippingFields]) -> Result<(), ShippingError> {
     for fields in new {
         let blank = missing(fields);
         if !blank.is_empty() {
@@ -118,9 +124,9 @@ pub fn check_new(held: &[ShippingAddress], new: &[ShippingFields]) -> Result<(),
         }
     }
     let mut kept: Vec<ShippingFields> = held.iter().map(|a| a.fields.clone()).collect();
-    for fields in new.iter().map(with_default_nickname) {
-        if !kept.iter().any(|k| same_address(k, &fields)) {
-            kept.push(fields);
+    for fields in new {
+        if !kept.iter().any(|k| same_address(k, fields)) {
+            kept.push(fields.clone());
         }
     }
     if kept.len() > MAX_PER_ACCOUNT { Err(ShippingError::TooMany) } else { Ok(()) }
@@ -149,10 +155,12 @@ pub async fn add(
     new: &[ShippingFields],
 ) -> Result<Vec<Resolved>, ShippingError> {
     let held = services.store.shipping_addresses(account.id).await?;
-    check_new(&held, new)?;
+    // Each address with its default nickname, once: checked, compared and added as such.
+    let new: Vec<ShippingFields> = new.iter().map(with_default_nickname).collect();
+    check_normalised(&held, &new)?;
     let mut answer: Vec<Option<Resolved>> = Vec::with_capacity(new.len());
     let mut to_add: Vec<ShippingFields> = Vec::new();
-    for fields in new.iter().map(with_default_nickname) {
+    for fields in new.iter().cloned() {
         match held.iter().find(|h| same_address(&h.fields, &fields)) {
             Some(existing) => answer.push(Some(Resolved { address: existing.clone(), added: false })),
             None => {
@@ -183,13 +191,12 @@ pub async fn add(
             .ok_or(ShippingError::TooMany)?
     };
     new.iter()
-        .map(with_default_nickname)
         .zip(answer)
         .map(|(fields, found)| match found {
             Some(found) => Ok(found),
             None => made
                 .iter()
-                .find(|m| same_address(&m.fields, &fields))
+                .find(|m| same_address(&m.fields, fields))
                 .map(|address| Resolved { address: address.clone(), added: true })
                 .ok_or_else(|| {
                     ShippingError::Store(StoreError::Invalid("an added shipping address is missing".into()))

@@ -77,7 +77,7 @@ use rebill_app::model::invoicing::{
 use rebill_app::queries;
 use rebill_app::refunds::credit as credit_refunds;
 use rebill_app::refunds::{self, External, GivenBack, LineRefund, RefundError, RefundRequest};
-use rebill_app::shipping_addresses::{ShippingChoice, ShippingError};
+use rebill_app::shipping_addresses::ShippingError;
 use rebill_billing::invoice::InvoiceError;
 use rebill_billing::refund::RefundMethod;
 use rebill_models::api::{self, EndpointId};
@@ -807,19 +807,11 @@ pub(crate) async fn create_adjustment(
     if let Err(errors) = validate(&body, ctx, Operation::Create) {
         return respond::rejection(&Rejection::Invalid(errors), ctx);
     }
-    let shipping = match (body.shipping_address_id, body.shipping_address.as_deref()) {
-        (Some(_), Some(_)) => {
-            return field_error(
-                ctx,
-                "adjustment.shipping_address_id",
-                "invalid",
-                "can't be sent together with shipping_address",
-            );
-        }
-        (Some(id), None) => Some(ShippingChoice::Existing(id)),
-        (None, Some(address)) => Some(ShippingChoice::New(Box::new(views::shipping_fields(address)))),
-        (None, None) => None,
-    };
+    let shipping =
+        match views::shipping_choice(ctx, "adjustment.", body.shipping_address_id, body.shipping_address.as_deref()) {
+            Ok(shipping) => shipping,
+            Err(refused) => return refused,
+        };
     let Some(unit) = body.unit_amount_in_cents else {
         return field_error(ctx, "adjustment.unit_amount_in_cents", "blank", "can't be blank");
     };

@@ -13,14 +13,13 @@ use rebill_app::catalog::{self, CatalogError};
 use rebill_app::gift_cards::GiftCardError;
 use rebill_app::model::invoicing::{CollectionMethod, InvoiceTerms};
 use rebill_app::purchases::{self, Mode, OneOff, PurchaseError};
-use rebill_app::shipping_addresses::ShippingChoice;
 use rebill_app::subscriptions::{self, new_uuid};
 use rebill_billing::lifecycle::{AddOnTerms, LifecycleError, NewSubscription, SubscriptionTerms, Trial};
 use rebill_models::api::EndpointId;
 use rebill_models::validate::{Operation, Rejection, Violation, errors_document};
 use rebill_models::{
     CollectionMethod as ViewCollectionMethod, Invoice as InvoiceView, InvoiceCollection, LaterResponse, Purchase,
-    PurchaseSubscription, ShippingAddress,
+    PurchaseSubscription,
 };
 use rebill_xml::WireContext;
 
@@ -43,26 +42,6 @@ pub(crate) enum Kind {
 fn field_error(ctx: &WireContext, field: &str, symbol: &'static str, message: &str) -> Response {
     let violation = Violation { field: format!("purchase.{field}"), symbol, message: message.to_owned() };
     respond::rejection(&Rejection::Invalid(errors_document(&[violation])), ctx)
-}
-
-/// The address an item (or the purchase) names; both forms at once are refused on `field`.
-fn shipping_choice(
-    ctx: &WireContext,
-    field: &str,
-    id: Option<i64>,
-    new: Option<&ShippingAddress>,
-) -> Result<Option<ShippingChoice>, Response> {
-    match (id, new) {
-        (Some(_), Some(_)) => Err(field_error(
-            ctx,
-            &format!("{field}shipping_address_id"),
-            "invalid",
-            "can't be sent together with shipping_address",
-        )),
-        (Some(id), None) => Ok(Some(ShippingChoice::Existing(id))),
-        (None, Some(address)) => Ok(Some(ShippingChoice::New(Box::new(views::shipping_fields(address))))),
-        (None, None) => Ok(None),
-    }
 }
 
 fn quantity(ctx: &WireContext, field: &str, value: i64) -> Result<u32, Response> {
@@ -150,7 +129,7 @@ async fn subscription(
         }
         Err(e) => return Err(respond::error(StatusCode::UNPROCESSABLE_ENTITY, e.symbol(), &e.to_string())),
     };
-    let shipping = shipping_choice(ctx, &at(""), doc.shipping_address_id, doc.shipping_address.as_deref())?;
+    let shipping = views::shipping_choice(ctx, &at(""), doc.shipping_address_id, doc.shipping_address.as_deref())?;
     Ok(purchases::Subscription { plan_id: plan.id, drafted, shipping })
 }
 
@@ -182,7 +161,7 @@ async fn read(state: &AppState, call: &crate::request::Call, doc: &Purchase) -> 
         let Some(unit_amount_in_cents) = a.unit_amount_in_cents else {
             return Err(field_error(ctx, &at("unit_amount_in_cents"), "not_a_number", "is not a number"));
         };
-        let shipping = shipping_choice(ctx, &at(""), a.shipping_address_id, a.shipping_address.as_deref())?;
+        let shipping = views::shipping_choice(ctx, &at(""), a.shipping_address_id, a.shipping_address.as_deref())?;
         adjustments.push(OneOff {
             unit_amount_in_cents,
             quantity: a.quantity,
@@ -215,7 +194,7 @@ async fn read(state: &AppState, call: &crate::request::Call, doc: &Purchase) -> 
         }
         info
     });
-    let shipping = shipping_choice(ctx, "", doc.shipping_address_id, doc.shipping_address.as_deref())?;
+    let shipping = views::shipping_choice(ctx, "", doc.shipping_address_id, doc.shipping_address.as_deref())?;
     Ok(purchases::Purchase {
         existing,
         account_code: code,

@@ -455,19 +455,6 @@ pub(crate) fn account_fields(account: &AccountDoc) -> AccountFields {
     }
 }
 
-/// The shipping address a `<subscription>` names (2.11 `shipping_address_id`, or a nested new
-/// `shipping_address`); both at once are refused.
-fn shipping_choice(ctx: &WireContext, doc: &Subscription) -> Result<Option<ShippingChoice>, Response> {
-    match (doc.shipping_address_id, doc.shipping_address.as_deref()) {
-        (Some(_), Some(_)) => {
-            Err(field_error(ctx, "shipping_address_id", "invalid", "can't be sent together with shipping_address"))
-        }
-        (Some(id), None) => Ok(Some(ShippingChoice::Existing(id))),
-        (None, Some(address)) => Ok(Some(ShippingChoice::New(Box::new(views::shipping_fields(address))))),
-        (None, None) => Ok(None),
-    }
-}
-
 /// The answer to a refused shipping address of a subscription: an id the account does not hold
 /// is a field error on `shipping_address_id`; a refused new address names its fields.
 fn shipping_refusal(ctx: &WireContext, error: ShippingError) -> Response {
@@ -651,7 +638,7 @@ pub(crate) async fn create<E: TakesSubscription>(
         }
         info
     });
-    let shipping = match shipping_choice(ctx, &doc) {
+    let shipping = match views::shipping_choice(ctx, "", doc.shipping_address_id, doc.shipping_address.as_deref()) {
         Ok(choice) => choice,
         Err(response) => return response,
     };
@@ -925,7 +912,7 @@ pub(crate) async fn update<E: TakesSubscription>(
             Err(_) => return field_error(ctx, "remaining_billing_cycles", "invalid", "must be 0 or more"),
         },
     };
-    let shipping = match shipping_choice(ctx, &doc) {
+    let shipping = match views::shipping_choice(ctx, "", doc.shipping_address_id, doc.shipping_address.as_deref()) {
         Ok(choice) => choice,
         Err(response) => return response,
     };

@@ -19,6 +19,7 @@ use rebill_xml::{Href, WireContext};
 
 use crate::respond::{self, time};
 use rebill_app::payment_methods::{PaymentMethodError, Refusal};
+use rebill_app::shipping_addresses::ShippingChoice;
 
 fn account_href(code: &str) -> Href {
     Href::path(EndpointId::GetAccount.endpoint().render(&[code]))
@@ -298,6 +299,30 @@ pub(crate) fn shipping_address_view(
         geo_code: f.geo_code.clone(),
         created_at: time(address.created_at),
         updated_at: time(address.updated_at),
+    }
+}
+
+/// The shipping address a request body names: an existing one (`shipping_address_id`) or a new
+/// one (a nested `shipping_address`); both at once are refused on
+/// `{field}shipping_address_id` (`field`: the prefix of the body's fields, e.g. `adjustment.`).
+/// The refusal is the answer itself, as with the other request readers.
+#[allow(clippy::result_large_err)]
+pub(crate) fn shipping_choice(
+    ctx: &WireContext,
+    field: &str,
+    id: Option<i64>,
+    new: Option<&rebill_models::ShippingAddress>,
+) -> Result<Option<ShippingChoice>, Response> {
+    match (id, new) {
+        (Some(_), Some(_)) => Err(respond::field_error(
+            ctx,
+            &format!("{field}shipping_address_id"),
+            "invalid",
+            "can't be sent together with shipping_address",
+        )),
+        (Some(id), None) => Ok(Some(ShippingChoice::Existing(id))),
+        (None, Some(address)) => Ok(Some(ShippingChoice::New(Box::new(shipping_fields(address))))),
+        (None, None) => Ok(None),
     }
 }
 
