@@ -129,7 +129,12 @@ async fn subscription(
         }
         Err(e) => return Err(respond::error(StatusCode::UNPROCESSABLE_ENTITY, e.symbol(), &e.to_string())),
     };
-    let shipping = views::shipping_choice(ctx, &at(""), doc.shipping_address_id, doc.shipping_address.as_deref())?;
+    let shipping = views::shipping_choice(
+        ctx,
+        &format!("purchase.{}", at("")),
+        doc.shipping_address_id,
+        doc.shipping_address.as_deref(),
+    )?;
     Ok(purchases::Subscription { plan_id: plan.id, drafted, shipping })
 }
 
@@ -161,7 +166,12 @@ async fn read(state: &AppState, call: &crate::request::Call, doc: &Purchase) -> 
         let Some(unit_amount_in_cents) = a.unit_amount_in_cents else {
             return Err(field_error(ctx, &at("unit_amount_in_cents"), "not_a_number", "is not a number"));
         };
-        let shipping = views::shipping_choice(ctx, &at(""), a.shipping_address_id, a.shipping_address.as_deref())?;
+        let shipping = views::shipping_choice(
+            ctx,
+            &format!("purchase.{}", at("")),
+            a.shipping_address_id,
+            a.shipping_address.as_deref(),
+        )?;
         adjustments.push(OneOff {
             unit_amount_in_cents,
             quantity: a.quantity,
@@ -194,7 +204,7 @@ async fn read(state: &AppState, call: &crate::request::Call, doc: &Purchase) -> 
         }
         info
     });
-    let shipping = views::shipping_choice(ctx, "", doc.shipping_address_id, doc.shipping_address.as_deref())?;
+    let shipping = views::shipping_choice(ctx, "purchase.", doc.shipping_address_id, doc.shipping_address.as_deref())?;
     Ok(purchases::Purchase {
         existing,
         account_code: code,

@@ -638,10 +638,11 @@ pub(crate) async fn create<E: TakesSubscription>(
         }
         info
     });
-    let shipping = match views::shipping_choice(ctx, "", doc.shipping_address_id, doc.shipping_address.as_deref()) {
-        Ok(choice) => choice,
-        Err(response) => return response,
-    };
+    let shipping =
+        match views::shipping_choice(ctx, "subscription.", doc.shipping_address_id, doc.shipping_address.as_deref()) {
+            Ok(choice) => choice,
+            Err(response) => return response,
+        };
     let input = Subscribe {
         existing,
         account_code: code,
@@ -912,10 +913,11 @@ pub(crate) async fn update<E: TakesSubscription>(
             Err(_) => return field_error(ctx, "remaining_billing_cycles", "invalid", "must be 0 or more"),
         },
     };
-    let shipping = match views::shipping_choice(ctx, "", doc.shipping_address_id, doc.shipping_address.as_deref()) {
-        Ok(choice) => choice,
-        Err(response) => return response,
-    };
+    let shipping =
+        match views::shipping_choice(ctx, "subscription.", doc.shipping_address_id, doc.shipping_address.as_deref()) {
+            Ok(choice) => choice,
+            Err(response) => return response,
+        };
     // The address is added to the account before the change (a preview adds nothing).
     let shipping_address_id = match shipping {
         Some(ShippingChoice::Existing(id)) if preview => Some(id),
