@@ -3,72 +3,33 @@
 //! usually a [`Context`] (the site and "now" on its clock), and answers typed results and errors.
 //! The HTTP handlers, the scheduler, the CLI and tests call them alike.
 //!
-//! | Module | Use cases |
+//! The crate is cut by business capability. Each capability is a module whose own docs say what
+//! it owns and what it must not touch; the directions between them run one way, top to bottom
+//! (checked by `tests/modules.rs`):
+//!
+//! | Capability | What it holds |
 //! |---|---|
-//! | [`accounts`] | create (with billing info, all or nothing), update, close, reopen, balance |
-//! | [`payment_methods`] | read, verify and save an account's billing info; a payment method for one charge |
-//! | [`invoicing`] | invoicing and collection: invoices of engine lines, one-off lines and pending adjustments, charging the stored payment method, dunning retries, manual invoices falling due, mark paid or failed, collect now |
-//! | [`subscriptions`] | the stored subscription documents, catching up, invoicing a subscription's charges, scheduled subscription jobs, the reaction to their invoices paid or failed later |
-//! | [`renewals`] | plain renewals due together, in batches |
-//! | [`scheduler`] | running due jobs; catching a site up with its clock |
-//! | [`clock`] | moving a sandbox site's clock on |
-//! | [`jobs`] | job outcomes and their recording |
-//! | [`gateways`] | the payment gateway of each site: configured (Stripe), the sandbox's, or none in production |
-//! | [`events`] | the domain events every change records, and delivering them to their subscribers |
-//! | [`transactions`] | one-off charges of an account |
-//! | [`offline_payments`] | payments made outside rebill entered on a manual invoice |
-//! | [`catalog`] | plans and add-ons: create, update, delete, get, list |
-//! | [`adjustments`] | an account's pending one-off charges and credits: create, delete, get, list |
-//! | [`credit_invoices`] | voiding a credit invoice's balance; the original invoices of a credit invoice, the credit invoices of a charge invoice, the credit lines of an adjustment |
-//! | [`queries`] | reading accounts (with their activity), invoices (with their lines, transactions and credit payments), subscriptions, transactions and credit payments, one or a page at a time |
-//! | [`tokens`] | the client-side library's tokens: the site of a public key, a card or bank account sealed into a token, purging expired ones, the vault's key file |
-//! | [`sites`] | authenticating a private key outside the API's layers (sandbox clock); the demo page's sandbox site and key |
-//! | [`documents`] | an invoice's PDF |
-//! | [`gift_cards`] | gift card products, purchases (and previews), delivery, redemption (also inside a subscription's creation), reads |
-//! | [`purchases`] | a purchase: an account with subscriptions, one-off charges and a gift card on one invoice paid by one transaction (preview, authorize) |
-//! | [`notifications`] | the push notifications of a domain event: kinds and bodies |
-//! | [`webhooks`] | a site's webhook endpoints: add (URL checked, signing secret made and sealed), list, remove |
-//! | [`instant`] | ISO 8601 dates and date-times as epoch seconds |
-//! | [`error`] | [`AppError`](error::AppError), the umbrella every use case's error converts into |
-//! | [`model`] | the domain values the use cases take and answer, for adapters |
+//! | [`operations`] | the scheduler, sandbox clocks, push notifications and webhook endpoints, the test harness |
+//! | [`selling`] | purchases and gift cards |
+//! | [`collection`] | settling open invoices (dunning, mark paid or failed, collect now, offline payments) and the reactions that follow |
+//! | [`money_back`] | refunds, credit paid back to cards, write-offs, credit invoices |
+//! | [`subscriptions`] | the subscription lifecycle and batched renewals |
+//! | [`billing`] | invoices and their first collection, adjustments, one-off transactions, reads, invoice PDFs |
+//! | [`customers`] | accounts, payment methods (and the CVV check), shipping addresses |
+//! | [`catalog`] | plans, add-ons, coupons and redemptions |
+//! | [`platform`] | errors, the context, events, jobs, gateways and transaction records, subscription documents, sites, tokens |
+//!
+//! The crate root holds [`Services`] and the clocks.
 
-pub mod accounts;
-pub mod adjustments;
+pub mod billing;
 pub mod catalog;
-pub mod clock;
-pub mod context;
-pub mod coupons;
-pub mod credit_invoices;
-pub mod cvv;
-pub mod documents;
-pub mod error;
-pub mod events;
-pub mod gateways;
-pub mod gift_cards;
-pub mod instant;
-pub mod invoicing;
-pub mod jobs;
-pub mod model;
-pub mod notifications;
-pub mod offline_payments;
-pub mod payment_methods;
-pub mod purchases;
-pub mod queries;
-pub mod reactions;
-pub mod refunds;
-pub mod renewals;
-pub mod scheduler;
-pub mod settlement;
-pub mod shipping_addresses;
-pub mod sites;
-pub mod subscription_documents;
+pub mod collection;
+pub mod customers;
+pub mod money_back;
+pub mod operations;
+pub mod platform;
+pub mod selling;
 pub mod subscriptions;
-#[cfg(feature = "testing")]
-pub mod testing;
-pub mod tokens;
-pub mod transactions;
-pub mod webhooks;
-pub mod write_offs;
 
 use std::sync::Arc;
 
@@ -77,7 +38,7 @@ use rebill_billing::gateway::{Decline, Gateway, GatewayFuture, Outcome};
 use rebill_billing::vault::Vault;
 use rebill_store::Store;
 
-pub use context::Context;
+pub use platform::context::Context;
 
 /// The source of "now" (UTC epoch seconds); tests inject their own.
 pub trait Clock: Send + Sync {
@@ -112,7 +73,7 @@ impl Clock for FileClock {
 pub struct Services {
     pub store: Store,
     /// Each site's payment gateway ([`Services::gateway`]).
-    pub gateways: Arc<gateways::Gateways>,
+    pub gateways: Arc<platform::gateways::Gateways>,
     /// The cipher of the payment data tokens hold.
     pub vault: Arc<Vault>,
     /// The service clock (a sandbox site's clock is this plus its offset).
@@ -130,7 +91,7 @@ impl Services {
     pub fn new(store: Store, clock: Arc<dyn Clock>) -> Self {
         Self {
             store,
-            gateways: Arc::new(gateways::Gateways::default()),
+            gateways: Arc::new(platform::gateways::Gateways::default()),
             vault: Arc::new(Vault::ephemeral()),
             clock,
             gateway_timeout: GATEWAY_TIMEOUT,
@@ -139,13 +100,13 @@ impl Services {
 
     /// Uses this gateway for every site, whatever is configured (tests).
     pub fn with_gateway(mut self, gateway: Arc<dyn Gateway>) -> Self {
-        self.gateways = Arc::new(gateways::Gateways::fixed(gateway));
+        self.gateways = Arc::new(platform::gateways::Gateways::fixed(gateway));
         self
     }
 
     /// Builds the real gateways configured for sites with `builder`.
-    pub fn with_gateway_builder(mut self, builder: Arc<dyn gateways::GatewayBuilder>) -> Self {
-        self.gateways = Arc::new(gateways::Gateways::with_builder(builder));
+    pub fn with_gateway_builder(mut self, builder: Arc<dyn platform::gateways::GatewayBuilder>) -> Self {
+        self.gateways = Arc::new(platform::gateways::Gateways::with_builder(builder));
         self
     }
 

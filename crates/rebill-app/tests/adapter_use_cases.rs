@@ -5,13 +5,13 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use rebill_app::adjustments::{self, AdjustmentError, NewCharge};
-use rebill_app::catalog::{self, CatalogError};
-use rebill_app::error::{AppError, Missing};
-use rebill_app::payment_methods::{self, BillingRequest};
-use rebill_app::queries::{self, ReadError};
-use rebill_app::sites::{self, SiteError};
-use rebill_app::tokens::{self, TokenError, TokenPayment, TokenRequest};
+use rebill_app::billing::adjustments::{self, AdjustmentError, NewCharge};
+use rebill_app::billing::queries::{self, ReadError};
+use rebill_app::catalog::plans::{self as catalog, CatalogError};
+use rebill_app::customers::payment_methods::{self, BillingRequest};
+use rebill_app::platform::error::{AppError, Missing};
+use rebill_app::platform::sites::{self, SiteError};
+use rebill_app::platform::tokens::{self, TokenError, TokenPayment, TokenRequest};
 use rebill_app::{Clock, Context, Services};
 use rebill_billing::card::{BankInput, CardInput, Field, Problem};
 use rebill_billing::gateway::SANDBOX_ROUTING_NUMBER;

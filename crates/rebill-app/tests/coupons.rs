@@ -3,10 +3,10 @@
 //! the batch stay whole, with the redemption's use and the events recorded; concurrent
 //! redemptions never pass `max_redemptions`; a refused redemption writes nothing.
 
-use rebill_app::coupons::{self, CouponError, CouponTerms, RedeemRequest};
-use rebill_app::error::AppError;
-use rebill_app::scheduler;
-use rebill_app::testing::{DAY, Scripted, T0, TestClock, subscribers};
+use rebill_app::catalog::coupons::{self, CouponError, CouponTerms, RedeemRequest};
+use rebill_app::operations::scheduler;
+use rebill_app::operations::testing::{DAY, Scripted, T0, TestClock, subscribers};
+use rebill_app::platform::error::AppError;
 use rebill_store::PageRequest;
 use rebill_store::invoices::InvoiceFilter;
 use rebill_store::testing::both_backends;
@@ -127,9 +127,9 @@ async fn concurrent_redemptions_never_pass_the_cap_and_refusals_write_nothing() 
 
 #[tokio::test]
 async fn a_declined_first_payment_takes_back_the_redemptions_of_its_request() {
-    use rebill_app::subscriptions::{CreateError, Details, Subscribe};
-    use rebill_app::testing::{at, card};
-    use rebill_app::{accounts, payment_methods, subscriptions};
+    use rebill_app::operations::testing::{at, card};
+    use rebill_app::subscriptions::lifecycle::{CreateError, Details, Subscribe};
+    use rebill_app::{customers::accounts, customers::payment_methods, subscriptions::lifecycle as subscriptions};
     use rebill_billing::lifecycle::{NewSubscription, SubscriptionTerms};
     use rebill_billing::period::{Interval, IntervalUnit};
     use rebill_store::accounts::AccountFields;

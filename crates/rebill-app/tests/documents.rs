@@ -6,10 +6,10 @@
 //! is not found.
 
 use lopdf::Document;
-use rebill_app::documents::{DocumentKind, Locale, Sources, document, invoice_pdf};
-use rebill_app::queries::{self, ReadError};
-use rebill_app::refunds::{RefundRequest, refund_invoice};
-use rebill_app::testing::{DAY, Scripted, T0, TestClock, subscribers};
+use rebill_app::billing::documents::{DocumentKind, Locale, Sources, document, invoice_pdf};
+use rebill_app::billing::queries::{self, ReadError};
+use rebill_app::money_back::refunds::{RefundRequest, refund_invoice};
+use rebill_app::operations::testing::{DAY, Scripted, T0, TestClock, subscribers};
 use rebill_app::{Context, Services};
 use rebill_billing::refund::RefundMethod;
 use rebill_pdf::{PaymentSource, render};
@@ -129,7 +129,7 @@ async fn refunds_render_as_credit_and_legacy_refund_invoices() {
         assert!(!text.contains("Payment Refund") && !text.contains("Paid"), "{what}: nothing left it yet:\n{text}");
         // Its credit voided: a reduction, in the totals only.
         let number = kept.invoice_number.to_string();
-        rebill_app::credit_invoices::void(&services, &ctx, &number).await.expect("voided");
+        rebill_app::money_back::credit_invoices::void(&services, &ctx, &number).await.expect("voided");
         let text = pdf_text(&services, &ctx, &number, Locale::EnUs).await;
         assert_shows(
             &text,

@@ -3,11 +3,11 @@
 //! through them: a reaction interrupted after its event was recorded is completed by the next
 //! drain, once.
 
-use rebill_app::settlement::{self, SettleError, Settlement};
-use rebill_app::subscriptions::{self, CLAIM_SECONDS};
-use rebill_app::testing::{DAY, Scripted, T0, TestClock, subscribers};
-use rebill_app::transactions::{self, OneOffCharge};
-use rebill_app::{Clock, Context, accounts, payment_methods, scheduler};
+use rebill_app::billing::transactions::{self, OneOffCharge};
+use rebill_app::collection::settlement::{self, SettleError, Settlement};
+use rebill_app::operations::testing::{DAY, Scripted, T0, TestClock, subscribers};
+use rebill_app::subscriptions::lifecycle::{self as subscriptions, CLAIM_SECONDS};
+use rebill_app::{Clock, Context, customers::accounts, customers::payment_methods, operations::scheduler};
 use rebill_billing::lifecycle::Action;
 use rebill_billing::states::{InvoiceState, TransactionStatus};
 use rebill_store::accounts::AccountFields;
@@ -261,7 +261,11 @@ async fn a_reaction_interrupted_after_its_event_is_completed_by_the_next_drain_o
 
         // It never runs again: a later drain finds nothing, and a repeated delivery (a crash
         // between the reaction and its mark) changes nothing.
-        assert_eq!(rebill_app::reactions::sweep(&services, Awaiting::All).await.expect("sweep"), 0, "{backend:?}");
+        assert_eq!(
+            rebill_app::collection::reactions::sweep(&services, Awaiting::All).await.expect("sweep"),
+            0,
+            "{backend:?}"
+        );
         let before = events_of(&store, site, &s0).await;
         subscriptions::on_invoice_settled(&services, &handled).await.expect("delivered again");
         assert_eq!(events_of(&store, site, &s0).await, before, "{backend:?}: idempotent");

@@ -9,8 +9,8 @@
 
 use std::time::Duration;
 
-use rebill_app::scheduler;
-use rebill_app::testing::{DAY, Script, Scripted, T0, TestClock, subscribers};
+use rebill_app::operations::scheduler;
+use rebill_app::operations::testing::{DAY, Script, Scripted, T0, TestClock, subscribers};
 use rebill_billing::states::{InvoiceState, TransactionStatus};
 use rebill_store::invoices::{Invoice, InvoiceFilter, Transaction, TransactionFilter};
 use rebill_store::testing::both_backends;

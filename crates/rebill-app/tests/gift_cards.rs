@@ -6,9 +6,12 @@
 //! inside the creation (its first invoice takes the credit) and takes the redemption back when
 //! the creation is refused.
 
-use rebill_app::gift_cards::{self, Delivery, GiftCardError, GiftSubscribeError, ListFilter, Purchase};
-use rebill_app::testing::{DAY, Scripted, T0, TestClock, card};
-use rebill_app::{Context, Services, accounts, adjustments, invoicing, payment_methods, scheduler, subscriptions};
+use rebill_app::operations::testing::{DAY, Scripted, T0, TestClock, card};
+use rebill_app::selling::gift_cards::{self, Delivery, GiftCardError, GiftSubscribeError, ListFilter, Purchase};
+use rebill_app::{
+    Context, Services, billing::adjustments, billing::invoicing, customers::accounts, customers::payment_methods,
+    operations::scheduler, subscriptions::lifecycle as subscriptions,
+};
 use rebill_billing::lifecycle::{NewSubscription, SubscriptionTerms};
 use rebill_billing::period::{Interval, IntervalUnit};
 use rebill_billing::states::{InvoiceState, TransactionStatus};
@@ -292,7 +295,7 @@ async fn a_subscription_redeems_its_card_only_when_created() {
                 account_fields: None,
                 billing_info: Some(card_request()),
                 plan_id: plan.id,
-                drafted: subscriptions::draft(new, rebill_app::testing::at(T0)).expect("drafted"),
+                drafted: subscriptions::draft(new, rebill_app::operations::testing::at(T0)).expect("drafted"),
                 details: subscriptions::Details { account_code: code.into(), ..subscriptions::Details::default() },
                 coupon_codes: Vec::new(),
             }

@@ -3,13 +3,13 @@
 //! payment leaves the invoice open to fall past due; every refusal writes nothing; payments
 //! entered at the same time never pay more than the balance.
 
-use rebill_app::adjustments::{self, NewCharge};
-use rebill_app::offline_payments::{
+use rebill_app::billing::adjustments::{self, NewCharge};
+use rebill_app::collection::offline_payments::{
     self, Entered, MANUAL_GATEWAY_TYPE, MESSAGE, OfflinePayment, OfflinePaymentError, Problem,
 };
-use rebill_app::subscriptions;
-use rebill_app::testing::{DAY, Scripted, T0, TestClock, subscribers};
-use rebill_app::{Context, Services, accounts, invoicing, scheduler};
+use rebill_app::operations::testing::{DAY, Scripted, T0, TestClock, subscribers};
+use rebill_app::subscriptions::lifecycle as subscriptions;
+use rebill_app::{Context, Services, billing::invoicing, customers::accounts, operations::scheduler};
 use rebill_billing::lifecycle::{Action, SubscriptionTerms, Timeframe};
 use rebill_billing::states::{InvoiceState, TransactionStatus};
 use rebill_store::accounts::AccountFields;
@@ -280,15 +280,25 @@ async fn every_refusal_writes_nothing() {
 
         // Paid and failed invoices.
         let marked = manual_invoice(&services, &ctx, "r3", 800, 30).await;
-        rebill_app::settlement::settle_invoice(&services, &ctx, &marked, rebill_app::settlement::Settlement::Paid)
-            .await
-            .expect("paid");
+        rebill_app::collection::settlement::settle_invoice(
+            &services,
+            &ctx,
+            &marked,
+            rebill_app::collection::settlement::Settlement::Paid,
+        )
+        .await
+        .expect("paid");
         let error = refused(&services, &ctx, &marked.invoice_number.to_string(), &check(None)).await;
         assert!(matches!(error, OfflinePaymentError::NotOpen("paid")), "{backend:?}: {error:?}");
         let given_up = manual_invoice(&services, &ctx, "r4", 900, 30).await;
-        rebill_app::settlement::settle_invoice(&services, &ctx, &given_up, rebill_app::settlement::Settlement::Failed)
-            .await
-            .expect("failed");
+        rebill_app::collection::settlement::settle_invoice(
+            &services,
+            &ctx,
+            &given_up,
+            rebill_app::collection::settlement::Settlement::Failed,
+        )
+        .await
+        .expect("failed");
         let error = refused(&services, &ctx, &given_up.invoice_number.to_string(), &check(None)).await;
         assert!(matches!(error, OfflinePaymentError::NotOpen("failed")), "{backend:?}: {error:?}");
 

@@ -5,9 +5,12 @@
 //! gateway pays the rest of, in one transaction; a refusal found before writing (another
 //! currency's card) writes nothing; a preview writes nothing.
 
-use rebill_app::purchases::{self, Mode, OneOff, Purchase, PurchaseError};
-use rebill_app::testing::{Scripted, T0, TestClock, card};
-use rebill_app::{Context, Services, accounts, gift_cards, payment_methods, subscriptions};
+use rebill_app::operations::testing::{Scripted, T0, TestClock, card};
+use rebill_app::selling::purchases::{self, Mode, OneOff, Purchase, PurchaseError};
+use rebill_app::{
+    Context, Services, customers::accounts, customers::payment_methods, selling::gift_cards,
+    subscriptions::lifecycle as subscriptions,
+};
 use rebill_billing::lifecycle::{NewSubscription, SubscriptionTerms};
 use rebill_billing::period::{Interval, IntervalUnit};
 use rebill_billing::states::{InvoiceState, TransactionStatus};
@@ -66,7 +69,7 @@ fn gold(plan_id: i64) -> purchases::Subscription {
         total_billing_cycles: None,
         imported_trial: false,
     };
-    let drafted = subscriptions::draft(new, rebill_app::testing::at(T0)).expect("drafted");
+    let drafted = subscriptions::draft(new, rebill_app::operations::testing::at(T0)).expect("drafted");
     purchases::Subscription { plan_id, drafted, shipping: None }
 }
 

@@ -10,11 +10,11 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use rebill_app::jobs::{RETRY_SECONDS, settle};
-use rebill_app::payment_methods;
-use rebill_app::subscriptions::{self, Details, Loaded, Subscribe};
-use rebill_app::testing::{DAY, Scripted, T0, TestClock, at, card, subscribers};
-use rebill_app::{Context, Services, accounts, invoicing, scheduler};
+use rebill_app::customers::payment_methods;
+use rebill_app::operations::testing::{DAY, Scripted, T0, TestClock, at, card, subscribers};
+use rebill_app::platform::jobs::{RETRY_SECONDS, settle};
+use rebill_app::subscriptions::lifecycle::{self as subscriptions, Details, Loaded, Subscribe};
+use rebill_app::{Context, Services, billing::invoicing, customers::accounts, operations::scheduler};
 use rebill_billing::lifecycle::{self, Action, NewSubscription, SubscriptionTerms, Timeframe};
 use rebill_billing::period::{Interval, IntervalUnit};
 use rebill_store::accounts::AccountFields;
@@ -191,7 +191,7 @@ async fn run(services: &Services, ctx: &Context, mode: Mode) {
             scheduler::run_due_with(services, Some(&ctx.site), 100).await.expect("run in one batch");
         }
         Mode::General => {
-            rebill_app::reactions::sweep(services, Awaiting::Site(ctx.site.id)).await.expect("sweep");
+            rebill_app::collection::reactions::sweep(services, Awaiting::Site(ctx.site.id)).await.expect("sweep");
             loop {
                 let now = services.clock.now();
                 let jobs = services
@@ -204,7 +204,7 @@ async fn run(services: &Services, ctx: &Context, mode: Mode) {
                 }
                 for job in &jobs {
                     let outcome = match job.kind.as_str() {
-                        invoicing::DUNNING_JOB => rebill_app::settlement::run_dunning(services, job).await,
+                        invoicing::DUNNING_JOB => rebill_app::collection::settlement::run_dunning(services, job).await,
                         invoicing::INVOICE_DUE_JOB => invoicing::run_invoice_due(services, job).await,
                         _ => subscriptions::run_job(services, &ctx.site, job).await,
                     };

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{Subcommand, ValueEnum};
-use rebill_app::gateways::{self, GatewayBuilder, GatewayView};
+use rebill_app::platform::gateways::{self, GatewayBuilder, GatewayView};
 use rebill_billing::gateway::Gateway;
 use rebill_store::{Mode, Site, Store};
 use serde_json::{Value, json};
@@ -143,14 +143,14 @@ pub async fn run(
             let site = store.site(&site).await?;
             let key = std::fs::read_to_string(&secret_key_file)
                 .with_context(|| format!("reading the secret key file {}", secret_key_file.display()))?;
-            let vault = rebill_app::tokens::open_vault(vault_key_file.as_deref(), database)?;
+            let vault = rebill_app::platform::tokens::open_vault(vault_key_file.as_deref(), database)?;
             let services = rebill_app::Services::new(store, clock).with_vault(vault);
             let view = gateways::set(&services, &site, kind.name(), &key, api_base.as_deref(), now).await?;
             emit(json, view_json(&site, Some(&view)), view_line(&site, Some(&view)));
         }
         GatewayCommand::Show { site, vault_key_file, json } => {
             let site = store.site(&site).await?;
-            let vault = rebill_app::tokens::open_vault(vault_key_file.as_deref(), database)?;
+            let vault = rebill_app::platform::tokens::open_vault(vault_key_file.as_deref(), database)?;
             let services = rebill_app::Services::new(store, clock).with_vault(vault);
             let view = gateways::show(&services, &site).await?;
             emit(json, view_json(&site, view.as_ref()), view_line(&site, view.as_ref()));

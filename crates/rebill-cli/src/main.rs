@@ -448,7 +448,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .map(|url| rebill_mail::MailConfig::new(&url, Some(&mail_from)))
                 .transpose()
                 .context("--smtp-url / --mail-from")?;
-            let vault = rebill_app::tokens::open_vault(vault_key_file.as_deref(), &cli.database)?;
+            let vault = rebill_app::platform::tokens::open_vault(vault_key_file.as_deref(), &cli.database)?;
             let sites = store.sites().await?;
             if sites.is_empty() {
                 let new = NewSite {
@@ -499,7 +499,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 move || mail_clock.now(),
                 rebill_mail::DEFAULT_INTERVAL,
             ));
-            let purger = tokio::spawn(rebill_app::tokens::purge_expired(
+            let purger = tokio::spawn(rebill_app::platform::tokens::purge_expired(
                 store.clone(),
                 clock.clone(),
                 std::time::Duration::from_secs(token_purge_interval),
@@ -507,7 +507,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let state = rebill_server::AppState::new(store, clock, config)
                 .with_vault(vault)
                 .with_gateway_builder(Arc::new(gateway::Builder));
-            let notifier = tokio::spawn(rebill_app::webhooks::run(
+            let notifier = tokio::spawn(rebill_app::operations::webhooks::run(
                 (*state).clone(),
                 Arc::new(rebill_server::webhook_poster::HttpPoster::new().context("the webhook HTTP client")?),
                 webhook_retry_scale,
@@ -609,21 +609,21 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     let site = store.site(&site).await?;
                     let current = chrono::DateTime::<chrono::Utc>::from_timestamp(site.now(now), 0)
                         .context("the site's clock is out of range")?;
-                    let target = rebill_app::clock::advance(current, &amount)?;
+                    let target = rebill_app::operations::clock::advance(current, &amount)?;
                     (site, target.timestamp(), vault_key_file, json)
                 }
                 ClockCommand::Set { site, time, vault_key_file, json } => {
                     let site = store.site(&site).await?;
-                    let target = rebill_app::instant::parse_instant(&time)
+                    let target = rebill_app::platform::instant::parse_instant(&time)
                         .with_context(|| format!("`{time}` is not an ISO 8601 date or date-time"))?;
                     (site, target, vault_key_file, json)
                 }
             };
-            let vault = rebill_app::tokens::open_vault(vault_key_file.as_deref(), &cli.database)?;
+            let vault = rebill_app::platform::tokens::open_vault(vault_key_file.as_deref(), &cli.database)?;
             let services = rebill_app::Services::new(store, clock.clone())
                 .with_vault(vault)
                 .with_gateway_builder(Arc::new(gateway::Builder));
-            let moved = rebill_app::clock::move_clock(&services, &site, target).await?;
+            let moved = rebill_app::operations::clock::move_clock(&services, &site, target).await?;
             let (site, ran) = (moved.site, moved.jobs_run);
             let site_now = chrono::DateTime::<chrono::Utc>::from_timestamp(site.now(clock.now()), 0)
                 .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
@@ -678,7 +678,7 @@ async fn gift_card_products(
     now: i64,
     command: GiftCardProductsCommand,
 ) -> anyhow::Result<()> {
-    use rebill_app::gift_cards;
+    use rebill_app::selling::gift_cards;
     let site_name = match &command {
         GiftCardProductsCommand::Add { site, .. }
         | GiftCardProductsCommand::Remove { site, .. }

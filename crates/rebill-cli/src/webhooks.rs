@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{Subcommand, ValueEnum};
-use rebill_app::webhooks::{self, EndpointRequest};
+use rebill_app::operations::webhooks::{self, EndpointRequest};
 use rebill_store::Store;
 use rebill_store::webhooks::{Attempt, Delivery, DeliveryState, Endpoint};
 use serde_json::{Value, json};
@@ -196,7 +196,7 @@ pub async fn run(
                     std::fs::read_to_string(&f).with_context(|| format!("reading the password file {}", f.display()))
                 })
                 .transpose()?;
-            let vault = rebill_app::tokens::open_vault(vault_key_file.as_deref(), database)?;
+            let vault = rebill_app::platform::tokens::open_vault(vault_key_file.as_deref(), database)?;
             let services = rebill_app::Services::new(store, clock).with_vault(vault);
             let request = EndpointRequest {
                 url: &url,

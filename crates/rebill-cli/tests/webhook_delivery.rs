@@ -278,7 +278,7 @@ fn killed_during_a_burst(db: &str) {
     }
     // One endpoint's attempts are recorded a few at a time: the kill lost the records of at most
     // that many, and only an attempt not recorded is made again.
-    let lost_at_most = rebill_app::webhooks::RECORD_EVERY;
+    let lost_at_most = rebill_app::operations::webhooks::RECORD_EVERY;
     assert!(duplicates.len() <= lost_at_most && duplicates.values().all(|n| *n == 2), "{duplicates:?}");
     let repeated: Vec<&String> = duplicates.keys().filter(|id| recorded.contains(*id)).collect();
     assert!(repeated.is_empty(), "sent again although recorded delivered: {repeated:?}");

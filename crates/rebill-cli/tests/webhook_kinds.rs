@@ -687,7 +687,7 @@ fn the_kinds_table_is_what_is_sent_and_tested() {
         .filter_map(|l| l.split('`').nth(1).map(str::to_owned))
         .collect();
     let emitted: std::collections::BTreeSet<String> =
-        rebill_app::notifications::EMITTED.iter().map(|k| (*k).to_owned()).collect();
+        rebill_app::operations::notifications::EMITTED.iter().map(|k| (*k).to_owned()).collect();
     assert_eq!(table, emitted, "the table and the kinds sent");
     let tests = ["webhook_kinds.rs", "webhooks.rs"]
         .iter()

@@ -21,11 +21,11 @@
 use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::Response;
-use rebill_app::error::AppError;
-use rebill_app::model::accounts::{
+use rebill_app::billing::queries;
+use rebill_app::platform::error::AppError;
+use rebill_app::platform::model::accounts::{
     Account as Stored, AccountActivity, AccountFields, AccountFilter, AccountState as StoredState, AddressFields,
 };
-use rebill_app::queries;
 use rebill_models::ApiEndpoint;
 use rebill_models::api::{self, EndpointId};
 use rebill_models::validate::Operation;
@@ -38,7 +38,7 @@ use crate::respond;
 use crate::respond::{field_error, time, with_location};
 use crate::state::AppState;
 use crate::views::{refusal_response, shipping_fields};
-use rebill_app::accounts::{self, AccountError};
+use rebill_app::customers::accounts::{self, AccountError};
 
 /// Values of the list's `state` filter.
 const STATE_FILTER: [&str; 2] = ["active", "closed"];

@@ -27,7 +27,7 @@
 
 use axum::extract::Request;
 use axum::response::Response;
-use rebill_app::model::billing_info::{BillingFields, BillingInfo as Stored, PaymentKind};
+use rebill_app::platform::model::billing_info::{BillingFields, BillingInfo as Stored, PaymentKind};
 use rebill_billing::card::Brand;
 use rebill_models::api::{self, EndpointId};
 use rebill_models::validate::Operation;
@@ -38,11 +38,11 @@ use crate::respond;
 use crate::respond::time;
 use crate::state::AppState;
 use crate::views::refusal_response;
-use rebill_app::accounts::AccountError;
-use rebill_app::payment_methods::{self, BillingInfoError, apply};
+use rebill_app::customers::accounts::AccountError;
+use rebill_app::customers::payment_methods::{self, BillingInfoError, apply};
 
 fn billing_info_not_found(code: &str) -> Response {
-    respond::missing(&rebill_app::error::Missing::billing_info(code))
+    respond::missing(&rebill_app::platform::error::Missing::billing_info(code))
 }
 
 /// The stored billing info as the API shows it.
@@ -124,7 +124,7 @@ pub(crate) async fn delete(state: &AppState, call: &Routed<'_, api::DeleteBillin
 pub(crate) async fn update(state: &AppState, call: &Routed<'_, api::UpdateBillingInfo>, request: Request) -> Response {
     let ctx = &call.ctx.wire;
     let code = &call.params[0];
-    let account = match rebill_app::accounts::find(state, &call.context(), code).await {
+    let account = match rebill_app::customers::accounts::find(state, &call.context(), code).await {
         Ok(a) => a,
         Err(AccountError::NotFound(code)) => return account_not_found(&code),
         Err(e) => return respond::internal(&e),
@@ -143,14 +143,14 @@ pub(crate) async fn update(state: &AppState, call: &Routed<'_, api::UpdateBillin
 }
 
 /// `POST /v2/accounts/{account_code}/billing_info/verify_cvv` (2.10): checks the security code
-/// of the stored card over [`rebill_app::cvv`] and answers the billing info (decisions in
+/// of the stored card over [`rebill_app::customers::cvv`] and answers the billing info (decisions in
 /// docs/shipping-addresses.md). The body is `<billing_info>` with `verification_value` alone.
 /// No billing info is a 404, a bank account 400 `billing_info_type_invalid`, a malformed value
 /// a 422 field error, the fourth check of a card within 24 hours 400 `cvv_verify_locked`, and a
 /// mismatch the 422 transaction error document.
 pub(crate) async fn verify_cvv(state: &AppState, call: &Routed<'_, api::VerifyCvv>, request: Request) -> Response {
     use axum::http::StatusCode;
-    use rebill_app::cvv::{self, CvvError};
+    use rebill_app::customers::cvv::{self, CvvError};
     use rebill_models::validate::Validate;
 
     let ctx = &call.ctx.wire;

@@ -13,11 +13,11 @@
 use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::Response;
-use rebill_app::coupons::{
+use rebill_app::catalog::coupons::{
     self, CouponEdit, CouponError, CouponState as AppState_, CouponStateFilter, CouponTerms, CouponView, RedeemRequest,
     RedemptionView,
 };
-use rebill_app::model::Position;
+use rebill_app::platform::model::Position;
 use rebill_models::api::{self, EndpointId};
 use rebill_models::validate::{Operation, Rejection, Validate, Validation};
 use rebill_models::{
@@ -453,7 +453,7 @@ pub(crate) async fn list_invoice_redemptions(
     query: Option<&str>,
 ) -> Response {
     let Ok(number) = call.params[0].parse::<i64>() else {
-        return respond::missing(&rebill_app::error::Missing::invoice(&call.params[0]));
+        return respond::missing(&rebill_app::platform::error::Missing::invoice(&call.params[0]));
     };
     match coupons::invoice_redemptions(state, &call.context(), number).await {
         Ok(found) => redemption_page(call, query, found),

@@ -17,9 +17,9 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use rebill_app::model::Site;
-use rebill_app::sites::{self, SiteError};
-use rebill_app::tokens::new_id;
+use rebill_app::platform::model::Site;
+use rebill_app::platform::sites::{self, SiteError};
+use rebill_app::platform::tokens::new_id;
 use rebill_xml::{ApiVersion, Features, WireContext};
 use serde_json::json;
 

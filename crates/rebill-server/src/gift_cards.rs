@@ -1,4 +1,4 @@
-//! Gift card endpoints over [`rebill_app::gift_cards`] (decisions: docs/gift-cards.md).
+//! Gift card endpoints over [`rebill_app::selling::gift_cards`] (decisions: docs/gift-cards.md).
 //!
 //! | Endpoint | Behaviour |
 //! |---|---|
@@ -17,8 +17,8 @@
 use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::Response;
-use rebill_app::gift_cards::{self, Delivery, GiftCard, GiftCardError, ListFilter, Previewed, Purchase};
-use rebill_app::model::accounts::AddressFields;
+use rebill_app::platform::model::accounts::AddressFields;
+use rebill_app::selling::gift_cards::{self, Delivery, GiftCard, GiftCardError, ListFilter, Previewed, Purchase};
 use rebill_models::api::{self, EndpointId};
 use rebill_models::validate::Operation;
 use rebill_models::{Address, GiftCard as View, GiftCardDelivery as DeliveryView, GiftCardDeliveryMethod as Method};

@@ -10,7 +10,7 @@
 
 use axum::extract::Request;
 use axum::response::Response;
-use rebill_app::settlement::Settlement;
+use rebill_app::collection::settlement::Settlement;
 use rebill_models::api::{self, EndpointId};
 
 use crate::request::{Call, Routed};

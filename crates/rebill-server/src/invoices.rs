@@ -63,21 +63,21 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use std::collections::HashSet;
 
-use rebill_app::adjustments::{self, AdjustmentError, NewCharge};
-use rebill_app::credit_invoices;
-use rebill_app::documents::Locale;
-use rebill_app::error::AppError;
-use rebill_app::model::Page;
-use rebill_app::model::accounts::{Account, AccountFields};
-use rebill_app::model::credits::{CreditPayment, CreditPaymentAction, CreditPaymentFilter, InvoiceKind};
-use rebill_app::model::invoicing::{
+use rebill_app::billing::adjustments::{self, AdjustmentError, NewCharge};
+use rebill_app::billing::documents::Locale;
+use rebill_app::billing::queries;
+use rebill_app::customers::shipping_addresses::ShippingError;
+use rebill_app::money_back::credit_invoices;
+use rebill_app::money_back::refunds::credit as credit_refunds;
+use rebill_app::money_back::refunds::{self, External, GivenBack, LineRefund, RefundError, RefundRequest};
+use rebill_app::platform::error::AppError;
+use rebill_app::platform::model::Page;
+use rebill_app::platform::model::accounts::{Account, AccountFields};
+use rebill_app::platform::model::credits::{CreditPayment, CreditPaymentAction, CreditPaymentFilter, InvoiceKind};
+use rebill_app::platform::model::invoicing::{
     Adjustment, AdjustmentFilter, AdjustmentKind, AdjustmentState, CollectionMethod, Invoice, InvoiceAmounts,
     InvoiceFilter, InvoiceState, InvoiceTerms, NewAdjustment, Transaction, TransactionFilter, TransactionStatus,
 };
-use rebill_app::queries;
-use rebill_app::refunds::credit as credit_refunds;
-use rebill_app::refunds::{self, External, GivenBack, LineRefund, RefundError, RefundRequest};
-use rebill_app::shipping_addresses::ShippingError;
 use rebill_billing::invoice::InvoiceError;
 use rebill_billing::refund::RefundMethod;
 use rebill_models::api::{self, EndpointId};
@@ -96,11 +96,11 @@ use crate::respond;
 use crate::respond::{field_error, time, with_location};
 use crate::state::AppState;
 use crate::views::{self, DeclineFields};
-use rebill_app::error::BillingError;
-use rebill_app::invoicing::{self, Preview};
-use rebill_app::payment_methods::valid_currency;
-use rebill_app::settlement::{self, SettleError, Settlement};
-use rebill_app::transactions::{ChargeError, Charged, OneOffCharge, charge_once};
+use rebill_app::billing::invoicing::{self, Preview};
+use rebill_app::billing::transactions::{ChargeError, Charged, OneOffCharge, charge_once};
+use rebill_app::collection::settlement::{self, SettleError, Settlement};
+use rebill_app::customers::payment_methods::valid_currency;
+use rebill_app::platform::error::BillingError;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -111,7 +111,7 @@ fn invalid_transition(description: &str) -> Response {
 
 /// The account of the path's `{account_code}` (404 when the site has none).
 async fn account(state: &AppState, call: &Call) -> Result<Account, Response> {
-    rebill_app::accounts::find(state, &call.context(), &call.params[0])
+    rebill_app::customers::accounts::find(state, &call.context(), &call.params[0])
         .await
         .map_err(|e| respond::app_error(&call.ctx.wire, "account", e.into()))
 }
@@ -459,7 +459,8 @@ pub(crate) fn pdf_locale(request: &Request) -> Option<Locale> {
 /// (named by `Content-Language`) when the client asked for `application/pdf`.
 pub(crate) async fn get_invoice(state: &AppState, call: &Routed<'_, api::GetInvoice>, pdf: Option<Locale>) -> Response {
     if let Some(locale) = pdf {
-        return match rebill_app::documents::invoice_pdf(state, &call.context(), &call.params[0], locale).await {
+        return match rebill_app::billing::documents::invoice_pdf(state, &call.context(), &call.params[0], locale).await
+        {
             Ok(bytes) => {
                 let mut response = respond::pdf(bytes);
                 let language = axum::http::HeaderValue::from_static(locale.tag());
@@ -601,12 +602,12 @@ async fn settle(state: &AppState, call: &Call, how: Settlement) -> Result<(Invoi
     };
     let mut written_off = Vec::new();
     if invoice.state == InvoiceState::Failed {
-        let page = rebill_app::model::PageRequest { limit: 200, ..Default::default() };
+        let page = rebill_app::platform::model::PageRequest { limit: 200, ..Default::default() };
         let number = invoice.invoice_number.to_string();
         let credits = credit_invoices::credit_invoices(state, &call.context(), &number, &page)
             .await
             .map_err(|e| respond::internal(&e))?;
-        for credit in credits.items.iter().filter(|i| i.origin == rebill_app::write_offs::ORIGIN) {
+        for credit in credits.items.iter().filter(|i| i.origin == rebill_app::money_back::write_offs::ORIGIN) {
             written_off.push(full_view(state, credit, call.ctx.now).await.map_err(|e| respond::internal(&e))?);
         }
     }

@@ -27,7 +27,7 @@
 
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::Response;
-use rebill_app::model::{Order, PageRequest, Position, Sort};
+use rebill_app::platform::model::{Order, PageRequest, Position, Sort};
 use rebill_xml::{Mode, WireContext, XmlResource};
 
 use crate::respond;

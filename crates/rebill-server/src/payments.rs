@@ -1,6 +1,6 @@
 //! Offline payments: `POST /v2/invoices/{invoice_number}/transactions` enters a payment made
 //! outside rebill (check, wire transfer, …) on a manual invoice, over
-//! [`rebill_app::offline_payments`] (rules: docs/offline-payments.md).
+//! [`rebill_app::collection::offline_payments`] (rules: docs/offline-payments.md).
 //!
 //! The request `<transaction>` takes `payment_method` (required), `amount_in_cents` (default:
 //! the invoice's balance), `collected_at`, `description` (at most 50 characters) and
@@ -11,7 +11,7 @@
 
 use axum::extract::Request;
 use axum::response::Response;
-use rebill_app::offline_payments::{self, OfflinePayment};
+use rebill_app::collection::offline_payments::{self, OfflinePayment};
 use rebill_models::api::{self, EndpointId};
 use rebill_models::validate::{Operation, Validate};
 
@@ -61,8 +61,8 @@ pub(crate) async fn create_offline_payment(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rebill_app::model::billing_info::{BillingFields, PaymentKind};
-    use rebill_app::model::invoicing::{
+    use rebill_app::platform::model::billing_info::{BillingFields, PaymentKind};
+    use rebill_app::platform::model::invoicing::{
         AccountSnapshot, NewTransaction, Transaction, TransactionResult, TransactionStatus,
     };
 

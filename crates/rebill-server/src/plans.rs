@@ -25,8 +25,8 @@
 
 use axum::extract::Request;
 use axum::response::Response;
-use rebill_app::catalog::{self, CatalogError};
-use rebill_app::model::plans::{
+use rebill_app::catalog::plans::{self as catalog, CatalogError};
+use rebill_app::platform::model::plans::{
     AddOn as StoredAddOn, AddOnFields, AddOnType as StoredAddOnType, Amounts, IntervalUnit as StoredUnit, Percentage,
     Plan as StoredPlan, PlanFields, RevenueScheduleType as StoredSchedule, UsageType as StoredUsageType,
 };
@@ -585,7 +585,7 @@ pub(crate) async fn delete_add_on(state: &AppState, call: &Routed<'_, api::Delet
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rebill_app::model::plans::Interval;
+    use rebill_app::platform::model::plans::Interval;
     use rebill_xml::{ApiVersion, Features};
 
     fn stored_plan() -> StoredPlan {

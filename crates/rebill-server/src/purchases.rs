@@ -1,5 +1,5 @@
 //! `POST /v2/purchases`, `/v2/purchases/preview` and (2.9) `/v2/purchases/authorize`: reads the
-//! `<purchase>` into `rebill_app::purchases::Purchase`, calls the one use case and answers its
+//! `<purchase>` into `rebill_app::selling::purchases::Purchase`, calls the one use case and answers its
 //! invoice (`invoice_collection` from 2.10). Decisions: docs/purchases.md.
 
 // Early returns carry the finished HTTP response.
@@ -8,12 +8,12 @@
 use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::Response;
-use rebill_app::accounts::AccountError;
-use rebill_app::catalog::{self, CatalogError};
-use rebill_app::gift_cards::GiftCardError;
-use rebill_app::model::invoicing::{CollectionMethod, InvoiceTerms};
-use rebill_app::purchases::{self, Mode, OneOff, PurchaseError};
-use rebill_app::subscriptions::{self, new_uuid};
+use rebill_app::catalog::plans::{self as catalog, CatalogError};
+use rebill_app::customers::accounts::AccountError;
+use rebill_app::platform::model::invoicing::{CollectionMethod, InvoiceTerms};
+use rebill_app::selling::gift_cards::GiftCardError;
+use rebill_app::selling::purchases::{self, Mode, OneOff, PurchaseError};
+use rebill_app::subscriptions::lifecycle::{self as subscriptions, new_uuid};
 use rebill_billing::lifecycle::{AddOnTerms, LifecycleError, NewSubscription, SubscriptionTerms, Trial};
 use rebill_models::api::EndpointId;
 use rebill_models::validate::{Operation, Rejection, Violation, errors_document};
@@ -148,7 +148,7 @@ async fn read(state: &AppState, call: &crate::request::Call, doc: &Purchase) -> 
         Some(code) if !code.is_empty() => code.to_owned(),
         _ => return Err(field_error(ctx, "account.account_code", "blank", "can't be blank")),
     };
-    let existing = match rebill_app::accounts::find(state, &call.context(), &code).await {
+    let existing = match rebill_app::customers::accounts::find(state, &call.context(), &code).await {
         Ok(a) => Some(a),
         Err(AccountError::NotFound(_)) => None,
         Err(e) => return Err(respond::internal(&e)),
@@ -217,7 +217,7 @@ async fn read(state: &AppState, call: &crate::request::Call, doc: &Purchase) -> 
         subscriptions: subs,
         adjustments,
         gift_card: doc.gift_card.as_deref().and_then(|g| g.redemption_code.clone()),
-        coupon_codes: rebill_app::coupons::requested(None, doc.coupon_codes.as_ref()),
+        coupon_codes: rebill_app::catalog::coupons::requested(None, doc.coupon_codes.as_ref()),
         credit_customer_notes: doc.credit_customer_notes.clone(),
     })
 }
@@ -252,7 +252,7 @@ fn refusal(ctx: &WireContext, error: PurchaseError) -> Response {
             "simultaneous_request",
             "The account was created by another request meanwhile; please try again.",
         ),
-        PurchaseError::Billing(rebill_app::error::BillingError::Invoice(_)) => {
+        PurchaseError::Billing(rebill_app::platform::error::BillingError::Invoice(_)) => {
             field_error(ctx, "base", "invalid", "the purchase makes no invoice")
         }
         other => respond::app_error(ctx, "purchase", other.into()),

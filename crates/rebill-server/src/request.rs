@@ -9,8 +9,8 @@
 use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use rebill_app::error::Missing;
-use rebill_app::model::billing_info::BillingFields;
+use rebill_app::platform::error::Missing;
+use rebill_app::platform::model::billing_info::BillingFields;
 use rebill_models::api::EndpointId;
 use rebill_models::validate::{Operation, Rejection, Validate, reject_decode, validate};
 use rebill_models::{ApiEndpoint, BankAccountType, BillingInfo, Endpoint, LaterResponse};
@@ -21,8 +21,8 @@ use crate::lists::{self, ListBody, ListQuery};
 use crate::respond;
 use crate::state::{AppState, RequestContext};
 use rebill_app::Context;
-use rebill_app::model::Position;
-use rebill_app::payment_methods::BillingRequest;
+use rebill_app::customers::payment_methods::BillingRequest;
+use rebill_app::platform::model::Position;
 
 /// One routed request.
 #[derive(Debug, Clone)]

@@ -4,7 +4,7 @@
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
-use rebill_app::error::{AppError, Missing};
+use rebill_app::platform::error::{AppError, Missing};
 use rebill_models::ApiError;
 use rebill_models::validate::{Rejection, Violation, errors_document, single_error};
 use rebill_xml::{ApiVersion, Features, Mode, WireContext, XmlResource};

@@ -6,16 +6,16 @@
 //! they take longer than [`CATCH_UP_PATIENCE`]; the same request again goes on waiting).
 //! `jobs_run` counts the jobs due in the time the clock moved over that are done, whoever ran
 //! them. Authenticated with a private key like the API; read-only keys and production sites get
-//! 403. The use case is `rebill_app::clock`; this module decodes and answers.
+//! 403. The use case is `rebill_app::operations::clock`; this module decodes and answers.
 
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use chrono::{DateTime, Utc};
-use rebill_app::clock::{ClockError, advance, move_clock};
-use rebill_app::model::Mode as SiteMode;
-use rebill_app::scheduler::CatchUpError;
-use rebill_app::sites::{self, SiteError};
+use rebill_app::operations::clock::{ClockError, advance, move_clock};
+use rebill_app::operations::scheduler::CatchUpError;
+use rebill_app::platform::model::Mode as SiteMode;
+use rebill_app::platform::sites::{self, SiteError};
 use rebill_models::Clock;
 use rebill_models::validate::reject_decode;
 use rebill_xml::{ApiVersion, Features, Mode, WireContext};

@@ -1,6 +1,6 @@
 //! Shipping address endpoints: `GET/POST /v2/accounts/{account_code}/shipping_addresses` and
 //! `GET/PUT/DELETE …/shipping_addresses/{shipping_address_id}`, over
-//! [`rebill_app::shipping_addresses`] (decisions in docs/shipping-addresses.md).
+//! [`rebill_app::customers::shipping_addresses`] (decisions in docs/shipping-addresses.md).
 //!
 //! - Create answers 201 with `Location`; an exact duplicate of an address the account holds
 //!   answers the existing one the same way (nothing added). A 21st address is a 422
@@ -15,8 +15,8 @@
 use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::Response;
-use rebill_app::error::{AppError, Missing};
-use rebill_app::shipping_addresses::{self, ShippingError};
+use rebill_app::customers::shipping_addresses::{self, ShippingError};
+use rebill_app::platform::error::{AppError, Missing};
 use rebill_models::api::{self, EndpointId};
 use rebill_models::validate::Operation;
 use rebill_models::{ApiEndpoint, ShippingAddress};

@@ -6,7 +6,7 @@
 use std::sync::{Arc, OnceLock};
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use rebill_app::instant::parse_instant;
+use rebill_app::platform::instant::parse_instant;
 use rebill_app::{Clock, Services};
 use rebill_store::{ApiKey, Site, Store};
 use rebill_xml::{ApiVersion, WireContext};
@@ -187,7 +187,7 @@ impl AppState {
     }
 
     /// Builds the real gateways configured for sites with `builder`.
-    pub fn with_gateway_builder(mut self, builder: Arc<dyn rebill_app::gateways::GatewayBuilder>) -> Self {
+    pub fn with_gateway_builder(mut self, builder: Arc<dyn rebill_app::platform::gateways::GatewayBuilder>) -> Self {
         self.services = self.services.with_gateway_builder(builder);
         self
     }

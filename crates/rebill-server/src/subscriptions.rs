@@ -1,5 +1,5 @@
 //! Subscription endpoints and the scheduled work of subscriptions, over the billing engine
-//! (`rebill_billing::lifecycle`) and the use cases of `rebill_app::subscriptions`.
+//! (`rebill_billing::lifecycle`) and the use cases of `rebill_app::subscriptions::lifecycle`.
 //!
 //! Every change (an endpoint or a scheduled job) runs the same way:
 //! 1. claim the subscription in the store (a second change while one is in progress, in any
@@ -25,7 +25,7 @@
 //!   until the invoice is paid, and when the invoice's collection finally fails the subscription
 //!   expires.
 //! - `terminate` takes `refund=none` (the default), `partial` or `full` (the last billed period, all
-//!   of it or what is still to come, refunded on the invoice that billed it; see `rebill_app::refunds`).
+//!   of it or what is still to come, refunded on the invoice that billed it; see `rebill_app::money_back::refunds`).
 //! - `postpone` takes `next_renewal_date` or, as later clients name it, `next_bill_date` (both
 //!   at once only when they name the same instant, else 400 `invalid_parameter`); a date-time
 //!   without an offset is UTC. `bulk` (skip a wait between postpones) is accepted and changes
@@ -47,15 +47,15 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use chrono::{DateTime, Utc};
 use rebill_app::Context;
-use rebill_app::accounts::AccountError;
-use rebill_app::catalog::{self, CatalogError};
-use rebill_app::coupons;
-use rebill_app::error::Missing;
-use rebill_app::model::accounts::{Account, AccountFields, AddressFields};
-use rebill_app::model::plans::{IntervalUnit as PlanUnit, Plan};
-use rebill_app::model::subscriptions::{StateFilter as StoreFilter, SubscriptionFilter, SubscriptionRecord};
-use rebill_app::queries;
-use rebill_app::subscriptions::CouponChangeError;
+use rebill_app::billing::queries;
+use rebill_app::catalog::coupons;
+use rebill_app::catalog::plans::{self as catalog, CatalogError};
+use rebill_app::customers::accounts::AccountError;
+use rebill_app::platform::error::Missing;
+use rebill_app::platform::model::accounts::{Account, AccountFields, AddressFields};
+use rebill_app::platform::model::plans::{IntervalUnit as PlanUnit, Plan};
+use rebill_app::platform::model::subscriptions::{StateFilter as StoreFilter, SubscriptionFilter, SubscriptionRecord};
+use rebill_app::subscriptions::lifecycle::CouponChangeError;
 use rebill_billing::lifecycle::{
     Action, AddOnTerms, LifecycleError, NewSubscription, Refund, StateFilter, Subscription as Engine,
     SubscriptionState as EngineState, SubscriptionTerms, Timeframe as EngineTimeframe, Trial,
@@ -77,10 +77,10 @@ use crate::respond;
 use crate::respond::{time, with_location};
 use crate::state::AppState;
 use crate::views::{self, DeclineFields, payment_method_error, refusal_response};
-use rebill_app::gift_cards::{self, GiftCardError, GiftSubscribeError};
-use rebill_app::shipping_addresses::{ShippingChoice, ShippingError};
-use rebill_app::subscriptions::{
-    self, ChangeError, CreateError, Details, InvoicePreviews, Loaded, Subscribe, new_uuid,
+use rebill_app::customers::shipping_addresses::{ShippingChoice, ShippingError};
+use rebill_app::selling::gift_cards::{self, GiftCardError, GiftSubscribeError};
+use rebill_app::subscriptions::lifecycle::{
+    self as subscriptions, ChangeError, CreateError, Details, InvoicePreviews, Loaded, Subscribe, new_uuid,
 };
 
 /// An endpoint answering a subscription.
@@ -277,7 +277,7 @@ async fn view(
         customer_notes: details.customer_notes.clone(),
         vat_reverse_charge_notes: details.vat_reverse_charge_notes.clone(),
         started_with_gift: Some(match record {
-            Some(r) => rebill_app::gift_cards::of_subscription(state, ctx, &r.uuid).await?.is_some(),
+            Some(r) => rebill_app::selling::gift_cards::of_subscription(state, ctx, &r.uuid).await?.is_some(),
             None => false,
         }),
         imported_trial: Some(sub.imported_trial),
@@ -477,7 +477,7 @@ pub(crate) async fn list_account_subscriptions(
     call: &Routed<'_, api::ListAccountSubscriptions>,
     query: Option<&str>,
 ) -> Response {
-    match rebill_app::accounts::find(state, &call.context(), &call.params[0]).await {
+    match rebill_app::customers::accounts::find(state, &call.context(), &call.params[0]).await {
         Ok(account) => list(state, call, query, Some(&account)).await,
         Err(e) => respond::app_error(&call.ctx.wire, "account", e.into()),
     }
@@ -564,7 +564,7 @@ pub(crate) async fn create<E: TakesSubscription>(
         (None, Some(code)) if !code.trim().is_empty() => code,
         _ => return field_error(ctx, "account.account_code", "blank", "can't be blank"),
     };
-    let existing = match rebill_app::accounts::find(state, &call.context(), &code).await {
+    let existing = match rebill_app::customers::accounts::find(state, &call.context(), &code).await {
         Ok(a) => Some(a),
         Err(AccountError::NotFound(_)) => None,
         Err(e) => return respond::internal(&e),
@@ -721,7 +721,7 @@ fn gift_card_refusal(ctx: &WireContext, refused: GiftSubscribeError) -> Response
     }
 }
 
-/// One action on a stored subscription (`rebill_app::subscriptions::change`), answered with the
+/// One action on a stored subscription (`rebill_app::subscriptions::lifecycle::change`), answered with the
 /// subscription.
 async fn change<E: AnswersSubscription>(
     state: &AppState,
@@ -763,7 +763,7 @@ pub(crate) async fn terminate(
         None | Some("none") => simple_action(state, call, Action::Terminate { refund: Refund::None }).await,
         Some(how @ ("partial" | "full")) => {
             let refund = if how == "full" { Refund::Full } else { Refund::Partial };
-            match rebill_app::refunds::terminate(state, &call.context(), &call.params[0], refund).await {
+            match rebill_app::money_back::refunds::terminate(state, &call.context(), &call.params[0], refund).await {
                 Ok(loaded) => respond_view(state, call, &loaded).await,
                 Err(ChangeError::NotFound(uuid)) => not_found(&uuid),
                 Err(ChangeError::Busy) => simultaneous_request(),
@@ -923,7 +923,7 @@ pub(crate) async fn update<E: TakesSubscription>(
         Some(ShippingChoice::Existing(id)) if preview => Some(id),
         Some(ShippingChoice::New(_)) if preview => current.details.shipping_address_id,
         Some(choice) => {
-            match rebill_app::shipping_addresses::for_account(
+            match rebill_app::customers::shipping_addresses::for_account(
                 state,
                 &call.context(),
                 &current.details.account_code,
@@ -970,7 +970,9 @@ pub(crate) async fn update<E: TakesSubscription>(
     if coupon_codes.is_empty() {
         return change(state, call, build).await;
     }
-    match rebill_app::subscriptions::change_with_coupons(state, &call.context(), uuid, &coupon_codes, build).await {
+    match rebill_app::subscriptions::lifecycle::change_with_coupons(state, &call.context(), uuid, &coupon_codes, build)
+        .await
+    {
         Ok(loaded) => respond_view(state, call, &loaded).await,
         Err(CouponChangeError::Coupon(e)) => respond::app_error(ctx, "subscription", e.into()),
         Err(CouponChangeError::Change(e)) => change_refusal(call, e),

@@ -4,9 +4,9 @@
 
 use axum::http::StatusCode;
 use axum::response::Response;
-use rebill_app::model::billing_info::PaymentKind;
-use rebill_app::model::credits::{CreditPayment, CreditPaymentAction};
-use rebill_app::model::invoicing::{Check, Transaction, TransactionFailure, TransactionStatus};
+use rebill_app::platform::model::billing_info::PaymentKind;
+use rebill_app::platform::model::credits::{CreditPayment, CreditPaymentAction};
+use rebill_app::platform::model::invoicing::{Check, Transaction, TransactionFailure, TransactionStatus};
 use rebill_models::api::EndpointId;
 use rebill_models::validate::{Rejection, Violation, errors_document};
 use rebill_models::{
@@ -18,8 +18,8 @@ use rebill_models::{
 use rebill_xml::{Href, WireContext};
 
 use crate::respond::{self, time};
-use rebill_app::payment_methods::{PaymentMethodError, Refusal};
-use rebill_app::shipping_addresses::ShippingChoice;
+use rebill_app::customers::payment_methods::{PaymentMethodError, Refusal};
+use rebill_app::customers::shipping_addresses::ShippingChoice;
 
 fn account_href(code: &str) -> Href {
     Href::path(EndpointId::GetAccount.endpoint().render(&[code]))
@@ -53,16 +53,16 @@ fn invoice_href(number: i64) -> Href {
 }
 
 /// A stored transaction as the API shows it at `now` (site clock): `voidable` and `refundable`
-/// (with the `refund` anchor) as giving it back would decide ([`rebill_app::refunds::give_back_flags`]:
+/// (with the `refund` anchor) as giving it back would decide ([`rebill_app::money_back::refunds::give_back_flags`]:
 /// an unsettled purchase is voidable, a purchase with money left refundable).
 pub(crate) fn transaction_view(t: &Transaction, now: i64) -> View {
     let n = &t.new;
     let r = &t.result;
     let f = &n.billing;
     let card = n.kind == PaymentKind::CreditCard;
-    let (voidable, refundable) = rebill_app::refunds::give_back_flags(t, now);
+    let (voidable, refundable) = rebill_app::money_back::refunds::give_back_flags(t, now);
     // An offline payment's type is its payment method (check, wire_transfer, …); no gateway.
-    let offline = rebill_app::offline_payments::is_offline(t);
+    let offline = rebill_app::collection::offline_payments::is_offline(t);
     let (cvv_code, cvv_message) = check_view(&r.cvv);
     let (avs_code, avs_message) = check_view(&r.avs);
     let href = Href::path(EndpointId::GetTransaction.endpoint().render(&[&t.uuid]));
@@ -274,7 +274,7 @@ pub(crate) fn refusal_response(ctx: &WireContext, refusal: &Refusal) -> Response
 /// A shipping address of the account `account_code` as the API shows it.
 pub(crate) fn shipping_address_view(
     account_code: &str,
-    address: &rebill_app::model::shipping_addresses::ShippingAddress,
+    address: &rebill_app::platform::model::shipping_addresses::ShippingAddress,
 ) -> rebill_models::ShippingAddress {
     let f = &address.fields;
     let path = EndpointId::GetShippingAddress.endpoint().render(&[account_code, &address.id.to_string()]);
@@ -329,8 +329,8 @@ pub(crate) fn shipping_choice(
 /// The values a `<shipping_address>` request sets.
 pub(crate) fn shipping_fields(
     doc: &rebill_models::ShippingAddress,
-) -> rebill_app::model::shipping_addresses::ShippingFields {
-    rebill_app::model::shipping_addresses::ShippingFields {
+) -> rebill_app::platform::model::shipping_addresses::ShippingFields {
+    rebill_app::platform::model::shipping_addresses::ShippingFields {
         nickname: doc.nickname.clone(),
         first_name: doc.first_name.clone(),
         last_name: doc.last_name.clone(),
@@ -351,8 +351,8 @@ pub(crate) fn shipping_fields(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rebill_app::model::billing_info::BillingFields;
-    use rebill_app::model::invoicing::{AccountSnapshot, NewTransaction, TransactionResult};
+    use rebill_app::platform::model::billing_info::BillingFields;
+    use rebill_app::platform::model::invoicing::{AccountSnapshot, NewTransaction, TransactionResult};
 
     fn transaction(action: &str, status: TransactionStatus) -> Transaction {
         Transaction {

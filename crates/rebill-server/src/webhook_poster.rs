@@ -1,7 +1,7 @@
 //! The HTTP side of webhooks: [`HttpPoster`] posts notifications for
-//! [`rebill_app::webhooks::run`], the worker every `rebill serve` process runs.
+//! [`rebill_app::operations::webhooks::run`], the worker every `rebill serve` process runs.
 
-use rebill_app::webhooks;
+use rebill_app::operations::webhooks;
 
 /// How much of an endpoint's answer is read; the rest is dropped with its connection.
 const ANSWER_READ_LIMIT: usize = 64 * 1024;

@@ -361,7 +361,7 @@ impl Store {
 }
 
 /// The key of a subscription's details that names its shipping address (written by
-/// `rebill_app::subscriptions::Details`).
+/// `rebill_app::subscriptions::lifecycle::Details`).
 const DETAILS_SHIPPING_KEY: &str = "shipping_address_id";
 
 /// The shipping address id named by a subscription's `details` document (a JSON object written

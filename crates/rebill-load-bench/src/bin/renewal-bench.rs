@@ -131,7 +131,7 @@ async fn receiver() -> anyhow::Result<(String, Arc<std::sync::atomic::AtomicU64>
 /// Builds the Stripe gateway of a site put on Stripe.
 struct StripeBuilder;
 
-impl rebill_app::gateways::GatewayBuilder for StripeBuilder {
+impl rebill_app::platform::gateways::GatewayBuilder for StripeBuilder {
     fn build(
         &self,
         kind: &str,
@@ -559,9 +559,16 @@ async fn run(backend: Backend, url: &str, n: u32, stripe: Option<&str>, webhook:
     let state =
         AppState::new(store.clone(), clock.clone(), Config::default()).with_gateway_builder(Arc::new(StripeBuilder));
     if let Some(base) = stripe {
-        rebill_app::gateways::set(&state, &site, "stripe", "sk_test_renewalbench0000", Some(base), clock.now())
-            .await
-            .context("putting the site on Stripe")?;
+        rebill_app::platform::gateways::set(
+            &state,
+            &site,
+            "stripe",
+            "sk_test_renewalbench0000",
+            Some(base),
+            clock.now(),
+        )
+        .await
+        .context("putting the site on Stripe")?;
     }
     let services: rebill_app::Services = (*state).clone();
     let api = Api { app: rebill_server::router(state), key };
@@ -591,12 +598,12 @@ async fn run(backend: Backend, url: &str, n: u32, stripe: Option<&str>, webhook:
     // The webhook worker runs beside the renewals, as in `rebill serve`.
     let hooks = if webhook {
         let (hook_url, received) = receiver().await?;
-        let request = rebill_app::webhooks::EndpointRequest { url: &hook_url, ..Default::default() };
-        rebill_app::webhooks::add_endpoint(&services, &site, &request, clock.now()).await?;
+        let request = rebill_app::operations::webhooks::EndpointRequest { url: &hook_url, ..Default::default() };
+        rebill_app::operations::webhooks::add_endpoint(&services, &site, &request, clock.now()).await?;
         // Only what the renewals send is measured: the seeding's events are not notified.
         sqlx::query("UPDATE domain_events SET notified = 1").execute(&mut db).await?;
         let poster = Arc::new(rebill_server::webhook_poster::HttpPoster::new()?);
-        let worker = tokio::spawn(rebill_app::webhooks::run(
+        let worker = tokio::spawn(rebill_app::operations::webhooks::run(
             services.clone(),
             poster,
             1.0,

@@ -1,0 +1,147 @@
+//! The scheduler: claims due jobs from the store (any number of service processes may run it on
+//! one database) and runs them, each at its own due time. Every job is idempotent, because a job
+//! whose process dies is claimed again when its lease ends.
+//!
+//! A renewal has one path: [`crate::subscriptions::renewals::run_renewals`]. Renewals that come due together
+//! run there as one batch (a few statements for the whole batch instead of a few dozen per
+//! renewal), and a renewal job claimed alone runs there too, as a batch of one. Only what is not
+//! a plain renewal (manual collection, nothing to charge, no payment method, an earlier charge
+//! not invoiced yet, a subscription held by another change, and every other kind of job) goes
+//! to the general path of its kind (`subscriptions::run_job` for subscriptions). The
+//! differential test `tests/renewal_paths.rs` checks that claiming one job at a time, claiming
+//! them all at once and the general path alone leave the same rows.
+
+use std::time::Duration;
+
+use rebill_billing::lifecycle::DueKind;
+use rebill_store::events::Awaiting;
+use rebill_store::jobs::Job;
+use rebill_store::{Site, StoreError};
+
+use crate::Services;
+use crate::platform::jobs::{JobError, settle};
+
+/// Seconds a claimed job stays with its process.
+pub const LEASE_SECONDS: i64 = 300;
+/// Jobs claimed at a time by [`run_due`].
+pub const BATCH: i64 = 50;
+
+/// Runs one job at its due time (`site`: the job's site, if it still exists).
+async fn run_job(state: &Services, site: Option<&Site>, job: &Job) -> Result<(), JobError> {
+    match (job.kind.as_str(), site) {
+        (crate::billing::invoicing::DUNNING_JOB, _) => crate::collection::settlement::run_dunning(state, job).await,
+        (crate::billing::invoicing::INVOICE_DUE_JOB, _) => crate::billing::invoicing::run_invoice_due(state, job).await,
+        (crate::money_back::refunds::REFUND_JOB, _) => crate::money_back::refunds::run_refund_job(state, job).await,
+        (crate::selling::gift_cards::DELIVERY_JOB, _) => crate::selling::gift_cards::run_delivery(state, job).await,
+        (_, Some(site)) => crate::subscriptions::lifecycle::run_job(state, site, job).await,
+        (_, None) => Err(JobError::SiteMissing(job.site_id)),
+    }
+}
+
+/// Runs every job that is due now (for one site, or all), in due order, until none is left;
+/// returns how many ran. Jobs scheduled by the jobs themselves run too when they are due. First
+/// it runs the reactions to events that are still awaiting theirs ([`crate::collection::reactions::sweep`]):
+/// what a crash between a change and its reaction left behind.
+///
+/// Consecutive renewal jobs of one site are offered to [`crate::subscriptions::renewals::run_renewals`],
+/// which runs the first of them that are plain renewals together (one statement per step for
+/// all of them); the job where it stops, and every other job, runs alone. Either way jobs
+/// finish in due order. Claims [`BATCH`] jobs at a time.
+pub async fn run_due(state: &Services, site: Option<&Site>) -> Result<usize, StoreError> {
+    run_due_with(state, site, BATCH).await
+}
+
+/// [`run_due`] claiming `batch` jobs at a time (at least one): with 1, every renewal runs as a
+/// batch of one.
+pub async fn run_due_with(state: &Services, site: Option<&Site>, batch: i64) -> Result<usize, StoreError> {
+    // Reactions to events that a crash interrupted (their use case records and drains its own).
+    let scope = site.map_or(Awaiting::All, |s| Awaiting::Site(s.id));
+    if let Err(e) = crate::collection::reactions::sweep(state, scope).await {
+        tracing::warn!(error = %e, "sweeping the reactions to events");
+    }
+    let mut ran = 0;
+    loop {
+        let now = state.clock.now();
+        let jobs = state.store.claim_due_jobs(site, now, LEASE_SECONDS, batch.max(1)).await?;
+        if jobs.is_empty() {
+            return Ok(ran);
+        }
+        let sites = match site {
+            Some(site) => vec![site.clone()],
+            None => state.store.sites().await?,
+        };
+        let mut rest = jobs.as_slice();
+        let renewal = DueKind::Renewal.name();
+        while let Some(job) = rest.first() {
+            let site = sites.iter().find(|s| s.id == job.site_id);
+            // The renewal path first (a batch, or a batch of one); what it declines goes on alone.
+            let together = match site {
+                Some(site) if job.kind == renewal => {
+                    let run = rest.iter().take_while(|j| j.site_id == site.id && j.kind == renewal).count();
+                    crate::subscriptions::renewals::run_renewals(state, site, &rest[..run]).await?
+                }
+                _ => 0,
+            };
+            let done = if together > 0 {
+                together
+            } else {
+                let outcome = run_job(state, site, job).await;
+                settle(state, job, outcome).await?;
+                1
+            };
+            ran += done;
+            rest = &rest[done..];
+        }
+    }
+}
+
+/// Why [`catch_up`] gave up.
+#[derive(Debug, thiserror::Error)]
+pub enum CatchUpError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{0} jobs due before the site's new time were still running elsewhere after {1:?}")]
+    StillRunning(i64, Duration),
+}
+
+/// Runs the site's due work until the site has caught up with its clock: every job due at or
+/// before the site's time is done (or failed and waits for its retry), including jobs that other
+/// runners (the background scheduler, other processes) had claimed; they are waited for, up to
+/// `patience`. Answers how many jobs due after `from` (the site's time before its clock moved)
+/// are done, whoever ran them.
+pub async fn catch_up(state: &Services, site: &Site, from: i64, patience: Duration) -> Result<i64, CatchUpError> {
+    let started = tokio::time::Instant::now();
+    loop {
+        run_due(state, Some(site)).await?;
+        let until = site.now(state.clock.now());
+        let unfinished = state.store.unfinished_due_jobs(site.id, until).await?;
+        if unfinished == 0 {
+            return Ok(state.store.done_jobs_between(site.id, from, until).await?);
+        }
+        if started.elapsed() >= patience {
+            return Err(CatchUpError::StillRunning(unfinished, patience));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Looks for due work every second until the task is aborted.
+pub async fn run(state: Services) {
+    let mut ticker = tokio::time::interval(Duration::from_secs(1));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        if let Err(e) = run_due(&state, None).await {
+            tracing::warn!(error = %e, "scheduler");
+        }
+    }
+}
+
+impl From<CatchUpError> for crate::platform::error::AppError {
+    fn from(e: CatchUpError) -> Self {
+        match e {
+            CatchUpError::Store(e) => e.into(),
+            e @ CatchUpError::StillRunning(..) => Self::Conflict(e.to_string()),
+        }
+    }
+}
