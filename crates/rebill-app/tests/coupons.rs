@@ -127,9 +127,11 @@ async fn concurrent_redemptions_never_pass_the_cap_and_refusals_write_nothing() 
 
 #[tokio::test]
 async fn a_declined_first_payment_takes_back_the_redemptions_of_its_request() {
+    use rebill_app::customers::accounts;
+    use rebill_app::customers::payment_methods;
     use rebill_app::operations::testing::{at, card};
+    use rebill_app::subscriptions::lifecycle as subscriptions;
     use rebill_app::subscriptions::lifecycle::{CreateError, Details, Subscribe};
-    use rebill_app::{customers::accounts, customers::payment_methods, subscriptions::lifecycle as subscriptions};
     use rebill_billing::lifecycle::{NewSubscription, SubscriptionTerms};
     use rebill_billing::period::{Interval, IntervalUnit};
     use rebill_store::accounts::AccountFields;

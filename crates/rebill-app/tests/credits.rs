@@ -8,14 +8,16 @@
 
 use std::sync::Arc;
 
+use rebill_app::billing::adjustments;
 use rebill_app::billing::invoicing::{self, Invoiced};
 use rebill_app::billing::queries::{self, ReadError};
+use rebill_app::customers::accounts;
+use rebill_app::customers::payment_methods;
 use rebill_app::money_back::credit_invoices::{self, INVOICE_VOIDED, VoidError};
+use rebill_app::operations::scheduler;
 use rebill_app::operations::testing::{DAY, Scripted, T0, TestClock, card, subscribers};
 use rebill_app::platform::error::{AppError, Missing};
-use rebill_app::{
-    Context, Services, billing::adjustments, customers::accounts, customers::payment_methods, operations::scheduler,
-};
+use rebill_app::{Context, Services};
 use rebill_billing::states::{InvoiceState, TransactionStatus};
 use rebill_store::accounts::{Account, AccountFields};
 use rebill_store::credits::{CREDIT_INVOICE_VOIDED, CreditPayment, CreditPaymentAction, CreditPaymentFilter};

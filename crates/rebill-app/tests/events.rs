@@ -5,9 +5,12 @@
 
 use rebill_app::billing::transactions::{self, OneOffCharge};
 use rebill_app::collection::settlement::{self, SettleError, Settlement};
+use rebill_app::customers::accounts;
+use rebill_app::customers::payment_methods;
+use rebill_app::operations::scheduler;
 use rebill_app::operations::testing::{DAY, Scripted, T0, TestClock, subscribers};
 use rebill_app::subscriptions::lifecycle::{self as subscriptions, CLAIM_SECONDS};
-use rebill_app::{Clock, Context, customers::accounts, customers::payment_methods, operations::scheduler};
+use rebill_app::{Clock, Context};
 use rebill_billing::lifecycle::Action;
 use rebill_billing::states::{InvoiceState, TransactionStatus};
 use rebill_store::accounts::AccountFields;

@@ -6,12 +6,15 @@
 //! inside the creation (its first invoice takes the credit) and takes the redemption back when
 //! the creation is refused.
 
+use rebill_app::billing::adjustments;
+use rebill_app::billing::invoicing;
+use rebill_app::customers::accounts;
+use rebill_app::customers::payment_methods;
+use rebill_app::operations::scheduler;
 use rebill_app::operations::testing::{DAY, Scripted, T0, TestClock, card};
 use rebill_app::selling::gift_cards::{self, Delivery, GiftCardError, GiftSubscribeError, ListFilter, Purchase};
-use rebill_app::{
-    Context, Services, billing::adjustments, billing::invoicing, customers::accounts, customers::payment_methods,
-    operations::scheduler, subscriptions::lifecycle as subscriptions,
-};
+use rebill_app::subscriptions::lifecycle as subscriptions;
+use rebill_app::{Context, Services};
 use rebill_billing::lifecycle::{NewSubscription, SubscriptionTerms};
 use rebill_billing::period::{Interval, IntervalUnit};
 use rebill_billing::states::{InvoiceState, TransactionStatus};

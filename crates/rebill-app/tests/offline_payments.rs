@@ -4,12 +4,15 @@
 //! entered at the same time never pay more than the balance.
 
 use rebill_app::billing::adjustments::{self, NewCharge};
+use rebill_app::billing::invoicing;
 use rebill_app::collection::offline_payments::{
     self, Entered, MANUAL_GATEWAY_TYPE, MESSAGE, OfflinePayment, OfflinePaymentError, Problem,
 };
+use rebill_app::customers::accounts;
+use rebill_app::operations::scheduler;
 use rebill_app::operations::testing::{DAY, Scripted, T0, TestClock, subscribers};
 use rebill_app::subscriptions::lifecycle as subscriptions;
-use rebill_app::{Context, Services, billing::invoicing, customers::accounts, operations::scheduler};
+use rebill_app::{Context, Services};
 use rebill_billing::lifecycle::{Action, SubscriptionTerms, Timeframe};
 use rebill_billing::states::{InvoiceState, TransactionStatus};
 use rebill_store::accounts::AccountFields;

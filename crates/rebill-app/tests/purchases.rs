@@ -5,12 +5,13 @@
 //! gateway pays the rest of, in one transaction; a refusal found before writing (another
 //! currency's card) writes nothing; a preview writes nothing.
 
+use rebill_app::customers::accounts;
+use rebill_app::customers::payment_methods;
 use rebill_app::operations::testing::{Scripted, T0, TestClock, card};
+use rebill_app::selling::gift_cards;
 use rebill_app::selling::purchases::{self, Mode, OneOff, Purchase, PurchaseError};
-use rebill_app::{
-    Context, Services, customers::accounts, customers::payment_methods, selling::gift_cards,
-    subscriptions::lifecycle as subscriptions,
-};
+use rebill_app::subscriptions::lifecycle as subscriptions;
+use rebill_app::{Context, Services};
 use rebill_billing::lifecycle::{NewSubscription, SubscriptionTerms};
 use rebill_billing::period::{Interval, IntervalUnit};
 use rebill_billing::states::{InvoiceState, TransactionStatus};

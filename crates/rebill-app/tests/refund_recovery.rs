@@ -6,12 +6,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use rebill_app::billing::adjustments;
 use rebill_app::billing::invoicing::{self, Invoiced};
+use rebill_app::customers::accounts;
+use rebill_app::customers::payment_methods;
 use rebill_app::money_back::refunds::{self, GivenBack, RECOVERY_SECONDS, RefundError, RefundRequest};
+use rebill_app::operations::scheduler;
 use rebill_app::operations::testing::{Call, Script, Scripted, T0, TestClock, card};
-use rebill_app::{
-    Context, Services, billing::adjustments, customers::accounts, customers::payment_methods, operations::scheduler,
-};
+use rebill_app::{Context, Services};
 use rebill_billing::refund::RefundMethod;
 use rebill_billing::states::{InvoiceState, TransactionStatus};
 use rebill_store::accounts::AccountFields;

@@ -10,11 +10,14 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use rebill_app::billing::invoicing;
+use rebill_app::customers::accounts;
 use rebill_app::customers::payment_methods;
+use rebill_app::operations::scheduler;
 use rebill_app::operations::testing::{DAY, Scripted, T0, TestClock, at, card, subscribers};
 use rebill_app::platform::jobs::{RETRY_SECONDS, settle};
 use rebill_app::subscriptions::lifecycle::{self as subscriptions, Details, Loaded, Subscribe};
-use rebill_app::{Context, Services, billing::invoicing, customers::accounts, operations::scheduler};
+use rebill_app::{Context, Services};
 use rebill_billing::lifecycle::{self, Action, NewSubscription, SubscriptionTerms, Timeframe};
 use rebill_billing::period::{Interval, IntervalUnit};
 use rebill_store::accounts::AccountFields;

@@ -5,14 +5,15 @@
 //! its own address; an address in use cannot be deleted), and `verify_cvv` (counted per card in a
 //! rolling day, a `verify` transaction per check, the mismatch declined).
 
+use rebill_app::Context;
 use rebill_app::customers::accounts::{self, AccountError};
 use rebill_app::customers::cvv::{self, CvvError};
 use rebill_app::customers::payment_methods::{self, Refusal};
 use rebill_app::customers::shipping_addresses::{self as shipping, MAX_PER_ACCOUNT, ShippingChoice, ShippingError};
+use rebill_app::operations::scheduler;
 use rebill_app::operations::testing::{Scripted, TestClock, at, card, subscribers};
 use rebill_app::platform::error::AppError;
 use rebill_app::subscriptions::lifecycle::{self as subscriptions, CreateError, Details, Subscribe};
-use rebill_app::{Context, operations::scheduler};
 use rebill_billing::lifecycle::{NewSubscription, SubscriptionTerms};
 use rebill_billing::period::{Interval, IntervalUnit};
 use rebill_store::PageRequest;

@@ -35,6 +35,53 @@ pub struct NewCharge {
     pub end_date: Option<i64>,
 }
 
+/// What a one-off line stands for, which names its origin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineOrigin {
+    /// Added to the account for its next invoice, or made with a purchase's: a charge (`debit`)
+    /// or, below zero, a `credit` (a gift card's redemption is one).
+    Adjustment,
+    /// Charged at once on its own invoice (`one_time`): a one-off transaction, a gift card bought.
+    ChargedAtOnce,
+}
+
+/// The one shape of a one-off line, whoever makes it ([`create`], a purchase's one-off charges,
+/// a one-off transaction, a gift card bought or redeemed): a charge or, below zero, a credit of
+/// `charge`'s unit amount times its quantity (1 when `None`), undiscounted and untaxed until an
+/// invoice takes it, starting at its start date or `now`. The amounts are the caller's to check.
+pub fn line(account_id: i64, charge: &NewCharge, origin: LineOrigin, now: i64) -> NewAdjustment {
+    let quantity = charge.quantity.unwrap_or(1);
+    let credit = charge.unit_amount_in_cents < 0;
+    let origin = match origin {
+        LineOrigin::ChargedAtOnce => "one_time",
+        LineOrigin::Adjustment if credit => "credit",
+        LineOrigin::Adjustment => "debit",
+    };
+    NewAdjustment {
+        account_id,
+        subscription_uuid: None,
+        kind: if credit { AdjustmentKind::Credit } else { AdjustmentKind::Charge },
+        origin: origin.to_owned(),
+        description: charge.description.clone(),
+        accounting_code: charge.accounting_code.clone(),
+        product_code: charge.product_code.clone(),
+        currency: charge.currency.clone(),
+        unit_amount: charge.unit_amount_in_cents,
+        quantity,
+        discount: 0,
+        tax: 0,
+        total: charge.unit_amount_in_cents.saturating_mul(quantity),
+        tax_exempt: charge.tax_exempt,
+        tax_code: charge.tax_code.clone(),
+        credit_reason_code: charge.credit_reason_code.clone(),
+        start_date: Some(charge.start_date.unwrap_or(now)),
+        end_date: charge.end_date,
+        engine: None,
+        original_adjustment_id: None,
+        reversed_quantity: 0,
+    }
+}
+
 /// Why an adjustment was not created, found or deleted.
 #[derive(Debug, thiserror::Error)]
 pub enum AdjustmentError {
@@ -86,35 +133,18 @@ pub async fn create_shipped(
     if !(1..=MAX_QUANTITY).contains(&quantity) {
         return Err(AdjustmentError::InvalidQuantity);
     }
-    let unit = charge.unit_amount_in_cents;
-    let total = unit
+    // Checked here, so the line's own product cannot saturate.
+    charge
+        .unit_amount_in_cents
         .checked_mul(quantity)
         .filter(|t| t.unsigned_abs() <= MAX_TOTAL_IN_CENTS)
         .ok_or(AdjustmentError::TooLarge)?;
-    let credit = unit < 0;
-    let new = NewAdjustment {
-        account_id: account.id,
-        subscription_uuid: None,
-        kind: if credit { AdjustmentKind::Credit } else { AdjustmentKind::Charge },
-        origin: if credit { "credit" } else { "debit" }.to_owned(),
-        description: charge.description.clone(),
-        accounting_code: charge.accounting_code.clone(),
-        product_code: charge.product_code.clone(),
-        currency,
-        unit_amount: unit,
-        quantity,
-        discount: 0,
-        tax: 0,
-        total,
-        tax_exempt: charge.tax_exempt,
-        tax_code: charge.tax_code.clone(),
-        credit_reason_code: charge.credit_reason_code.clone(),
-        start_date: Some(charge.start_date.unwrap_or(ctx.now)),
-        end_date: charge.end_date,
-        engine: None,
-        original_adjustment_id: None,
-        reversed_quantity: 0,
-    };
+    let new = line(
+        account.id,
+        &NewCharge { currency, quantity: Some(quantity), ..charge.clone() },
+        LineOrigin::Adjustment,
+        ctx.now,
+    );
     let Some(choice) = shipping else { return Ok(services.store.create_adjustment(ctx.site.id, &new, ctx.now).await?) };
     let resolved =
         shipping_addresses::resolve(services, ctx, account, choice).await.map_err(AdjustmentError::ShippingAddress)?;

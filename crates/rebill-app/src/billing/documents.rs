@@ -31,7 +31,8 @@ use rebill_store::credits::{CreditPayment, CreditPaymentAction};
 use rebill_store::invoices::{CollectionMethod, Invoice, InvoiceKind};
 
 use crate::billing::queries::{self, InvoiceDetails, ReadError};
-use crate::{Context, Services, platform::error::Missing, time};
+use crate::platform::error::Missing;
+use crate::{Context, Services, time};
 
 /// The PDF of the site's invoice `number`, written in `locale`.
 pub async fn invoice_pdf(

@@ -14,12 +14,14 @@ use rebill_billing::invoice::InvoiceOrigin;
 use rebill_billing::states::TransactionStatus;
 use rebill_store::StoreError;
 use rebill_store::accounts::{Account, AccountFields};
-use rebill_store::invoices::{AdjustmentKind, Invoice, InvoiceTerms, NewAdjustment, Transaction};
+use rebill_store::invoices::{Invoice, InvoiceTerms, Transaction};
 
+use crate::billing::adjustments::{self, LineOrigin, NewCharge};
 use crate::billing::invoicing::{self, Collect, Draft, PaymentSource};
 use crate::customers::payment_methods::{self, BillingRequest, PaymentMethodError};
 use crate::platform::error::BillingError;
-use crate::{Context, Services, platform::events};
+use crate::platform::events;
+use crate::{Context, Services};
 
 /// A one-off charge, checked by the caller (amount 1 cent to 10^12, ISO currency, a code).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -77,29 +79,20 @@ pub async fn charge_once(services: &Services, ctx: &Context, charge: &OneOffChar
         None => PaymentSource::of_account(services, &account).await?,
     };
     let source = source.ok_or(ChargeError::BillingInfoRequired)?;
-    let line = NewAdjustment {
-        account_id: account.id,
-        subscription_uuid: None,
-        kind: AdjustmentKind::Charge,
-        origin: "one_time".to_owned(),
+    let one_off = NewCharge {
+        unit_amount_in_cents: charge.amount_in_cents,
+        quantity: None,
+        currency: charge.currency.clone(),
         description: Some(charge.description.clone()),
         accounting_code: charge.accounting_code.clone(),
         product_code: charge.product_code.clone(),
-        currency: charge.currency.clone(),
-        unit_amount: charge.amount_in_cents,
-        quantity: 1,
-        discount: 0,
-        tax: 0,
-        total: charge.amount_in_cents,
         tax_exempt: charge.tax_exempt,
         tax_code: charge.tax_code.clone(),
         credit_reason_code: None,
-        start_date: Some(ctx.now),
+        start_date: None,
         end_date: None,
-        engine: None,
-        original_adjustment_id: None,
-        reversed_quantity: 0,
     };
+    let line = adjustments::line(account.id, &one_off, LineOrigin::ChargedAtOnce, ctx.now);
     let draft = Draft {
         lines: Vec::new(),
         extra: vec![line],

@@ -32,8 +32,9 @@ pub use rebill_store::coupons::{
 };
 
 use crate::platform::error::{AppError, FieldRefusal, Missing};
+use crate::platform::events;
 use crate::platform::subscription_documents::Loaded;
-use crate::{Context, Services, platform::events, time};
+use crate::{Context, Services, time};
 
 pub const COUPON_CREATED: &str = "coupon.created";
 pub const COUPON_UPDATED: &str = "coupon.updated";

@@ -32,10 +32,11 @@ use rebill_store::invoices::{
 use rebill_store::payments::{OfflinePayment as Recording, PaymentRecord};
 use rebill_store::{Mode, StoreError};
 
+use crate::billing::invoicing;
 use crate::billing::queries::{self, ReadError};
 use crate::platform::error::{AppError, FieldRefusal, Missing};
 use crate::platform::transaction_records;
-use crate::{Context, Services, billing::invoicing};
+use crate::{Context, Services};
 
 pub use rebill_store::payments::{MANUAL_GATEWAY_TYPE, is_offline, payment_kind};
 

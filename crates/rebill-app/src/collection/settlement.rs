@@ -14,9 +14,10 @@ use rebill_store::invoices::{Invoice, Transaction};
 use crate::billing::invoicing::{
     Collect, DUNNING_JOB, PaymentSource, attempt_key, attempted, charge, transition_events, without_retry,
 };
+use crate::collection::reactions;
 use crate::platform::error::AppError;
 use crate::platform::jobs::JobError;
-use crate::{Context, Services, collection::reactions};
+use crate::{Context, Services};
 
 /// Collected now (`collect`).
 const SETTLED_BY_COLLECTION: &str = "collection";

@@ -9,7 +9,8 @@ use rebill_store::shipping_addresses::ShippingFields;
 
 use crate::customers::payment_methods::{self, BillingRequest, Refusal};
 use crate::customers::shipping_addresses::{self, ShippingError};
-use crate::{Context, Services, platform::events};
+use crate::platform::events;
+use crate::{Context, Services};
 
 /// Why an account operation changed nothing (or, for [`AccountError::BillingInfo`] with a
 /// saved decline, kept the account but not its payment method).

@@ -16,7 +16,8 @@ use rebill_store::{Page, PageRequest, StoreError};
 use serde_json::json;
 
 use crate::platform::error::{AppError, FieldRefusal, Missing};
-use crate::{Context, Services, platform::events};
+use crate::platform::events;
+use crate::{Context, Services};
 
 /// Most addresses an account holds.
 pub const MAX_PER_ACCOUNT: usize = 20;

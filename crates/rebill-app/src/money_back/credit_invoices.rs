@@ -24,7 +24,8 @@ use serde_json::json;
 
 use crate::billing::queries::{self, ReadError};
 use crate::platform::error::{AppError, FieldRefusal, Missing};
-use crate::{Context, Services, platform::events};
+use crate::platform::events;
+use crate::{Context, Services};
 
 /// Kind of the event of a credit invoice whose balance was voided (subject: its number).
 pub const INVOICE_VOIDED: &str = "invoice.voided";

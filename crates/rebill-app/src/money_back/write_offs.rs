@@ -32,7 +32,9 @@ use crate::platform::jobs::JobError;
 
 /// The origin of a write-off credit invoice.
 pub const ORIGIN: &str = WRITE_OFF_ORIGIN;
-use crate::{Services, billing::invoicing, platform::events};
+use crate::Services;
+use crate::billing::invoicing;
+use crate::platform::events;
 
 /// The reaction to `invoice.failed`: writes the invoice off (see the module documentation).
 pub async fn on_invoice_failed(services: &Services, event: &Event) -> Result<(), JobError> {

@@ -23,27 +23,28 @@
 //! `gift_card_product.removed`; plus the invoice, transaction and credit events of the
 //! invoicing they use.
 
-use rebill_billing::collection::{Attempt, Collect};
+use rebill_billing::collection::Collect;
 use rebill_billing::invoice::InvoiceOrigin;
 use rebill_billing::states::TransactionStatus;
 use rebill_store::StoreError;
 use rebill_store::accounts::{Account, AccountFields};
-use rebill_store::invoices::{AdjustmentKind, Invoice, InvoiceTerms, NewAdjustment, NewInvoice, Transaction};
+use rebill_store::invoices::{Invoice, InvoiceTerms, NewAdjustment, NewInvoice, Transaction};
 use rebill_store::jobs::Job;
 use rebill_store::shipping_addresses::ShippingFields;
 use serde_json::json;
 
 pub use rebill_store::gift_cards::{Delivery, GiftCard, GiftCardFilter, GiftCardProduct};
 
+use crate::billing::adjustments::{self, LineOrigin, NewCharge};
 use crate::billing::invoicing::{self, Draft, PaymentSource};
 use crate::customers::payment_methods::{self, BillingRequest, PaymentMethodError, valid_currency};
 use crate::customers::shipping_addresses::ShippingChoice;
 use crate::platform::error::BillingError;
 use crate::platform::error::{AppError, FieldRefusal, Missing};
+use crate::platform::events;
 use crate::platform::jobs::JobError;
-use crate::platform::transaction_records;
 use crate::subscriptions::lifecycle::{CreateError, Loaded, Subscribe};
-use crate::{Context, Services, platform::events};
+use crate::{Context, Services};
 
 /// Kind of the job delivering a card at its `deliver_at` (subject: the card's id).
 pub const DELIVERY_JOB: &str = "gift_card_delivery";
@@ -396,19 +397,23 @@ pub async fn purchase(services: &Services, ctx: &Context, p: &Purchase) -> Resul
         return Err(GiftCardError::BillingInfoRequired);
     };
     let (invoice, card) = write_purchase(services, ctx, &account, &checked).await?;
-    let transaction = charge(services, ctx, &account, &invoice, &source).await?;
-    let approved = transaction.status() == TransactionStatus::Success;
-    let outcome = if approved { Attempt::Approved } else { Attempt::Declined };
-    let invoice = invoicing::attempted(
+    // Collected once, as every new invoice is: the card's face value is above zero, so the
+    // first collection charges `source`.
+    let (invoice, transaction) = invoicing::first_collection(
         services,
-        &invoice,
+        &ctx.site,
+        &account,
+        invoice,
         Collect::Once,
-        0,
-        outcome,
-        crate::platform::events::SETTLED_BY_INVOICING,
+        Some(source),
+        false,
         ctx.now,
     )
     .await?;
+    let Some(transaction) = transaction else {
+        return Err(GiftCardError::Internal(format!("gift card purchase invoice {} was not charged", invoice.uuid)));
+    };
+    let approved = transaction.status() == TransactionStatus::Success;
     let keep = approved || transaction.result.failure.as_ref().is_some_and(|f| f.error_code == "declined_saveable");
     if let Some(method) = requested.as_ref().filter(|_| keep) {
         payment_methods::save_requested(services, ctx, &account, method).await?;
@@ -460,29 +465,15 @@ async fn discard_if_new(services: &Services, ctx: &Context, account: &Account, c
 
 /// The gift-card line of a purchase: a one-time charge of the face value, tax exempt.
 fn purchase_line(account_id: i64, c: &Previewed, now: i64) -> NewAdjustment {
-    NewAdjustment {
-        account_id,
-        subscription_uuid: None,
-        kind: AdjustmentKind::Charge,
-        origin: "one_time".to_owned(),
-        description: Some("Gift card".to_owned()),
-        accounting_code: None,
-        product_code: Some(c.product_code.clone()),
+    let charge = NewCharge {
+        unit_amount_in_cents: c.unit_amount,
         currency: c.currency.clone(),
-        unit_amount: c.unit_amount,
-        quantity: 1,
-        discount: 0,
-        tax: 0,
-        total: c.unit_amount,
+        description: Some("Gift card".to_owned()),
+        product_code: Some(c.product_code.clone()),
         tax_exempt: Some(true),
-        tax_code: None,
-        credit_reason_code: None,
-        start_date: Some(now),
-        end_date: None,
-        engine: None,
-        original_adjustment_id: None,
-        reversed_quantity: 0,
-    }
+        ..NewCharge::default()
+    };
+    adjustments::line(account_id, &charge, LineOrigin::ChargedAtOnce, now)
 }
 
 /// Writes the purchase invoice and the card waiting for it (another code when the site has the
@@ -531,36 +522,6 @@ async fn write_purchase(
         }
     }
     Err(GiftCardError::Internal("no free redemption code after 5 draws".into()))
-}
-
-/// Charges the purchase invoice's balance to `source` once: the transaction recorded before the
-/// gateway is called and completed after it.
-async fn charge(
-    services: &Services,
-    ctx: &Context,
-    account: &Account,
-    invoice: &Invoice,
-    source: &PaymentSource,
-) -> Result<Transaction, GiftCardError> {
-    let key = invoicing::attempt_key(invoice, 0);
-    let gateway = services.gateway(ctx.site.id).await?;
-    let new = invoicing::purchase(
-        gateway.as_ref(),
-        account.id,
-        transaction_records::snapshot(account),
-        invoice,
-        source,
-        key,
-        false,
-    );
-    let (begun, resumed) = services.store.begin_transaction(ctx.site.id, &new, ctx.now).await?;
-    if begun.status() != TransactionStatus::Processing {
-        return Ok(begun);
-    }
-    let outcome = invoicing::gateway_purchase(services, gateway.as_ref(), &begun, source, resumed).await;
-    let result = transaction_records::result_of(&outcome, ctx.now);
-    let event = transaction_records::transaction_event(services, &begun, &result, ctx.now);
-    Ok(services.store.complete_transaction(begun.id, &result, ctx.now, &[event]).await?)
 }
 
 fn card_event(
@@ -683,29 +644,16 @@ pub async fn redeem(
 
 /// The credit line of a redemption.
 fn credit_line(account_id: i64, card: &GiftCard, now: i64) -> NewAdjustment {
-    NewAdjustment {
-        account_id,
-        subscription_uuid: None,
-        kind: AdjustmentKind::Credit,
-        origin: "credit".to_owned(),
-        description: Some(format!("Gift card {}", card.redemption_code)),
-        accounting_code: None,
-        product_code: Some(card.product_code.clone()),
+    let credit = NewCharge {
+        unit_amount_in_cents: -card.unit_amount,
         currency: card.currency.clone(),
-        unit_amount: -card.unit_amount,
-        quantity: 1,
-        discount: 0,
-        tax: 0,
-        total: -card.unit_amount,
+        description: Some(format!("Gift card {}", card.redemption_code)),
+        product_code: Some(card.product_code.clone()),
         tax_exempt: Some(true),
-        tax_code: None,
         credit_reason_code: Some("gift_card".to_owned()),
-        start_date: Some(now),
-        end_date: None,
-        engine: None,
-        original_adjustment_id: None,
-        reversed_quantity: 0,
-    }
+        ..NewCharge::default()
+    };
+    adjustments::line(account_id, &credit, LineOrigin::Adjustment, now)
 }
 
 /// The invoice holding a card's credit for `account`: credit (Credit Memos) or legacy, origin

@@ -23,22 +23,21 @@ use rebill_billing::collection::Collect;
 use rebill_billing::invoice::{InvoiceOrigin, LineItem};
 use rebill_store::StoreError;
 use rebill_store::accounts::{Account, AccountFields};
-use rebill_store::invoices::{
-    Adjustment, AdjustmentKind, CollectionMethod, InvoiceKind, InvoiceTerms, NewAdjustment, Transaction,
-};
+use rebill_store::invoices::{Adjustment, CollectionMethod, InvoiceKind, InvoiceTerms, NewAdjustment, Transaction};
 use rebill_store::shipping_addresses::ShippingFields;
 use rebill_store::subscriptions::{NewSubscriptionRecord, SubscriptionClaim};
 
-use crate::billing::adjustments::{MAX_QUANTITY, MAX_TOTAL_IN_CENTS};
+use crate::billing::adjustments::{self, LineOrigin, MAX_QUANTITY, MAX_TOTAL_IN_CENTS, NewCharge};
 use crate::billing::invoicing::{self, Draft, Invoiced, PaymentSource, Preview};
 use crate::catalog::coupons::{self, CouponError, CouponView};
 use crate::customers::payment_methods::{self, BillingRequest, PaymentMethodError, valid_currency};
 use crate::customers::shipping_addresses::{self, Resolved, ShippingChoice, ShippingError};
 use crate::platform::error::BillingError;
 use crate::platform::error::{AppError, FieldRefusal, SubscriptionError};
+use crate::platform::events;
 use crate::selling::gift_cards::{self, GiftCardError};
 use crate::subscriptions::lifecycle::{self as subscriptions, CLAIM_SECONDS, Details, Drafted};
-use crate::{Context, Services, platform::events};
+use crate::{Context, Services};
 
 /// One subscription of a purchase, drafted by the engine (`subscriptions::draft`).
 #[derive(Debug)]
@@ -212,31 +211,20 @@ pub fn check(p: &Purchase) -> Vec<FieldRefusal> {
 
 /// The one-off line of `a` for `account_id` at `now`.
 fn one_off_line(account_id: i64, currency: &str, a: &OneOff, now: i64) -> NewAdjustment {
-    let quantity = a.quantity.unwrap_or(1);
-    let credit = a.unit_amount_in_cents < 0;
-    NewAdjustment {
-        account_id,
-        subscription_uuid: None,
-        kind: if credit { AdjustmentKind::Credit } else { AdjustmentKind::Charge },
-        origin: if credit { "credit" } else { "debit" }.to_owned(),
+    let charge = NewCharge {
+        unit_amount_in_cents: a.unit_amount_in_cents,
+        quantity: a.quantity,
+        currency: currency.to_owned(),
         description: a.description.clone(),
         accounting_code: a.accounting_code.clone(),
         product_code: a.product_code.clone(),
-        currency: currency.to_owned(),
-        unit_amount: a.unit_amount_in_cents,
-        quantity,
-        discount: 0,
-        tax: 0,
-        total: a.unit_amount_in_cents.saturating_mul(quantity),
         tax_exempt: a.tax_exempt,
         tax_code: a.tax_code.clone(),
         credit_reason_code: a.credit_reason_code.clone(),
-        start_date: Some(now),
+        start_date: None,
         end_date: None,
-        engine: None,
-        original_adjustment_id: None,
-        reversed_quantity: 0,
-    }
+    };
+    adjustments::line(account_id, &charge, LineOrigin::Adjustment, now)
 }
 
 /// The engine lines of every subscription's first charges, in the order of the purchase.

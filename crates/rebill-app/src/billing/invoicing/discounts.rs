@@ -15,8 +15,9 @@ use serde_json::json;
 
 use super::Preview;
 use crate::catalog::coupons::{CouponView, INVOICE_DISCOUNTED, applies_to_plan};
+use crate::platform::events;
 use crate::platform::subscription_documents::Loaded;
-use crate::{Context, Services, platform::events};
+use crate::{Context, Services};
 
 /// The redemptions of an account an invoice made at `at` uses, with their terms, oldest first;
 /// answers also those that lapsed (temporal ones past their window).

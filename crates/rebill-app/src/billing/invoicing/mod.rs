@@ -345,7 +345,7 @@ pub async fn invoice(
 /// the recorded attempt is found by its key, and one still `processing` asks the gateway again
 /// under the transaction's own idempotency key.
 #[allow(clippy::too_many_arguments)]
-async fn first_collection(
+pub(crate) async fn first_collection(
     state: &Services,
     site: &Site,
     account: &Account,
