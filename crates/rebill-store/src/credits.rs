@@ -389,11 +389,11 @@ impl Work {
         let sql = format!(
             "SELECT {} FROM invoices WHERE account_id = $1 AND currency = $2 AND balance < 0 \
              ORDER BY created_at, id{}",
-            crate::invoices::INVOICE_COLUMNS,
+            crate::invoices::rows::INVOICE_COLUMNS,
             self.backend.for_update()
         );
         let rows = sqlx::query(&sql).bind(account_id).bind(currency).fetch_all(&mut *self.tx).await?;
-        rows.iter().map(crate::invoices::invoice_from_row).collect()
+        rows.iter().map(crate::invoices::rows::invoice_from_row).collect()
     }
 
     /// Pays what it can of the charge invoice `invoice` (made in this work) with the account's
@@ -468,9 +468,9 @@ impl Work {
         if !self.lock_invoice(id).await? {
             return Ok(None);
         }
-        let sql = format!("SELECT {} FROM invoices WHERE id = $1", crate::invoices::INVOICE_COLUMNS);
+        let sql = format!("SELECT {} FROM invoices WHERE id = $1", crate::invoices::rows::INVOICE_COLUMNS);
         let row = sqlx::query(&sql).bind(id).fetch_optional(&mut *self.tx).await?;
-        row.as_ref().map(crate::invoices::invoice_from_row).transpose()
+        row.as_ref().map(crate::invoices::rows::invoice_from_row).transpose()
     }
 
     /// Locks the invoice `id` for this work (PostgreSQL `FOR UPDATE`; SQLite's one writer holds
@@ -567,12 +567,12 @@ impl Store {
     pub async fn crediting_invoices(&self, invoice_id: i64) -> Result<Vec<Invoice>, StoreError> {
         let rows = sqlx::query(&format!(
             "SELECT {} FROM invoices WHERE original_invoice_id = $1 ORDER BY created_at, id",
-            crate::invoices::INVOICE_COLUMNS
+            crate::invoices::rows::INVOICE_COLUMNS
         ))
         .bind(invoice_id)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(crate::invoices::invoice_from_row).collect()
+        rows.iter().map(crate::invoices::rows::invoice_from_row).collect()
     }
 }
 
@@ -603,12 +603,12 @@ impl Store {
         conditions.after(page);
         let sql = format!(
             "SELECT {} FROM invoices{}{}",
-            crate::invoices::INVOICE_COLUMNS,
+            crate::invoices::rows::INVOICE_COLUMNS,
             conditions.sql(),
             order_and_limit(page)
         );
         let rows = conditions.bind(sqlx::query(&sql)).fetch_all(&self.reads).await?;
-        let items = rows.iter().map(crate::invoices::invoice_from_row).collect::<Result<Vec<_>, _>>()?;
+        let items = rows.iter().map(crate::invoices::rows::invoice_from_row).collect::<Result<Vec<_>, _>>()?;
         Ok(into_page(items, page, total, |i| i.position(page.sort)))
     }
 
@@ -658,12 +658,12 @@ impl Store {
         conditions.after(page);
         let sql = format!(
             "SELECT {} FROM adjustments{}{}",
-            crate::invoices::ADJUSTMENT_COLUMNS,
+            crate::invoices::rows::ADJUSTMENT_COLUMNS,
             conditions.sql(),
             order_and_limit(page)
         );
         let rows = conditions.bind(sqlx::query(&sql)).fetch_all(&self.reads).await?;
-        let items = rows.iter().map(crate::invoices::adjustment_from_row).collect::<Result<Vec<_>, _>>()?;
+        let items = rows.iter().map(crate::invoices::rows::adjustment_from_row).collect::<Result<Vec<_>, _>>()?;
         let items = self.with_addresses(items).await?;
         Ok(into_page(items, page, total, |a| a.position(page.sort)))
     }

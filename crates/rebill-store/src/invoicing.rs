@@ -31,6 +31,7 @@ use crate::{Store, StoreError, flag};
 
 use rebill_billing::states::{InvoiceState, TransactionStatus};
 
+use crate::invoices::rows::*;
 use crate::invoices::*;
 
 impl Store {

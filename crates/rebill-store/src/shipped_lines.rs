@@ -7,7 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use sqlx::Row;
 
-use crate::invoices::{ADJUSTMENT_COLUMNS, Adjustment, NewAdjustment, adjustment_from_row, insert_adjustment};
+use crate::invoices::rows::{ADJUSTMENT_COLUMNS, adjustment_from_row, insert_adjustment};
+use crate::invoices::{Adjustment, NewAdjustment};
 use crate::shipping_addresses::{ShippingAddress, addresses_by_id, details_shipping_address};
 use crate::work::Work;
 use crate::{Store, StoreError};
