@@ -16,6 +16,7 @@
 
 use rebill_billing::states::{InvoiceState, InvoiceTransition, TransactionStatus};
 
+use crate::billing_info::PaymentKind;
 use crate::events::NewEvent;
 use crate::invoices::{
     CollectionMethod, Invoice, InvoiceChange, InvoiceKind, InvoiceStateChange, NewTransaction, Transaction,
@@ -36,8 +37,7 @@ pub fn is_offline(transaction: &Transaction) -> bool {
 /// The billing info type an offline payment's transaction is stored with: a card payment taken
 /// outside rebill is a card's, every other method (check, wire transfer, money order, EFT,
 /// PayPal, other) a bank account's. The method itself is the transaction's `payment_method`.
-pub fn payment_kind(payment_method: &str) -> crate::billing_info::PaymentKind {
-    use crate::billing_info::PaymentKind;
+pub fn payment_kind(payment_method: &str) -> PaymentKind {
     if payment_method == "credit_card" { PaymentKind::CreditCard } else { PaymentKind::BankAccount }
 }
 

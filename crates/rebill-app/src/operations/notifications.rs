@@ -161,6 +161,19 @@ async fn shipping_notification(
     Ok(vec![(kind, body)])
 }
 
+/// A postal address as a notification writes it.
+fn address_fields(a: &rebill_store::accounts::AddressFields) -> payload::AddressFields<'_> {
+    payload::AddressFields {
+        address1: a.address1.as_deref(),
+        address2: a.address2.as_deref(),
+        city: a.city.as_deref(),
+        state: a.state.as_deref(),
+        zip: a.zip.as_deref(),
+        country: a.country.as_deref(),
+        phone: a.phone.as_deref(),
+    }
+}
+
 /// `<gift_card>` (alone, as the original) of a gift card notification; `balance` for the
 /// updated-balance kind.
 fn gift_card_notification(
@@ -169,7 +182,6 @@ fn gift_card_notification(
     balance: Option<i64>,
 ) -> Notification {
     let d = &card.delivery;
-    let a = &d.address;
     let fields = payload::GiftCardFields {
         redemption_code: &card.redemption_code,
         id: card.id,
@@ -185,15 +197,7 @@ fn gift_card_notification(
             deliver_at: d.deliver_at,
             first_name: d.first_name.as_deref(),
             last_name: d.last_name.as_deref(),
-            address: payload::AddressFields {
-                address1: a.address1.as_deref(),
-                address2: a.address2.as_deref(),
-                city: a.city.as_deref(),
-                state: a.state.as_deref(),
-                zip: a.zip.as_deref(),
-                country: a.country.as_deref(),
-                phone: a.phone.as_deref(),
-            },
+            address: address_fields(&d.address),
             gifter_name: d.gifter_name.as_deref(),
             personal_message: d.personal_message.as_deref(),
         },
@@ -369,20 +373,19 @@ fn invoice_element(
         (payload::InvoiceShape::Legacy, InvoiceState::Paid) => "collected",
         (_, state) => state.as_str(),
     };
-    let a = &invoice.amounts;
-    let a_ = &account.fields.address;
+    let amounts = &invoice.amounts;
     let fields = payload::InvoiceFields {
         uuid: &invoice.uuid,
         state,
         origin: &invoice.origin,
         invoice_number: invoice.invoice_number,
         currency: &invoice.currency,
-        balance_in_cents: a.balance,
-        total_in_cents: a.total,
-        tax_in_cents: a.tax,
-        subtotal_in_cents: a.subtotal_after_discount,
-        subtotal_before_discount_in_cents: a.subtotal_before_discount,
-        discount_in_cents: a.discount,
+        balance_in_cents: amounts.balance,
+        total_in_cents: amounts.total,
+        tax_in_cents: amounts.tax,
+        subtotal_in_cents: amounts.subtotal_after_discount,
+        subtotal_before_discount_in_cents: amounts.subtotal_before_discount,
+        discount_in_cents: amounts.discount,
         subscription_ids: subscription_ids.iter().map(String::as_str).collect(),
         customer_notes: invoice.terms.customer_notes.as_deref(),
         created_at: invoice.created_at,
@@ -394,15 +397,7 @@ fn invoice_element(
         net_terms: invoice.terms.net_terms,
         collection_method: invoice.terms.collection_method.as_str(),
         // The account's address, as the invoice's own address shows it in the API.
-        address: payload::AddressFields {
-            address1: a_.address1.as_deref(),
-            address2: a_.address2.as_deref(),
-            city: a_.city.as_deref(),
-            state: a_.state.as_deref(),
-            zip: a_.zip.as_deref(),
-            country: a_.country.as_deref(),
-            phone: a_.phone.as_deref(),
-        },
+        address: address_fields(&account.fields.address),
     };
     match dunning {
         Some(dunning) => payload::dunning_invoice(&fields, shape, dunning),

@@ -5,8 +5,7 @@ use crate::{Mode, NewSite, Plan};
 #[tokio::test]
 async fn endpoints_are_added_listed_limited_and_removed() {
     for store in both_backends("webhook_endpoints").await {
-        let new =
-            NewSite { name: "acme".into(), mode: Mode::Sandbox, plan: Plan::Core, credit_memos: false, contact: None };
+        let new = acme();
         let (site, _) = store.create_site(&new, 100).await.expect("site");
         let kinds = vec!["new_account_notification".to_owned(), "paid_charge_invoice_notification".to_owned()];
         let first = store
@@ -25,13 +24,7 @@ async fn endpoints_are_added_listed_limited_and_removed() {
             .expect("add");
         assert_eq!(first.kinds.as_deref(), Some(kinds.as_slice()));
         assert!(first.takes("new_account_notification") && !first.takes("new_subscription_notification"));
-        let plain = NewEndpoint {
-            url: "http://127.0.0.1:9/h",
-            http_user: None,
-            http_password_sealed: None,
-            kinds: None,
-            secret_sealed: "s",
-        };
+        let plain = plain_endpoint();
         for _ in 1..MAX_ENDPOINTS {
             let e = store.add_webhook_endpoint(site.id, &plain, 300).await.expect("add");
             assert!(e.takes("anything_notification"), "no kinds: every kind");
@@ -55,16 +48,9 @@ async fn endpoints_are_added_listed_limited_and_removed() {
 #[tokio::test]
 async fn an_endpoints_deliveries_are_claimed_in_order_by_runs() {
     for store in both_backends("webhook_runs").await {
-        let new =
-            NewSite { name: "acme".into(), mode: Mode::Sandbox, plan: Plan::Core, credit_memos: false, contact: None };
+        let new = acme();
         let (acme, _) = store.create_site(&new, 100).await.expect("site");
-        let plain = NewEndpoint {
-            url: "http://127.0.0.1:9/h",
-            http_user: None,
-            http_password_sealed: None,
-            kinds: None,
-            secret_sealed: "s",
-        };
+        let plain = plain_endpoint();
         let e1 = store.add_webhook_endpoint(acme.id, &plain, 100).await.expect("endpoint");
         let event = crate::events::NewEvent {
             kind: "account.created".to_owned(),
@@ -138,17 +124,10 @@ async fn an_endpoints_deliveries_are_claimed_in_order_by_runs() {
 #[tokio::test]
 async fn failed_deliveries_are_redelivered() {
     for store in both_backends("webhook_redeliver").await {
-        let new =
-            NewSite { name: "acme".into(), mode: Mode::Sandbox, plan: Plan::Core, credit_memos: false, contact: None };
+        let new = acme();
         let (acme, _) = store.create_site(&new, 100).await.expect("site");
         let (globex, _) = store.create_site(&NewSite { name: "globex".into(), ..new }, 100).await.expect("site");
-        let plain = NewEndpoint {
-            url: "http://127.0.0.1:9/h",
-            http_user: None,
-            http_password_sealed: None,
-            kinds: None,
-            secret_sealed: "s",
-        };
+        let plain = plain_endpoint();
         let e1 = store.add_webhook_endpoint(acme.id, &plain, 100).await.expect("endpoint");
         let e2 = store.add_webhook_endpoint(acme.id, &plain, 100).await.expect("endpoint");
         let g1 = store.add_webhook_endpoint(globex.id, &plain, 100).await.expect("endpoint");
@@ -250,5 +229,21 @@ async fn failed_deliveries_are_redelivered() {
         let retrying = store.webhook_deliveries(acme.id, Some(e1.id), Some(DeliveryState::Retrying)).await;
         let retrying = retrying.expect("list");
         assert_eq!((retrying[0].0.attempts, retrying[0].1.len(), retrying[0].0.next_attempt_at), (2, 2, 3_000));
+    }
+}
+
+/// A sandbox site named acme.
+fn acme() -> NewSite {
+    NewSite { name: "acme".into(), mode: Mode::Sandbox, plan: Plan::Core, credit_memos: false, contact: None }
+}
+
+/// An endpoint taking every kind, without credentials, at a port nothing listens on.
+fn plain_endpoint() -> NewEndpoint<'static> {
+    NewEndpoint {
+        url: "http://127.0.0.1:9/h",
+        http_user: None,
+        http_password_sealed: None,
+        kinds: None,
+        secret_sealed: "s",
     }
 }
