@@ -1,4 +1,5 @@
-//! Helpers shared by the cross-crate tests.
+//! Helpers shared by the cross-crate tests (`rebill-tests`): the workspace root, the API versions
+//! and site feature sets every wire test runs over, and the wire contexts built from them.
 
 use std::path::{Path, PathBuf};
 

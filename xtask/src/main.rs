@@ -1,5 +1,10 @@
 //! `cargo xtask regen [--check]`, `cargo xtask test`, `cargo xtask xml`,
 //! `cargo xtask load-bench` and `cargo xtask renewal-bench`.
+//!
+//! `regen` runs `rebill-codegen` over `schema/` (`--check` fails on any stale generated file);
+//! `test` is the command CI runs; the others run `rebill-transcode` and the benchmarks of
+//! `rebill-load-bench`. xtask depends on the schema loader and the generator only, never on
+//! `rebill-models`, so that regen works while the generated code is broken.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

@@ -19,7 +19,55 @@
 //! | [`catalog`] | plans, add-ons, coupons and redemptions |
 //! | [`platform`] | errors, the context, events, jobs, gateways and transaction records, subscription documents, sites, tokens |
 //!
+//! `customers` and `catalog` share a layer. Inside each capability its submodules are ranked the
+//! same way (`APP_INSIDE` in `tests/modules.rs`). Why the cut falls where it does is explained in
+//! `ARCHITECTURE.md`, "rebill-app by capability".
+//!
 //! The crate root holds [`Services`] and the clocks.
+//!
+//! # Services
+//!
+//! - The [`Store`]: every read and write goes through it.
+//! - Each site's gateway, resolved per call by [`Services::gateway`]: the configured one (built by
+//!   the [`GatewayBuilder`](platform::gateways::GatewayBuilder) the binary provides; this crate
+//!   knows no gateway's wire), else the sandbox gateway on sandbox sites and a gateway declining
+//!   `no_gateway` on production sites ([`platform::gateways`]). Every call is bounded by
+//!   [`Services::gateway_timeout`]: one that does not answer in time is a `gateway_timeout`
+//!   decline.
+//! - The vault sealing what tokens hold, gateway keys and webhook secrets.
+//! - The service [`Clock`] ([`SystemClock`]; [`FileClock`] reads "now" from a file, for
+//!   end-to-end tests). A sandbox site's "now" is the service clock plus its offset; a scheduled
+//!   job runs at its own due time.
+//!
+//! # Errors
+//!
+//! Each use case answers its own precise error type. Each converts (`From`) into
+//! [`AppError`](platform::error::AppError), which classifies it for an adapter: not found (what,
+//! by which key), refused (field errors), declined by the gateway (with the transaction),
+//! conflict or busy, or internal (the source kept for the log). The server answers an `AppError`
+//! by its kind where an endpoint has no more precise document.
+//!
+//! # Events and reactions
+//!
+//! Every business change records its domain events in the database transaction that makes it
+//! ([`platform::events`]). What follows a change in another capability runs from those events,
+//! not from a call up the directions: a paid or failed invoice reaches its subscriptions, and a
+//! failed charge invoice its write-off, through [`collection::reactions`], which the use case
+//! that recorded the event drains before it returns and the scheduler sweeps after a crash.
+//! Notifications to webhook endpoints are made from the same rows ([`operations::webhooks`]).
+//!
+//! # Tests
+//!
+//! `tests/` runs the use cases in process on both backends with the harness of
+//! `operations::testing` (feature `testing`: a clock the test moves, a gateway that declines,
+//! cannot be reached or never answers on demand). Among them: `failure_injection.rs` (a decline,
+//! an unreachable or silent gateway in the middle of a batch of renewals, and a run that dies
+//! between recording its transactions and completing them: nothing is charged or invoiced twice),
+//! `renewal_paths.rs` (every renewal branch one job at a time, in one batch and through the
+//! general path leaves the same rows), `events.rs` (the event of every operation, and a reaction
+//! interrupted after its event), `refund_recovery.rs` (refunds, voids and payouts whose run died
+//! at the gateway, finished once by the recovery job) and `adapter_use_cases.rs` (the catalogue,
+//! adjustments, reads, tokens and sites).
 
 pub mod billing;
 pub mod catalog;

@@ -1,6 +1,26 @@
-//! `rebill`: administration of sites, private and public keys and the alert outbox, on the
-//! embedded SQLite database (default `sqlite://./rebill.db`) or PostgreSQL. Every command that
-//! creates a secret prints it once; `--json` prints one JSON object for scripts.
+//! `rebill`: the service binary and its administration commands, on the embedded SQLite
+//! database (default `sqlite://./rebill.db`) or PostgreSQL (`--database`, `REBILL_DATABASE`).
+//!
+//! This is the composition root. `serve` builds the use cases' `rebill_app::Services` (the store,
+//! the vault key file, the gateways with the builder of `gateway.rs`, which alone knows
+//! `rebill-gateway-stripe`) and starts the HTTP service (`rebill_server::serve`, which runs the
+//! scheduler), the mailer of alert e-mails, the purge of expired tokens and the webhook worker
+//! with the server's HTTP poster. On an empty database it first creates a sandbox site and prints
+//! its keys once.
+//!
+//! The other commands: `site create/list/update`, `keys list/create/regenerate` (private keys,
+//! numbered per site), `public-key show/regenerate`, `alerts list`, `clock` (moving a sandbox
+//! site's clock on, through `rebill_app::operations::clock`), `gift-cards products`, `gateway
+//! set/show/remove` (a site's real gateway, its key read from a file and sealed with the vault
+//! key) and `webhooks add/list/remove/deliveries/redeliver`. Business rules live in `rebill-app`,
+//! `rebill-billing` and the store, never here. Every command that creates a secret prints it
+//! once; `--json` prints one JSON object for scripts. `REBILL_CLOCK_FILE` makes every command read
+//! "now" from a file, so that end-to-end tests can move time.
+//!
+//! The end-to-end suites in `tests/` drive this binary over raw HTTP on both backends (through
+//! `rebill-testkit`), including the official Python v2 client (`tests/python_client.rs`, pinned in
+//! `tests/python/requirements.txt`), the Rust client, concurrent money operations
+//! (`tests/races.rs`) and a Stripe stand-in losing answers (`tests/stripe.rs`).
 
 mod gateway;
 mod webhooks;

@@ -29,6 +29,15 @@
 //!
 //! The API version decides the element names written and read: a client pinned at 2.9 reads
 //! `subtotal_in_cents` as the amount before discount, one at 2.10 as after.
+//!
+//! The transport (reqwest with rustls) sends the private key as HTTP Basic, `X-Api-Version` and
+//! `User-Agent`, keeps the `X-RateLimit-*` headers of the last answer, waits on 429 until the reset
+//! only when asked to, and retries GET and HEAD on 502, 503 and connection errors a bounded number
+//! of times with jittered backoff; writes are never retried. A response whose resource changes at
+//! a version is answered by version ([`ByVersion`]). This crate depends on nothing of the service:
+//! only the models, the wire format and HTTP. Tested against a scripted server
+//! (`tests/transport.rs`) and against the real binary on both backends (`rebill-cli`'s
+//! `tests/rust_client.rs`); the examples are `subscribe`, `page_invoices` and `pause_resume`.
 
 #![warn(missing_docs)]
 

@@ -4,6 +4,12 @@
 //! workspace root. [`stale_files`] and [`write()`] compare with / update a checkout; `cargo xtask regen`
 //! and the drift test use them. The client's endpoint methods (`rebill-client`) come from
 //! the `client` module under the same regen and check.
+//!
+//! What it writes: one file per resource in `rebill-models` (its structs and enums with their
+//! `#[xml(...)]` attributes, `MAX_LENGTHS` and the `Validate` impl), the models' `mod.rs` and
+//! `api.rs` (the endpoint table), the runtime's version table ([`VERSIONS_FILE`]), the API
+//! reference [`API_DOC`], and one file per resource group of client methods. Only `xtask` and the
+//! tests depend on this crate.
 
 use std::path::{Path, PathBuf};
 

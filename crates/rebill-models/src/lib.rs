@@ -12,6 +12,29 @@
 //! let xml = to_xml(&account, &ctx, Mode::Response);
 //! assert!(xml.contains(r#"<account href="https://api.rebill.test/v2/accounts/a1">"#));
 //! ```
+//!
+//! This crate is the wire contract the service and `rebill-client` share; it knows neither
+//! storage nor HTTP. Besides the resources, the generated code holds the endpoint table
+//! (`api::ENDPOINTS`, `api::EndpointId`, and one [`ApiEndpoint`] marker type per endpoint naming
+//! its request and response bodies, with [`LaterResponse`] for a response that changes at a
+//! version), `RESOURCES` and `transcode`. Hand-written beside it:
+//!
+//! - [`endpoint`]: the table's types, route matching, path rendering and `Allow` lists.
+//! - [`validate`]: the [`Validation`](validate::Validation) walker the generated `Validate` impls
+//!   drive, the 422 `<errors>` and 400 `invalid_xml` documents and single-error refusals.
+//! - [`rules`]: the request rules that are not declarative (nothing but `currency` beside a
+//!   `token_id`, the external refund fields, purchases). A rule the schema can declare belongs in
+//!   the schema.
+//!
+//! # Request validation
+//!
+//! Every string a request can carry is bounded: its declared `max_length`, else 255 characters,
+//! codes 50 (listed per struct as `MAX_LENGTHS`, which the token endpoint also applies to the form
+//! fields that map to `billing_info` fields; 422 `too_long`). Codes used in paths (`format =
+//! "code"`) hold only ASCII letters, digits and [`validate::CODE_CHARACTERS`], never `..`
+//! (422 `invalid`). Both name the field path (`subscription.account.account_code`). Characters
+//! XML forbids in a path parameter or a query value are refused at routing by the service, with
+//! the reader's own check (`rebill_xml::reader::find_forbidden`).
 
 pub mod endpoint;
 pub mod rules;

@@ -1,4 +1,4 @@
-//! Invoice, adjustment and transaction endpoints, over the store and [`crate::billing`].
+//! Invoice, adjustment and transaction endpoints, calling `rebill-app` through [`crate::billing`].
 //!
 //! | Endpoint | Behaviour |
 //! |---|---|

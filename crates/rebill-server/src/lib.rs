@@ -1,12 +1,56 @@
-//! The rebill HTTP service. Every `/v2/` request passes the protocol rules of the spec as
-//! middleware layers (see [`layers`]): body size 413, `Accept` 406, `X-Api-Version` 400 and
+//! The rebill HTTP service: the adapter between the wire and the use cases of `rebill-app`.
+//!
+//! Every `/v2/` request passes the protocol rules of the spec as middleware layers (see
+//! [`layers`]), in a fixed order: body size 413, `Accept` 406, `X-Api-Version` 400 and
 //! deprecation headers, HTTP Basic 401, rate limit 429 with `X-RateLimit-*`, site standing 402,
-//! read-only keys 403, `Content-Type` 415. Routing then uses the generated endpoint table (see
-//! [`dispatch`]): 404 for unknown routes and routes newer than the version, 405 with `Allow`,
-//! the endpoint's handler, or 501 naming an endpoint not built yet — never a fake success.
-//! [`wire`] serves HTTP/1.1 with canonical header names and a bound on open connections; around
-//! everything, a request body must arrive within a deadline (408) and every request is logged
-//! in one line.
+//! read-only keys 403, `Content-Type` 415, `ETag`/304 on GETs; handlers never re-check them.
+//! Routing then uses the generated endpoint table (`dispatch`): 404 for unknown routes and
+//! routes newer than the version, 405 with `Allow`, the endpoint's handler, or 501 naming an
+//! endpoint not built yet — never a fake success. [`wire`] serves HTTP/1.1 with header names
+//! spelled as clients expect, at most [`Config::max_connections`] open connections and a 30 s
+//! limit on request heads; around everything, a request body must arrive within
+//! [`Config::body_timeout`] (408), a panic is a 500 that names no internals, and every request is
+//! logged in one line (never a header, a body or a query value outside a few list parameters).
+//!
+//! # Handlers are adapters
+//!
+//! A handler decodes its request, calls one use case and encodes the answer. `handlers` binds
+//! each built endpoint's id to its handler through the marker type of the same name
+//! (`EndpointId::CreateAccount` → `Routed<api::CreateAccount>`), so a handler can decode only the
+//! request body its table entry names and answer only its response body (or the later one from
+//! the version the table names), with the table's status; another body type does not compile.
+//! Handlers never call the store: they name domain values through `rebill_app::platform::model`
+//! and `rebill-billing`, and only [`layers`] (authentication, rate limits, site standing) and
+//! the shared state ([`AppState`]) use `rebill-store` (checked by `tests/layering.rs`). A use
+//! case's `AppError` is answered by its kind ([`respond::app_error`]: 404 naming what is missing,
+//! 422 field errors, 500 with the cause only logged) where an endpoint has no more precise
+//! document. Hrefs and `Location` use [`Config::public_url`] when set, else the `Host` header.
+//!
+//! # Modules, by layer
+//!
+//! Top to bottom; a module names only its own layer or lower ones (checked by
+//! `tests/modules.rs`): the router (this file) and the routes outside the API table
+//! (`demo`, [`sandbox`]); [`layers`]; `dispatch`; `handlers`; the endpoint modules, which share
+//! only the helpers below and never import each other (`accounts`, `billing_info`, `coupons`,
+//! `gift_cards`, `invoices`, `payments`, `plans`, `purchases`, `shipping_addresses`,
+//! `subscriptions`, [`tokens`], [`js_library`], [`webhook_poster`]); the helpers `request` and
+//! `views`, then `lists`, then [`respond`] and [`wire`]; and `state` at the bottom.
+//!
+//! # Outside `/v2/`
+//!
+//! - [`tokens`]: the client-side library's token endpoint (`/js/v1`, JSON or JSONP, CORS), over
+//!   `rebill_app::platform::tokens`; its answers carry no links.
+//! - [`js_library`]: the library itself, embedded in the binary (`/js/v4/service.js`, the hosted
+//!   field page with its own CSP, the `/js/v1` helper endpoints). Card fields are frames of
+//!   rebill's origin that request the token themselves; the page gets only field states and the
+//!   token id. The sources are in `js/`.
+//! - [`sandbox`]: `POST /sandbox/clock`, a sandbox site moving its clock on, over
+//!   `rebill_app::operations::clock`; its answer has no hrefs.
+//! - `demo`: the demo checkout page (`rebill serve --demo`), calling the API inside rebill as the
+//!   first sandbox site, never handing a key to the page.
+//! - [`webhook_poster`]: the HTTP poster of webhook deliveries.
+//!
+//! [`serve`] also runs `rebill_app::operations::scheduler` in the background.
 
 mod accounts;
 mod billing_info;

@@ -6,7 +6,7 @@
 //!    process on the database, answers 422 `simultaneous_request`);
 //! 2. catch up with what became due up to "now" (`next_due` / `advance`, one charge per
 //!    renewal), then apply the action;
-//! 3. save the new value, the history entry and the charges in one transaction;
+//! 3. save the new value, its events and the charges in one transaction;
 //! 4. invoice every charge not invoiced yet (`billing::invoice`, one invoice per charge)
 //!    and record its invoice: a charge saved but not invoiced (a crash in between) is invoiced by
 //!    the next change or job, and an invoiced one is never invoiced again;

@@ -1,9 +1,77 @@
-//! rebill storage. One layer, two backends chosen by the database URL: SQLite (embedded
-//! default, `sqlite://./rebill.db`, WAL) and PostgreSQL (`postgres://…`, the scale-out store).
-//! Both run their own migrations (`migrations/sqlite`, `migrations/postgres`) on connect.
+//! rebill storage: every table of the service behind one [`Store`], on SQLite (the embedded
+//! default, `sqlite://./rebill.db`, WAL) or PostgreSQL (`postgres://…`, the scale-out store),
+//! chosen by the database URL. Each backend runs its own migrations on connect
+//! (`migrations/sqlite`, `migrations/postgres`); a test checks that the two trees are the same
+//! once the dialect's token pairs are normalised.
 //!
-//! Today it holds sites, their API keys (stored only as SHA-256 hashes) and the alert outbox.
-//! Times are UTC epoch seconds, passed in by the caller so that tests can move the clock.
+//! The store knows neither HTTP nor XML nor the use cases above it (`rebill-app`): it takes and
+//! answers plain rows, and the documents the service hands it (a subscription's engine value,
+//! event payloads, charge lines) as text, stored with their layout version and read back as given.
+//!
+//! # Rules every module keeps
+//!
+//! - **One SQL text for both backends.** The `sqlx` `Any` types are named only in `db.rs`; every
+//!   difference between SQLite and PostgreSQL (URL, connections and durability, `SKIP LOCKED`,
+//!   `synchronous_commit`, placeholders of long statements, index hints) is in `dialect.rs`.
+//! - **One write path per operation.** A single-item write ([`Store::create_invoice`],
+//!   [`Store::set_invoice_state`], [`Store::begin_transaction`], [`Store::claim_subscription`],
+//!   …) is its batch twin on a [`Work`](work::Work) (`Work::create_invoices`,
+//!   `Work::set_invoice_states`, `Work::payers`, …) with one item, in a database transaction of
+//!   its own; the scheduler's batches of renewals call the twins with many.
+//! - **Events go with the change.** Every write of a business change takes the domain events to
+//!   record and appends them in its own database transaction, adding the site and the subject of
+//!   the item it wrote, and only when the change was made ([`events`]).
+//! - **Decisions are made under the locks.** A money write decides on amounts read after it locked
+//!   the rows it changes, or writes by compare-and-set on the stored totals and states; when the
+//!   check fails it writes nothing and answers what it found. An invoice is locked by a statement
+//!   of its own and read after it (`Work::lock_invoice`, then `Work::invoice`), because PostgreSQL
+//!   evaluates a `FOR UPDATE` query's sub-selects on the snapshot taken before the wait. Rows and
+//!   order: `docs/concurrency.md`.
+//! - **Claims are leases.** Jobs, subscription changes, outbox alerts and webhook deliveries are
+//!   claimed with a lease in the database (`FOR UPDATE SKIP LOCKED` on PostgreSQL; SQLite has one
+//!   writer), so any number of service processes share one database, and a dead process's
+//!   claims come back when their leases end.
+//! - **No secret in clear.** Private and public keys come from the CSPRNG and are stored only as
+//!   SHA-256 hashes, compared in constant time; token ids are stored hashed; card data, gateway
+//!   keys and webhook secrets arrive sealed by the caller.
+//! - **Time is passed in.** Times are UTC epoch seconds given by the caller (an injectable clock,
+//!   so tests move time); money is integer cents, booleans 0/1.
+//!
+//! # Modules, by layer
+//!
+//! Top to bottom; a module names only its own layer or lower ones (checked by
+//! `tests/modules.rs`).
+//!
+//! **Across aggregates** — writes that span several aggregates in one database transaction:
+//! [`invoicing`] (invoices numbered per site with their lines, transactions recorded before the
+//! gateway is called, the credit a new invoice takes and the redemptions that discount it),
+//! [`refunds`] (the recovery job of a refund, its invoice settled once the gateway answered),
+//! [`payments`] (offline payments), [`gift_cards`] (a card written with its purchase invoice,
+//! redeemed with the invoice holding its credit), [`shipped_lines`] (the shipping address of each
+//! invoiced line).
+//!
+//! **Aggregates** — each owns its tables: types, rows, reads and writes. [`accounts`], [`plans`]
+//! and [`add_ons`] (and the site's currencies), [`billing_info`] (never a card number; the
+//! gateway's reference), [`invoices`] (the rows of invoices, lines and transactions), [`credits`]
+//! (credit balances and credit payments), [`coupons`] (coupons, unique codes, redemptions with
+//! their limits), [`subscriptions`] (the engine's value, change claims, charges), [`jobs`] (the
+//! schedule of due work), [`tokens`] (the client-side library's tokens), [`shipping_addresses`]
+//! (and CVV checks per card), [`gateways`] (a site's real gateway), [`webhooks`] (endpoints and
+//! deliveries), [`rate`] (rate-limit buckets), [`outbox`] (the alert outbox).
+//!
+//! **Events** — [`events`]: one table of domain events in global id order, a subject's events,
+//! and the events awaiting a reaction with their handled mark.
+//!
+//! **Foundation** — [`work`] (the shared [`Work`](work::Work) transaction every module adds its
+//! writes to), [`list`] (keyset paging), `document` (versioned JSON documents), `dialect` (the
+//! SQL that differs), `keys` (key generation and hashing), `testing` (feature `testing`: fresh
+//! databases for test suites, dropped when the suite ends).
+//!
+//! **Root** — this file: [`Store`] and [`StoreError`], sites ([`Site`]: mode, plan limits,
+//! standing, rate limit, sandbox clock offset), private keys ([`ApiKey`]: numbered per site, at
+//! most the plan's number; a regenerated key is blocked at once or kept for
+//! [`KEY_GRACE_SECONDS`]), public keys and queuing alerts ([`Store::alert`]); then `db`, the
+//! connection types.
 
 pub mod accounts;
 pub mod add_ons;

@@ -1,8 +1,8 @@
 //! What rebill's end-to-end suites share (a dev-dependency, never a dependency): start
 //! `rebill serve` on a database, send raw HTTP/1.1 requests (so the exact bytes on the wire are
-//! visible), run the `rebill` CLI, run a scenario on both backends, an SMTP sink ([`sink`]),
-//! cached Python virtualenvs for suites that run Python programs ([`python_venv`]), and a fake
-//! Stripe with a proxy that loses answers ([`localstripe`]).
+//! visible), run the `rebill` CLI, run a scenario on both backends, an SMTP sink ([`sink`]), a
+//! webhook receiver ([`receiver`]), cached Python virtualenvs for suites that run Python programs
+//! ([`python_venv`]), and a real Stripe peer, `localstripe`, behind a proxy that can lose its answers ([`localstripe`]).
 
 pub mod localstripe;
 mod python;

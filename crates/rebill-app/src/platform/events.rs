@@ -1,5 +1,5 @@
 //! Domain events: every business change records one (or a few) in the same database transaction
-//! as the change ([`rebill_store::events`]); webhooks will publish from the same rows.
+//! as the change ([`rebill_store::events`]); the webhook worker makes push notifications from the same rows.
 //!
 //! | Subject | Kinds |
 //! |---|---|
