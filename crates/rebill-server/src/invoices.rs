@@ -1,4 +1,4 @@
-//! Invoice, adjustment and transaction endpoints, calling `rebill-app` through [`crate::billing`].
+//! Invoice, adjustment and transaction endpoints, calling [`rebill_app::billing`].
 //!
 //! | Endpoint | Behaviour |
 //! |---|---|
