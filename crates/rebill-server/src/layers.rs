@@ -20,7 +20,6 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use rebill_store::Mode as SiteMode;
 use rebill_xml::{ApiVersion, Features, WireContext};
-use sha2::{Digest, Sha256};
 
 use crate::respond;
 use crate::state::{AppState, LogFields, RequestContext, WantsPdf};
@@ -287,8 +286,9 @@ pub(crate) async fn content_type(request: Request, next: Next) -> Response {
     next.run(request).await
 }
 
-/// `ETag` on every successful GET (a strong hash of the body, which is already specific to the
-/// API version and site features), and 304 without a body when `If-None-Match` holds it.
+/// `ETag` on every successful GET (a strong validator: 128 bits of the body's BLAKE3 hash; the
+/// body is already specific to the API version and site features), and 304 without a body when
+/// `If-None-Match` holds it.
 pub(crate) async fn etag(request: Request, next: Next) -> Response {
     if request.method() != Method::GET {
         return next.run(request).await;
@@ -303,7 +303,7 @@ pub(crate) async fn etag(request: Request, next: Next) -> Response {
         Ok(bytes) => bytes,
         Err(e) => return respond::internal(&e),
     };
-    let tag = format!("\"{}\"", &hex::encode(Sha256::digest(&bytes))[..32]);
+    let tag = format!("\"{}\"", &blake3::hash(&bytes).to_hex()[..32]);
     let matched = if_none_match.is_some_and(|list| {
         list.split(',').map(|t| t.trim()).any(|t| t == "*" || t.strip_prefix("W/").unwrap_or(t) == tag)
     });

@@ -122,9 +122,11 @@ fn api_router(state: AppState) -> Router {
 /// Serves on `listener` until the process ends.
 pub async fn serve(listener: tokio::net::TcpListener, state: AppState) -> std::io::Result<()> {
     let scheduler = tokio::spawn(rebill_app::operations::scheduler::run(state.services.clone()));
+    let settings = tokio::spawn(state.store.clone().watch_settings());
     let max_connections = state.config.max_connections;
     let served = wire::serve(listener, router(state), max_connections).await;
     scheduler.abort();
+    settings.abort();
     served
 }
 

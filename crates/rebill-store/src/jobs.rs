@@ -177,11 +177,20 @@ impl Store {
         if site_now < site.now(service_now) {
             return Err(StoreError::Invalid("a site's clock only moves forward".into()));
         }
-        sqlx::query("UPDATE sites SET clock_offset = $1 WHERE id = $2 AND clock_offset <= $1")
+        let mut tx = self.pool.begin().await?;
+        let moved = sqlx::query("UPDATE sites SET clock_offset = $1 WHERE id = $2 AND clock_offset <= $1")
             .bind(site_now - service_now)
             .bind(site.id)
-            .execute(&self.pool)
-            .await?;
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        if moved == 0 {
+            tx.rollback().await?;
+        } else {
+            let generation = crate::settings::bump(&mut tx).await?;
+            tx.commit().await?;
+            self.settings_changed(generation).await?;
+        }
         self.site(&site.name).await
     }
 }

@@ -94,6 +94,7 @@ pub mod payments;
 pub mod plans;
 pub mod rate;
 pub mod refunds;
+pub mod settings;
 pub mod shipped_lines;
 pub mod shipping_addresses;
 pub mod subscriptions;
@@ -320,6 +321,12 @@ pub struct Store {
     /// WAL allows; PostgreSQL: the same pool).
     reads: Pool,
     backend: Backend,
+    /// The sites and keys this process keeps in memory ([`settings`]).
+    settings: std::sync::Arc<settings::Settings>,
+    /// This process's id among the serving processes, once it watches the settings.
+    node: std::sync::Arc<std::sync::OnceLock<String>>,
+    /// The rate-limit budgets this process holds ([`rate`]).
+    budgets: std::sync::Arc<rate::Budgets>,
 }
 
 const SITE_COLUMNS: &str = "id, name, mode, plan, credit_memos, good_standing, contact, public_key, created_at, rate_limit_per_minute, clock_offset";
@@ -405,7 +412,14 @@ impl Store {
         let (backend, url) = Backend::of_url(url)?;
         let pool = backend.open_writer(&url).await?;
         let reads = backend.open_readers(&url, &pool).await?;
-        Ok(Self { pool, reads, backend })
+        Ok(Self {
+            pool,
+            reads,
+            backend,
+            settings: Default::default(),
+            node: Default::default(),
+            budgets: Default::default(),
+        })
     }
 
     pub fn backend(&self) -> Backend {
@@ -448,7 +462,9 @@ impl Store {
         .bind(now)
         .execute(&mut *tx)
         .await?;
+        let generation = settings::bump(&mut tx).await?;
         tx.commit().await?;
+        self.settings_changed(generation).await?;
         Ok((self.site(&new.name).await?, key))
     }
 
@@ -482,6 +498,7 @@ impl Store {
         {
             return Err(StoreError::Invalid(format!("rate limit {n} (at least 1 request per minute)")));
         }
+        let mut tx = self.pool.begin().await?;
         sqlx::query(
             "UPDATE sites SET mode = $1, plan = $2, credit_memos = $3, good_standing = $4, contact = $5, \
              rate_limit_per_minute = $6 WHERE id = $7",
@@ -493,8 +510,11 @@ impl Store {
         .bind(update.contact.clone().or(site.contact))
         .bind(update.rate_limit_per_minute.unwrap_or(site.rate_limit_per_minute))
         .bind(site.id)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
+        let generation = settings::bump(&mut tx).await?;
+        tx.commit().await?;
+        self.settings_changed(generation).await?;
         self.site(name).await
     }
 
@@ -514,6 +534,7 @@ impl Store {
             return Err(StoreError::KeyLimit { site: site.name.clone(), limit: site.key_limit() });
         }
         let key = generate_private_key();
+        let mut tx = self.pool.begin().await?;
         let row = sqlx::query(&format!(
             "INSERT INTO api_keys (site_id, key_hash, key_hint, read_only, created_at, number) \
              VALUES ($1, $2, $3, $4, $5, {NEXT_KEY_NUMBER}) RETURNING id"
@@ -523,9 +544,12 @@ impl Store {
         .bind(hint(&key))
         .bind(flag(read_only))
         .bind(now)
-        .fetch_one(&self.pool)
+        .fetch_one(&mut *tx)
         .await?;
         let id: i64 = row.try_get("id")?;
+        let generation = settings::bump(&mut tx).await?;
+        tx.commit().await?;
+        self.settings_changed(generation).await?;
         self.alert(
             site,
             "key_created",
@@ -580,7 +604,9 @@ impl Store {
         .fetch_one(&mut *tx)
         .await?;
         let id: i64 = row.try_get("id")?;
+        let generation = settings::bump(&mut tx).await?;
         tx.commit().await?;
+        self.settings_changed(generation).await?;
         let fate = match old {
             OldKey::Block => "was blocked immediately".to_owned(),
             OldKey::Keep12h => format!("stays valid for 12 hours, until {}", iso8601(expires)),
@@ -600,6 +626,12 @@ impl Store {
     /// The site and key a private key belongs to, if it is valid at `now`.
     pub async fn authenticate(&self, private_key: &str, now: i64) -> Result<Option<(Site, ApiKey)>, StoreError> {
         let hash = hash_key(private_key);
+        let generation = self.settings.generation();
+        if let Some(generation) = generation
+            && let Some((site, key)) = self.settings.key(&hash, generation)
+        {
+            return Ok(key.active_at(now).then_some((site, key)));
+        }
         // One round trip: the key and its site.
         let row = sqlx::query(
             "SELECT k.id AS key_id, k.site_id, k.number, k.key_hint, k.read_only, k.created_at AS key_created_at, \
@@ -624,19 +656,24 @@ impl Store {
             created_at: row.try_get("key_created_at")?,
             expires_at: row.try_get("expires_at")?,
         };
-        if !key.active_at(now) {
-            return Ok(None);
+        let site = site_from_row(&row)?;
+        if let Some(generation) = generation {
+            self.settings.keep(&hash, generation, &site, &key);
         }
-        Ok(Some((site_from_row(&row)?, key)))
+        Ok(key.active_at(now).then_some((site, key)))
     }
 
     /// Gives the site a new public key (the old one stops working at once).
     pub async fn regenerate_public_key(&self, site: &Site, now: i64) -> Result<Site, StoreError> {
+        let mut tx = self.pool.begin().await?;
         sqlx::query("UPDATE sites SET public_key = $1 WHERE id = $2")
             .bind(generate_public_key())
             .bind(site.id)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?;
+        let generation = settings::bump(&mut tx).await?;
+        tx.commit().await?;
+        self.settings_changed(generation).await?;
         self.alert(
             site,
             "public_key_regenerated",

@@ -3,6 +3,26 @@
 //! make 400 requests a minute (every method counts), production sites 1,000 (GET and HEAD only).
 //! A refused request is not counted. Reaching the limit queues an alert e-mail to the site's
 //! technical contact at most once every three hours.
+//!
+//! A process does not write the database for every request: it **reserves** a share of the
+//! site's window ([`share`] requests, 5 % of the limit, from 1 to 1,000) in one short database
+//! transaction that adds the share to the current minute's bucket only while the window has room
+//! (the bucket's row is locked, so reservations of several processes follow each other), then
+//! counts requests against what it reserved in memory. What it has not used goes back to the
+//! bucket after [`LEASE`], when the minute changes or when the site's limit changes.
+//!
+//! - **One process** admits exactly the limit: it reserves only what the window has room for,
+//!   and what it holds unused is not counted as used in its headers.
+//! - **N processes** never admit more than the limit together (every admitted request was
+//!   reserved in the database first). A request may be refused while other processes hold
+//!   unused shares: at most (N − 1) × [`share`] requests, for at most [`LEASE`] (a process that
+//!   dies holding a share leaves it counted until it leaves the window, five minutes at most).
+//! - `X-RateLimit-Remaining` is what the window had left at this process's last reservation,
+//!   less what it has used since; other processes' use shows from its next reservation on.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
 
 use sqlx::Row;
 
@@ -37,58 +57,178 @@ pub struct RateDecision {
     pub reset: i64,
 }
 
+/// How long a process keeps requests it reserved and has not used.
+pub const LEASE: Duration = Duration::from_secs(1);
+
+/// Requests a process reserves at once for a window of `limit`: 5 %, from 1 to 1,000.
+pub fn share(limit: i64) -> i64 {
+    (limit / 20).clamp(1, 1000)
+}
+
+/// Milliseconds of real time (leases are real time, whatever a sandbox clock says).
+fn real_millis() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// The reservations this process holds, by site.
+#[derive(Debug, Default)]
+pub(crate) struct Budgets {
+    sites: std::sync::Mutex<HashMap<i64, Arc<tokio::sync::Mutex<Budget>>>>,
+}
+
+impl Budgets {
+    fn of(&self, site_id: i64) -> Arc<tokio::sync::Mutex<Budget>> {
+        let mut sites = self.sites.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        sites.entry(site_id).or_default().clone()
+    }
+
+    fn all(&self) -> Vec<(i64, Arc<tokio::sync::Mutex<Budget>>)> {
+        let sites = self.sites.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        sites.iter().map(|(id, b)| (*id, b.clone())).collect()
+    }
+}
+
+/// One site's reservation in this process.
+#[derive(Debug, Default)]
+struct Budget {
+    /// The minute whose bucket holds the reservation.
+    minute: i64,
+    /// The window's limit it was made under.
+    limit: i64,
+    /// Requests reserved and not used yet.
+    left: i64,
+    /// The window's requests, reservations included, right after the reservation.
+    used: i64,
+    /// Real time in milliseconds until which the reservation holds.
+    until: i64,
+}
+
+impl Budget {
+    /// Whether the reservation still serves requests of `minute` under `limit`.
+    fn holds(&self, minute: i64, limit: i64, real: i64) -> bool {
+        self.minute == minute && self.limit == limit && self.until > real
+    }
+}
+
 impl Store {
-    /// Counts a request of `site` at `now` (when `counted`) and decides whether it may go on.
-    ///
-    /// The increment and the check run in one transaction: the upsert locks the site's bucket
-    /// of the current minute, so concurrent requests (from any process) are counted one after
-    /// the other, and a refused request is rolled back rather than counted.
+    /// Counts a request of `site` at `now` (when `counted`) and decides whether it may go on
+    /// (see the module documentation).
     pub async fn rate_limit(&self, site: &Site, counted: bool, now: i64) -> Result<RateDecision, StoreError> {
         let limit = per_minute(site) * WINDOW_MINUTES;
         let minute = now.div_euclid(60);
         let oldest = minute - (WINDOW_MINUTES - 1);
+        let reset = (minute + WINDOW_MINUTES) * 60;
+        let budget = self.budgets.of(site.id);
+        let mut budget = budget.lock().await;
+        let real = real_millis();
+        if !budget.holds(minute, limit, real) {
+            self.give_back(site.id, &mut budget).await?;
+        }
         if !counted {
+            if budget.holds(minute, limit, real) {
+                let remaining = (limit - (budget.used - budget.left)).max(0);
+                return Ok(RateDecision { allowed: true, limit, remaining, reset });
+            }
+            drop(budget);
             let (used, last) = window(&mut *self.pool.acquire().await?, site, oldest).await?;
             let reset = last.map_or(now, |m| (m + WINDOW_MINUTES) * 60);
             return Ok(RateDecision { allowed: true, limit, remaining: (limit - used).max(0), reset });
         }
+        if budget.left == 0 {
+            *budget = self.reserve(site.id, limit, minute, oldest).await?;
+        }
+        if budget.left > 0 {
+            budget.left -= 1;
+            let used = budget.used - budget.left;
+            return Ok(RateDecision { allowed: true, limit, remaining: (limit - used).max(0), reset });
+        }
+        drop(budget);
+        let (_, last) = window(&mut *self.pool.acquire().await?, site, oldest).await?;
+        let reset = last.map_or(now, |m| (m + WINDOW_MINUTES) * 60);
+        self.rate_alert(site, limit, now).await?;
+        Ok(RateDecision { allowed: false, limit, remaining: 0, reset })
+    }
+
+    /// Reserves up to [`share`] requests of the site's window in the bucket of `minute`, as much
+    /// as the window has room for (nothing when it is full).
+    async fn reserve(&self, site_id: i64, limit: i64, minute: i64, oldest: i64) -> Result<Budget, StoreError> {
         let mut tx = self.pool.begin().await?;
-        // Counters need no durable commit: a lost last increment after a crash is harmless.
+        // Counters need no durable commit: a lost reservation after a crash is harmless.
         self.backend.relaxed_commit(&mut tx).await?;
-        // One statement counts the request and reads the rest of the window (the subqueries see
-        // the earlier minutes, which the statement does not change).
-        let row = sqlx::query(
-            "INSERT INTO rate_buckets (site_id, minute, count) VALUES ($1, $2, 1) \
-             ON CONFLICT (site_id, minute) DO UPDATE SET count = rate_buckets.count + 1 \
-             RETURNING count, \
-             (SELECT CAST(COALESCE(SUM(b.count), 0) AS BIGINT) FROM rate_buckets b \
-              WHERE b.site_id = $1 AND b.minute >= $3 AND b.minute < $2) AS earlier",
+        // The bucket's row first, locked: reservations of other processes wait for this one.
+        let current: i64 = sqlx::query(
+            "INSERT INTO rate_buckets (site_id, minute, count) VALUES ($1, $2, 0) \
+             ON CONFLICT (site_id, minute) DO UPDATE SET count = rate_buckets.count RETURNING count",
         )
-        .bind(site.id)
+        .bind(site_id)
         .bind(minute)
-        .bind(oldest)
         .fetch_one(&mut *tx)
-        .await?;
-        let current: i64 = row.try_get("count")?;
-        let used = current + row.try_get::<i64, _>("earlier")?;
-        if current == 1 {
-            // First request of a minute: buckets that left the window are no longer needed.
+        .await?
+        .try_get("count")?;
+        let earlier: i64 = sqlx::query(
+            "SELECT CAST(COALESCE(SUM(count), 0) AS BIGINT) AS n FROM rate_buckets \
+             WHERE site_id = $1 AND minute >= $2 AND minute < $3",
+        )
+        .bind(site_id)
+        .bind(oldest)
+        .bind(minute)
+        .fetch_one(&mut *tx)
+        .await?
+        .try_get("n")?;
+        let granted = (limit - earlier - current).min(share(limit)).max(0);
+        if granted > 0 {
+            sqlx::query("UPDATE rate_buckets SET count = count + $1 WHERE site_id = $2 AND minute = $3")
+                .bind(granted)
+                .bind(site_id)
+                .bind(minute)
+                .execute(&mut *tx)
+                .await?;
+        }
+        if current == 0 {
+            // First reservation of a minute: buckets that left the window are no longer needed.
             sqlx::query("DELETE FROM rate_buckets WHERE site_id = $1 AND minute < $2")
-                .bind(site.id)
+                .bind(site_id)
                 .bind(oldest)
                 .execute(&mut *tx)
                 .await?;
         }
-        if used > limit {
-            tx.rollback().await?;
-            let (_, last) = window(&mut *self.pool.acquire().await?, site, oldest).await?;
-            let reset = last.map_or(now, |m| (m + WINDOW_MINUTES) * 60);
-            self.rate_alert(site, limit, now).await?;
-            return Ok(RateDecision { allowed: false, limit, remaining: 0, reset });
-        }
         tx.commit().await?;
-        // The request was counted in the current minute, so the window empties five minutes on.
-        Ok(RateDecision { allowed: true, limit, remaining: limit - used, reset: (minute + WINDOW_MINUTES) * 60 })
+        Ok(Budget {
+            minute,
+            limit,
+            left: granted,
+            used: earlier + current + granted,
+            until: real_millis() + LEASE.as_millis() as i64,
+        })
+    }
+
+    /// Gives what the reservation has not used back to its bucket.
+    async fn give_back(&self, site_id: i64, budget: &mut Budget) -> Result<(), StoreError> {
+        if budget.left > 0 {
+            sqlx::query(
+                "UPDATE rate_buckets SET count = count - $1 WHERE site_id = $2 AND minute = $3 AND count >= $1",
+            )
+            .bind(budget.left)
+            .bind(site_id)
+            .bind(budget.minute)
+            .execute(&self.pool)
+            .await?;
+        }
+        *budget = Budget::default();
+        Ok(())
+    }
+
+    /// Gives back every reservation whose lease ended (the serving process's watcher calls it,
+    /// so an idle process holds nothing for long).
+    pub(crate) async fn give_back_ended(&self) -> Result<(), StoreError> {
+        let real = real_millis();
+        for (site_id, budget) in self.budgets.all() {
+            let Ok(mut budget) = budget.try_lock() else { continue };
+            if budget.left > 0 && budget.until <= real {
+                self.give_back(site_id, &mut budget).await?;
+            }
+        }
+        Ok(())
     }
 
     /// Queues the rate-limit alert unless one went out in the last three hours (one statement
