@@ -87,6 +87,7 @@ const STORE: Layers = Layers {
             "outbox",
             "plans",
             "rate",
+            "settings",
             "shipping_addresses",
             "subscriptions",
             "tokens",

@@ -57,7 +57,9 @@
 //! their limits), [`subscriptions`] (the engine's value, change claims, charges), [`jobs`] (the
 //! schedule of due work), [`tokens`] (the client-side library's tokens), [`shipping_addresses`]
 //! (and CVV checks per card), [`gateways`] (a site's real gateway), [`webhooks`] (endpoints and
-//! deliveries), [`rate`] (rate-limit buckets), [`outbox`] (the alert outbox).
+//! deliveries), [`rate`] (rate-limit buckets and the shares each process reserves of them),
+//! [`settings`] (the sites and keys a serving process keeps in memory, and the generation that
+//! tells every process they changed), [`outbox`] (the alert outbox).
 //!
 //! **Events** — [`events`]: one table of domain events in global id order, a subject's events,
 //! and the events awaiting a reaction with their handled mark.
