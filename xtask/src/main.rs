@@ -36,8 +36,9 @@ enum Command {
         args: Vec<String>,
     },
     /// Load benchmark (needs `wrk`): the release service against a bare axum handler serving the
-    /// same bytes (arguments of `rebill-load-bench`: [--database URL] [--duration 10s]
-    /// [--connections 32]). Figures go into docs/benchmarks.md by hand.
+    /// same bytes, new accounts, subscriptions with tokens, peak RSS (arguments of
+    /// `rebill-load-bench`: [--database URL] [--duration 10s] [--connections 32]
+    /// [--processes 1]). Figures go into docs/benchmarks.md by hand.
     LoadBench {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
