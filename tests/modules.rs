@@ -59,6 +59,7 @@ const SERVER: Layers = Layers {
             "tokens",
             "js_library",
             "webhook_poster",
+            "health",
         ],
         &["request", "views"],
         &["lists"],
@@ -128,7 +129,7 @@ const APP_INSIDE: &[Layers] = &[
     Layers {
         src: APP_SRC,
         within: &["operations"],
-        layers: &[&["webhooks", "clock", "testing"], &["notifications", "scheduler"], &["mod"]],
+        layers: &[&["webhooks", "clock", "health", "testing"], &["notifications", "scheduler"], &["mod"]],
     },
     Layers { src: APP_SRC, within: &["selling"], layers: &[&["purchases"], &["gift_cards"], &["mod"]] },
     Layers {

@@ -37,6 +37,10 @@ struct Cli {
     /// Database URL: sqlite://PATH (embedded, created if missing) or postgres://…
     #[arg(long, global = true, env = "REBILL_DATABASE", default_value = "sqlite://./rebill.db")]
     database: String,
+    /// How log lines are written to stderr: `text` (one readable line each) or `json` (one JSON
+    /// object per line, with the same fields, for log shippers).
+    #[arg(long, global = true, env = "REBILL_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -762,15 +766,32 @@ fn main() -> std::process::ExitCode {
     }
 }
 
+/// The format of the log lines (`--log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
 async fn async_main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("REBILL_LOG").unwrap_or_else(|_| "info,sqlx=warn".into()),
-        )
-        .init();
-    match run(Cli::parse()).await {
+    let cli = Cli::parse();
+    let filter =
+        || tracing_subscriber::EnvFilter::try_from_env("REBILL_LOG").unwrap_or_else(|_| "info,sqlx=warn".into());
+    match cli.log_format {
+        LogFormat::Text => tracing_subscriber::fmt()
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .with_env_filter(filter())
+            .init(),
+        LogFormat::Json => tracing_subscriber::fmt()
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_writer(std::io::stderr)
+            .with_env_filter(filter())
+            .init(),
+    }
+    match run(cli).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");

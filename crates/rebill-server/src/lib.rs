@@ -59,6 +59,7 @@ mod demo;
 mod dispatch;
 mod gift_cards;
 mod handlers;
+mod health;
 mod invoices;
 pub mod js_library;
 pub mod layers;
@@ -95,6 +96,8 @@ pub fn router(state: AppState) -> Router {
         .nest(tokens::PREFIX, tokens::routes().layer(from_fn_with_state(state.clone(), layers::token_body_deadline)))
         .nest(js_library::PREFIX, js_library::v4_routes())
         .route("/sandbox/clock", axum::routing::post(sandbox::clock))
+        .route("/healthz", axum::routing::get(health::healthz))
+        .route("/readyz", axum::routing::get(health::readyz))
         .merge(if state.config.demo { demo::routes() } else { Router::new() })
         .fallback_service(api_router(state.clone()))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(layers::panic_response))
@@ -122,6 +125,7 @@ fn api_router(state: AppState) -> Router {
 /// Serves on `listener` until the process ends.
 pub async fn serve(listener: tokio::net::TcpListener, state: AppState) -> std::io::Result<()> {
     let scheduler = tokio::spawn(rebill_app::operations::scheduler::run(state.services.clone()));
+    let _ = state.scheduler.set(scheduler.abort_handle());
     let settings = tokio::spawn(state.store.clone().watch_settings());
     let max_connections = state.config.max_connections;
     let served = wire::serve(listener, router(state), max_connections).await;

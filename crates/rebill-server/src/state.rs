@@ -157,6 +157,8 @@ impl Config {
 pub struct AppState {
     pub services: Services,
     pub config: Arc<Config>,
+    /// The scheduler task of this process, once [`crate::serve`] started it (readiness).
+    pub(crate) scheduler: Arc<std::sync::OnceLock<tokio::task::AbortHandle>>,
 }
 
 impl std::ops::Deref for AppState {
@@ -168,10 +170,15 @@ impl std::ops::Deref for AppState {
 }
 
 impl AppState {
+    /// Whether this process's scheduler was started and still runs.
+    pub(crate) fn scheduler_running(&self) -> bool {
+        self.scheduler.get().is_some_and(|task| !task.is_finished())
+    }
+
     /// State with the sandbox gateway and a vault over a random key that lives as long as the
     /// process (see [`AppState::with_vault`]).
     pub fn new(store: Store, clock: Arc<dyn Clock>, config: Config) -> Self {
-        Self { services: Services::new(store, clock), config: Arc::new(config) }
+        Self { services: Services::new(store, clock), config: Arc::new(config), scheduler: Default::default() }
     }
 
     /// Uses this gateway.

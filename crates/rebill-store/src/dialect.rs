@@ -76,11 +76,16 @@ impl Backend {
             }
             Backend::Postgres => pool_options().max_connections(16).connect(url).await?,
         };
-        match self {
-            Backend::Sqlite => sqlx::migrate!("./migrations/sqlite").run(&pool).await?,
-            Backend::Postgres => sqlx::migrate!("./migrations/postgres").run(&pool).await?,
-        }
+        self.migrator().run(&pool).await?;
         Ok(pool)
+    }
+
+    /// The backend's migrations, as built into the binary.
+    pub(crate) fn migrator(self) -> sqlx::migrate::Migrator {
+        match self {
+            Backend::Sqlite => sqlx::migrate!("./migrations/sqlite"),
+            Backend::Postgres => sqlx::migrate!("./migrations/postgres"),
+        }
     }
 
     /// The pool for reads that stand alone: on SQLite several read-only connections beside the

@@ -428,6 +428,17 @@ impl Store {
         self.backend
     }
 
+    /// Whether the database answers and holds every migration this binary has, applied without
+    /// failure (the service's readiness).
+    pub async fn ready(&self) -> Result<bool, StoreError> {
+        let rows = sqlx::query("SELECT version FROM _sqlx_migrations WHERE success").fetch_all(&self.reads).await?;
+        let applied = rows
+            .iter()
+            .map(|row| row.try_get::<i64, _>("version"))
+            .collect::<Result<std::collections::BTreeSet<_>, _>>()?;
+        Ok(self.backend.migrator().iter().all(|m| applied.contains(&m.version)))
+    }
+
     /// Creates a site with one private key; returns the site and that key (shown once).
     pub async fn create_site(&self, new: &NewSite, now: i64) -> Result<(Site, String), StoreError> {
         if new.name.trim().is_empty() {
@@ -722,6 +733,29 @@ mod tests {
 
     fn site(name: &str) -> NewSite {
         NewSite { name: name.into(), mode: Mode::Sandbox, plan: Plan::Core, credit_memos: false, contact: None }
+    }
+
+    /// A migrated database is ready; one whose migration is missing or failed is not.
+    #[tokio::test]
+    async fn a_database_is_ready_when_every_migration_is_applied() {
+        let database = fresh_postgres_database("ready").await;
+        for url in [fresh_sqlite_url("ready"), database.url().to_owned()] {
+            let store = Store::connect(&url).await.expect("store");
+            assert!(store.ready().await.expect("ready"));
+            let last = store.backend.migrator().iter().map(|m| m.version).max().expect("migrations");
+            sqlx::query("UPDATE _sqlx_migrations SET success = false WHERE version = $1")
+                .bind(last)
+                .execute(&store.pool)
+                .await
+                .expect("fail one");
+            assert!(!store.ready().await.expect("read"), "a failed migration is not current");
+            sqlx::query("DELETE FROM _sqlx_migrations WHERE version = $1")
+                .bind(last)
+                .execute(&store.pool)
+                .await
+                .expect("forget");
+            assert!(!store.ready().await.expect("read"), "a missing migration is not current");
+        }
     }
 
     #[tokio::test]

@@ -1,0 +1,19 @@
+//! The service's health as operators see it: whether the database answers and holds every
+//! migration this binary has. What is wrong goes to the log, never to the answer.
+
+use crate::Services;
+
+/// Whether the database answers with every migration applied (the reason when not is logged).
+pub async fn database_ready(services: &Services) -> bool {
+    match services.store.ready().await {
+        Ok(true) => true,
+        Ok(false) => {
+            tracing::warn!("not ready: the database lacks migrations this binary has");
+            false
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "not ready: the database does not answer");
+            false
+        }
+    }
+}
