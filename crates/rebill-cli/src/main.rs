@@ -88,6 +88,10 @@ enum Command {
         #[arg(long, value_name = "N", default_value_t = rebill_server::MAX_CONNECTIONS as u64,
               value_parser = clap::value_parser!(u64).range(1..))]
         max_connections: u64,
+        /// Seconds that requests in flight and the scheduler's run may take to finish after
+        /// SIGTERM or SIGINT (a second signal exits at once).
+        #[arg(long, value_name = "SECS", default_value_t = rebill_server::SHUTDOWN_GRACE.as_secs())]
+        shutdown_grace: u64,
         /// Serve a demo checkout page at `/demo` for the first sandbox site (its plans, the
         /// hosted card fields, a subscription made inside rebill). Off by default.
         #[arg(long)]
@@ -464,6 +468,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             public_url,
             body_timeout,
             max_connections,
+            shutdown_grace,
             demo,
             webhook_retry_scale,
             token_purge_interval,
@@ -513,6 +518,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 public_url,
                 body_timeout: std::time::Duration::from_secs(body_timeout),
                 max_connections: usize::try_from(max_connections).unwrap_or(usize::MAX),
+                shutdown_grace: std::time::Duration::from_secs(shutdown_grace),
                 demo,
                 ..rebill_server::Config::default()
             };
@@ -537,11 +543,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 webhook_retry_scale,
                 std::time::Duration::from_millis(200),
             ));
-            let served = rebill_server::serve(listener, state).await;
+            let served = rebill_server::serve(listener, state, stop_signal(shutdown_grace)).await;
             mailer.abort();
             purger.abort();
             notifier.abort();
             served?;
+            tracing::info!("stopped");
         }
         Command::Site(SiteCommand::Create { name, mode, plan, credit_memos, contact, json }) => {
             let new = NewSite { name, mode: mode.into(), plan: plan.into(), credit_memos, contact };
@@ -764,6 +771,34 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// Completes at the first SIGTERM or SIGINT; a second one ends the process at once.
+async fn stop_signal(grace_seconds: u64) {
+    if let Err(e) = wait_for_signal().await {
+        // Without signal handling the service runs until it is killed.
+        tracing::warn!(error = %e, "cannot listen for SIGTERM and SIGINT");
+        std::future::pending::<()>().await;
+    }
+    tracing::info!(grace_seconds, "stopping: no new connections; requests in flight and the scheduler's run finish");
+    // A detached task: it stays armed until the process ends.
+    tokio::spawn(async {
+        let _ = wait_for_signal().await;
+        tracing::warn!("a second signal: exiting at once");
+        std::process::exit(1);
+    });
+}
+
+/// Waits for SIGTERM or SIGINT.
+async fn wait_for_signal() -> std::io::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    tokio::select! {
+        _ = terminate.recv() => {}
+        _ = interrupt.recv() => {}
+    }
+    Ok(())
 }
 
 /// The format of the log lines (`--log-format`).

@@ -84,7 +84,7 @@ use axum::middleware::{from_fn, from_fn_with_state};
 pub use rebill_app::{Clock, FileClock, Services, SystemClock};
 pub use state::{
     AppState, BODY_LIMIT, BODY_TIMEOUT, BadDeprecation, BadPublicUrl, Config, Deprecation, MAX_CONNECTIONS, PublicUrl,
-    RequestContext,
+    RequestContext, SHUTDOWN_GRACE,
 };
 
 /// The service's router: the client-side library's endpoints under `/js/v1`, and every other
@@ -122,14 +122,33 @@ fn api_router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Serves on `listener` until the process ends.
-pub async fn serve(listener: tokio::net::TcpListener, state: AppState) -> std::io::Result<()> {
-    let scheduler = tokio::spawn(rebill_app::operations::scheduler::run(state.services.clone()));
+/// Serves on `listener` until `shutdown` completes, then stops gracefully: no new connection,
+/// requests in flight finish, the scheduler finishes the run it is in — all within
+/// `Config::shutdown_grace`. A scheduler run still going when the grace ends is stopped; the
+/// jobs it held are claimed again when their leases end and run once more (every job is
+/// idempotent, so nothing is billed twice).
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AppState,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> std::io::Result<()> {
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let scheduler = tokio::spawn(rebill_app::operations::scheduler::run_until(state.services.clone(), stopped));
     let _ = state.scheduler.set(scheduler.abort_handle());
     let settings = tokio::spawn(state.store.clone().watch_settings());
     let max_connections = state.config.max_connections;
-    let served = wire::serve(listener, router(state), max_connections).await;
-    scheduler.abort();
+    let grace = state.config.shutdown_grace;
+    let started = tokio::time::Instant::now();
+    let served = wire::serve(listener, router(state), max_connections, shutdown, grace).await;
+    let _ = stop.send(true);
+    let left = grace.saturating_sub(started.elapsed().min(grace));
+    let abort = scheduler.abort_handle();
+    if tokio::time::timeout(left, scheduler).await.is_err() {
+        tracing::warn!(
+            "the scheduler's run was stopped at the end of the grace; its jobs run again when their leases end"
+        );
+        abort.abort();
+    }
     settings.abort();
     served
 }

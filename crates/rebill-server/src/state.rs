@@ -70,7 +70,12 @@ pub struct Config {
     pub public_url: Option<PublicUrl>,
     /// Serve the demo checkout page (`/demo`, sandbox sites only).
     pub demo: bool,
+    /// How long, once asked to stop, requests in flight and the scheduler's run may take.
+    pub shutdown_grace: std::time::Duration,
 }
+
+/// How long requests in flight may take to finish once the service is asked to stop.
+pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(20);
 
 impl Default for Config {
     fn default() -> Self {
@@ -81,6 +86,7 @@ impl Default for Config {
             max_connections: MAX_CONNECTIONS,
             public_url: None,
             demo: false,
+            shutdown_grace: SHUTDOWN_GRACE,
         }
     }
 }

@@ -15,6 +15,10 @@
 //! bounded time: request heads must arrive within [`HEADER_TIMEOUT`], bodies within the body
 //! deadline (see `layers::body_deadline`), and an idle keep-alive connection is closed after
 //! [`HEADER_TIMEOUT`] too.
+//!
+//! Shutting down ([`serve`]'s `shutdown` future): the listener closes at once (new connections
+//! are refused), every open connection finishes the request it is serving and closes (an idle
+//! kept-alive one closes at once), and `serve` returns when all are closed or the grace ended.
 
 use std::convert::Infallible;
 use std::io;
@@ -81,8 +85,15 @@ pub async fn canonical_case_extensions() -> io::Result<Extensions> {
 }
 
 /// Serves `app` on `listener` (HTTP/1.1, canonical header names) with at most
-/// `max_connections` open connections (at least 1), until the process ends.
-pub async fn serve(listener: TcpListener, app: Router, max_connections: usize) -> io::Result<()> {
+/// `max_connections` open connections (at least 1), until `shutdown` completes; then stops
+/// accepting and lets the open connections finish their requests for at most `grace`.
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    max_connections: usize,
+    shutdown: impl std::future::Future<Output = ()>,
+    grace: Duration,
+) -> io::Result<()> {
     let case = canonical_case_extensions().await?;
     let app = app.layer(axum::middleware::map_response(move |mut response: axum::response::Response| {
         let case = case.clone();
@@ -93,6 +104,8 @@ pub async fn serve(listener: TcpListener, app: Router, max_connections: usize) -
     }));
     let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(max_connections.max(1)));
     let mut warned: Option<std::time::Instant> = None;
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    tokio::pin!(shutdown);
     loop {
         let permit = match slots.clone().try_acquire_owned() {
             Ok(permit) => permit,
@@ -102,10 +115,17 @@ pub async fn serve(listener: TcpListener, app: Router, max_connections: usize) -
                     tracing::warn!(max_connections, "connection bound reached: new connections wait until one closes");
                     warned = Some(std::time::Instant::now());
                 }
-                slots.clone().acquire_owned().await.map_err(io::Error::other)?
+                tokio::select! {
+                    permit = slots.clone().acquire_owned() => permit.map_err(io::Error::other)?,
+                    () = &mut shutdown => break,
+                }
             }
         };
-        let stream = match listener.accept().await {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = &mut shutdown => break,
+        };
+        let stream = match accepted {
             Ok((stream, _)) => stream,
             Err(e) => {
                 // Out of file descriptors and similar: wait and go on accepting.
@@ -116,16 +136,24 @@ pub async fn serve(listener: TcpListener, app: Router, max_connections: usize) -
         };
         let _ = stream.set_nodelay(true);
         let service = TowerToHyperService::new(app.clone());
+        let watcher = graceful.watcher();
         tokio::spawn(async move {
             let conn = hyper::server::conn::http1::Builder::new()
                 .title_case_headers(true)
                 .timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(HEADER_TIMEOUT)
                 .serve_connection(TokioIo::new(stream), service);
-            if let Err(e) = conn.await {
+            let watched = watcher.watch(conn);
+            if let Err(e) = watched.await {
                 tracing::debug!(error = %e, "connection ended with an error");
             }
             drop(permit);
         });
     }
+    drop(listener);
+    match tokio::time::timeout(grace, graceful.shutdown()).await {
+        Ok(()) => tracing::info!("every connection finished"),
+        Err(_) => tracing::warn!(grace_seconds = grace.as_secs(), "connections still open when the grace ended"),
+    }
+    Ok(())
 }

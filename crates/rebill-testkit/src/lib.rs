@@ -138,6 +138,26 @@ pub fn start_with(database: &str, options: Options) -> Server {
 }
 
 impl Server {
+    /// Sends the signal `name` (`TERM`, `INT`, …) to the service.
+    pub fn signal(&self, name: &str) {
+        let status = Command::new("kill").arg(format!("-{name}")).arg(self.child.id().to_string()).status();
+        assert!(status.is_ok_and(|s| s.success()), "kill -{name} failed");
+    }
+
+    /// Waits at most `timeout` for the service to exit; its exit status (`None`: still running).
+    pub fn wait_exit(&mut self, timeout: std::time::Duration) -> Option<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            if std::time::Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
     /// What the service logged so far (started with [`Options::capture_stderr`]).
     pub fn log(&self) -> String {
         let text = self.stderr.as_ref().expect("server started with capture_stderr");

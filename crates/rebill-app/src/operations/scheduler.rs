@@ -125,12 +125,19 @@ pub async fn catch_up(state: &Services, site: &Site, from: i64, patience: Durati
     }
 }
 
-/// Looks for due work every second until the task is aborted.
-pub async fn run(state: Services) {
+/// Looks for due work every second until `stop` turns true (a run under way finishes first)
+/// or the task is aborted.
+pub async fn run_until(state: Services, mut stop: tokio::sync::watch::Receiver<bool>) {
     let mut ticker = tokio::time::interval(Duration::from_secs(1));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        ticker.tick().await;
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = stop.wait_for(|stopped| *stopped) => return,
+        }
+        if *stop.borrow() {
+            return;
+        }
         if let Err(e) = run_due(&state, None).await {
             tracing::warn!(error = %e, "scheduler");
         }
