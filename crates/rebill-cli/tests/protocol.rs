@@ -174,16 +174,24 @@ fn rate_limits_production() {
     on_both_backends("rate_production", production_rate_limit);
 }
 
+/// A fresh PostgreSQL database with two `rebill serve` processes on it, sharing one clock file
+/// (the first created the sandbox site, whose key is `a.key`).
+fn two_processes(tag: &str) -> (rebill_store::testing::TestDatabase, Server, Server) {
+    let database = postgres_database(tag);
+    let a = start_with(database.url(), Options { clock: Some(T0), ..Options::default() });
+    let options = Options { clock_file: a.clock.clone(), existing_database: true, ..Options::default() };
+    let b = start_with(database.url(), options);
+    (database, a, b)
+}
+
 /// Two service processes on one PostgreSQL database share one count: together they never admit
 /// more than the window. A request may be refused while the other process holds an unused share
 /// of its reservation (at most one share, 5 % of the limit, per other process), and once the
 /// leases end what is left of the window is usable again: the window fills exactly.
 #[test]
 fn rate_limit_is_shared_by_processes() {
-    let database = postgres_database("rate_shared");
+    let (database, a, b) = two_processes("rate_shared");
     let db = database.url();
-    let a = start_with(db, Options { clock: Some(T0), ..Options::default() });
-    let b = start_with(db, Options { clock_file: a.clock.clone(), existing_database: true, ..Options::default() });
     let handles: Vec<_> = [a.addr.clone(), b.addr.clone()]
         .into_iter()
         .map(|addr| {
@@ -219,10 +227,7 @@ fn rate_limit_is_shared_by_processes() {
 /// one process, holds in both as soon as the change returns.
 #[test]
 fn key_and_site_changes_reach_every_process_at_once() {
-    let database = postgres_database("settings_shared");
-    let db = database.url();
-    let a = start_with(db, Options { clock: Some(T0), ..Options::default() });
-    let b = start_with(db, Options { clock_file: a.clock.clone(), existing_database: true, ..Options::default() });
+    let (_database, a, b) = two_processes("settings_shared");
     let servers = [&a, &b];
     for s in servers {
         assert_eq!(authed_with(s, &a.key, "GET", "/v2/accounts/nobody", &[], "").status, 404, "the key is kept");
