@@ -593,18 +593,26 @@ fn rate_limit_error(rebill: &Path, database: &str, addrs: &[String]) -> anyhow::
     ensure!(status == 201, "POST /v2/accounts on ratebench answered {status}:\n{body}");
     let limit = PER_MINUTE * rebill_store::rate::WINDOW_MINUTES;
     let share = rebill_store::rate::share(limit);
-    // Unused reservations go back to the buckets once their lease ended (the watcher looks
-    // every 100 ms).
-    let settle = rebill_store::rate::LEASE + Duration::from_secs(1);
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     sqlx::any::install_default_drivers();
     let mut db = runtime.block_on(AnyConnection::connect(database)).context("opening the database")?;
-    std::thread::sleep(settle);
-    let before = runtime.block_on(window(&mut db, site_id))?;
+    // Unused reservations go back to the buckets once their lease ended (each process's watcher
+    // looks every 100 ms): the window then holds exactly the requests admitted so far.
+    let mut settled = |expected: i64| -> anyhow::Result<i64> {
+        let deadline = std::time::Instant::now() + rebill_store::rate::LEASE + Duration::from_secs(10);
+        loop {
+            let held = runtime.block_on(window(&mut db, site_id))?;
+            if held == expected {
+                return Ok(held);
+            }
+            ensure!(std::time::Instant::now() < deadline, "the window holds {held} requests, not {expected}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let before = settled(1)?;
     let room = limit - before;
     let (admitted, refused) = burst(addrs, key, "/v2/accounts/rated", REQUESTS)?;
-    std::thread::sleep(settle);
-    let after = runtime.block_on(window(&mut db, site_id))?;
+    let after = settled(before + admitted as i64)?;
     let n = addrs.len() as i64;
     let error = admitted as i64 - room;
     let allowed = -(n - 1) * share;

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use sqlx::Row;
 
-use crate::db::Conn;
+use crate::settings::real_millis;
 use crate::{Mode, Site, Store, StoreError};
 
 /// Minutes in the sliding window.
@@ -63,11 +63,6 @@ pub const LEASE: Duration = Duration::from_secs(1);
 /// Requests a process reserves at once for a window of `limit`: 5 %, from 1 to 1,000.
 pub fn share(limit: i64) -> i64 {
     (limit / 20).clamp(1, 1000)
-}
-
-/// Milliseconds of real time (leases are real time, whatever a sandbox clock says).
-fn real_millis() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
 /// The reservations this process holds, by site.
@@ -130,8 +125,7 @@ impl Store {
                 return Ok(RateDecision { allowed: true, limit, remaining, reset });
             }
             drop(budget);
-            let (used, last) = window(&mut *self.pool.acquire().await?, site, oldest).await?;
-            let reset = last.map_or(now, |m| (m + WINDOW_MINUTES) * 60);
+            let (used, reset) = self.window(site, oldest, now).await?;
             return Ok(RateDecision { allowed: true, limit, remaining: (limit - used).max(0), reset });
         }
         if budget.left == 0 {
@@ -143,8 +137,7 @@ impl Store {
             return Ok(RateDecision { allowed: true, limit, remaining: (limit - used).max(0), reset });
         }
         drop(budget);
-        let (_, last) = window(&mut *self.pool.acquire().await?, site, oldest).await?;
-        let reset = last.map_or(now, |m| (m + WINDOW_MINUTES) * 60);
+        let (_, reset) = self.window(site, oldest, now).await?;
         self.rate_alert(site, limit, now).await?;
         Ok(RateDecision { allowed: false, limit, remaining: 0, reset })
     }
@@ -255,15 +248,19 @@ impl Store {
     }
 }
 
-/// Requests of `site` in the window starting at minute `oldest`, and the latest minute with any.
-async fn window(conn: &mut Conn, site: &Site, oldest: i64) -> Result<(i64, Option<i64>), StoreError> {
-    let row = sqlx::query(
-        "SELECT CAST(COALESCE(SUM(count), 0) AS BIGINT) AS used, MAX(minute) AS last \
-         FROM rate_buckets WHERE site_id = $1 AND minute >= $2 AND count > 0",
-    )
-    .bind(site.id)
-    .bind(oldest)
-    .fetch_one(conn)
-    .await?;
-    Ok((row.try_get("used")?, row.try_get("last")?))
+impl Store {
+    /// Requests of `site` in the window starting at minute `oldest`, and when the window is
+    /// empty again if no more come (`now` when it is empty already).
+    async fn window(&self, site: &Site, oldest: i64, now: i64) -> Result<(i64, i64), StoreError> {
+        let row = sqlx::query(
+            "SELECT CAST(COALESCE(SUM(count), 0) AS BIGINT) AS used, MAX(minute) AS last \
+             FROM rate_buckets WHERE site_id = $1 AND minute >= $2 AND count > 0",
+        )
+        .bind(site.id)
+        .bind(oldest)
+        .fetch_one(&self.pool)
+        .await?;
+        let last: Option<i64> = row.try_get("last")?;
+        Ok((row.try_get("used")?, last.map_or(now, |m| (m + WINDOW_MINUTES) * 60)))
+    }
 }

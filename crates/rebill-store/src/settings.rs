@@ -46,9 +46,12 @@ pub const WAIT_AT_MOST: Duration = Duration::from_millis(2000);
 const MAX_KEPT: usize = 100_000;
 /// A heartbeat is written at least this often while nothing changes.
 const HEARTBEAT_EVERY: Duration = Duration::from_millis(500);
+/// Processes silent for an hour are forgotten, looked for this often.
+const FORGET_EVERY: Duration = Duration::from_secs(60);
 
-/// Milliseconds of real time (heartbeats compare processes' clocks, never the service clock).
-fn real_millis() -> i64 {
+/// Milliseconds of real time (heartbeats and leases compare processes' clocks, never the service
+/// clock).
+pub(crate) fn real_millis() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
@@ -167,6 +170,7 @@ impl Store {
         let node_id = self.node.get_or_init(node_id).clone();
         let mut beat_at = 0_i64;
         let mut beat_generation = -1_i64;
+        let mut pruned_at = 0_i64;
         let mut interval = tokio::time::interval(WATCH_EVERY);
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // A failure is logged when it starts, not every tick while it lasts.
@@ -197,6 +201,12 @@ impl Store {
                     Err(e) => tracing::warn!(error = %e, "recording this process's heartbeat"),
                 }
             }
+            if now - pruned_at >= FORGET_EVERY.as_millis() as i64 {
+                match self.forget_silent_nodes(now).await {
+                    Ok(()) => pruned_at = now,
+                    Err(e) => tracing::warn!(error = %e, "forgetting silent service processes"),
+                }
+            }
         }
     }
 
@@ -206,8 +216,7 @@ impl Store {
         Ok(row.try_get("generation")?)
     }
 
-    /// Records that `node_id` has seen `generation` at `now` (real milliseconds), and forgets
-    /// processes silent for an hour.
+    /// Records that `node_id` has seen `generation` at `now` (real milliseconds).
     async fn heartbeat(&self, node_id: &str, generation: i64, now: i64) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO service_nodes (node_id, seen_generation, heartbeat_at) VALUES ($1, $2, $3) \
@@ -218,12 +227,15 @@ impl Store {
         .bind(now)
         .execute(&self.pool)
         .await?;
-        if generation % 64 == 0 || now % 60_000 < WATCH_EVERY.as_millis() as i64 {
-            sqlx::query("DELETE FROM service_nodes WHERE heartbeat_at < $1")
-                .bind(now - 3_600_000)
-                .execute(&self.pool)
-                .await?;
-        }
+        Ok(())
+    }
+
+    /// Forgets the processes silent for an hour (`now` in real milliseconds).
+    async fn forget_silent_nodes(&self, now: i64) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM service_nodes WHERE heartbeat_at < $1")
+            .bind(now - 3_600_000)
+            .execute(&self.pool)
+            .await?;
         Ok(())
     }
 }
