@@ -50,6 +50,15 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Soak: the release service under mixed traffic at its site's rate limit (reads, writes,
+    /// subscriptions with tokens, refunds, renewals through the sandbox clock, webhooks to a
+    /// local receiver); fails on any 5xx or when its RSS or open file descriptors grow (arguments
+    /// of `soak`: [--minutes 10 | --seconds N] [--database URL] [--rate-limit 3000], `--help` for
+    /// the rest). Figures go into docs/benchmarks.md by hand.
+    Soak {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 fn workspace_root() -> PathBuf {
@@ -64,6 +73,7 @@ fn main() -> ExitCode {
         Command::Xml { args } => xml(&args),
         Command::LoadBench { args } => load_bench(&args),
         Command::RenewalBench { args } => renewal_bench(&args),
+        Command::Soak { args } => soak(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -287,6 +297,32 @@ fn renewal_bench(args: &[String]) -> anyhow::Result<()> {
         .status()?;
     if !status.success() {
         anyhow::bail!("the renewal benchmark failed");
+    }
+    Ok(())
+}
+
+/// Builds the release `rebill` and `soak` and runs the soak from the target directory cargo
+/// uses, as `cargo metadata` reports it.
+fn soak(args: &[String]) -> anyhow::Result<()> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let build = std::process::Command::new(&cargo)
+        .current_dir(workspace_root())
+        .args(["build", "--release", "-p", "rebill-cli", "--bin", "rebill", "-p", "rebill-load-bench", "--bin", "soak"])
+        .status()
+        .with_context(|| format!("running `{cargo} build`"))?;
+    if !build.success() {
+        anyhow::bail!("release build failed");
+    }
+    let release = target_dir(&cargo)?.join("release");
+    let driver = release.join("soak");
+    let status = std::process::Command::new(&driver)
+        .current_dir(workspace_root())
+        .env("REBILL_BENCH_BINARIES", &release)
+        .args(args)
+        .status()
+        .with_context(|| format!("running {}", driver.display()))?;
+    if !status.success() {
+        anyhow::bail!("the soak failed");
     }
     Ok(())
 }

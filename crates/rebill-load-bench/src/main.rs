@@ -34,67 +34,20 @@
 //! is read from `rate_buckets`; the error is admitted − room, which the design allows from
 //! −(N − 1) × share (a process's reservation, 5 % of the window) to 0.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
-use base64::Engine;
 use rebill_client::models::{Account, Address};
+use rebill_load_bench::http::{api_headers, basic, call, http_client, post_card_token, token_id};
+use rebill_load_bench::process::{peak_rss, rebill_cli, release_binary, spawn};
+use rebill_load_bench::stats::{latency, percentile};
 use sqlx::{AnyConnection, Connection, Row};
-
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts a server and returns it with the lines it printed up to `listening on http://ADDR`.
-fn spawn(command: &mut Command) -> anyhow::Result<(Running, Vec<String>, String)> {
-    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().context("starting a server")?;
-    let stdout = child.stdout.take().context("stdout")?;
-    let running = Running(child);
-    let mut lines = BufReader::new(stdout).lines();
-    let mut seen = Vec::new();
-    loop {
-        let line = lines.next().context("the server stopped before listening")??;
-        if let Some(addr) = line.strip_prefix("listening on http://") {
-            let addr = addr.trim().to_owned();
-            std::thread::spawn(move || for _ in lines {});
-            return Ok((running, seen, addr));
-        }
-        seen.push(line);
-    }
-}
-
-fn basic(key: &str) -> String {
-    base64::engine::general_purpose::STANDARD.encode(format!("{key}:"))
-}
-
-/// One request over a fresh connection; returns status and body.
-fn call(addr: &str, key: &str, method: &str, path: &str, body: &str) -> anyhow::Result<(u16, String)> {
-    let auth = basic(key);
-    let mut stream = TcpStream::connect(addr)?;
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nAuthorization: Basic {auth}\r\n\
-         Accept: application/xml\r\nX-Api-Version: 2.11\r\nContent-Type: application/xml; charset=utf-8\r\n\
-         Content-Length: {}\r\n\r\n{body}",
-        body.len()
-    )?;
-    let mut reply = String::new();
-    stream.read_to_string(&mut reply)?;
-    let (head, body) = reply.split_once("\r\n\r\n").context("an HTTP reply")?;
-    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).context("a status")?;
-    Ok((status, body.to_owned()))
-}
 
 /// A keep-alive HTTP/1.1 connection for GET requests (reconnecting when the server closes it).
 struct KeepAlive {
@@ -235,17 +188,6 @@ fn wrk_micros(text: &str) -> Option<f64> {
     Some(number.parse::<f64>().ok()? * scale)
 }
 
-/// Microseconds as wrk prints a time.
-fn latency(micros: f64) -> String {
-    if micros < 1e3 {
-        format!("{micros:.2}us")
-    } else if micros < 1e6 {
-        format!("{:.2}ms", micros / 1e3)
-    } else {
-        format!("{:.2}s", micros / 1e6)
-    }
-}
-
 /// Starts one wrk instance against `url`.
 fn wrk_start(
     url: &str,
@@ -335,20 +277,6 @@ fn parse_duration(text: &str) -> anyhow::Result<Duration> {
     Ok(Duration::from_secs_f64(number * scale))
 }
 
-/// An HTTP client holding one keep-alive connection (its requests follow each other).
-fn http_client(headers: &[(&'static str, String)]) -> anyhow::Result<reqwest::Client> {
-    let mut map = reqwest::header::HeaderMap::new();
-    for (name, value) in headers {
-        map.insert(*name, value.parse()?);
-    }
-    Ok(reqwest::Client::builder()
-        .no_proxy()
-        .pool_max_idle_per_host(1)
-        .timeout(Duration::from_secs(120))
-        .default_headers(map)
-        .build()?)
-}
-
 /// Makes `count` card tokens through `POST /js/v1/token` with `connections` tasks spread over
 /// the processes.
 async fn make_tokens(
@@ -366,26 +294,8 @@ async fn make_tokens(
             let client = http_client(&[])?;
             let mut made = Vec::new();
             while next.fetch_add(1, Ordering::Relaxed) < count {
-                let form = [
-                    ("key", public_key.as_str()),
-                    ("number", "4111111111111111"),
-                    ("month", "12"),
-                    ("year", "2031"),
-                    ("cvv", "123"),
-                    ("first_name", "Verena"),
-                    ("last_name", "Example"),
-                    ("address1", "123 Main St."),
-                    ("city", "San Francisco"),
-                    ("state", "CA"),
-                    ("postal_code", "94105"),
-                    ("country", "US"),
-                ];
-                let reply = client.post(&url).form(&form).send().await?;
-                let status = reply.status();
-                let text = reply.text().await?;
-                ensure!(status == 200, "POST /js/v1/token answered {status}:\n{text}");
-                let value: serde_json::Value = serde_json::from_str(&text).context("the token reply")?;
-                made.push(value["id"].as_str().with_context(|| format!("a token id in {text}"))?.to_owned());
+                let (status, text) = post_card_token(&client, &url, &public_key).await?;
+                made.push(token_id(status, &text)?);
             }
             anyhow::Ok(made)
         });
@@ -414,9 +324,7 @@ impl Driven {
 
     /// The latency at `percent` (nearest rank), in microseconds.
     fn percentile(&self, percent: f64) -> f64 {
-        let rank = (percent / 100.0 * self.latencies.len() as f64).ceil() as usize;
-        let last = self.latencies.len().saturating_sub(1);
-        self.latencies.get(rank.saturating_sub(1).min(last)).copied().unwrap_or(0) as f64
+        percentile(&self.latencies, percent) as f64
     }
 }
 
@@ -439,12 +347,7 @@ async fn drive(
     let mut tasks = tokio::task::JoinSet::new();
     for task in 0..connections {
         let url = format!("http://{}/v2/subscriptions", addrs[task % addrs.len()]);
-        let headers = [
-            ("authorization", format!("Basic {}", basic(key))),
-            ("accept", "application/xml".to_owned()),
-            ("x-api-version", "2.11".to_owned()),
-            ("content-type", "application/xml; charset=utf-8".to_owned()),
-        ];
+        let headers = api_headers(key);
         let (next, tokens, ran_out, prefix) = (next.clone(), tokens.clone(), ran_out.clone(), prefix.to_owned());
         tasks.spawn(async move {
             let client = http_client(&headers)?;
@@ -505,27 +408,6 @@ fn subscriptions_with_tokens(
         let driven = drive(addrs, key, connections, run_for, Arc::new(tokens), &format!("{run}-s")).await?;
         Ok((driven, pool, rate))
     })
-}
-
-/// `VmHWM` (peak resident set) of a process in bytes.
-fn peak_rss(pid: u32) -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    let kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().strip_suffix("kB"))
-        .and_then(|v| v.trim().parse().ok())
-        .with_context(|| format!("VmHWM of process {pid}"))?;
-    Ok(kib * 1024)
-}
-
-/// Runs `rebill --database DATABASE ARGS…` and answers its stdout.
-fn rebill_cli(rebill: &Path, database: &str, args: &[&str]) -> anyhow::Result<String> {
-    let out = Command::new(rebill).args(["--database", database]).args(args).output()?;
-    if !out.status.success() {
-        bail!("rebill {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
-    }
-    Ok(String::from_utf8(out.stdout)?)
 }
 
 /// Requests the site made in the rate-limit window as the buckets hold them: the sum over the
@@ -629,15 +511,6 @@ fn rate_limit_error(rebill: &Path, database: &str, addrs: &[String]) -> anyhow::
         "| {REQUESTS} | {admitted} | {refused} | {before} | {room} | {after} | {error} | {allowed} … 0 ({verdict}) |"
     );
     Ok(())
-}
-
-/// A release binary: in `REBILL_BENCH_BINARIES` (set by `cargo xtask load-bench`), or else
-/// beside this benchmark's own executable (the same target directory).
-fn release_binary(name: &str) -> PathBuf {
-    let dir = std::env::var_os("REBILL_BENCH_BINARIES")
-        .map(PathBuf::from)
-        .or_else(|| std::env::current_exe().ok().and_then(|exe| exe.parent().map(Path::to_path_buf)));
-    dir.unwrap_or_else(|| PathBuf::from("target/release")).join(name)
 }
 
 fn main() -> anyhow::Result<()> {
@@ -805,7 +678,7 @@ fn main() -> anyhow::Result<()> {
 
     let peaks = servers
         .iter()
-        .map(|s| peak_rss(s.0.id()).map(|bytes| format!("{:.1} MB", bytes as f64 / 1e6)))
+        .map(|s| peak_rss(s.id()).map(|bytes| format!("{:.1} MB", bytes as f64 / 1e6)))
         .collect::<anyhow::Result<Vec<_>>>()?;
     println!("\npeak RSS (VmHWM) of rebill: {}", peaks.join(", "));
 

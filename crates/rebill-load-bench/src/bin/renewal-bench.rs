@@ -84,50 +84,6 @@ struct Args {
     webhook: bool,
 }
 
-/// A local webhook receiver: answers 200 to every POST and counts them.
-async fn receiver() -> anyhow::Result<(String, Arc<std::sync::atomic::AtomicU64>)> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let url = format!("http://{}/hooks", listener.local_addr()?);
-    let count = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let counted = count.clone();
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            let counted = counted.clone();
-            tokio::spawn(async move {
-                let mut buffer = vec![0u8; 64 * 1024];
-                let mut seen = Vec::new();
-                loop {
-                    let Ok(n) = stream.read(&mut buffer).await else { return };
-                    if n == 0 {
-                        return;
-                    }
-                    seen.extend_from_slice(&buffer[..n]);
-                    // One request per connection (the poster's client may keep it alive: answer
-                    // each complete request, counted by its head and Content-Length).
-                    while let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") {
-                        let head = String::from_utf8_lossy(&seen[..end]).to_ascii_lowercase();
-                        let length: usize = head
-                            .lines()
-                            .find_map(|l| l.strip_prefix("content-length:"))
-                            .and_then(|v| v.trim().parse().ok())
-                            .unwrap_or(0);
-                        if seen.len() < end + 4 + length {
-                            break;
-                        }
-                        seen.drain(..end + 4 + length);
-                        counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                        if stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n").await.is_err() {
-                            return;
-                        }
-                    }
-                }
-            });
-        }
-    });
-    Ok((url, count))
-}
-
 /// Builds the Stripe gateway of a site put on Stripe.
 struct StripeBuilder;
 
@@ -212,8 +168,7 @@ impl Api {
 }
 
 fn basic(key: &str) -> String {
-    use base64::Engine;
-    format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{key}:")))
+    format!("Basic {}", rebill_load_bench::http::basic(key))
 }
 
 /// Makes the template subscription through the API: the plan and the subscription with the Rust
@@ -597,8 +552,8 @@ async fn run(backend: Backend, url: &str, n: u32, stripe: Option<&str>, webhook:
 
     // The webhook worker runs beside the renewals, as in `rebill serve`.
     let hooks = if webhook {
-        let (hook_url, received) = receiver().await?;
-        let request = rebill_app::operations::webhooks::EndpointRequest { url: &hook_url, ..Default::default() };
+        let received = rebill_load_bench::receiver::Receiver::start().await?;
+        let request = rebill_app::operations::webhooks::EndpointRequest { url: &received.url, ..Default::default() };
         rebill_app::operations::webhooks::add_endpoint(&services, &site, &request, clock.now()).await?;
         // Only what the renewals send is measured: the seeding's events are not notified.
         sqlx::query("UPDATE domain_events SET notified = 1").execute(&mut db).await?;
@@ -640,7 +595,7 @@ async fn run(backend: Backend, url: &str, n: u32, stripe: Option<&str>, webhook:
                     .fetch_one(&mut db)
                     .await?
                     .try_get("n")?;
-                if unnotified == 0 && received.load(std::sync::atomic::Ordering::SeqCst) >= total as u64 {
+                if unnotified == 0 && received.count() >= total as u64 {
                     break total;
                 }
                 tokio::time::sleep(std::time::Duration::from_millis(100)).await;
