@@ -1,10 +1,12 @@
 //! `cargo xtask regen [--check]`, `cargo xtask test`, `cargo xtask xml`,
-//! `cargo xtask load-bench` and `cargo xtask renewal-bench`.
+//! `cargo xtask load-bench`, `cargo xtask renewal-bench` and `cargo xtask fuzz`.
 //!
 //! `regen` runs `rebill-codegen` over `schema/` (`--check` fails on any stale generated file);
 //! `test` is the command CI runs; the others run `rebill-transcode` and the benchmarks of
 //! `rebill-load-bench`. xtask depends on the schema loader and the generator only, never on
 //! `rebill-models`, so that regen works while the generated code is broken.
+
+mod fuzz;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -27,7 +29,8 @@ enum Command {
         #[arg(long)]
         check: bool,
     },
-    /// Run every check CI runs: generated-code drift, formatting, clippy and all tests.
+    /// Run every check CI runs: generated-code drift, formatting, clippy, all tests and the fuzz
+    /// smoke.
     Test,
     /// Rewrite one document of a resource from one API version to another (the arguments of
     /// `rebill-transcode`: --resource NAME --from A --to B [--features F] [--base-url U] [FILE]).
@@ -59,6 +62,10 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Fuzz targets under libFuzzer: `--smoke` runs each for a short time (CI); `TARGET [--runs
+    /// N] [--seconds S]` runs one; `seed` rebuilds the seed corpus and dictionaries
+    /// (docs/fuzzing.md).
+    Fuzz(fuzz::FuzzArgs),
 }
 
 fn workspace_root() -> PathBuf {
@@ -74,6 +81,7 @@ fn main() -> ExitCode {
         Command::LoadBench { args } => load_bench(&args),
         Command::RenewalBench { args } => renewal_bench(&args),
         Command::Soak { args } => soak(&args),
+        Command::Fuzz(args) => fuzz::run(&args, &workspace_root()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -156,7 +164,9 @@ fn test() -> anyhow::Result<()> {
     if passed == 0 {
         anyhow::bail!("`cargo test` ran no test");
     }
-    Ok(())
+    // Every fuzz target for a short time over its seed corpus: a crash, timeout or
+    // out-of-memory fails the run.
+    fuzz::smoke(&workspace_root())
 }
 
 /// Runs `node --test` over the library's unit tests (`js/test/unit/*.test.js`), echoing its

@@ -37,7 +37,7 @@ pub(crate) fn panic_response(_cause: Box<dyn std::any::Any + Send + 'static>) ->
 }
 
 /// 413 for a declared body over the limit (bodies are also cut off while read).
-pub(crate) async fn body_limit(State(state): State<AppState>, request: Request, next: Next) -> Response {
+pub async fn body_limit(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let limit = state.config.body_limit;
     let declared =
         request.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
@@ -61,7 +61,7 @@ fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
 
 /// 406 unless the client accepts `application/xml`, or `application/pdf` on the lookup of an
 /// invoice (its PDF; errors are still XML documents, as clients read them).
-pub(crate) async fn accept(mut request: Request, next: Next) -> Response {
+pub async fn accept(mut request: Request, next: Next) -> Response {
     if !accepts(request.headers(), "application/xml") {
         let invoice_lookup = request.method() == axum::http::Method::GET
             && crate::dispatch::endpoint_of(request.method(), request.uri().path())
@@ -80,7 +80,7 @@ pub(crate) async fn accept(mut request: Request, next: Next) -> Response {
 
 /// Parses `X-Api-Version` (absent: 2.0). An unsupported version, or a deprecated one past its
 /// sunset, is a 400; a deprecated one answers with `Service-Deprecated` and `Service-Sunset-Date`.
-pub(crate) async fn api_version(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+pub async fn api_version(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
     let version = match request.headers().get(&X_API_VERSION) {
         None => ApiVersion::default(),
         Some(value) => match value.to_str().ok().map(ApiVersion::parse) {
@@ -140,7 +140,7 @@ pub(crate) fn unauthorized() -> Response {
 }
 
 /// The private key of an `Authorization: Basic` header (user name = key, empty password).
-pub(crate) fn basic_key(headers: &HeaderMap) -> Option<String> {
+pub fn basic_key(headers: &HeaderMap) -> Option<String> {
     let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, encoded) = value.split_once(' ')?;
     if !scheme.eq_ignore_ascii_case("basic") {
@@ -154,7 +154,7 @@ pub(crate) fn basic_key(headers: &HeaderMap) -> Option<String> {
 
 /// The base of hrefs and `Location`: the configured public URL, or else the scheme, host and
 /// port the client called (local development).
-pub(crate) fn base_url(state: &AppState, request: &Request) -> String {
+pub fn base_url(state: &AppState, request: &Request) -> String {
     if let Some(url) = &state.config.public_url {
         return url.as_str().to_owned();
     }
@@ -252,7 +252,7 @@ pub(crate) async fn read_only(request: Request, next: Next) -> Response {
 }
 
 /// Whether a request has a body (HTTP/1.1: without Content-Length or Transfer-Encoding it has none).
-pub(crate) fn has_body(headers: &HeaderMap) -> bool {
+pub fn has_body(headers: &HeaderMap) -> bool {
     headers.contains_key(header::TRANSFER_ENCODING)
         || headers
             .get(header::CONTENT_LENGTH)
@@ -264,7 +264,7 @@ pub(crate) fn has_body(headers: &HeaderMap) -> bool {
 /// 415 when a POST or PUT body says it is something other than `application/xml` in UTF-8. A
 /// body without a Content-Type is read as XML (released clients send one so), and an empty
 /// action PUT such as `…/cancel` needs none.
-pub(crate) async fn content_type(request: Request, next: Next) -> Response {
+pub async fn content_type(request: Request, next: Next) -> Response {
     let writes = matches!(*request.method(), Method::POST | Method::PUT);
     if writes && has_body(request.headers()) {
         let Some(given) = request.headers().get(header::CONTENT_TYPE) else { return next.run(request).await };
@@ -289,7 +289,7 @@ pub(crate) async fn content_type(request: Request, next: Next) -> Response {
 /// `ETag` on every successful GET (a strong validator: 128 bits of the body's BLAKE3 hash; the
 /// body is already specific to the API version and site features), and 304 without a body when
 /// `If-None-Match` holds it.
-pub(crate) async fn etag(request: Request, next: Next) -> Response {
+pub async fn etag(request: Request, next: Next) -> Response {
     if request.method() != Method::GET {
         return next.run(request).await;
     }

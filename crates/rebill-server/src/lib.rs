@@ -63,7 +63,7 @@ mod health;
 mod invoices;
 pub mod js_library;
 pub mod layers;
-mod lists;
+pub mod lists;
 mod payments;
 mod plans;
 mod purchases;

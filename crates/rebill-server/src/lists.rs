@@ -45,13 +45,13 @@ const CURSOR_SCALE: i128 = 10_000_000_000_000_000_000;
 /// A query parameter that cannot be used: 400 `invalid_parameter`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{description}")]
-pub(crate) struct InvalidParameter {
+pub struct InvalidParameter {
     pub name: String,
     pub description: String,
 }
 
 impl InvalidParameter {
-    pub(crate) fn response(&self) -> Response {
+    pub fn response(&self) -> Response {
         respond::error(StatusCode::BAD_REQUEST, "invalid_parameter", &self.description)
     }
 }
@@ -66,7 +66,7 @@ fn shown(value: &str) -> String {
 }
 
 /// `name` must be one of `allowed`.
-pub(crate) fn invalid_choice(name: &str, allowed: &[&str], got: &str) -> InvalidParameter {
+pub fn invalid_choice(name: &str, allowed: &[&str], got: &str) -> InvalidParameter {
     InvalidParameter {
         name: name.to_owned(),
         description: format!("{name} must be one of {} (got `{}`).", allowed.join(", "), shown(got)),
@@ -74,12 +74,12 @@ pub(crate) fn invalid_choice(name: &str, allowed: &[&str], got: &str) -> Invalid
 }
 
 /// The cursor of a position.
-pub(crate) fn encode_cursor(position: Position) -> String {
+pub fn encode_cursor(position: Position) -> String {
     (i128::from(position.value) * CURSOR_SCALE + i128::from(position.id)).to_string()
 }
 
 /// The position of a cursor made by [`encode_cursor`].
-pub(crate) fn decode_cursor(text: &str) -> Option<Position> {
+pub fn decode_cursor(text: &str) -> Option<Position> {
     let digits = text.strip_prefix('-').unwrap_or(text);
     if digits.is_empty() || digits.len() > 38 || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -92,14 +92,14 @@ pub(crate) fn decode_cursor(text: &str) -> Option<Position> {
 
 /// A time bound as sent and as epoch seconds.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct TimeBound {
+pub struct TimeBound {
     pub text: String,
     pub at: i64,
 }
 
 /// The list parameters of one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ListQuery {
+pub struct ListQuery {
     pub per_page: u32,
     pub cursor: Option<Position>,
     pub sort: Sort,
@@ -140,7 +140,7 @@ fn time_bound(name: &str, text: &str) -> Result<TimeBound, InvalidParameter> {
 impl ListQuery {
     /// Reads the query string (`None`: no query) of a list endpoint with these `filters`.
     /// When a parameter is repeated, the last one counts.
-    pub(crate) fn parse(query: Option<&str>, filters: &[&'static str]) -> Result<Self, InvalidParameter> {
+    pub fn parse(query: Option<&str>, filters: &[&'static str]) -> Result<Self, InvalidParameter> {
         let mut out = ListQuery::default();
         let mut found: Vec<(&'static str, String)> = Vec::new();
         for (name, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
@@ -190,12 +190,12 @@ impl ListQuery {
     }
 
     /// A declared filter's value, if sent.
-    pub(crate) fn filter(&self, name: &str) -> Option<&str> {
+    pub fn filter(&self, name: &str) -> Option<&str> {
         self.filters.iter().find(|(n, _)| *n == name).map(|(_, v)| v.as_str())
     }
 
     /// The page the store reads.
-    pub(crate) fn page(&self) -> PageRequest {
+    pub fn page(&self) -> PageRequest {
         PageRequest {
             sort: self.sort,
             order: self.order,
@@ -207,7 +207,7 @@ impl ListQuery {
     }
 
     /// The query string of a link to the page after `cursor` (the first page when `None`).
-    pub(crate) fn link_query(&self, cursor: Option<Position>) -> String {
+    pub fn link_query(&self, cursor: Option<Position>) -> String {
         let mut q = form_urlencoded::Serializer::new(String::new());
         if let Some(c) = cursor {
             q.append_pair("cursor", &encode_cursor(c));
@@ -228,7 +228,7 @@ impl ListQuery {
     }
 
     /// The `Link` header of a page of the list at `base` + `path`.
-    pub(crate) fn link_header(&self, base: &str, path: &str, next: Option<Position>) -> String {
+    pub fn link_header(&self, base: &str, path: &str, next: Option<Position>) -> String {
         let mut links = format!("<{base}{path}?{}>; rel=\"start\"", self.link_query(None));
         if let Some(next) = next {
             links.push_str(&format!(", <{base}{path}?{}>; rel=\"next\"", self.link_query(Some(next))));

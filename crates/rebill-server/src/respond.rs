@@ -106,7 +106,7 @@ pub fn time(secs: i64) -> Option<DateTime<Utc>> {
 }
 
 /// 204 answer to a CORS preflight.
-pub(crate) fn preflight(request: &axum::extract::Request, methods: &'static str) -> Response {
+pub fn preflight(request: &axum::extract::Request, methods: &'static str) -> Response {
     let mut response = StatusCode::NO_CONTENT.into_response();
     let headers = response.headers_mut();
     headers.insert(header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static(methods));
@@ -121,7 +121,7 @@ pub(crate) fn preflight(request: &axum::extract::Request, methods: &'static str)
 
 /// Whether `name` is safe to write as a JavaScript callback: dotted identifiers, at most 128
 /// characters.
-pub(crate) fn valid_callback(name: &str) -> bool {
+pub fn valid_callback(name: &str) -> bool {
     let ident = |part: &str| {
         let mut chars = part.chars();
         chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == '$')

@@ -73,7 +73,7 @@ async fn cors(mut response: Response) -> Response {
 
 /// A library error.
 #[derive(Debug, Clone, PartialEq)]
-struct ApiError {
+pub struct ApiError {
     status: StatusCode,
     code: &'static str,
     message: String,
@@ -110,7 +110,7 @@ fn invalid_public_key() -> ApiError {
 }
 
 /// How to answer: JSON, or JSONP through a callback.
-enum Answer {
+pub enum Answer {
     Json,
     Jsonp(String),
 }
@@ -136,7 +136,7 @@ impl Answer {
         }
     }
 
-    fn error(&self, error: &ApiError) -> Response {
+    pub fn error(&self, error: &ApiError) -> Response {
         self.send(error.status, &error.body())
     }
 }
@@ -151,7 +151,7 @@ fn parse_params(bytes: &[u8]) -> HashMap<String, String> {
 }
 
 /// The parameters of a library call and how to answer it, or the answer refusing it.
-async fn read_call(state: &AppState, request: Request) -> Result<(HashMap<String, String>, Answer), Response> {
+pub async fn read_call(state: &AppState, request: Request) -> Result<(HashMap<String, String>, Answer), Response> {
     let limit = state.config.body_limit.min(TOKEN_BODY_LIMIT);
     let query = request.uri().query().unwrap_or_default().to_owned();
     if request.method() == Method::GET {
@@ -329,7 +329,7 @@ fn token_message(e: &FieldError) -> String {
 }
 
 /// The address and name fields every token may carry.
-fn address_fields(params: &HashMap<String, String>) -> BillingFields {
+pub fn address_fields(params: &HashMap<String, String>) -> BillingFields {
     let text = |name: &str| param(params, name).map(str::to_owned);
     BillingFields {
         first_name: text("first_name"),
@@ -385,7 +385,7 @@ fn billing_info_bound(field: &str) -> Option<usize> {
 
 /// The `validation` error of form fields holding a character XML forbids or too many
 /// characters (counted after trimming, as stored), before any other check sees them.
-fn check_characters_and_bounds(params: &HashMap<String, String>) -> Result<(), ApiError> {
+pub fn check_characters_and_bounds(params: &HashMap<String, String>) -> Result<(), ApiError> {
     let mut error =
         ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "validation", "There was an error validating your request.");
     for (name, field) in TOKEN_FIELDS {
@@ -463,7 +463,7 @@ fn internal_error() -> ApiError {
 }
 
 /// The `validation` error of field problems (and of an invalid country).
-fn validation(errors: &[FieldError], country_invalid: bool) -> ApiError {
+pub fn validation(errors: &[FieldError], country_invalid: bool) -> ApiError {
     let mut error =
         ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "validation", "There was an error validating your request.");
     for e in errors {
