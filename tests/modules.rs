@@ -63,7 +63,7 @@ const SERVER: Layers = Layers {
         ],
         &["request", "views"],
         &["lists"],
-        &["respond", "wire"],
+        &["respond", "wire", "metrics"],
         &["state"],
     ],
 };
@@ -83,6 +83,7 @@ const STORE: Layers = Layers {
             "coupons",
             "credits",
             "gateways",
+            "gauges",
             "invoices",
             "jobs",
             "outbox",
@@ -160,7 +161,7 @@ const APP_INSIDE: &[Layers] = &[
         layers: &[
             &["transaction_records", "gateways", "tokens", "sites"],
             &["events", "jobs", "subscription_documents"],
-            &["error", "context", "instant", "model"],
+            &["error", "context", "instant", "metrics", "model"],
             &["mod"],
         ],
     },

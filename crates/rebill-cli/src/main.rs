@@ -92,6 +92,10 @@ enum Command {
         /// SIGTERM or SIGINT (a second signal exits at once).
         #[arg(long, value_name = "SECS", default_value_t = rebill_server::SHUTDOWN_GRACE.as_secs())]
         shutdown_grace: u64,
+        /// Serve `GET /metrics` (Prometheus text format) on this address, e.g. `127.0.0.1:9090`:
+        /// a listener of its own, never the API's. Off by default.
+        #[arg(long, env = "REBILL_METRICS_LISTEN", value_name = "ADDR")]
+        metrics_listen: Option<String>,
         /// Serve a demo checkout page at `/demo` for the first sandbox site (its plans, the
         /// hosted card fields, a subscription made inside rebill). Off by default.
         #[arg(long)]
@@ -469,6 +473,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             body_timeout,
             max_connections,
             shutdown_grace,
+            metrics_listen,
             demo,
             webhook_retry_scale,
             token_purge_interval,
@@ -512,6 +517,18 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             if demo {
                 println!("demo checkout page at http://{}/demo", listener.local_addr()?);
             }
+            // Before the API's line, which a supervisor may wait for.
+            let metrics = match metrics_listen {
+                Some(addr) => {
+                    let handle = rebill_server::metrics::install()?;
+                    let listener = tokio::net::TcpListener::bind(&addr)
+                        .await
+                        .with_context(|| format!("listening for metrics on {addr}"))?;
+                    println!("metrics on http://{}/metrics", listener.local_addr()?);
+                    Some((listener, handle))
+                }
+                None => None,
+            };
             println!("listening on http://{}", listener.local_addr()?);
             let config = rebill_server::Config {
                 deprecations,
@@ -543,7 +560,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 webhook_retry_scale,
                 std::time::Duration::from_millis(200),
             ));
+            let exposition = metrics
+                .map(|(listener, handle)| tokio::spawn(rebill_server::metrics::serve(listener, state.clone(), handle)));
             let served = rebill_server::serve(listener, state, stop_signal(shutdown_grace)).await;
+            if let Some(exposition) = exposition {
+                exposition.abort();
+            }
             mailer.abort();
             purger.abort();
             notifier.abort();

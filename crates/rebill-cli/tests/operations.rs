@@ -148,3 +148,170 @@ fn base64_key(key: &str) -> String {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD.encode(format!("{key}:"))
 }
+
+/// 2027-01-15T08:00:00Z.
+const T0: i64 = 1_800_000_000;
+const DAY: i64 = 86_400;
+
+/// The sum of the samples of `name` whose labels include `labels` (`None`: no such sample), in a
+/// Prometheus text exposition.
+fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    let mut found = None;
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let Some(rest) = line.strip_prefix(name) else { continue };
+        let (set, value) = match rest.strip_prefix('{') {
+            Some(inner) => match inner.split_once("} ") {
+                Some((set, value)) => (set, value),
+                None => continue,
+            },
+            None => match rest.strip_prefix(' ') {
+                Some(value) => ("", value),
+                None => continue,
+            },
+        };
+        let pairs: Vec<(&str, &str)> =
+            set.split(',').filter_map(|pair| pair.split_once('=')).map(|(k, v)| (k, v.trim_matches('"'))).collect();
+        if labels.iter().all(|wanted| pairs.contains(wanted)) {
+            let value: f64 = value.trim().parse().unwrap_or_else(|e| panic!("{line}: {e}"));
+            found = Some(found.unwrap_or(0.0) + value);
+        }
+    }
+    found
+}
+
+/// `GET /metrics` on the metrics listener: 200 in the Prometheus text format.
+fn scrape(addr: &str) -> String {
+    let reply = raw(addr, "GET /metrics HTTP/1.1\r\nHost: metrics\r\nConnection: close\r\n\r\n");
+    assert_eq!(reply.status, 200, "{}", reply.head);
+    assert_eq!(reply.header("Content-Type").as_deref(), Some("text/plain; version=0.0.4; charset=utf-8"));
+    reply.body
+}
+
+/// Scrapes until `done` holds for the exposition (at most 60 s).
+fn scrape_until(addr: &str, what: &str, done: impl Fn(&str) -> bool) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let text = scrape(addr);
+        if done(&text) {
+            return text;
+        }
+        assert!(std::time::Instant::now() < deadline, "{what}:\n{text}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// `--metrics-listen`: every metric of the catalogue on a listener of its own, counting what the
+/// service did (requests, a rate-limit refusal, renewals paid and declined, gateway calls,
+/// webhook deliveries) and reading the gauges from the database.
+fn metrics(db: &str) {
+    use rebill_testkit::receiver::Receiver;
+    let receiver = Receiver::start(Vec::new(), None);
+    let key_file = vault_key_file();
+    let args = ["--vault-key-file", &key_file, "--metrics-listen", "127.0.0.1:0", "--webhook-retry-scale", "0.01"];
+    let s = start_with(db, Options { clock: Some(T0), args: &args, ..Options::default() });
+    let addr = s
+        .banner
+        .iter()
+        .find_map(|l| l.strip_prefix("metrics on http://"))
+        .and_then(|a| a.trim().strip_suffix("/metrics"))
+        .expect("the metrics address is printed before the API's")
+        .to_owned();
+    assert_ne!(addr, s.addr);
+    let out = std::process::Command::new(bin())
+        .args(["--database", db, "webhooks", "add", "--site", "sandbox", "--url", &receiver.url])
+        .env("REBILL_VAULT_KEY_FILE", &key_file)
+        .output()
+        .expect("run rebill");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Not on the API's listener.
+    assert_eq!(authed(&s, "GET", "/metrics", &[], "").status, 404);
+
+    let xml = xml_at("2.11");
+    let plan = "<plan><plan_code>m</plan_code><name>M</name><unit_amount_in_cents><USD>500</USD>\
+                </unit_amount_in_cents><plan_interval_length>1</plan_interval_length>\
+                <plan_interval_unit>months</plan_interval_unit></plan>";
+    ok(authed(&s, "POST", "/v2/plans", &xml, plan), 201);
+    for code in ["paying", "declining"] {
+        let token = card_token(&s, "4111111111111111");
+        let body = format!(
+            "<subscription><plan_code>m</plan_code><currency>USD</currency><account><account_code>{code}\
+             </account_code><billing_info><token_id>{token}</token_id></billing_info></account></subscription>"
+        );
+        ok(authed(&s, "POST", "/v2/subscriptions", &xml, &body), 201);
+    }
+    // A card that is stored but declines its charges: the second renewal is declined.
+    let token = card_token(&s, "4000000000000341");
+    let body = format!("<billing_info><token_id>{token}</token_id></billing_info>");
+    ok(authed(&s, "PUT", "/v2/accounts/declining/billing_info", &xml, &body), 422);
+    ok(authed(&s, "GET", "/v2/accounts/paying", &xml, ""), 200);
+    ok(authed(&s, "GET", "/v2/accounts/nobody", &xml, ""), 404);
+
+    // The renewals are due at T0 + 31 days; no dunning retry is due yet an hour later.
+    s.set_clock(T0 + 31 * DAY + 3600);
+    let renewal = rebill_app::platform::metrics::RENEWAL_PAYMENTS;
+    // Counted as they finish: the declined renewal's job ends after its payment is declined.
+    scrape_until(&addr, "two renewals run, one paid and one declined", |text| {
+        sample(text, "rebill_renewals_run_total", &[]) == Some(2.0)
+            && sample(text, renewal, &[("outcome", "paid")]) == Some(1.0)
+            && sample(text, renewal, &[("outcome", "declined")]) == Some(1.0)
+            && sample(text, "rebill_scheduler_lag_seconds", &[]) == Some(0.0)
+    });
+    let text = scrape_until(&addr, "the notifications delivered", |text| {
+        sample(text, "rebill_webhook_queue_depth", &[]) == Some(0.0)
+            && sample(text, "rebill_webhook_deliveries_total", &[("outcome", "delivered")])
+                .is_some_and(|n| n as usize >= receiver.count() && n >= 1.0)
+    });
+    assert_eq!(
+        sample(&text, "rebill_webhook_deliveries_total", &[("outcome", "delivered")]),
+        Some(receiver.count() as f64)
+    );
+
+    // Requests by endpoint, method and status, with their latency.
+    let get = [("endpoint", "get_account"), ("method", "GET")];
+    assert_eq!(sample(&text, "rebill_http_requests_total", &[get[0], get[1], ("status", "200")]), Some(1.0));
+    assert_eq!(sample(&text, "rebill_http_requests_total", &[get[0], get[1], ("status", "404")]), Some(1.0));
+    assert_eq!(sample(&text, "rebill_http_request_duration_seconds_count", &get), Some(2.0));
+    assert_eq!(
+        sample(&text, "rebill_http_request_duration_seconds_bucket", &[get[0], get[1], ("le", "+Inf")]),
+        Some(2.0)
+    );
+    let tokens = [("endpoint", "tokens"), ("method", "POST"), ("status", "200")];
+    assert_eq!(sample(&text, "rebill_http_requests_total", &tokens), Some(3.0));
+    let created = [("endpoint", "create_subscription"), ("method", "POST"), ("status", "201")];
+    assert_eq!(sample(&text, "rebill_http_requests_total", &created), Some(2.0));
+    assert_eq!(sample(&text, "rebill_http_requests_total", &[("endpoint", "unrouted"), ("status", "404")]), Some(1.0));
+
+    // Gateway calls by outcome: two cards stored, one refused; two first charges, one renewal
+    // approved and one declined.
+    let calls = "rebill_gateway_calls_total";
+    let call = |operation: &'static str, outcome: &'static str| {
+        sample(&text, calls, &[("gateway", "test"), ("operation", operation), ("outcome", outcome)])
+    };
+    assert_eq!(call("purchase", "approved"), Some(3.0));
+    assert_eq!(call("purchase", "declined"), Some(1.0));
+    assert!(call("store_payment_method", "approved").is_some_and(|n| n >= 2.0), "{text}");
+    assert_eq!(sample(&text, "rebill_gateway_call_duration_seconds_count", &[("operation", "purchase")]), Some(4.0));
+
+    // Gauges from the database and the pools.
+    assert_eq!(sample(&text, "rebill_scheduler_lag_seconds", &[]), Some(0.0));
+    assert!(sample(&text, "rebill_db_connections", &[("pool", "main"), ("state", "idle")]).is_some(), "{text}");
+    assert!(sample(&text, "rebill_db_connections", &[("pool", "main"), ("state", "in_use")]).is_some(), "{text}");
+
+    // A refusal by the rate limit (the window of a limit of 1 a minute holds 5 requests).
+    s.cli(&["site", "update", "--name", "sandbox", "--rate-limit", "1"]);
+    let refused = (0..6).map(|_| authed(&s, "GET", "/v2/accounts/paying", &xml, "")).find(|r| r.status != 200);
+    assert_error(&refused.expect("the window fills within 6 requests"), 429, "rate_limit_exceeded");
+    let text = scrape(&addr);
+    assert_eq!(sample(&text, "rebill_rate_limit_refusals_total", &[("site", "sandbox")]), Some(1.0));
+
+    // Every metric of the catalogue is there, described.
+    for metric in rebill_app::platform::metrics::CATALOGUE {
+        assert!(text.contains(&format!("# HELP {} ", metric.name)), "{} is not described:\n{text}", metric.name);
+        assert!(text.contains(&format!("# TYPE {} ", metric.name)), "{} has no samples:\n{text}", metric.name);
+    }
+}
+
+#[test]
+fn metrics_on_their_own_listener() {
+    on_both_backends("metrics", metrics);
+}

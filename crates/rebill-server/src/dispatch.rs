@@ -14,7 +14,7 @@ use rebill_models::{allowed_methods, route};
 use crate::handlers;
 use crate::request::Call;
 use crate::respond;
-use crate::state::{AppState, RequestContext};
+use crate::state::{AppState, LogFields, RequestContext};
 
 fn table_method(method: &axum::http::Method) -> Option<rebill_models::Method> {
     use axum::http::Method;
@@ -109,6 +109,9 @@ pub(crate) async fn dispatch(State(state): State<AppState>, request: Request<Bod
             "invalid_parameter",
             &format!("The query parameter `{name}` holds a character that is not allowed (a control character)."),
         );
+    }
+    if let Some(log) = request.extensions().get::<LogFields>() {
+        log.endpoint(endpoint.name);
     }
     let Some(id) = EndpointId::of(endpoint) else {
         return respond::internal(&format!("endpoint {} is not in the table", endpoint.name));

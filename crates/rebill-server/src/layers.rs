@@ -207,6 +207,7 @@ pub(crate) async fn rate_limit(State(state): State<AppState>, request: Request, 
     let mut response = if decision.allowed {
         next.run(request).await
     } else {
+        crate::metrics::rate_limited(&site.name);
         respond::error(
             StatusCode::TOO_MANY_REQUESTS,
             "rate_limit_exceeded",
@@ -471,9 +472,31 @@ pub fn loggable_query(query: &str) -> String {
     cut(&parts.join("&"))
 }
 
+/// The endpoint label of a request the API table did not route: the route outside the API its
+/// path is under, or `unrouted`.
+fn route_label(path: &str) -> &'static str {
+    let under = |prefix: &str| path == prefix || path.strip_prefix(prefix).is_some_and(|rest| rest.starts_with('/'));
+    if under(crate::tokens::PREFIX) {
+        "tokens"
+    } else if under(crate::js_library::PREFIX) {
+        "js"
+    } else if path == "/healthz" {
+        "healthz"
+    } else if path == "/readyz" {
+        "readyz"
+    } else if path == "/sandbox/clock" {
+        "sandbox_clock"
+    } else if under("/demo") {
+        "demo"
+    } else {
+        "unrouted"
+    }
+}
+
 /// One line per request at info (target `rebill::request`): method, path, query (see
 /// [`loggable_query`]), status, duration, site id and API version when known. Never a header
-/// value (so never `Authorization`) and never a body.
+/// value (so never `Authorization`) and never a body. Records the request's metrics too
+/// (`crate::metrics::request`).
 pub(crate) async fn request_log(mut request: Request, next: Next) -> Response {
     let started = Instant::now();
     let method = request.method().clone();
@@ -482,6 +505,8 @@ pub(crate) async fn request_log(mut request: Request, next: Next) -> Response {
     let fields = LogFields::default();
     request.extensions_mut().insert(fields.clone());
     let response = next.run(request).await;
+    let endpoint = fields.routed().unwrap_or_else(|| route_label(&path));
+    crate::metrics::request(endpoint, &method, response.status(), started.elapsed());
     let (site, version) = fields.learned();
     let site = site.map(|s| s.to_string()).unwrap_or_else(|| "-".to_owned());
     let version = version.map(|v| v.to_string()).unwrap_or_else(|| "-".to_owned());
@@ -497,4 +522,20 @@ pub(crate) async fn request_log(mut request: Request, next: Next) -> Response {
         "request"
     );
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::route_label;
+
+    #[test]
+    fn requests_outside_the_api_table_are_labelled_by_route() {
+        assert_eq!(route_label("/js/v1/token"), "tokens");
+        assert_eq!(route_label("/js/v4/service.js"), "js");
+        assert_eq!(route_label("/js/v44"), "unrouted");
+        assert_eq!(route_label("/healthz"), "healthz");
+        assert_eq!(route_label("/healthzz"), "unrouted");
+        assert_eq!(route_label("/demo"), "demo");
+        assert_eq!(route_label("/v2/whatever"), "unrouted");
+    }
 }

@@ -64,6 +64,7 @@ mod invoices;
 pub mod js_library;
 pub mod layers;
 pub mod lists;
+pub mod metrics;
 mod payments;
 mod plans;
 mod purchases;

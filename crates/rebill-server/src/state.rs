@@ -224,11 +224,21 @@ pub struct RequestContext {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct WantsPdf;
 
-/// What inner layers learn about a request for its log line (site, API version).
+/// What inner layers learn about a request for its log line and metrics (site, API version,
+/// the endpoint of the API table it was routed to).
 #[derive(Clone, Default)]
-pub(crate) struct LogFields(Arc<(OnceLock<i64>, OnceLock<ApiVersion>)>);
+pub(crate) struct LogFields(Arc<(OnceLock<i64>, OnceLock<ApiVersion>, OnceLock<&'static str>)>);
 
 impl LogFields {
+    pub(crate) fn endpoint(&self, name: &'static str) {
+        let _ = self.0.2.set(name);
+    }
+
+    /// The endpoint routed to, if the request reached one.
+    pub(crate) fn routed(&self) -> Option<&'static str> {
+        self.0.2.get().copied()
+    }
+
     pub(crate) fn site(&self, id: i64) {
         let _ = self.0.0.set(id);
     }

@@ -85,6 +85,7 @@ mod dialect;
 mod document;
 pub mod events;
 pub mod gateways;
+pub mod gauges;
 pub mod gift_cards;
 pub mod invoices;
 pub mod invoicing;

@@ -1,5 +1,6 @@
 //! The service's health as operators see it: whether the database answers and holds every
-//! migration this binary has. What is wrong goes to the log, never to the answer.
+//! migration this binary has, and what the metrics read from the database when scraped. What is
+//! wrong goes to the log, never to the answer.
 
 use crate::Services;
 
@@ -16,4 +17,10 @@ pub async fn database_ready(services: &Services) -> bool {
             false
         }
     }
+}
+
+/// The work still to do and the database pools, read for the metrics when they are scraped
+/// ([`rebill_store::gauges`]): webhook deliveries waiting, the scheduler's lag, connections.
+pub async fn gauges(services: &Services) -> Result<rebill_store::gauges::Gauges, rebill_store::StoreError> {
+    services.store.gauges(services.clock.now()).await
 }

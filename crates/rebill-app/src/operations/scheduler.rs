@@ -89,6 +89,8 @@ pub async fn run_due_with(state: &Services, site: Option<&Site>, batch: i64) -> 
                 settle(state, job, outcome).await?;
                 1
             };
+            let renewals = if job.kind == renewal { done } else { 0 };
+            metrics::counter!(crate::platform::metrics::RENEWALS_RUN).increment(renewals as u64);
             ran += done;
             rest = &rest[done..];
         }

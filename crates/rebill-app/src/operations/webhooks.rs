@@ -407,6 +407,14 @@ async fn attempt(
             None => AfterAttempt::Failed,
         }
     };
+    let outcome = match after {
+        AfterAttempt::Delivered => "delivered",
+        AfterAttempt::Retry(_) => "retrying",
+        AfterAttempt::Failed => "failed",
+    };
+    metrics::counter!(crate::platform::metrics::WEBHOOK_DELIVERIES, "outcome" => outcome).increment(1);
+    let seconds = (finished - started).max(0) as f64 / 1000.0;
+    metrics::histogram!(crate::platform::metrics::WEBHOOK_DURATION, "outcome" => outcome).record(seconds);
     (Attempt { at: started, status_code, error, duration_ms: finished - started }, after)
 }
 

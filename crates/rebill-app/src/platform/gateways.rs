@@ -26,6 +26,7 @@ use rebill_store::gateways::{NewSiteGateway, SiteGateway};
 use rebill_store::{Mode, Site, StoreError};
 
 use crate::Services;
+use crate::platform::metrics;
 
 /// The gateway kinds `rebill gateway set` accepts.
 pub const KINDS: &[&str] = &["stripe"];
@@ -109,11 +110,124 @@ impl Services {
             .site_gateway_choice(site_id)
             .await?
             .ok_or_else(|| StoreError::UnknownSite(site_id.to_string()))?;
-        Ok(match (choice.gateway, choice.mode) {
+        let gateway: Arc<dyn Gateway> = match (choice.gateway, choice.mode) {
             (Some(config), _) => self.gateways.built(&self.vault, &config),
             (None, Mode::Sandbox) => Arc::new(SandboxGateway),
             (None, Mode::Production) => Arc::new(NoGateway { code: "no_gateway" }),
+        };
+        Ok(Arc::new(Measured(gateway)))
+    }
+}
+
+/// A gateway whose every call is counted and timed ([`metrics::GATEWAY_CALLS`],
+/// [`metrics::GATEWAY_DURATION`]); every gateway a use case gets is one.
+struct Measured(Arc<dyn Gateway>);
+
+/// One gateway call being measured: recorded when it answers, or as `abandoned` when its future
+/// is dropped first (the caller stopped waiting at the gateway timeout).
+struct CallMeasure {
+    gateway: &'static str,
+    operation: &'static str,
+    started: std::time::Instant,
+    outcome: Option<&'static str>,
+}
+
+impl CallMeasure {
+    fn start(gateway: &'static str, operation: &'static str) -> Self {
+        Self { gateway, operation, started: std::time::Instant::now(), outcome: None }
+    }
+}
+
+impl Drop for CallMeasure {
+    fn drop(&mut self) {
+        let labels = [
+            ("gateway", self.gateway),
+            ("operation", self.operation),
+            ("outcome", self.outcome.unwrap_or("abandoned")),
+        ];
+        ::metrics::counter!(metrics::GATEWAY_CALLS, &labels).increment(1);
+        ::metrics::histogram!(metrics::GATEWAY_DURATION, &labels).record(self.started.elapsed().as_secs_f64());
+    }
+}
+
+/// The outcome label of a decline: `error` when the gateway could not be reached or failed
+/// (the `communication` category), else `declined`.
+fn decline_label(decline: &Decline) -> &'static str {
+    if decline.error().category == "communication" { "error" } else { "declined" }
+}
+
+fn outcome_label(outcome: &Outcome) -> &'static str {
+    match outcome {
+        Outcome::Approved(_) => "approved",
+        Outcome::Declined(decline) => decline_label(decline),
+    }
+}
+
+impl Measured {
+    fn call<'a>(&'a self, operation: &'static str, call: GatewayFuture<'a>) -> GatewayFuture<'a> {
+        let gateway = self.0.kind();
+        Box::pin(async move {
+            let mut measure = CallMeasure::start(gateway, operation);
+            let outcome = call.await;
+            measure.outcome = Some(outcome_label(&outcome));
+            outcome
         })
+    }
+}
+
+impl Gateway for Measured {
+    fn kind(&self) -> &'static str {
+        self.0.kind()
+    }
+
+    fn is_test(&self) -> bool {
+        self.0.is_test()
+    }
+
+    fn purchase<'a>(&'a self, request: &'a PaymentRequest<'a>) -> GatewayFuture<'a> {
+        self.call("purchase", self.0.purchase(request))
+    }
+
+    fn verify<'a>(&'a self, request: &'a PaymentRequest<'a>) -> GatewayFuture<'a> {
+        self.call("verify", self.0.verify(request))
+    }
+
+    fn refund<'a>(&'a self, request: &'a RefundRequest<'a>) -> GatewayFuture<'a> {
+        self.call("refund", self.0.refund(request))
+    }
+
+    fn void<'a>(&'a self, request: &'a VoidRequest<'a>) -> GatewayFuture<'a> {
+        self.call("void", self.0.void(request))
+    }
+
+    fn store_payment_method<'a>(&'a self, method: PaymentMethod<'a>, replacing: Option<&'a str>) -> StoreFuture<'a> {
+        let gateway = self.0.kind();
+        let call = self.0.store_payment_method(method, replacing);
+        Box::pin(async move {
+            let mut measure = CallMeasure::start(gateway, "store_payment_method");
+            let stored = call.await;
+            measure.outcome = Some(match &stored {
+                Ok(_) => "approved",
+                Err(decline) => decline_label(decline),
+            });
+            stored
+        })
+    }
+
+    fn bank_name(&self, routing_number: &str) -> Option<String> {
+        self.0.bank_name(routing_number)
+    }
+
+    fn accepts_bank_accounts(&self) -> bool {
+        self.0.accepts_bank_accounts()
+    }
+
+    fn check_cvv<'a>(&'a self, request: &'a CvvRequest<'a>) -> GatewayFuture<'a> {
+        self.call("check_cvv", self.0.check_cvv(request))
+    }
+
+    fn checks_stored_cvv(&self) -> bool {
+        self.0.checks_stored_cvv()
     }
 }
 

@@ -1,7 +1,7 @@
 //! The shared ground every capability stands on: typed errors and the umbrella [`AppError`]
 //! ([`error`]), the [`Context`](context::Context) of an operation, ISO 8601 instants
 //! ([`instant`]), the domain values adapters name ([`model`]), domain events ([`events`]) and
-//! job outcomes ([`jobs`]), the payment gateway of each site ([`gateways`]) and what a gateway's
+//! job outcomes ([`jobs`]), the catalogue of exported metrics ([`metrics`]), the payment gateway of each site ([`gateways`]) and what a gateway's
 //! answer records ([`transaction_records`]), a subscription's stored documents
 //! ([`subscription_documents`]), sites and keys outside the API's layers ([`sites`]) and the
 //! client-side library's tokens ([`tokens`]).
@@ -18,6 +18,7 @@ pub mod events;
 pub mod gateways;
 pub mod instant;
 pub mod jobs;
+pub mod metrics;
 pub mod model;
 pub mod sites;
 pub mod subscription_documents;

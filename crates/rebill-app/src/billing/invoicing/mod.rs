@@ -652,7 +652,12 @@ pub async fn gateway_purchase(
         invoice: invoice.as_deref(),
         replacing: None,
     };
-    state.bounded(gateway.purchase(&request)).await
+    let outcome = state.bounded(gateway.purchase(&request)).await;
+    if transaction.new.recurring {
+        let paid = if outcome.is_approved() { "paid" } else { "declined" };
+        metrics::counter!(crate::platform::metrics::RENEWAL_PAYMENTS, "outcome" => paid).increment(1);
+    }
+    outcome
 }
 
 /// A manually collected invoice still `pending` at its due date (`due_on`, after `net_terms`
