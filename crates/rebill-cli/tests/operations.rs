@@ -315,3 +315,113 @@ fn metrics(db: &str) {
 fn metrics_on_their_own_listener() {
     on_both_backends("metrics", metrics);
 }
+
+/// Subscriptions whose first renewal is due at once: `n` monthly subscriptions of one account
+/// with a card, made at T0 (four clients at a time).
+fn due_renewals(s: &Server, n: usize) {
+    let xml = xml_at("2.11");
+    let plan = "<plan><plan_code>m</plan_code><name>M</name><unit_amount_in_cents><USD>500</USD>\
+                </unit_amount_in_cents><plan_interval_length>1</plan_interval_length>\
+                <plan_interval_unit>months</plan_interval_unit></plan>";
+    ok(authed(s, "POST", "/v2/plans", &xml, plan), 201);
+    let token = card_token(s, "4111111111111111");
+    let first = format!(
+        "<subscription><plan_code>m</plan_code><currency>USD</currency><account><account_code>payer</account_code>\
+         <billing_info><token_id>{token}</token_id></billing_info></account></subscription>"
+    );
+    ok(authed(s, "POST", "/v2/subscriptions", &xml, &first), 201);
+    let more = "<subscription><plan_code>m</plan_code><currency>USD</currency><account>\
+                <account_code>payer</account_code></account></subscription>";
+    std::thread::scope(|scope| {
+        for part in 0..4 {
+            scope.spawn(move || {
+                for _ in (1 + part..n).step_by(4) {
+                    ok(authed(s, "POST", "/v2/subscriptions", &xml, more), 201);
+                }
+            });
+        }
+    });
+}
+
+/// The first value of a one-row count.
+fn count(db: &str, statement: &str) -> i64 {
+    sql(db, statement).first().and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("a count from {statement}"))
+}
+
+const RENEWAL_INVOICES: &str = "SELECT COUNT(*) FROM invoices WHERE origin = 'renewal'";
+const RENEWALS_DONE: &str = "SELECT COUNT(*) FROM jobs WHERE kind = 'renewal' AND done_at IS NOT NULL";
+
+/// Moves the clock past the renewals and sends SIGTERM once some of their invoices are made but
+/// not all: the scheduler is in the middle of its run.
+fn term_during_renewals(s: &Server, n: i64, at: i64) -> i64 {
+    s.set_clock(at);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let made = count(&s.database, RENEWAL_INVOICES);
+        if made > 0 {
+            assert!(made < n, "the renewals ran before the signal could be sent; make more of them");
+            s.signal("TERM");
+            return made;
+        }
+        assert!(std::time::Instant::now() < deadline, "no renewal ran");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
+/// Every renewal billed exactly once: one renewal invoice per subscription, each paid by exactly
+/// one successful transaction, none left processing, every first renewal job done.
+fn billed_once(db: &str, n: i64) {
+    assert_eq!(count(db, RENEWAL_INVOICES), n);
+    assert_eq!(count(db, "SELECT COUNT(*) FROM transactions WHERE origin = 'recurring'"), n, "one charge each");
+    assert_eq!(count(db, "SELECT COUNT(DISTINCT invoice_id) FROM transactions WHERE origin = 'recurring'"), n);
+    let paid_by = "SELECT COUNT(*) FROM transactions t JOIN invoices i ON i.id = t.invoice_id \
+                   WHERE i.origin = 'renewal' AND t.status = 'success'";
+    assert_eq!(count(db, paid_by), n, "one successful charge per renewal invoice");
+    assert_eq!(count(db, "SELECT COUNT(*) FROM invoices WHERE origin = 'renewal' AND state <> 'paid'"), 0);
+    assert_eq!(count(db, "SELECT COUNT(*) FROM transactions WHERE status = 'processing'"), 0);
+    assert_eq!(count(db, RENEWALS_DONE), n);
+}
+
+/// SIGTERM during a scheduler run of renewals: within the grace the run finishes (every renewal
+/// billed once) and the process exits 0; with no grace the run is stopped, and the renewals it
+/// held run again once their claims end (a restart later), each billed exactly once.
+#[test]
+fn sigterm_during_renewals_bills_each_once() {
+    const N: i64 = 150;
+    let renewal_time = T0 + 31 * DAY + 60;
+
+    // A grace long enough: the run under way finishes before the process exits.
+    let db = rebill_store::testing::fresh_sqlite_url("shutdown_renewals");
+    let mut s = start_with(&db, Options { clock: Some(T0), capture_stderr: true, ..Options::default() });
+    due_renewals(&s, N as usize);
+    let made = term_during_renewals(&s, N, renewal_time);
+    let status = s.wait_exit(std::time::Duration::from_secs(60)).expect("the service exits");
+    assert!(status.success(), "{status:?}\n{}", s.log());
+    assert!(!s.log().contains("stopped at the end of the grace"), "{}", s.log());
+    eprintln!("SIGTERM after {made} of {N} renewal invoices; the run finished");
+    billed_once(&db, N);
+
+    // No grace: the run is cut; what it held runs again after its leases, once.
+    let database = postgres_database("shutdown_renewals");
+    let db = database.url().to_owned();
+    let args = ["--shutdown-grace", "0"];
+    let mut s = start_with(&db, Options { clock: Some(T0), capture_stderr: true, args: &args, ..Options::default() });
+    due_renewals(&s, N as usize);
+    let made = term_during_renewals(&s, N, renewal_time);
+    let status = s.wait_exit(std::time::Duration::from_secs(60)).expect("the service exits");
+    assert!(status.success(), "{status:?}\n{}", s.log());
+    let done = count(&db, RENEWALS_DONE);
+    eprintln!("SIGTERM after {made} of {N} renewal invoices; {done} renewals done when the process ended");
+    assert!(done < N, "the run was cut short: {done} of {N} done\n{}", s.log());
+    assert!(s.log().contains("stopped at the end of the grace"), "{}", s.log());
+    // Restarted after the claims' leases ended: the rest run, each renewal billed once.
+    let later = renewal_time + rebill_app::operations::scheduler::LEASE_SECONDS + 60;
+    let s = start_with(&db, Options { clock: Some(later), existing_database: true, ..Options::default() });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while count(&db, RENEWALS_DONE) < N {
+        assert!(std::time::Instant::now() < deadline, "renewals left: {}", N - count(&db, RENEWALS_DONE));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    billed_once(&db, N);
+    drop(s);
+}

@@ -34,7 +34,8 @@
 //! only the helpers below and never import each other (`accounts`, `billing_info`, `coupons`,
 //! `gift_cards`, `invoices`, `payments`, `plans`, `purchases`, `shipping_addresses`,
 //! `subscriptions`, [`tokens`], [`js_library`], [`webhook_poster`]); the helpers `request` and
-//! `views`, then `lists`, then [`respond`] and [`wire`]; and `state` at the bottom.
+//! `views`, then `lists`, then [`respond`], [`wire`] and [`metrics`] (the recorder, the request
+//! metrics and the metrics listener); and `state` at the bottom.
 //!
 //! # Outside `/v2/`
 //!

@@ -59,7 +59,8 @@
 //! (and CVV checks per card), [`gateways`] (a site's real gateway), [`webhooks`] (endpoints and
 //! deliveries), [`rate`] (rate-limit buckets and the shares each process reserves of them),
 //! [`settings`] (the sites and keys a serving process keeps in memory, and the generation that
-//! tells every process they changed), [`outbox`] (the alert outbox).
+//! tells every process they changed), [`outbox`] (the alert outbox), [`gauges`] (the work still
+//! to do and the pools' use, read for the metrics).
 //!
 //! **Events** — [`events`]: one table of domain events in global id order, a subject's events,
 //! and the events awaiting a reaction with their handled mark.

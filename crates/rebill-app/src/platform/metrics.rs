@@ -165,4 +165,27 @@ mod tests {
         }
         assert!(BUCKETS.windows(2).all(|w| w[0] < w[1]));
     }
+
+    /// docs/metrics.md lists every metric of the catalogue with its kind and labels, and no other.
+    #[test]
+    fn the_documentation_lists_the_catalogue() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/metrics.md");
+        let text = std::fs::read_to_string(&path).expect("docs/metrics.md");
+        let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("| `rebill_")).collect();
+        assert_eq!(rows.len(), CATALOGUE.len(), "{rows:#?}");
+        for metric in CATALOGUE {
+            let row = rows
+                .iter()
+                .find(|r| r.starts_with(&format!("| `{}` |", metric.name)))
+                .unwrap_or_else(|| panic!("{} is not in docs/metrics.md", metric.name));
+            let kind = match metric.kind {
+                Kind::Counter => "counter",
+                Kind::Gauge => "gauge",
+                Kind::Histogram => "histogram",
+            };
+            let labels: Vec<String> = metric.labels.iter().map(|l| format!("`{l}`")).collect();
+            let labels = if labels.is_empty() { "—".to_owned() } else { labels.join(", ") };
+            assert!(row.contains(&format!("| {kind} | {labels} |")), "{}: {row}", metric.name);
+        }
+    }
 }
