@@ -95,6 +95,12 @@ pub fn rss(pid: u32) -> anyhow::Result<u64> {
     status_bytes(pid, "VmRSS")
 }
 
+/// `RssAnon` (heap and other anonymous memory) and `RssFile` (pages of mapped files: the
+/// binary, libraries) of a process in bytes.
+pub fn rss_parts(pid: u32) -> anyhow::Result<(u64, u64)> {
+    Ok((status_bytes(pid, "RssAnon")?, status_bytes(pid, "RssFile")?))
+}
+
 /// The number of file descriptors the process has open (the entries of `/proc/PID/fd`).
 pub fn open_fds(pid: u32) -> anyhow::Result<usize> {
     let entries = std::fs::read_dir(format!("/proc/{pid}/fd")).with_context(|| format!("/proc/{pid}/fd"))?;

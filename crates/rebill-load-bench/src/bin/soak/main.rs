@@ -43,7 +43,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
 use clap::Parser;
-use rebill_load_bench::process::{Running, open_fds, rebill_cli_with, release_binary, rss, spawn};
+use rebill_load_bench::process::{Running, open_fds, rebill_cli_with, release_binary, rss, rss_parts, spawn};
 use rebill_load_bench::receiver::Receiver;
 use rebill_load_bench::stats::{latency, percentile};
 use sqlx::{AnyConnection, Connection, Row};
@@ -96,11 +96,16 @@ struct Look {
     /// Seconds since the traffic began.
     at: f64,
     rss: u64,
+    /// The anonymous part of `rss` (the heap).
+    anon: u64,
+    /// The file-backed part of `rss`.
+    file: u64,
     fds: usize,
 }
 
 fn look(pid: u32, traffic: &Traffic) -> anyhow::Result<Look> {
-    Ok(Look { at: traffic.elapsed(), rss: rss(pid)?, fds: open_fds(pid)? })
+    let (anon, file) = rss_parts(pid)?;
+    Ok(Look { at: traffic.elapsed(), rss: rss(pid)?, anon, file, fds: open_fds(pid)? })
 }
 
 fn main() -> anyhow::Result<()> {
@@ -470,6 +475,12 @@ impl Report<'_> {
             change(self.first.rss as f64, self.last.rss as f64),
             verdict(self.rss_flat())
         );
+        for (name, a, b) in [
+            ("of it anonymous (heap)", self.first.anon, self.last.anon),
+            ("of it file-backed", self.first.file, self.last.file),
+        ] {
+            println!("| {name} | {} | {} | {:+.1} % | |", mb(a), mb(b), change(a as f64, b as f64));
+        }
         println!(
             "| open fds | {} | {} | {:+.1} % | {} |",
             self.first.fds,
@@ -488,9 +499,12 @@ impl Report<'_> {
                 mb(low),
                 mb(high)
             );
-            let trail: Vec<String> =
-                self.looks.iter().map(|l| format!("{:.0}s {:.1}/{}", l.at, l.rss as f64 / 1e6, l.fds)).collect();
-            println!("looks (s since start, RSS MB/fds): {}", trail.join(", "));
+            let trail: Vec<String> = self
+                .looks
+                .iter()
+                .map(|l| format!("{:.0}s {:.1}/{:.1}/{}", l.at, l.rss as f64 / 1e6, l.anon as f64 / 1e6, l.fds))
+                .collect();
+            println!("looks (s since start, RSS MB/anonymous MB/fds): {}", trail.join(", "));
         }
         let (before, after, total) = self.renewals;
         println!(
@@ -606,7 +620,13 @@ impl Report<'_> {
             "warm_up_requests": self.warm_tickets,
             "run_requests": self.run_tickets,
             "kinds": kinds,
-            "rss": { "start": self.first.rss, "end": self.last.rss, "flat": self.rss_flat() },
+            "rss": {
+                "start": self.first.rss,
+                "end": self.last.rss,
+                "anon_start": self.first.anon,
+                "anon_end": self.last.anon,
+                "flat": self.rss_flat(),
+            },
             "fds": { "start": self.first.fds, "end": self.last.fds, "flat": self.fds_flat() },
             "renewals": { "total": self.renewals.2, "during_run": self.renewals.1 - self.renewals.0 },
             "clock_jobs_run": self.jobs_run,
