@@ -405,13 +405,10 @@ pub fn check_characters_and_bounds(params: &HashMap<String, String>) -> Result<(
 /// (only US bank accounts are): refused by name, so the page's callback gets a clear error.
 const UNSUPPORTED_BANK_TYPES: [&str; 3] = ["iban_bank_account", "bacs_bank_account", "becs_bank_account"];
 
-/// Checks the details, stores the token and answers its JSON.
-async fn create_token(
-    state: &AppState,
-    params: &HashMap<String, String>,
-    log: Option<&LogFields>,
-) -> Result<Value, ApiError> {
-    let site = site_of(state, params, log).await?;
+/// The token request a form asks for, after the checks made on the form itself: the fields'
+/// characters and bounds ([`check_characters_and_bounds`]) and the bank account types rebill
+/// does not tokenize. A bank account when no card number is given and a bank field is.
+pub fn token_request(params: &HashMap<String, String>) -> Result<TokenRequest<'_>, ApiError> {
     check_characters_and_bounds(params)?;
     if let Some(kind) = params.get("type").filter(|t| UNSUPPORTED_BANK_TYPES.contains(&t.as_str())) {
         let message = format!("Bank accounts of type {kind} are not supported.");
@@ -439,23 +436,36 @@ async fn create_token(
             last_name: text("last_name"),
         })
     };
-    let request = TokenRequest { payment, fields: address_fields(params) };
-    match use_case::issue(&state.services, &site, &request).await {
-        Ok(token) => Ok(json!({ "id": token.id, "type": token.kind.as_str() })),
-        Err(TokenError::InvalidRoutingNumber) => Err(invalid_routing_number()),
-        Err(TokenError::Invalid { errors, country }) => Err(validation(&errors, country)),
-        Err(TokenError::CvvLength(message)) => Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid-parameter",
-            format!("Cvv [{}]", json!(message)),
-        )
-        .with_field("cvv", &message)),
-        Err(TokenError::InvalidPublicKey) => Err(invalid_public_key()),
-        Err(e @ TokenError::Store(_)) => {
+    Ok(TokenRequest { payment, fields: address_fields(params) })
+}
+
+/// The library's error for a refused token.
+pub fn token_error(error: TokenError) -> ApiError {
+    match error {
+        TokenError::InvalidRoutingNumber => invalid_routing_number(),
+        TokenError::Invalid { errors, country } => validation(&errors, country),
+        TokenError::CvvLength(message) => {
+            ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid-parameter", format!("Cvv [{}]", json!(message)))
+                .with_field("cvv", &message)
+        }
+        TokenError::InvalidPublicKey => invalid_public_key(),
+        e @ TokenError::Store(_) => {
             tracing::error!(cause = %e, "storing a token failed");
-            Err(internal_error())
+            internal_error()
         }
     }
+}
+
+/// Checks the details, stores the token and answers its JSON.
+async fn create_token(
+    state: &AppState,
+    params: &HashMap<String, String>,
+    log: Option<&LogFields>,
+) -> Result<Value, ApiError> {
+    let site = site_of(state, params, log).await?;
+    let request = token_request(params)?;
+    let token = use_case::issue(&state.services, &site, &request).await.map_err(token_error)?;
+    Ok(json!({ "id": token.id, "type": token.kind.as_str() }))
 }
 
 fn internal_error() -> ApiError {

@@ -89,24 +89,50 @@ pub async fn bank_name(services: &Services, site: &Site, routing: &str) -> Resul
     Ok(services.gateway(site.id).await?.bank_name(routing))
 }
 
-/// Checks the card or bank account of `request` for `site` and stores it sealed as a token.
+/// The payment details of a request that passed [`check`].
+pub enum Checked {
+    Bank(rebill_billing::card::BankAccount),
+    Card(rebill_billing::card::Card),
+}
+
+/// Every check of a token request that needs neither the database nor the gateway: the card
+/// (with the site's time `site_now` for its expiry) or the bank account, and the country. The
+/// errors are those [`issue`] answers; a bank account's bank is looked up by [`issue`] after.
+pub fn check(request: &TokenRequest<'_>, site_now: i64) -> Result<Checked, TokenError> {
+    let country_invalid = request.fields.country.as_deref().is_some_and(|c| !valid_country(c));
+    let invalid = |errors: Vec<FieldError>| TokenError::Invalid { errors, country: country_invalid };
+    match &request.payment {
+        TokenPayment::Bank(input) => match validate_bank_account(input) {
+            Err(errors)
+                if !country_invalid
+                    && errors.iter().all(|e| e.field == Field::RoutingNumber && e.problem == Problem::Invalid) =>
+            {
+                Err(TokenError::InvalidRoutingNumber)
+            }
+            Err(errors) => Err(invalid(errors)),
+            Ok(_) if country_invalid => Err(invalid(Vec::new())),
+            Ok(account) => Ok(Checked::Bank(account)),
+        },
+        TokenPayment::Card(input) => match validate_card(input, site_now) {
+            Ok(card) if !country_invalid => Ok(Checked::Card(card)),
+            Ok(_) => Err(invalid(Vec::new())),
+            Err(errors) => {
+                if !country_invalid && errors.iter().all(|e| matches!(e.problem, Problem::CvvLength(_))) {
+                    let message = errors.first().map(|e| e.problem.message()).unwrap_or_default();
+                    return Err(TokenError::CvvLength(message));
+                }
+                Err(invalid(errors))
+            }
+        },
+    }
+}
+
+/// Checks the card or bank account of `request` for `site` ([`check`], then the bank of a bank
+/// account) and stores it sealed as a token.
 pub async fn issue(services: &Services, site: &Site, request: &TokenRequest<'_>) -> Result<IssuedToken, TokenError> {
     let mut fields = request.fields.clone();
-    let country_invalid = fields.country.as_deref().is_some_and(|c| !valid_country(c));
-    let invalid = |errors: Vec<FieldError>| TokenError::Invalid { errors, country: country_invalid };
-    let (kind, secret) = match &request.payment {
-        TokenPayment::Bank(input) => {
-            let account = match validate_bank_account(input) {
-                Err(errors)
-                    if !country_invalid
-                        && errors.iter().all(|e| e.field == Field::RoutingNumber && e.problem == Problem::Invalid) =>
-                {
-                    return Err(TokenError::InvalidRoutingNumber);
-                }
-                Err(errors) => return Err(invalid(errors)),
-                Ok(_) if country_invalid => return Err(invalid(Vec::new())),
-                Ok(account) => account,
-            };
+    let (kind, secret) = match check(request, site.now(services.clock.now()))? {
+        Checked::Bank(account) => {
             let gateway = services.gateway(site.id).await?;
             // A gateway without bank accounts refuses them by name when they are stored.
             if gateway.accepts_bank_accounts() && bank_name(services, site, &account.routing_number).await?.is_none() {
@@ -118,18 +144,7 @@ pub async fn issue(services: &Services, site: &Site, request: &TokenRequest<'_>)
             fields.last_four = Some(account.last_four().to_owned());
             (PaymentKind::BankAccount, Secret::BankAccount { account_number: account.account_number })
         }
-        TokenPayment::Card(input) => {
-            let card = match validate_card(input, site.now(services.clock.now())) {
-                Ok(card) if !country_invalid => card,
-                Ok(_) => return Err(invalid(Vec::new())),
-                Err(errors) => {
-                    if !country_invalid && errors.iter().all(|e| matches!(e.problem, Problem::CvvLength(_))) {
-                        let message = errors.first().map(|e| e.problem.message()).unwrap_or_default();
-                        return Err(TokenError::CvvLength(message));
-                    }
-                    return Err(invalid(errors));
-                }
-            };
+        Checked::Card(card) => {
             fields.card_type = Some(card.brand.code().to_owned());
             fields.first_six = Some(card.first_six().to_owned());
             fields.last_four = Some(card.last_four().to_owned());
