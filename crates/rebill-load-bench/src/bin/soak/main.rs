@@ -28,10 +28,11 @@
 //!
 //! The report (Markdown; with `--json FILE` also as JSON): requests, statuses and p50/p99
 //! latency per kind and overall, the samples, renewals and deliveries. The run fails on any
-//! 5xx (the clock's documented 503 `clock_catching_up` is counted apart and sent again), a
-//! request without an answer, 429s on more than half the requests, a resident set or a
-//! descriptor count that moved by more than `--tolerance` percent between the two samples, a
-//! kind of request that never succeeded, no renewal or no delivery.
+//! 5xx (the documented "try again" answers are counted apart: the clock's 503
+//! `clock_catching_up`, and 422 `simultaneous_request` for a refund of a subscription being
+//! renewed at that moment), a request without an answer, 429s on more than half the requests,
+//! a resident set or a descriptor count that moved by more than `--tolerance` percent between
+//! the two samples, a kind of request that never succeeded, no renewal or no delivery.
 
 mod traffic;
 
@@ -419,6 +420,7 @@ impl Report<'_> {
             all.server_errors += s.server_errors;
             all.unexpected += s.unexpected;
             all.transport_errors += s.transport_errors;
+            all.try_again += s.try_again;
         }
         all
     }
@@ -426,13 +428,13 @@ impl Report<'_> {
     fn row(name: &str, s: &KindStats) -> String {
         let mut sorted = s.latencies.clone();
         sorted.sort_unstable();
-        let catching_up = if s.catching_up > 0 { format!(" ({} catching up)", s.catching_up) } else { String::new() };
         format!(
-            "| {name} | {} | {} | {} | {} | {} | {}{catching_up} | {} |",
+            "| {name} | {} | {} | {} | {} | {} | {} | {} | {} |",
             s.requests(),
             latency(percentile(&sorted, 50.0) as f64),
             latency(percentile(&sorted, 99.0) as f64),
             s.too_many,
+            s.try_again,
             s.unexpected,
             s.server_errors,
             s.transport_errors
@@ -455,8 +457,8 @@ impl Report<'_> {
             self.warm_tickets, self.run_tickets, self.run_seconds, self.args.rate_limit
         );
         println!("\nrequests by kind (warm-up and run), latency from sending to the whole answer:\n");
-        println!("| request | requests | p50 | p99 | 429 | other unexpected | 5xx | no answer |");
-        println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+        println!("| request | requests | p50 | p99 | 429 | try again | other unexpected | 5xx | no answer |");
+        println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
         for kind in Kind::API {
             println!("{}", Self::row(kind.name(), &self.stats(kind)));
         }
@@ -603,7 +605,7 @@ impl Report<'_> {
                 "unexpected": s.unexpected,
                 "server_errors": s.server_errors,
                 "no_answer": s.transport_errors,
-                "catching_up": s.catching_up,
+                "try_again": s.try_again,
                 "p50_us": percentile(&sorted, 50.0),
                 "p99_us": percentile(&sorted, 99.0),
             })

@@ -178,13 +178,15 @@ pub struct KindStats {
     pub unexpected: u64,
     /// Requests without an answer (connection refused or reset, timeout).
     pub transport_errors: u64,
-    /// The clock's 503 `clock_catching_up` (the documented "send it again"), sent again later.
-    pub catching_up: u64,
+    /// The documented "try again" answers: the clock's 503 `clock_catching_up` (the clock moves
+    /// again at its next tick) and 422 `simultaneous_request` (a change of a subscription the
+    /// scheduler is renewing at that moment; not sent again).
+    pub try_again: u64,
 }
 
 impl KindStats {
     pub fn requests(&self) -> u64 {
-        self.ok + self.too_many + self.server_errors + self.unexpected + self.transport_errors + self.catching_up
+        self.ok + self.too_many + self.server_errors + self.unexpected + self.transport_errors + self.try_again
     }
 }
 
@@ -334,7 +336,10 @@ impl Traffic {
                 return Some(exchange);
             }
             429 if kind != Kind::Clock && kind != Kind::Token => stats.too_many += 1,
-            503 if kind == Kind::Clock && exchange.body.contains("clock_catching_up") => stats.catching_up += 1,
+            503 if kind == Kind::Clock && exchange.body.contains("<symbol>clock_catching_up</symbol>") => {
+                stats.try_again += 1
+            }
+            422 if exchange.body.contains("<symbol>simultaneous_request</symbol>") => stats.try_again += 1,
             500..=599 => {
                 stats.server_errors += 1;
                 if recorded.server_errors.len() < SAMPLES {
