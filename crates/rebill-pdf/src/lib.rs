@@ -411,7 +411,7 @@ impl Page<'_> {
         let sign = self.doc.kind.settlement_sign();
         let mut rows = vec![(labels.subtotal, t.subtotal_in_cents, Font::Regular)];
         if t.discount_in_cents != 0 {
-            rows.push((labels.discount, -t.discount_in_cents, Font::Regular));
+            rows.push((labels.discount, t.discount_in_cents.saturating_neg(), Font::Regular));
         }
         if t.tax_in_cents != 0 {
             rows.push((labels.tax, t.tax_in_cents, Font::Regular));
@@ -667,4 +667,66 @@ fn write_text(content: &mut Content, x: f32, y: f32, font: Font, size: f32, s: &
     content.next_line(x, y);
     content.show(Str(&bytes));
     content.end_text();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A document whose every amount is `cents`.
+    fn with_amounts(kind: DocumentKind, cents: i64) -> InvoiceDocument {
+        let at = DateTime::<Utc>::from_timestamp(1_800_000_000, 0).unwrap_or_default();
+        InvoiceDocument {
+            site_name: "Example".to_owned(),
+            invoice_number: "1001".to_owned(),
+            kind,
+            state: DocumentState::Pending,
+            created_at: at,
+            due_on: Some(at),
+            net_terms: Some(cents),
+            po_number: None,
+            currency: "USD".to_owned(),
+            bill_to: Vec::new(),
+            lines: vec![Line {
+                date: at,
+                description: "Line".to_owned(),
+                quantity: cents,
+                unit_amount_in_cents: cents,
+                total_in_cents: cents,
+            }],
+            totals: Totals {
+                subtotal_in_cents: cents,
+                discount_in_cents: cents,
+                tax_in_cents: cents,
+                total_in_cents: cents,
+                paid_in_cents: cents,
+                credit_applied_in_cents: cents,
+                payment_refund_in_cents: cents,
+                credit_voided_in_cents: cents,
+                write_off_in_cents: cents,
+                balance_in_cents: cents,
+            },
+            payments: vec![Payment {
+                date: at,
+                source: PaymentSource::Credit { invoice_number: "1000".to_owned() },
+                amount_in_cents: cents,
+            }],
+            notes: Notes::default(),
+            test: false,
+        }
+    }
+
+    /// The extreme amounts render (the discount, shown as a deduction, once overflowed on
+    /// negating `i64::MIN`).
+    #[test]
+    fn extreme_amounts_render() {
+        for cents in [i64::MIN, i64::MIN + 1, -1, i64::MAX] {
+            for kind in [DocumentKind::Charge, DocumentKind::Credit { credited_invoices: Vec::new() }] {
+                for locale in Locale::ALL {
+                    let pdf = render(&with_amounts(kind.clone(), cents), locale);
+                    assert!(pdf.starts_with(b"%PDF-"), "{cents} {locale:?}");
+                }
+            }
+        }
+    }
 }
