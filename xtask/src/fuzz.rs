@@ -200,6 +200,11 @@ impl Stats {
             self.exec_per_second = n;
         } else if let Some(n) = stat("stat::peak_rss_mb") {
             self.peak_rss_mb = n;
+        } else if let Some(rest) = line.strip_prefix("Done ") {
+            // `Done 10000000 runs in 308 second(s)`: the fuzzing time, without the build.
+            if let Some(n) = rest.split_whitespace().nth(3).and_then(|s| s.parse().ok()) {
+                self.seconds = n;
+            }
         } else if line.starts_with('#') {
             let field = |name: &str| {
                 line.split_whitespace()
@@ -279,7 +284,9 @@ fn fuzz(root: &Path, target: &Target, stop: Stop, extra: &[String], echo: bool) 
         }
     }
     let status = child.wait().context("waiting for `cargo fuzz run`")?;
-    stats.seconds = started.elapsed().as_secs();
+    if stats.seconds == 0 {
+        stats.seconds = started.elapsed().as_secs();
+    }
     if !status.success() {
         if !echo {
             for line in &tail {
@@ -772,10 +779,12 @@ mod tests {
             "stat::number_of_executed_units: 3000000",
             "stat::average_exec_per_sec:     22000",
             "stat::peak_rss_mb:              313",
+            "Done 3000000 runs in 136 second(s)",
         ] {
             stats.read(line);
         }
         assert_eq!((stats.executions, stats.exec_per_second, stats.peak_rss_mb), (3_000_000, 22_000, 313));
+        assert_eq!(stats.seconds, 136);
         assert_eq!((stats.coverage, stats.features, stats.corpus), (2520, 11_901, 1410));
     }
 
