@@ -385,7 +385,7 @@ fn billing_info_bound(field: &str) -> Option<usize> {
 
 /// The `validation` error of form fields holding a character XML forbids or too many
 /// characters (counted after trimming, as stored), before any other check sees them.
-pub fn check_characters_and_bounds(params: &HashMap<String, String>) -> Result<(), ApiError> {
+fn check_characters_and_bounds(params: &HashMap<String, String>) -> Result<(), ApiError> {
     let mut error =
         ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "validation", "There was an error validating your request.");
     for (name, field) in TOKEN_FIELDS {
@@ -473,7 +473,7 @@ fn internal_error() -> ApiError {
 }
 
 /// The `validation` error of field problems (and of an invalid country).
-pub fn validation(errors: &[FieldError], country_invalid: bool) -> ApiError {
+fn validation(errors: &[FieldError], country_invalid: bool) -> ApiError {
     let mut error =
         ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "validation", "There was an error validating your request.");
     for e in errors {
