@@ -1,7 +1,8 @@
 //! `cargo xtask fuzz`: the fuzz targets of `fuzz/` under libFuzzer (through cargo-fuzz).
 //!
-//! - `cargo xtask fuzz --smoke` runs every target for [`SMOKE_SECONDS`] (CI); any crash,
-//!   timeout or out-of-memory fails it.
+//! - `cargo xtask fuzz --smoke` runs every target for [`SMOKE_SECONDS`] (CI), built unoptimised
+//!   (`--dev`) to keep a clean checkout's build short; any crash, timeout or out-of-memory fails
+//!   it.
 //! - `cargo xtask fuzz TARGET [--runs N] [--seconds S] [-- LIBFUZZER_OPTIONS]` runs one target
 //!   (a long run: `--runs 10000000`).
 //! - `cargo xtask fuzz seed` rebuilds the seed corpus (`fuzz/corpus/<target>/seed-*`) from the
@@ -79,7 +80,7 @@ pub fn run(args: &FuzzArgs, root: &Path) -> anyhow::Result<()> {
                 (None, None) => Stop::Never,
             };
             ensure_cargo_fuzz()?;
-            let stats = fuzz(root, target, stop, &args.libfuzzer, true)?;
+            let stats = fuzz(root, target, Build::Release, stop, &args.libfuzzer, true)?;
             println!("{}: {}", target.name, stats.summary());
             Ok(())
         }
@@ -98,19 +99,41 @@ fn target(name: &str) -> anyhow::Result<&'static Target> {
         .ok_or_else(|| anyhow::anyhow!("no fuzz target `{name}`; targets: {}", names()))
 }
 
-/// Every target for [`SMOKE_SECONDS`]: builds them all first, then runs each; the first failure
-/// stops the smoke with its reproduction.
+/// How the targets are compiled.
+#[derive(Clone, Copy)]
+enum Build {
+    /// Optimised (cargo-fuzz's default): for long runs, several times more executions a second.
+    Release,
+    /// Unoptimised (`--dev`): compiles in a fraction of the time from nothing, which is what a
+    /// short smoke on a clean checkout spends most of its time on.
+    Dev,
+}
+
+impl Build {
+    /// The `cargo fuzz build|run` arguments that select it (no sanitizer in either).
+    fn args(self) -> &'static [&'static str] {
+        match self {
+            Build::Release => &["-s", "none"],
+            Build::Dev => &["--dev", "-s", "none"],
+        }
+    }
+}
+
+/// Every target for [`SMOKE_SECONDS`]: builds them all first (unoptimised), then runs each; the
+/// first failure stops the smoke with its reproduction.
 pub fn smoke(root: &Path) -> anyhow::Result<()> {
     ensure_cargo_fuzz()?;
     let started = Instant::now();
-    println!("==> cargo fuzz build -s none (every target)");
-    let status = cargo_fuzz(root).args(["build", "-s", "none"]).status().context("running `cargo fuzz build`")?;
+    let build = Build::Dev;
+    println!("==> cargo fuzz build {} (every target)", build.args().join(" "));
+    let status = cargo_fuzz(root).arg("build").args(build.args()).status().context("running `cargo fuzz build`")?;
     if !status.success() {
         bail!("building the fuzz targets failed");
     }
+    println!("    built in {} s", started.elapsed().as_secs());
     for target in TARGETS {
         println!("==> fuzz {} for {SMOKE_SECONDS} s", target.name);
-        let stats = fuzz(root, target, Stop::Seconds(SMOKE_SECONDS), &[], false)?;
+        let stats = fuzz(root, target, build, Stop::Seconds(SMOKE_SECONDS), &[], false)?;
         println!("    {}", stats.summary());
     }
     println!("fuzz smoke: {} targets passed in {} s", TARGETS.len(), started.elapsed().as_secs());
@@ -231,7 +254,7 @@ impl Stats {
 /// `fuzz/target/corpus/<target>/`. Fails on any crash, timeout or out-of-memory, naming the
 /// input and how to reproduce it. `echo`: print all of libFuzzer's output, else only its last
 /// lines on failure.
-fn fuzz(root: &Path, target: &Target, stop: Stop, extra: &[String], echo: bool) -> anyhow::Result<Stats> {
+fn fuzz(root: &Path, target: &Target, build: Build, stop: Stop, extra: &[String], echo: bool) -> anyhow::Result<Stats> {
     let seeds = root.join("fuzz/corpus").join(target.name);
     let found = root.join("fuzz/target/corpus").join(target.name);
     let artifacts = root.join("fuzz/artifacts").join(target.name);
@@ -261,7 +284,9 @@ fn fuzz(root: &Path, target: &Target, stop: Stop, extra: &[String], echo: bool) 
     options.extend(extra.iter().cloned());
     let started = Instant::now();
     let mut child = cargo_fuzz(root)
-        .args(["run", "-s", "none", target.name])
+        .arg("run")
+        .args(build.args())
+        .arg(target.name)
         .arg(&found)
         .arg(&seeds)
         .arg("--")
@@ -295,9 +320,10 @@ fn fuzz(root: &Path, target: &Target, stop: Stop, extra: &[String], echo: bool) 
         }
         bail!(
             "fuzz target {} failed ({status}): the input is in {}; reproduce with \
-             `RUSTC_BOOTSTRAP=1 cargo fuzz run -s none {} {}/<crash-file>`",
+             `RUSTC_BOOTSTRAP=1 cargo fuzz run {} {} {}/<crash-file>`",
             target.name,
             artifacts.display(),
+            build.args().join(" "),
             target.name,
             artifacts.display()
         );
