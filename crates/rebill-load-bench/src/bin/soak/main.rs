@@ -132,8 +132,15 @@ async fn fresh_database(wanted: Option<&str>, work: &Path) -> anyhow::Result<(St
             let name = format!("rebill_soak_{}", unique());
             sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut admin).await?;
             admin.close().await?;
-            let base = url.rsplit_once('/').map(|(base, _)| base).unwrap_or(url);
-            Ok((format!("{base}/{name}"), Some((url.to_owned(), name))))
+            // The server's URL with the new database's name, keeping its connection options
+            // (`?statement-cache-capacity=…`, `?sslmode=…`).
+            let (server, options) = url.split_once('?').map_or((url, None), |(s, o)| (s, Some(o)));
+            let base = server.rsplit_once('/').map(|(base, _)| base).unwrap_or(server);
+            let fresh = match options {
+                Some(options) => format!("{base}/{name}?{options}"),
+                None => format!("{base}/{name}"),
+            };
+            Ok((fresh, Some((url.to_owned(), name))))
         }
         Some(url) => Ok((url.to_owned(), None)),
     }
