@@ -17,11 +17,16 @@
 //!    3 new accounts, 3 account updates, 3 new subscriptions (each with a card token from
 //!    `/js/v1/token` made just before) and 2 refunds (taking turns: `PUT
 //!    /v2/subscriptions/:uuid/terminate?refund=full|partial` and a part of a subscription's
-//!    purchase invoice, `POST /v2/invoices/:n/refund`). Meanwhile the sandbox clock moves on by
-//!    `--clock-step` every `--clock-every` seconds (`POST /sandbox/clock`), so renewals keep
-//!    falling due, and the webhook worker posts every notification to the receiver.
-//! 3. `--warm-up` seconds of traffic, a pause until every request has its answer, the first
-//!    sample of the service's resident set (`VmRSS`) and open file descriptors
+//!    purchase invoice, `POST /v2/invoices/:n/refund`). Once `--subscriptions` (default 1,000)
+//!    of the driver's subscriptions are live, a new-subscription slot terminates the oldest
+//!    instead: the population, and with it the renewals and notifications per clock move, stays
+//!    level, so that the run is a steady state (a growing load grows every working set).
+//!    Meanwhile the sandbox clock moves on by `--clock-step` every `--clock-every` seconds
+//!    (`POST /sandbox/clock`), so renewals keep falling due, and the webhook worker posts every
+//!    notification to the receiver.
+//! 3. `--warm-up` seconds of traffic (longer if needed, until the population is reached), a
+//!    pause until every request has its answer, the first sample of the service's resident set
+//!    (`VmRSS`) and open file descriptors
 //!    (`/proc/PID/fd`); the measured run with a sample every few seconds; the same pause and the
 //!    last sample. Then the webhook backlog is awaited, the database counted (renewals,
 //!    subscriptions, deliveries, jobs with an error) and the service stopped with SIGTERM.
@@ -59,9 +64,16 @@ struct Args {
     /// Seconds of measured traffic after the warm-up (instead of --minutes).
     #[arg(long)]
     seconds: Option<u64>,
-    /// Seconds of traffic before the first sample.
+    /// Seconds of traffic before the first sample, at least; the warm-up also lasts until
+    /// `--subscriptions` are live.
     #[arg(long, default_value_t = 30)]
     warm_up: u64,
+    /// The live subscriptions the traffic keeps: new ones are made up to this number, then each
+    /// new-subscription slot terminates the oldest instead, so the renewals per clock move stay
+    /// level and the run is a steady state rather than a growing load. 0: no cap (the
+    /// population, and the load, grow through the run).
+    #[arg(long, default_value_t = 1000)]
+    subscriptions: u64,
     /// The database: an SQLite URL used as it is (a new file), or a PostgreSQL server URL
     /// (e.g. `postgres://postgres@127.0.0.1:5432/postgres`) on which a fresh database is made.
     /// Default: a new SQLite file in a temporary directory.
@@ -268,7 +280,8 @@ async fn run(args: &Args, work: &Path, database: &str) -> anyhow::Result<()> {
     sqlx::any::install_default_drivers();
     let mut db = AnyConnection::connect(database).await.context("opening the database")?;
 
-    let traffic = Traffic::new(&addr, &key, &public_key, "soak");
+    let population = usize::try_from(args.subscriptions).ok().filter(|&n| n > 0);
+    let traffic = Traffic::new(&addr, &key, &public_key, "soak", population);
     traffic.prepare(20).await.context("making the plans and the first accounts")?;
     println!(
         "soak: {backend}, {} ({}), rate limit {} requests a minute, {} connections, warm-up {} s, run {} s, \
@@ -285,12 +298,25 @@ async fn run(args: &Args, work: &Path, database: &str) -> anyhow::Result<()> {
     let clock = tokio::spawn(traffic.clone().clock(args.clock_step.clone(), Duration::from_secs_f64(args.clock_every)));
     let mut pacer = Pacer::start(traffic.clone(), args.connections as usize, args.rate_limit)?;
 
-    let warm_tickets = pacer.run_for(Duration::from_secs(args.warm_up)).await?;
+    let mut warm_tickets = pacer.run_for(Duration::from_secs(args.warm_up)).await?;
+    // On to the steady state: the population of live subscriptions at its cap (a new
+    // subscription takes about 20 / 3 tickets, so this is bounded by the pace).
+    let filling = Instant::now();
+    while population.is_some_and(|cap| traffic.live_subscriptions() < cap) {
+        ensure!(
+            filling.elapsed() < Duration::from_secs(1800),
+            "{} live subscriptions after 30 min of warm-up, short of --subscriptions {}",
+            traffic.live_subscriptions(),
+            args.subscriptions
+        );
+        warm_tickets += pacer.run_for(Duration::from_secs(5)).await?;
+    }
     let first = look(pid, &traffic)?;
     let renewals_before = count_one(&mut db, RENEWALS).await?;
     let received_before = receiver.count();
     eprintln!(
-        "soak: warm-up done ({warm_tickets} requests); RSS {:.1} MB, {} fds; running {} s",
+        "soak: warm-up done ({warm_tickets} requests, {} live subscriptions); RSS {:.1} MB, {} fds; running {} s",
+        traffic.live_subscriptions(),
         first.rss as f64 / 1e6,
         first.fds,
         run_for.as_secs()

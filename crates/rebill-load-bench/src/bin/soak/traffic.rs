@@ -129,8 +129,10 @@ struct Subscribed {
 struct Pools {
     accounts: Vec<String>,
     subscribed: Vec<String>,
-    /// Subscriptions not refunded yet, oldest first.
-    refundable: VecDeque<Subscribed>,
+    /// The live subscriptions the driver made, oldest first. Terminations take the oldest; an
+    /// invoice refund takes the oldest whose purchase invoice was not refunded yet and puts it
+    /// back at the end.
+    live: VecDeque<Subscribed>,
     /// xorshift64 state.
     seed: u64,
 }
@@ -224,6 +226,9 @@ pub struct Traffic {
     pub jobs_run: AtomicU64,
     /// Prefix of the account codes of this run.
     run: String,
+    /// The live subscriptions to keep: past it, new-subscription slots end the oldest. `None`:
+    /// no cap.
+    population: Option<usize>,
 }
 
 /// The outcome of one HTTP exchange.
@@ -234,7 +239,7 @@ struct Exchange {
 }
 
 impl Traffic {
-    pub fn new(addr: &str, key: &str, public_key: &str, run: &str) -> Arc<Traffic> {
+    pub fn new(addr: &str, key: &str, public_key: &str, run: &str, population: Option<usize>) -> Arc<Traffic> {
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
@@ -254,6 +259,7 @@ impl Traffic {
             stopped: AtomicBool::new(false),
             jobs_run: AtomicU64::new(0),
             run: run.to_owned(),
+            population,
         })
     }
 
@@ -449,9 +455,28 @@ impl Traffic {
                     self.pools().accounts.push(code);
                 }
             }
+            // At the population cap a new subscription's slot ends the oldest one instead, so
+            // that the number of live subscriptions (and with it the renewals per clock move)
+            // stays level through the run.
+            Kind::PostSubscription if self.population.is_some_and(|cap| self.pools().live.len() >= cap) => {
+                let Some(target) = self.pools().live.pop_front() else { return };
+                self.terminate(client, &target, fresh).await;
+            }
             Kind::PostSubscription => self.subscribe(client, fresh).await,
             Kind::TerminateWithRefund | Kind::RefundInvoice => {
-                let Some(target) = self.pools().refundable.pop_front() else {
+                let target = {
+                    let mut pools = self.pools();
+                    let refundable = if kind == Kind::RefundInvoice {
+                        pools.live.iter().position(|s| s.invoice.is_some())
+                    } else {
+                        None
+                    };
+                    match refundable {
+                        Some(at) => pools.live.remove(at),
+                        None => pools.live.pop_front(),
+                    }
+                };
+                let Some(target) = target else {
                     // Nothing to refund yet: the slot reads an account instead.
                     let code = self.pools().pick(false);
                     if let Some(code) = code {
@@ -462,20 +487,30 @@ impl Traffic {
                 };
                 match (kind, target.invoice) {
                     (Kind::RefundInvoice, Some(invoice)) => {
-                        // A part of the purchase invoice; the subscription goes on renewing.
+                        // A part of the purchase invoice; the subscription goes on renewing, and
+                        // back in line for a termination.
                         let body = "<invoice><amount_in_cents>250</amount_in_cents></invoice>".to_owned();
                         let path = format!("/v2/invoices/{invoice}/refund");
                         self.api(client, kind, Method::POST, &path, Some(body), 201).await;
+                        self.pools().live.push_back(Subscribed { invoice: None, ..target });
                     }
-                    _ => {
-                        let refund = if fresh.is_multiple_of(2) { "full" } else { "partial" };
-                        let path = format!("/v2/subscriptions/{}/terminate?refund={refund}", target.uuid);
-                        self.api(client, Kind::TerminateWithRefund, Method::PUT, &path, None, 200).await;
-                    }
+                    _ => self.terminate(client, &target, fresh).await,
                 }
             }
             Kind::Token | Kind::Clock => {}
         }
+    }
+
+    /// Terminates a subscription with a full or a partial refund (taking turns).
+    async fn terminate(&self, client: &reqwest::Client, target: &Subscribed, fresh: u64) {
+        let refund = if fresh.is_multiple_of(2) { "full" } else { "partial" };
+        let path = format!("/v2/subscriptions/{}/terminate?refund={refund}", target.uuid);
+        self.api(client, Kind::TerminateWithRefund, reqwest::Method::PUT, &path, None, 200).await;
+    }
+
+    /// The number of live subscriptions the driver made.
+    pub fn live_subscriptions(&self) -> usize {
+        self.pools().live.len()
     }
 
     /// A card token, then a new account with it and a subscription to one of the plans.
@@ -513,7 +548,7 @@ impl Traffic {
         pools.accounts.push(code.clone());
         pools.subscribed.push(code);
         if let Some(uuid) = uuid {
-            pools.refundable.push_back(Subscribed { uuid, invoice });
+            pools.live.push_back(Subscribed { uuid, invoice });
         }
     }
 
