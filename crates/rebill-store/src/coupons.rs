@@ -372,7 +372,7 @@ impl Store {
             let ps: Vec<String> = chunk.iter().map(|c| conditions.arg(Arg::Text(c.clone()))).collect();
             conditions.push(format!("coupon_code IN ({})", ps.join(", ")));
             let sql = format!("SELECT coupon_code FROM coupons{}", conditions.sql());
-            for row in conditions.bind(sqlx::query(&sql)).fetch_all(&self.reads).await? {
+            for row in conditions.bind(crate::db::counted(&sql, chunk.len())).fetch_all(&self.reads).await? {
                 taken.push(row.try_get("coupon_code")?);
             }
         }
@@ -699,7 +699,7 @@ impl Work {
              AND account_id IN ({})",
             self.backend.params(account_ids.len(), 1)
         );
-        let mut query = sqlx::query(&sql);
+        let mut query = crate::db::counted(&sql, account_ids.len());
         for id in account_ids {
             query = query.bind(*id);
         }

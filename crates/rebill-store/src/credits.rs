@@ -450,7 +450,7 @@ impl Work {
             "SELECT DISTINCT account_id FROM invoices WHERE balance < 0 AND account_id IN ({})",
             self.backend.params(account_ids.len(), 1)
         );
-        let mut query = sqlx::query(&sql);
+        let mut query = crate::db::counted(&sql, account_ids.len());
         for id in account_ids {
             query = query.bind(*id);
         }
@@ -534,7 +534,7 @@ impl Store {
              GROUP BY original_credit_payment_id",
             conditions.sql()
         );
-        let rows = conditions.bind(sqlx::query(&sql)).fetch_all(&self.pool).await?;
+        let rows = conditions.bind(crate::db::counted(&sql, ids.len())).fetch_all(&self.pool).await?;
         rows.iter().map(|r| Ok((r.try_get("id")?, r.try_get("refunded")?))).collect()
     }
 
@@ -680,7 +680,7 @@ impl Store {
         let ids: Vec<String> = invoice_ids.iter().map(|id| conditions.arg(Arg::Int(*id))).collect();
         conditions.push(format!("id IN ({})", ids.join(", ")));
         let sql = format!("SELECT id FROM invoices{}", conditions.sql());
-        let rows = conditions.bind(sqlx::query(&sql)).fetch_all(&self.reads).await?;
+        let rows = conditions.bind(crate::db::counted(&sql, invoice_ids.len())).fetch_all(&self.reads).await?;
         rows.iter().map(|r| r.try_get("id").map_err(StoreError::from)).collect()
     }
 }

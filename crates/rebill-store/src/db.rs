@@ -17,6 +17,26 @@ pub(crate) type Tx = sqlx::Transaction<'static, Db>;
 /// A statement with its bound values.
 pub(crate) type DbQuery<'q> = sqlx::query::Query<'q, Db, sqlx::any::AnyArguments<'q>>;
 
+/// Counts of values up to which a statement built from the count stays in the connection's
+/// statement cache ([`counted`]): the request path's one-row writes and short lists keep their
+/// prepared statements, and a statement can take at most this many places in the cache.
+const CACHED_COUNT: usize = 4;
+
+/// A statement whose text is built from a count of values (an `IN` list, a multi-row `VALUES`
+/// list): kept in the connection's statement cache only for counts up to [`CACHED_COUNT`], and
+/// otherwise prepared for this one execution. Every count is a statement of its own, and the
+/// caches (100 statements per connection, each holding its parameter and column types) would
+/// otherwise fill with the batch sizes of the day and push out the fixed statements.
+pub(crate) fn counted(sql: &str, count: usize) -> DbQuery<'_> {
+    sqlx::query(sql).persistent(count <= CACHED_COUNT)
+}
+
+/// A statement whose text is new on each call (values written into it, such as a list of
+/// ids): prepared for this one execution and never kept in the connection's statement cache.
+pub(crate) fn uncached(sql: &str) -> DbQuery<'_> {
+    sqlx::query(sql).persistent(false)
+}
+
 /// Pool options for either backend (the drivers are installed on first use).
 pub(crate) fn pool_options() -> AnyPoolOptions {
     sqlx::any::install_default_drivers();
@@ -47,6 +67,50 @@ pub(crate) fn is_transient(e: &sqlx::Error) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use sqlx::Row;
+
+    use super::{CACHED_COUNT, Conn, counted, uncached};
+    use crate::testing::fresh_postgres_database;
+
+    /// The statements PostgreSQL holds prepared for this connection (the `Any` driver does not
+    /// tell the size of its cache; the server's view is the same).
+    async fn prepared(conn: &mut Conn) -> i64 {
+        let row = sqlx::query("SELECT CAST(COUNT(*) AS BIGINT) AS n FROM pg_prepared_statements")
+            .fetch_one(&mut *conn)
+            .await
+            .expect("the prepared statements");
+        row.try_get("n").expect("n")
+    }
+
+    /// Statements built from counts of 1 to 40 values take [`CACHED_COUNT`] places among the
+    /// connection's prepared statements (the small counts), and statements written anew on each
+    /// call take none; the answers are those of cached statements. (SQLite's driver takes the
+    /// same flag; its cache cannot be seen from outside.)
+    #[tokio::test]
+    async fn statements_built_from_counts_stay_out_of_the_statement_cache() {
+        let database = fresh_postgres_database("counted").await;
+        let store = crate::Store::connect(database.url()).await.expect("a PostgreSQL store");
+        let mut conn = store.pool.acquire().await.expect("a connection");
+        let before = prepared(&mut conn).await;
+        for n in 1..=40usize {
+            let sql =
+                format!("SELECT CAST(COUNT(*) AS BIGINT) AS n FROM (VALUES {}) AS v", store.backend.rows(n, 1, 1));
+            let mut query = counted(&sql, n);
+            for i in 0..n {
+                query = query.bind(i64::try_from(i).expect("small"));
+            }
+            let row = query.fetch_one(&mut *conn).await.expect("the count");
+            assert_eq!(row.try_get::<i64, _>("n").expect("n"), i64::try_from(n).expect("small"));
+        }
+        assert_eq!(prepared(&mut conn).await - before, i64::try_from(CACHED_COUNT).expect("small"));
+        for id in 0..40 {
+            let sql = format!("SELECT CAST($1 + {id} AS BIGINT) AS n");
+            let row = uncached(&sql).bind(1i64).fetch_one(&mut *conn).await.expect("the sum");
+            assert_eq!(row.try_get::<i64, _>("n").expect("n"), id + 1);
+        }
+        assert_eq!(prepared(&mut conn).await - before, i64::try_from(CACHED_COUNT).expect("small"));
+    }
+
     /// No other module of the store names the `Any` driver's types.
     #[test]
     fn only_this_module_names_sqlx_any() {

@@ -92,7 +92,7 @@ impl Work {
                 "INSERT INTO domain_events (site_id, kind, subject, at, recorded_at, payload, awaiting) VALUES {}",
                 self.backend.rows(chunk.len(), VALUES, 1)
             );
-            let mut query = sqlx::query(&sql);
+            let mut query = crate::db::counted(&sql, chunk.len());
             for (site_id, subject, e) in chunk {
                 query = query
                     .bind(*site_id)

@@ -156,7 +156,7 @@ impl Store {
         let ids: Vec<String> = account_ids.iter().map(|id| conditions.arg(Arg::Int(*id))).collect();
         conditions.push(format!("account_id IN ({})", ids.join(", ")));
         let sql = format!("SELECT DISTINCT account_id FROM invoices{}", conditions.sql());
-        let rows = conditions.bind(sqlx::query(&sql)).fetch_all(&self.reads).await?;
+        let rows = conditions.bind(crate::db::counted(&sql, account_ids.len())).fetch_all(&self.reads).await?;
         rows.iter().map(|r| r.try_get("account_id").map_err(StoreError::from)).collect()
     }
 
@@ -409,7 +409,7 @@ impl Work {
             self.backend.params(1, 1),
             self.backend.params(account_codes.len(), 2)
         );
-        let mut query = sqlx::query(&sql).bind(site_id);
+        let mut query = crate::db::counted(&sql, account_codes.len()).bind(site_id);
         for code in account_codes {
             query = query.bind(*code);
         }
@@ -452,7 +452,7 @@ impl Work {
             "SELECT {ADJUSTMENT_COLUMNS} FROM adjustments WHERE subscription_uuid IN ({}) ORDER BY created_at, id",
             self.backend.params(subscription_uuids.len(), 1)
         );
-        let mut query = sqlx::query(&sql);
+        let mut query = crate::db::counted(&sql, subscription_uuids.len());
         for uuid in subscription_uuids {
             query = query.bind(*uuid);
         }
@@ -499,7 +499,7 @@ impl Work {
             "INSERT INTO invoices ({INVOICE_INSERT}) VALUES {} RETURNING {INVOICE_COLUMNS}",
             self.backend.rows(drafts.len(), INVOICE_VALUES, 1)
         );
-        let mut query = sqlx::query(&sql);
+        let mut query = crate::db::counted(&sql, drafts.len());
         for ((number, (draft, _)), uuid) in (last - count + 1..).zip(drafts).zip(&uuids) {
             query = bind_invoice(query, uuid.clone(), site_id, number, draft.invoice, draft.now);
         }
@@ -553,7 +553,7 @@ impl Work {
                 "INSERT INTO adjustments ({ADJUSTMENT_INSERT}) VALUES {} RETURNING {ADJUSTMENT_COLUMNS}",
                 self.backend.rows(lines.len(), ADJUSTMENT_VALUES, 1)
             );
-            let mut query = sqlx::query(&sql);
+            let mut query = crate::db::counted(&sql, lines.len());
             for (invoice_id, line, now, uuid) in &lines {
                 query = bind_adjustment(query, uuid.clone(), site_id, Some(*invoice_id), line, *now);
             }
@@ -611,7 +611,7 @@ impl Work {
             self.backend.rows(new.len(), columns.len(), 1),
             transaction_columns()
         );
-        let mut query = sqlx::query(&sql);
+        let mut query = crate::db::counted(&sql, new.len());
         for (t, now) in new {
             query = bind_transaction(query, new_uuid(), site_id, t, *now);
         }
@@ -662,7 +662,7 @@ impl Work {
             self.backend.rows(results.len(), 17, 1),
             TransactionStatus::Processing.as_str()
         );
-        let mut query = sqlx::query(&sql);
+        let mut query = crate::db::counted(&sql, results.len());
         for (id, r, now, _) in results {
             query = bind_result(query.bind(*id), r).bind(*now);
         }
@@ -709,7 +709,7 @@ impl Work {
              RETURNING invoices.id, invoices.site_id, invoices.invoice_number",
             self.backend.rows(changes.len(), 5, 1)
         );
-        let mut query = sqlx::query(&sql);
+        let mut query = crate::db::counted(&sql, changes.len());
         for c in changes {
             query = query
                 .bind(c.id)

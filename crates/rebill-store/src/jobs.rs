@@ -212,7 +212,7 @@ impl Work {
                 self.backend.params(1, 2),
                 self.backend.params(ids.len(), 3)
             );
-            let mut query = sqlx::query(&sql).bind(service_now).bind(token.map(str::to_owned));
+            let mut query = crate::db::counted(&sql, ids.len()).bind(service_now).bind(token.map(str::to_owned));
             for id in ids {
                 query = query.bind(id);
             }

@@ -75,7 +75,7 @@ impl Work {
         }
         let sql =
             format!("SELECT uuid, details FROM subscriptions WHERE uuid IN ({})", self.backend.params(uuids.len(), 1));
-        let mut query = sqlx::query(&sql);
+        let mut query = crate::db::counted(&sql, uuids.len());
         for uuid in &uuids {
             query = query.bind(uuid.to_string());
         }
@@ -102,7 +102,7 @@ impl Work {
                 self.backend.params(1, 1),
                 self.backend.params(lines.len(), 2)
             );
-            let mut query = sqlx::query(&sql).bind(address.id);
+            let mut query = crate::db::counted(&sql, lines.len()).bind(address.id);
             for id in &lines {
                 query = query.bind(*id);
             }

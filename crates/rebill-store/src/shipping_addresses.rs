@@ -138,7 +138,7 @@ where
         return Ok(Vec::new());
     }
     let sql = format!("SELECT {COLUMNS} FROM shipping_addresses WHERE id IN ({})", backend.params(ids.len(), 1));
-    let mut query = sqlx::query(&sql);
+    let mut query = crate::db::counted(&sql, ids.len());
     for id in ids {
         query = query.bind(*id);
     }

@@ -483,7 +483,7 @@ impl Store {
         let placeholders: Vec<String> = account_ids.iter().map(|id| conditions.arg(Arg::Int(*id))).collect();
         conditions.push(format!("account_id IN ({})", placeholders.join(", ")));
         let sql = format!("SELECT DISTINCT account_id, state, past_due FROM subscriptions{}", conditions.sql());
-        let rows = conditions.bind(sqlx::query(&sql)).fetch_all(&self.reads).await?;
+        let rows = conditions.bind(crate::db::counted(&sql, account_ids.len())).fetch_all(&self.reads).await?;
         rows.iter().map(|r| Ok((r.try_get("account_id")?, r.try_get("state")?, get_flag(r, "past_due")?))).collect()
     }
 }
@@ -537,7 +537,8 @@ impl Work {
             b.params(1, 1),
             b.params(1, 2)
         );
-        let mut query = sqlx::query(&sql).bind(&token).bind(locked_until).bind(site_id).bind(service_now);
+        let mut query =
+            crate::db::counted(&sql, uuids.len()).bind(&token).bind(locked_until).bind(site_id).bind(service_now);
         for uuid in uuids {
             query = query.bind(*uuid);
         }
@@ -569,7 +570,7 @@ impl Work {
                 self.backend.params(1, 1),
                 self.backend.params(ids.len(), 2)
             );
-            let mut query = sqlx::query(&sql).bind(token);
+            let mut query = crate::db::counted(&sql, ids.len()).bind(token);
             for id in ids {
                 query = query.bind(id);
             }
@@ -588,7 +589,7 @@ impl Work {
              ORDER BY subscription_id, id",
             self.backend.params(subscription_ids.len(), 1)
         );
-        let mut query = sqlx::query(&sql);
+        let mut query = crate::db::counted(&sql, subscription_ids.len());
         for id in subscription_ids {
             query = query.bind(*id);
         }
@@ -624,7 +625,7 @@ impl Work {
              RETURNING subscriptions.id, subscriptions.site_id, subscriptions.uuid",
             self.backend.rows(saves.len(), 10, 1)
         );
-        let mut query = sqlx::query(&sql);
+        let mut query = crate::db::counted(&sql, saves.len());
         for s in saves {
             let c = s.change;
             query = query
@@ -672,7 +673,7 @@ impl Work {
             "INSERT INTO subscription_charges (subscription_id, origin, at, lines) VALUES {} RETURNING {CHARGE_COLUMNS}",
             self.backend.rows(charges.len(), 4, 1)
         );
-        let mut query = sqlx::query(&sql);
+        let mut query = crate::db::counted(&sql, charges.len());
         for (id, c) in charges {
             query = query.bind(*id).bind(&c.origin).bind(c.at).bind(document::seal(&c.lines));
         }
@@ -692,7 +693,7 @@ impl Work {
              WHERE subscription_charges.id = v.column1 AND subscription_charges.billed_at IS NULL",
             self.backend.rows(billed.len(), 3, 1)
         );
-        let mut query = sqlx::query(&sql);
+        let mut query = crate::db::counted(&sql, billed.len());
         for (charge, invoice, now) in billed {
             query = query.bind(charge.id).bind(invoice.map(str::to_owned)).bind(*now);
         }
@@ -712,7 +713,7 @@ impl Work {
             "UPDATE subscriptions SET last_invoice = v.column2 FROM (VALUES {}) AS v WHERE subscriptions.id = v.column1",
             self.backend.rows(last.len(), 2, 1)
         );
-        let mut query = sqlx::query(&sql);
+        let mut query = crate::db::counted(&sql, last.len());
         for (id, invoice) in last {
             query = query.bind(id).bind(invoice);
         }
@@ -734,7 +735,7 @@ impl Work {
             self.backend.params(jobs.len(), 1),
             self.backend.rows(jobs.len(), 4, jobs.len() + 1)
         );
-        let mut query = sqlx::query(&sql);
+        let mut query = crate::db::counted(&sql, jobs.len());
         for j in jobs {
             query = query.bind(j.uuid);
         }
@@ -755,7 +756,7 @@ impl Work {
             "INSERT INTO jobs (site_id, kind, subject, due_at) VALUES {} ON CONFLICT (kind, subject, due_at) DO NOTHING",
             self.backend.rows(next.len(), 4, 1)
         );
-        let mut query = sqlx::query(&sql);
+        let mut query = crate::db::counted(&sql, next.len());
         for (uuid, kind, due_at) in next {
             query = query.bind(site_id).bind(kind).bind(uuid).bind(due_at);
         }

@@ -298,7 +298,7 @@ impl Store {
         }
         let mut work = self.begin_work().await?;
         let list = events.iter().map(i64::to_string).collect::<Vec<_>>().join(", ");
-        let marked: Vec<i64> = sqlx::query(&format!(
+        let marked: Vec<i64> = crate::db::uncached(&format!(
             "UPDATE domain_events SET notified = 1 WHERE notified = 0 AND id IN ({list}) RETURNING id"
         ))
         .fetch_all(&mut *work.tx)
@@ -397,7 +397,7 @@ impl Store {
             return Ok(Vec::new());
         }
         let ids: Vec<String> = run.iter().map(i64::to_string).collect();
-        let rows = sqlx::query(&format!(
+        let rows = crate::db::uncached(&format!(
             "UPDATE webhook_deliveries SET claimed_until = $1 WHERE id IN ({}) \
              AND (claimed_until IS NULL OR claimed_until < $2) AND state IN ('pending', 'retrying') \
              RETURNING {DELIVERY_COLUMNS}",
@@ -426,9 +426,12 @@ impl Store {
             return Ok(());
         }
         let ids: Vec<String> = ids.iter().map(i64::to_string).collect();
-        sqlx::query(&format!("UPDATE webhook_deliveries SET claimed_until = NULL WHERE id IN ({})", ids.join(", ")))
-            .execute(&self.pool)
-            .await?;
+        crate::db::uncached(&format!(
+            "UPDATE webhook_deliveries SET claimed_until = NULL WHERE id IN ({})",
+            ids.join(", ")
+        ))
+        .execute(&self.pool)
+        .await?;
         Ok(())
     }
 
@@ -445,7 +448,7 @@ impl Store {
                 "INSERT INTO webhook_attempts (delivery_id, at, status_code, error, duration_ms) VALUES {}",
                 work.backend.rows(chunk.len(), 5, 1)
             );
-            let mut query = sqlx::query(&sql);
+            let mut query = crate::db::uncached(&sql);
             for (id, attempt, _) in chunk {
                 query = query
                     .bind(*id)
@@ -463,7 +466,7 @@ impl Store {
                  claimed_until = NULL FROM (VALUES {}) AS v WHERE webhook_deliveries.id = v.column1",
                 work.backend.rows(chunk.len(), 4, 1)
             );
-            let mut query = sqlx::query(&sql);
+            let mut query = crate::db::uncached(&sql);
             for (id, attempt, after) in chunk {
                 let (state, next, delivered) = match after {
                     AfterAttempt::Delivered => (DeliveryState::Delivered, attempt.at, Some(attempt.at)),
@@ -476,7 +479,7 @@ impl Store {
         }
         if !released.is_empty() {
             let ids: Vec<String> = released.iter().map(i64::to_string).collect();
-            sqlx::query(&format!(
+            crate::db::uncached(&format!(
                 "UPDATE webhook_deliveries SET claimed_until = NULL WHERE id IN ({})",
                 ids.join(", ")
             ))
