@@ -74,7 +74,22 @@ impl Backend {
                     .connect(url)
                     .await?
             }
-            Backend::Postgres => pool_options().max_connections(16).connect(url).await?,
+            // A connection that carried a large batch (a renewal batch's multi-row statements
+            // and their returned rows) would keep buffers of that size while idle, and each of
+            // the 16 would come to hold the largest it ever carried: it gives back all but the
+            // driver's default (8 KB) when it returns to the pool.
+            Backend::Postgres => {
+                pool_options()
+                    .max_connections(16)
+                    .after_release(|conn, _| {
+                        Box::pin(async move {
+                            sqlx::Connection::shrink_buffers(conn);
+                            Ok(true)
+                        })
+                    })
+                    .connect(url)
+                    .await?
+            }
         };
         self.migrator().run(&pool).await?;
         Ok(pool)
@@ -150,7 +165,7 @@ impl Backend {
     }
 
     /// `column` in a condition that must not use the column's index (SQLite picks the index of
-    /// an equality over a more selective `IN` list otherwise).
+    /// an equality over a more selective `IN` list or partial index otherwise).
     pub(crate) fn unindexed(self, column: &str) -> String {
         match self {
             Backend::Sqlite => format!("+{column}"),

@@ -136,14 +136,12 @@ impl Store {
     /// Up to `limit` events whose reaction is still to run, after the event `after` (0: from the
     /// first), in order.
     pub async fn awaiting_events(&self, scope: Awaiting<'_>, after: i64, limit: i64) -> Result<Vec<Event>, StoreError> {
-        let (condition, site, subject) = match scope {
-            Awaiting::All => ("", None, None),
-            Awaiting::Site(site) => (" AND site_id = $3", Some(site), None),
-            Awaiting::Subject(site, subject) => (" AND site_id = $3 AND subject = $4", Some(site), Some(subject)),
+        let sql = awaiting_sql(self.backend, &scope);
+        let (site, subject) = match scope {
+            Awaiting::All => (None, None),
+            Awaiting::Site(site) => (Some(site), None),
+            Awaiting::Subject(site, subject) => (Some(site), Some(subject)),
         };
-        let sql = format!(
-            "SELECT {COLUMNS} FROM domain_events WHERE awaiting = 1 AND id > $1{condition} ORDER BY id LIMIT $2"
-        );
         let mut query = sqlx::query(&sql).bind(after).bind(limit);
         if let Some(site) = site {
             query = query.bind(site);
@@ -165,6 +163,19 @@ impl Store {
     }
 }
 
+/// The statement of [`Store::awaiting_events`] (`$1`: after, `$2`: limit, `$3`: site, `$4`:
+/// subject). A site's awaiting events are found through the partial index of awaiting events
+/// (few rows): SQLite would otherwise walk every event of the site by its subject index and sort
+/// them, a cost that grows with the table, on the writer connection.
+fn awaiting_sql(backend: crate::Backend, scope: &Awaiting<'_>) -> String {
+    let condition = match scope {
+        Awaiting::All => String::new(),
+        Awaiting::Site(_) => format!(" AND {} = $3", backend.unindexed("site_id")),
+        Awaiting::Subject(..) => " AND site_id = $3 AND subject = $4".to_owned(),
+    };
+    format!("SELECT {COLUMNS} FROM domain_events WHERE awaiting = 1 AND id > $1{condition} ORDER BY id LIMIT $2")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,6 +186,36 @@ mod tests {
     use crate::{Mode, NewSite, Plan};
 
     const NOW: i64 = 1_800_000_000;
+
+    /// SQLite finds awaiting events through their partial index in every scope, never by
+    /// walking a site's events (which grow without bound) and sorting them.
+    #[tokio::test]
+    async fn awaiting_events_are_found_through_their_index() {
+        let store = Store::connect(&fresh_sqlite_url("awaiting_plan")).await.expect("store");
+        for scope in [Awaiting::All, Awaiting::Site(1), Awaiting::Subject(1, "a1")] {
+            let sql = format!("EXPLAIN QUERY PLAN {}", awaiting_sql(store.backend, &scope));
+            let mut query = sqlx::query(&sql).bind(0i64).bind(100i64);
+            if let Awaiting::Site(site) | Awaiting::Subject(site, _) = scope {
+                query = query.bind(site);
+            }
+            if let Awaiting::Subject(_, subject) = scope {
+                query = query.bind(subject.to_owned());
+            }
+            let plan: Vec<String> = query
+                .fetch_all(&store.pool)
+                .await
+                .expect("the plan")
+                .iter()
+                .map(|row| row.try_get::<String, _>("detail").expect("detail"))
+                .collect();
+            let plan = plan.join("; ");
+            assert!(!plan.contains("TEMP B-TREE") && !plan.starts_with("SCAN"), "{scope:?}: {plan}");
+            assert!(plan.contains("USING INDEX"), "{scope:?}: {plan}");
+            if !matches!(scope, Awaiting::Subject(..)) {
+                assert!(plan.contains("domain_events_awaiting"), "{scope:?}: {plan}");
+            }
+        }
+    }
 
     fn event(kind: &str, awaits_reaction: bool) -> NewEvent {
         NewEvent { kind: kind.into(), at: NOW, recorded_at: NOW + 1, payload: r#"{"n":1}"#.into(), awaits_reaction }
