@@ -7,8 +7,10 @@ use rebill_app::billing::transactions::{self, OneOffCharge};
 use rebill_app::collection::settlement::{self, SettleError, Settlement};
 use rebill_app::customers::accounts;
 use rebill_app::customers::payment_methods;
-use rebill_app::operations::scheduler;
+use std::collections::{BTreeSet, HashMap};
+
 use rebill_app::operations::testing::{DAY, Scripted, T0, TestClock, subscribers};
+use rebill_app::operations::{notifications, scheduler};
 use rebill_app::subscriptions::lifecycle::{self as subscriptions, CLAIM_SECONDS};
 use rebill_app::{Clock, Context};
 use rebill_billing::lifecycle::Action;
@@ -216,6 +218,43 @@ async fn every_business_change_records_its_event_with_its_subject() {
 
         // Nothing is left awaiting a reaction.
         assert!(store.awaiting_events(Awaiting::All, 0, 10).await.expect("awaiting").is_empty(), "{backend:?}");
+
+        // The notifications of all these events, made from the resources read for the whole
+        // batch, are those made with each resource read alone.
+        let events: Vec<Event> =
+            store.unnotified_events(1_000).await.expect("events").into_iter().filter(|e| e.site_id == site).collect();
+        let sites = HashMap::from([(site, ctx.site.clone())]);
+        let batch = notifications::Resources::read(&services, &sites, &events).await.expect("the batch's reads");
+        let alone = notifications::Resources::default();
+        let mut sent = BTreeSet::new();
+        for event in &events {
+            let made = notifications::of(&services, &batch, &ctx.site, event).await.expect("from the batch");
+            assert_eq!(made, notifications::of(&services, &alone, &ctx.site, event).await.expect("alone"), "{event:?}");
+            sent.extend(made.iter().map(|(kind, _)| *kind));
+        }
+        assert_eq!(
+            sent.into_iter().collect::<Vec<_>>(),
+            [
+                "billing_info_updated_notification",
+                "canceled_account_notification",
+                "canceled_subscription_notification",
+                "closed_invoice_notification",
+                "expired_subscription_notification",
+                "failed_payment_notification",
+                "new_account_notification",
+                "new_dunning_event_notification",
+                "new_invoice_notification",
+                "new_subscription_notification",
+                "past_due_invoice_notification",
+                "reactivated_account_notification",
+                "renewed_subscription_notification",
+                "scheduled_subscription_pause_notification",
+                "subscription_paused_notification",
+                "successful_payment_notification",
+                "updated_account_notification",
+            ],
+            "{backend:?}"
+        );
     }
 }
 

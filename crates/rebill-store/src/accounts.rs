@@ -253,6 +253,23 @@ impl Store {
         row.as_ref().map(account_from_row).transpose()
     }
 
+    /// The site's accounts with these codes (one statement per 500; a code with no account has
+    /// none), in no particular order.
+    pub async fn accounts_by_codes(&self, site_id: i64, codes: &[impl AsRef<str>]) -> Result<Vec<Account>, StoreError> {
+        let select = format!("SELECT {ACCOUNT_COLUMNS} FROM accounts");
+        let keys: Vec<Arg> = codes.iter().map(|c| Arg::Text(c.as_ref().to_owned())).collect();
+        let rows = crate::db::rows_with_keys(
+            &self.reads,
+            self.backend,
+            &select,
+            &[("site_id", Arg::Int(site_id))],
+            "account_code",
+            &keys,
+        )
+        .await?;
+        rows.iter().map(account_from_row).collect()
+    }
+
     /// Changes the properties given in `changes` (the others stay) and moves `updated_at`.
     /// `None` when the site has no such account.
     pub async fn update_account(
@@ -510,6 +527,33 @@ mod tests {
             assert_eq!(again.updated_at, NOW + 30);
             assert_eq!(store.close_account(s, "nope", NOW, &[]).await.expect("close"), None);
             assert_eq!(store.account_activity(&[r]).await.expect("activity"), vec![AccountActivity::default()]);
+        }
+    }
+
+    /// Accounts read by their codes: each found once, those of other sites and codes with no
+    /// account left out, the same as read one at a time, also across statements (more than 500
+    /// codes).
+    #[tokio::test]
+    async fn accounts_are_read_by_their_codes_in_one_statement_per_500() {
+        for store in both_backends("accounts_by_codes").await {
+            let s = site(&store, "a").await;
+            let other = site(&store, "b").await;
+            for code in ["c0", "c1", "c2"] {
+                store.create_account(s, code, &named(code), NOW, &[]).await.expect("create");
+            }
+            store.create_account(other, "c3", &named("c3"), NOW, &[]).await.expect("create");
+            // c2 comes after the first 500 codes; c3 is another site's.
+            let mut codes: Vec<String> = vec!["c0".into(), "c1".into(), "c3".into()];
+            codes.extend((0..600).map(|i| format!("none-{i}")));
+            codes.insert(550, "c2".into());
+            let mut found = store.accounts_by_codes(s, &codes).await.expect("by codes");
+            found.sort_by(|a, b| a.account_code.cmp(&b.account_code));
+            let mut alone = Vec::new();
+            for code in ["c0", "c1", "c2"] {
+                alone.push(store.account(s, code).await.expect("get").expect("found"));
+            }
+            assert_eq!(found, alone);
+            assert!(store.accounts_by_codes(s, &[] as &[&str]).await.expect("none").is_empty());
         }
     }
 

@@ -2,8 +2,8 @@
 //! payments.
 //!
 //! - **Available credit** is the negative balance of an account's credit and legacy invoices.
-//!   A charge invoice made with [`CreditUse`] takes it, in the invoice's currency, oldest credit
-//!   invoice first, in the database transaction that makes the invoice
+//!   A charge invoice made with [`CreditUse`](crate::invoices::CreditUse) takes it, in the
+//!   invoice's currency, oldest credit invoice first, in the database transaction that makes the invoice
 //!   ([`Work::apply_credit`]): each use is a `payment` credit payment, the credit invoice's
 //!   balance rises toward zero (a credit invoice left with nothing is `closed`) and the charge
 //!   invoice's balance falls (it is paid by the invoicing that follows once nothing is left).
@@ -664,7 +664,7 @@ impl Store {
         );
         let rows = conditions.bind(sqlx::query(&sql)).fetch_all(&self.reads).await?;
         let items = rows.iter().map(crate::invoices::rows::adjustment_from_row).collect::<Result<Vec<_>, _>>()?;
-        let items = self.with_addresses(items).await?;
+        let items = self.with_addresses(&self.pool, items).await?;
         Ok(into_page(items, page, total, |a| a.position(page.sort)))
     }
 

@@ -37,6 +37,38 @@ pub(crate) fn uncached(sql: &str) -> DbQuery<'_> {
     sqlx::query(sql).persistent(false)
 }
 
+/// Keys read by one statement of [`rows_with_keys`]: a longer list is read in several.
+const KEYS_PER_STATEMENT: usize = 500;
+
+/// The rows of `select` (`SELECT … FROM …`) with each `scope` column equal to its value and
+/// `column` one of `keys`, in statements of at most [`KEYS_PER_STATEMENT`] keys, on `pool`.
+/// Rows come in no particular order; a key with no row has none.
+pub(crate) async fn rows_with_keys(
+    pool: &Pool,
+    backend: crate::Backend,
+    select: &str,
+    scope: &[(&str, crate::list::Arg)],
+    column: &str,
+    keys: &[crate::list::Arg],
+) -> Result<Vec<DbRow>, sqlx::Error> {
+    let mut conditions: Vec<String> =
+        scope.iter().enumerate().map(|(i, (c, _))| format!("{c} = {}", backend.params(1, i + 1))).collect();
+    conditions.push(String::new());
+    let mut rows = Vec::new();
+    for chunk in keys.chunks(KEYS_PER_STATEMENT) {
+        if let Some(last) = conditions.last_mut() {
+            *last = format!("{column} IN ({})", backend.params(chunk.len(), scope.len() + 1));
+        }
+        let sql = format!("{select} WHERE {}", conditions.join(" AND "));
+        let mut query = counted(&sql, chunk.len());
+        for arg in scope.iter().map(|(_, a)| a).chain(chunk) {
+            query = arg.bind_to(query);
+        }
+        rows.extend(query.fetch_all(pool).await?);
+    }
+    Ok(rows)
+}
+
 /// Pool options for either backend (the drivers are installed on first use).
 pub(crate) fn pool_options() -> AnyPoolOptions {
     sqlx::any::install_default_drivers();

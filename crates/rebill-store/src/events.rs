@@ -7,7 +7,7 @@
 //! of the item it wrote (account code, subscription uuid, invoice number, transaction uuid) and
 //! appends the event only when the change happened (a compare-and-set that found the item in
 //! another state appends nothing). Payloads are stored with their layout version
-//! ([`crate::document`]) and read back as given.
+//! (the `document` module) and read back as given.
 //!
 //! Reactions: an event appended with `awaits_reaction` is listed by [`Store::awaiting_events`]
 //! until [`Store::mark_event_handled`] marks it; the reaction runs before the mark, so a crash in

@@ -72,10 +72,7 @@ impl Store {
         let sql = format!("SELECT {INVOICE_COLUMNS} FROM invoices WHERE {condition}");
         let mut query = sqlx::query(&sql);
         for a in args {
-            query = match a {
-                Arg::Int(v) => query.bind(*v),
-                Arg::Text(v) => query.bind(v.clone()),
-            };
+            query = a.bind_to(query);
         }
         query.fetch_optional(pool).await?.as_ref().map(invoice_from_row).transpose()
     }
@@ -88,6 +85,31 @@ impl Store {
             &[Arg::Int(site_id), Arg::Int(invoice_number)],
         )
         .await
+    }
+
+    /// The site's invoices with these numbers (one statement per 500; a number with no invoice
+    /// has none), in no particular order.
+    pub async fn invoices_by_numbers(&self, site_id: i64, numbers: &[i64]) -> Result<Vec<Invoice>, StoreError> {
+        let select = format!("SELECT {INVOICE_COLUMNS} FROM invoices");
+        let keys: Vec<Arg> = numbers.iter().map(|n| Arg::Int(*n)).collect();
+        let rows = crate::db::rows_with_keys(
+            &self.reads,
+            self.backend,
+            &select,
+            &[("site_id", Arg::Int(site_id))],
+            "invoice_number",
+            &keys,
+        )
+        .await?;
+        rows.iter().map(invoice_from_row).collect()
+    }
+
+    /// The invoices with these ids, as [`Store::invoices_by_numbers`].
+    pub async fn invoices_by_ids(&self, ids: &[i64]) -> Result<Vec<Invoice>, StoreError> {
+        let select = format!("SELECT {INVOICE_COLUMNS} FROM invoices");
+        let keys: Vec<Arg> = ids.iter().map(|n| Arg::Int(*n)).collect();
+        let rows = crate::db::rows_with_keys(&self.reads, self.backend, &select, &[], "id", &keys).await?;
+        rows.iter().map(invoice_from_row).collect()
     }
 
     /// The invoice with this uuid (read on the writer: use it right after a write).
@@ -193,7 +215,18 @@ impl Store {
                 .bind(invoice_id)
                 .fetch_all(&self.pool)
                 .await?;
-        self.with_addresses(rows.iter().map(adjustment_from_row).collect::<Result<_, _>>()?).await
+        self.with_addresses(&self.pool, rows.iter().map(adjustment_from_row).collect::<Result<_, _>>()?).await
+    }
+
+    /// The line items of these invoices (with the addresses they were shipped to), each
+    /// invoice's in the order they were added, as [`Store::invoice_lines`] reads one invoice's.
+    pub async fn lines_of_invoices(&self, invoice_ids: &[i64]) -> Result<Vec<Adjustment>, StoreError> {
+        let select = format!("SELECT {ADJUSTMENT_COLUMNS} FROM adjustments");
+        let keys: Vec<Arg> = invoice_ids.iter().map(|n| Arg::Int(*n)).collect();
+        let rows = crate::db::rows_with_keys(&self.reads, self.backend, &select, &[], "invoice_id", &keys).await?;
+        let mut lines = rows.iter().map(adjustment_from_row).collect::<Result<Vec<_>, _>>()?;
+        lines.sort_by_key(|l| (l.invoice_id, l.id));
+        self.with_addresses(&self.reads, lines).await
     }
 
     /// The transactions of an invoice, oldest first.
@@ -234,7 +267,7 @@ impl Store {
                 .fetch_optional(&self.reads)
                 .await?;
         let Some(row) = row else { return Ok(None) };
-        Ok(self.with_addresses(vec![adjustment_from_row(&row)?]).await?.pop())
+        Ok(self.with_addresses(&self.pool, vec![adjustment_from_row(&row)?]).await?.pop())
     }
 
     /// Deletes a pending adjustment; an invoiced one stays.
@@ -301,7 +334,9 @@ impl Store {
         conditions.after(page);
         let sql = format!("SELECT {ADJUSTMENT_COLUMNS} FROM adjustments{}{}", conditions.sql(), order_and_limit(page));
         let rows = conditions.bind(sqlx::query(&sql)).fetch_all(&self.reads).await?;
-        let items = self.with_addresses(rows.iter().map(adjustment_from_row).collect::<Result<Vec<_>, _>>()?).await?;
+        let items = self
+            .with_addresses(&self.pool, rows.iter().map(adjustment_from_row).collect::<Result<Vec<_>, _>>()?)
+            .await?;
         Ok(into_page(items, page, total, |a| a.position(page.sort)))
     }
 
@@ -356,6 +391,27 @@ impl Store {
         .fetch_optional(&self.reads)
         .await?;
         row.as_ref().map(transaction_from_row).transpose()
+    }
+
+    /// The site's transactions with these uuids (one statement per 500; a uuid with no
+    /// transaction has none), in no particular order.
+    pub async fn transactions_by_uuids(
+        &self,
+        site_id: i64,
+        uuids: &[impl AsRef<str>],
+    ) -> Result<Vec<Transaction>, StoreError> {
+        let select = format!("SELECT {} FROM transactions", transaction_columns());
+        let keys: Vec<Arg> = uuids.iter().map(|u| Arg::Text(u.as_ref().to_owned())).collect();
+        let rows = crate::db::rows_with_keys(
+            &self.reads,
+            self.backend,
+            &select,
+            &[("site_id", Arg::Int(site_id))],
+            "uuid",
+            &keys,
+        )
+        .await?;
+        rows.iter().map(transaction_from_row).collect()
     }
 
     /// The transaction with this id (read on the writer).

@@ -109,6 +109,16 @@ pub(crate) enum Arg {
     Text(String),
 }
 
+impl Arg {
+    /// `query` with this value bound next.
+    pub(crate) fn bind_to<'q>(&self, query: DbQuery<'q>) -> DbQuery<'q> {
+        match self {
+            Arg::Int(v) => query.bind(*v),
+            Arg::Text(v) => query.bind(v.clone()),
+        }
+    }
+}
+
 /// A `WHERE` clause built piece by piece, numbering its placeholders.
 #[derive(Debug, Default)]
 pub(crate) struct Conditions {
@@ -139,10 +149,7 @@ impl Conditions {
 
     pub(crate) fn bind<'q>(&self, mut query: DbQuery<'q>) -> DbQuery<'q> {
         for a in &self.args {
-            query = match a {
-                Arg::Int(v) => query.bind(*v),
-                Arg::Text(v) => query.bind(v.clone()),
-            };
+            query = a.bind_to(query);
         }
         query
     }

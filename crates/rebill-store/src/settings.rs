@@ -5,7 +5,7 @@
 //!
 //! - every write of a site or a key (a site created or updated, a key created, regenerated or
 //!   blocked, a public key regenerated, a sandbox clock moved) adds one to the generation in its
-//!   own database transaction ([`bump`]);
+//!   own database transaction (`bump`);
 //! - the process that wrote moves to the new generation at once; every serving process reads
 //!   the generation every [`WATCH_EVERY`] ([`Store::watch_settings`]) and forgets what it kept
 //!   when it moved on;
@@ -14,7 +14,7 @@
 //!   stalled, reads every key from the database again;
 //! - each serving process records the generation it has seen with a heartbeat
 //!   (`service_nodes`), and the write returns once every process heard from in the last
-//!   [`ALIVE_FOR`] has seen its generation, or after [`WAIT_AT_MOST`] ([`Store::settings_changed`]).
+//!   [`ALIVE_FOR`] has seen its generation, or after [`WAIT_AT_MOST`] (`Store::settings_changed`).
 //!
 //! So a blocked or regenerated key stops working in the writing process at once, and in every
 //! other process by the time the write returns (within [`TRUST_FOR`] whatever happens). An entry

@@ -5,7 +5,7 @@
 //!
 //! The store does not know the engine's types: the service hands it JSON documents (`value`,
 //! `creation`, `details`, event payloads, charge lines) and the few facts it filters on. The
-//! documents are stored with their layout version and read back as given ([`crate::document`]).
+//! documents are stored with their layout version and read back as given (the `document` module).
 //!
 //! A change goes: [`Store::claim_subscription`] (refused while another unexpired claim holds the
 //! row: the service answers `simultaneous_request`), read, compute, [`Store::save_subscription`]
@@ -315,6 +315,27 @@ impl Store {
             .fetch_optional(&self.pool)
             .await?;
         row.as_ref().map(record_from_row).transpose()
+    }
+
+    /// The site's subscriptions with these uuids (one statement per 500; a uuid with no
+    /// subscription has none), in no particular order.
+    pub async fn subscriptions_by_uuids(
+        &self,
+        site_id: i64,
+        uuids: &[impl AsRef<str>],
+    ) -> Result<Vec<SubscriptionRecord>, StoreError> {
+        let select = format!("SELECT {COLUMNS} FROM subscriptions");
+        let keys: Vec<Arg> = uuids.iter().map(|u| Arg::Text(u.as_ref().to_owned())).collect();
+        let rows = crate::db::rows_with_keys(
+            &self.reads,
+            self.backend,
+            &select,
+            &[("site_id", Arg::Int(site_id))],
+            "uuid",
+            &keys,
+        )
+        .await?;
+        rows.iter().map(record_from_row).collect()
     }
 
     /// The subscription with this row id.

@@ -3,13 +3,19 @@
 //! the notification is made. The kinds table with the operations that send each is in
 //! `docs/webhooks.md`.
 
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
 use rebill_billing::states::InvoiceState;
+use rebill_store::accounts::Account;
 use rebill_store::events::Event;
-use rebill_store::invoices::{Invoice, InvoiceKind};
+use rebill_store::invoices::{Adjustment, Invoice, InvoiceKind, Transaction};
+use rebill_store::plans::{AddOn, Plan};
 use rebill_store::{Site, StoreError};
 use rebill_webhooks::payload;
 
 use crate::Services;
+use crate::platform::subscription_documents::Loaded;
 
 /// Every kind this module sends (the kinds table of `docs/webhooks.md` lists the same).
 pub const EMITTED: &[&str] = &[
@@ -60,18 +66,25 @@ pub type Notification = (&'static str, String);
 
 /// The notifications of `event`: (kind, body). The resources are read as they are when the
 /// notification is made (within a moment of the event).
-pub async fn of(services: &Services, site: &Site, event: &Event) -> Result<Vec<Notification>, StoreError> {
+pub async fn of(
+    services: &Services,
+    reads: &Resources,
+    site: &Site,
+    event: &Event,
+) -> Result<Vec<Notification>, StoreError> {
     let kind = event.kind.as_str();
     if let Some(kind) = account_kind(kind) {
-        let Some(account) = services.store.account(event.site_id, &event.subject).await? else { return Ok(Vec::new()) };
+        let Some(account) = reads.account(services, event.site_id, &event.subject).await? else {
+            return Ok(Vec::new());
+        };
         let body = payload::render(kind, &[payload::account(&account_fields(&account), false)]);
         return Ok(vec![(kind, body)]);
     }
     if let Some((kind, pause)) = subscription_kind(kind) {
-        return subscription_notification(services, site, event, kind, pause).await;
+        return subscription_notification(services, reads, site, event, kind, pause).await;
     }
     if let Some(kind) = shipping_kind(kind) {
-        return shipping_notification(services, event, kind).await;
+        return shipping_notification(services, reads, event, kind).await;
     }
     if let Some(kind) = gift_card_kind(kind) {
         let Ok(id) = event.subject.parse::<i64>() else { return Ok(Vec::new()) };
@@ -79,16 +92,16 @@ pub async fn of(services: &Services, site: &Site, event: &Event) -> Result<Vec<N
         return Ok(vec![gift_card_notification(kind, &card, None)]);
     }
     if kind == crate::platform::events::INVOICE_DUNNING {
-        return dunning_notification(services, site, event).await;
+        return dunning_notification(services, reads, site, event).await;
     }
     if kind.starts_with("invoice.") || kind.starts_with("credit_invoice.") {
-        return invoice_notification(services, site, event).await;
+        return invoice_notification(services, reads, site, event).await;
     }
     if kind.starts_with("transaction.") {
-        return transaction_notification(services, site, event).await;
+        return transaction_notification(services, reads, site, event).await;
     }
     if let Some(kind) = credit_payment_kind(kind) {
-        return credit_payment_notification(services, event, kind).await;
+        return credit_payment_notification(services, reads, event, kind).await;
     }
     Ok(Vec::new())
 }
@@ -130,6 +143,7 @@ fn credit_payment_kind(event: &str) -> Option<&'static str> {
 /// it was).
 async fn shipping_notification(
     services: &Services,
+    reads: &Resources,
     event: &Event,
     kind: &'static str,
 ) -> Result<Vec<Notification>, StoreError> {
@@ -137,7 +151,7 @@ async fn shipping_notification(
     let Some(id) = payload.get("shipping_address_id").and_then(serde_json::Value::as_i64) else {
         return Ok(Vec::new());
     };
-    let Some(account) = services.store.account(event.site_id, &event.subject).await? else { return Ok(Vec::new()) };
+    let Some(account) = reads.account(services, event.site_id, &event.subject).await? else { return Ok(Vec::new()) };
     let Some(address) = services.store.shipping_address_ever(account.id, id).await? else { return Ok(Vec::new()) };
     let f = &address.fields;
     let fields = payload::ShippingAddressFields {
@@ -215,11 +229,12 @@ fn gift_card_notification(
 /// to) a redeemed gift card's credit, the card's updated balance.
 async fn credit_payment_notification(
     services: &Services,
+    reads: &Resources,
     event: &Event,
     kind: &'static str,
 ) -> Result<Vec<Notification>, StoreError> {
     let Some(p) = services.store.credit_payment(event.site_id, &event.subject).await? else { return Ok(Vec::new()) };
-    let Some(account) = services.store.account(event.site_id, &p.account_code).await? else { return Ok(Vec::new()) };
+    let Some(account) = reads.account(services, event.site_id, &p.account_code).await? else { return Ok(Vec::new()) };
     let fields = payload::CreditPaymentFields {
         uuid: &p.uuid,
         action: p.action.as_str(),
@@ -272,16 +287,17 @@ fn invoice_kind(event: &str, kind: InvoiceKind, credit_memos: bool) -> Option<&'
 /// `<account>` and `<invoice>` of an invoice event.
 async fn invoice_notification(
     services: &Services,
+    reads: &Resources,
     site: &Site,
     event: &Event,
 ) -> Result<Vec<Notification>, StoreError> {
     let Ok(number) = event.subject.parse::<i64>() else { return Ok(Vec::new()) };
-    let Some(invoice) = services.store.invoice(event.site_id, number).await? else { return Ok(Vec::new()) };
+    let Some(invoice) = reads.invoice(services, event.site_id, number).await? else { return Ok(Vec::new()) };
     let Some(kind) = invoice_kind(&event.kind, invoice.kind, site.credit_memos) else { return Ok(Vec::new()) };
-    let Some(account) = services.store.account(event.site_id, &invoice.account_code).await? else {
+    let Some(account) = reads.account(services, event.site_id, &invoice.account_code).await? else {
         return Ok(Vec::new());
     };
-    let subscription_ids = invoice_subscriptions(services, &invoice).await?;
+    let subscription_ids = invoice_subscriptions(services, reads, &invoice).await?;
     let shape = invoice_shape(&invoice, site.credit_memos);
     // A credit invoice's state change shows the state it entered, also when it has moved on
     // since (a payout processing, then closed a moment later).
@@ -304,13 +320,14 @@ async fn invoice_notification(
 /// invoice billing no subscription (a one-off charge) carries none.
 async fn dunning_notification(
     services: &Services,
+    reads: &Resources,
     site: &Site,
     event: &Event,
 ) -> Result<Vec<Notification>, StoreError> {
     let kind = "new_dunning_event_notification";
     let Ok(number) = event.subject.parse::<i64>() else { return Ok(Vec::new()) };
-    let Some(invoice) = services.store.invoice(event.site_id, number).await? else { return Ok(Vec::new()) };
-    let Some(account) = services.store.account(event.site_id, &invoice.account_code).await? else {
+    let Some(invoice) = reads.invoice(services, event.site_id, number).await? else { return Ok(Vec::new()) };
+    let Some(account) = reads.account(services, event.site_id, &invoice.account_code).await? else {
         return Ok(Vec::new());
     };
     let step: serde_json::Value = serde_json::from_str(&event.payload).unwrap_or_default();
@@ -319,14 +336,14 @@ async fn dunning_notification(
         events_count: step.get("dunning_events_count").and_then(serde_json::Value::as_i64).unwrap_or(1),
         last: step.get("final").and_then(serde_json::Value::as_bool).unwrap_or(false),
     };
-    let subscription_ids = invoice_subscriptions(services, &invoice).await?;
+    let subscription_ids = invoice_subscriptions(services, reads, &invoice).await?;
     let shape = invoice_shape(&invoice, site.credit_memos);
     let mut children = vec![
         payload::account(&account_fields(&account), site.credit_memos),
         invoice_element(&invoice, &account, &subscription_ids, shape, Some(dunning)),
     ];
     if let Some(uuid) = subscription_ids.first() {
-        children.extend(subscription_element(services, site, uuid, false).await?.map(|(s, _)| s));
+        children.extend(subscription_element(services, reads, site, uuid, false).await?.map(|(s, _)| s));
     }
     if !site.credit_memos {
         let transactions = services.store.invoice_transactions(invoice.id).await?;
@@ -338,12 +355,16 @@ async fn dunning_notification(
 }
 
 /// The subscriptions an invoice's lines bill, in line order, each once.
-async fn invoice_subscriptions(services: &Services, invoice: &Invoice) -> Result<Vec<String>, StoreError> {
-    let lines = services.store.invoice_lines(invoice.id).await?;
+async fn invoice_subscriptions(
+    services: &Services,
+    reads: &Resources,
+    invoice: &Invoice,
+) -> Result<Vec<String>, StoreError> {
+    let lines = reads.invoice_lines(services, invoice.id).await?;
     let mut ids: Vec<String> = Vec::new();
-    for uuid in lines.into_iter().filter_map(|l| l.line.subscription_uuid) {
-        if !ids.contains(&uuid) {
-            ids.push(uuid);
+    for uuid in lines.iter().filter_map(|l| l.line.subscription_uuid.as_ref()) {
+        if !ids.contains(uuid) {
+            ids.push(uuid.clone());
         }
     }
     Ok(ids)
@@ -422,16 +443,17 @@ fn transaction_kind(event: &str, action: &str) -> Option<&'static str> {
 /// `<account>` and `<transaction>` of a transaction event.
 async fn transaction_notification(
     services: &Services,
+    reads: &Resources,
     site: &Site,
     event: &Event,
 ) -> Result<Vec<Notification>, StoreError> {
-    let Some(t) = services.store.transaction(event.site_id, &event.subject).await? else { return Ok(Vec::new()) };
+    let Some(t) = reads.transaction(services, event.site_id, &event.subject).await? else { return Ok(Vec::new()) };
     let Some(kind) = transaction_kind(&event.kind, &t.new.action) else { return Ok(Vec::new()) };
-    let Some(account) = services.store.account(event.site_id, &t.new.account.account_code).await? else {
+    let Some(account) = reads.account(services, event.site_id, &t.new.account.account_code).await? else {
         return Ok(Vec::new());
     };
     let invoice = match t.new.invoice_id {
-        Some(id) => services.store.invoice_by_id(id).await?,
+        Some(id) => reads.invoice_by_id(services, id).await?,
         None => None,
     };
     let element = transaction_element(services, &t, invoice.as_ref(), site).await?;
@@ -522,15 +544,17 @@ fn account_fields(account: &rebill_store::accounts::Account) -> payload::Account
 /// `<account>` (A0, or A1 for the pause family) and `<subscription>` of a subscription event.
 async fn subscription_notification(
     services: &Services,
+    reads: &Resources,
     site: &Site,
     event: &Event,
     kind: &'static str,
     pause: bool,
 ) -> Result<Vec<Notification>, StoreError> {
-    let Some((element, account_code)) = subscription_element(services, site, &event.subject, pause).await? else {
+    let Some((element, account_code)) = subscription_element(services, reads, site, &event.subject, pause).await?
+    else {
         return Ok(Vec::new());
     };
-    let Some(account) = services.store.account(event.site_id, &account_code).await? else { return Ok(Vec::new()) };
+    let Some(account) = reads.account(services, event.site_id, &account_code).await? else { return Ok(Vec::new()) };
     let body = payload::render(kind, &[payload::account(&account_fields(&account), pause), element]);
     Ok(vec![(kind, body)])
 }
@@ -538,21 +562,20 @@ async fn subscription_notification(
 /// The `<subscription>` (S, or S-pause) of the subscription `uuid`, and its account's code.
 async fn subscription_element(
     services: &Services,
+    reads: &Resources,
     site: &Site,
     uuid: &str,
     pause: bool,
 ) -> Result<Option<(payload::Element, String)>, StoreError> {
-    let Some(record) = services.store.subscription(site.id, uuid).await? else { return Ok(None) };
-    let Ok(loaded) = crate::platform::subscription_documents::Loaded::of(record) else {
-        tracing::warn!(subscription = %uuid, "a stored subscription cannot be read for its notification");
-        return Ok(None);
-    };
-    let ctx = crate::Context { now: site.now(services.clock.now()), site: site.clone() };
+    let Some(loaded) = reads.subscription(services, site.id, uuid).await? else { return Ok(None) };
     let terms = &loaded.sub.terms;
-    let names = crate::catalog::plans::plan_with_add_ons(services, &ctx, &terms.plan_code).await.ok().flatten();
-    let plan_name = names.as_ref().map(|(plan, _)| plan.name.as_str());
+    let names = reads.plan(services, site, &terms.plan_code).await;
+    let plan_name = names.as_deref().map(|(plan, _)| plan.name.as_str());
     let add_on_name = |code: &str| {
-        names.as_ref().and_then(|(_, add_ons)| add_ons.iter().find(|a| a.add_on_code == code)).map(|a| a.name.as_str())
+        names
+            .as_deref()
+            .and_then(|(_, add_ons)| add_ons.iter().find(|a| a.add_on_code == code))
+            .map(|a| a.name.as_str())
     };
     let add_ons: Vec<payload::AddOnFields<'_>> = terms
         .add_ons
@@ -593,6 +616,241 @@ async fn subscription_element(
         remaining_pause_cycles: sub.remaining_pause_cycles.map(i64::from),
     };
     Ok(Some((payload::subscription(&fields, pause), loaded.details.account_code.clone())))
+}
+
+/// The resources the notifications of a batch of events carry, read together before any of
+/// them is made: one statement per kind of resource (per 500 keys) instead of several reads per
+/// event. An event's own resource (its subscription, invoice, transaction or account) is read
+/// first, then what those name (their accounts, the invoices' lines, the transactions'
+/// invoices, the subscriptions' plans). A resource the batch did not foresee (a dunning
+/// event's transactions, a credit payment) is read alone when its notification is made. All
+/// are read within a moment of the events, as a notification made one at a time would be.
+#[derive(Default)]
+pub struct Resources {
+    /// Every key looked for is present; `None`: no such resource.
+    accounts: HashMap<(i64, String), Option<Account>>,
+    invoices: HashMap<(i64, i64), Option<Invoice>>,
+    /// Invoice id → (site, number) of the invoices read.
+    invoice_numbers: HashMap<i64, (i64, i64)>,
+    lines: HashMap<i64, Vec<Adjustment>>,
+    transactions: HashMap<(i64, String), Option<Transaction>>,
+    subscriptions: HashMap<(i64, String), Option<Arc<Loaded>>>,
+    plans: HashMap<(i64, String), Option<Arc<PlanNames>>>,
+}
+
+impl Resources {
+    /// Reads what the notifications of `events` carry; `sites` are the sites whose events send
+    /// notifications (the others' events are passed over).
+    pub async fn read(services: &Services, sites: &HashMap<i64, Site>, events: &[Event]) -> Result<Self, StoreError> {
+        let mut wanted = Wanted::default();
+        for event in events.iter().filter(|e| sites.contains_key(&e.site_id)) {
+            let kind = event.kind.as_str();
+            let key = (event.site_id, event.subject.clone());
+            if account_kind(kind).is_some() || shipping_kind(kind).is_some() {
+                wanted.accounts.insert(key);
+            } else if subscription_kind(kind).is_some() {
+                wanted.subscriptions.insert(key);
+            } else if kind.starts_with("invoice.") || kind.starts_with("credit_invoice.") {
+                if let Ok(number) = event.subject.parse::<i64>() {
+                    wanted.invoices.insert((event.site_id, number));
+                }
+            } else if kind.starts_with("transaction.") {
+                wanted.transactions.insert(key);
+            }
+        }
+        let mut reads = Resources::default();
+        // The events' own resources.
+        for (site_id, uuids) in by_site(&wanted.subscriptions) {
+            let found = services.store.subscriptions_by_uuids(site_id, &uuids).await?;
+            for uuid in uuids {
+                reads.subscriptions.insert((site_id, uuid.to_owned()), None);
+            }
+            for record in found {
+                let key = (site_id, record.uuid.clone());
+                // One that cannot be read is read again (and reported) when its notification is made.
+                match Loaded::of(record) {
+                    Ok(loaded) => reads.subscriptions.insert(key, Some(Arc::new(loaded))),
+                    Err(_) => reads.subscriptions.remove(&key),
+                };
+            }
+        }
+        for (site_id, numbers) in by_site(&wanted.invoices) {
+            let found = services.store.invoices_by_numbers(site_id, &numbers).await?;
+            reads.keep_invoices(numbers.iter().map(|n| (site_id, *n)), found);
+        }
+        for (site_id, uuids) in by_site(&wanted.transactions) {
+            let found = services.store.transactions_by_uuids(site_id, &uuids).await?;
+            for uuid in uuids {
+                reads.transactions.insert((site_id, uuid.to_owned()), None);
+            }
+            for t in found {
+                reads.transactions.insert((site_id, t.uuid.clone()), Some(t));
+            }
+        }
+        // The invoices of the transactions, when not read already.
+        let more: Vec<i64> = reads
+            .transactions
+            .values()
+            .flatten()
+            .filter_map(|t| t.new.invoice_id)
+            .filter(|id| !reads.invoice_numbers.contains_key(id))
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .collect();
+        if !more.is_empty() {
+            let found = services.store.invoices_by_ids(&more).await?;
+            reads.keep_invoices(std::iter::empty(), found);
+        }
+        // What those name: accounts, lines, plans.
+        let mut accounts = wanted.accounts;
+        accounts.extend(reads.invoices.values().flatten().map(|i| (i.site_id, i.account_code.clone())));
+        accounts.extend(
+            reads
+                .transactions
+                .iter()
+                .filter_map(|((site_id, _), t)| t.as_ref().map(|t| (*site_id, t.new.account.account_code.clone()))),
+        );
+        let mut plans = HashSet::new();
+        for ((site_id, _), loaded) in &reads.subscriptions {
+            if let Some(loaded) = loaded {
+                accounts.insert((*site_id, loaded.details.account_code.clone()));
+                plans.insert((*site_id, loaded.sub.terms.plan_code.clone()));
+            }
+        }
+        for (site_id, codes) in by_site(&accounts) {
+            let found = services.store.accounts_by_codes(site_id, &codes).await?;
+            for code in codes {
+                reads.accounts.insert((site_id, code.to_owned()), None);
+            }
+            for account in found {
+                reads.accounts.insert((site_id, account.account_code.clone()), Some(account));
+            }
+        }
+        let invoice_ids: Vec<i64> = reads.invoice_numbers.keys().copied().collect();
+        for line in services.store.lines_of_invoices(&invoice_ids).await? {
+            if let Some(id) = line.invoice_id {
+                reads.lines.entry(id).or_default().push(line);
+            }
+        }
+        for id in invoice_ids {
+            reads.lines.entry(id).or_default();
+        }
+        for (site_id, code) in plans {
+            let Some(site) = sites.get(&site_id) else { continue };
+            let plan = read_plan(services, site, &code).await;
+            reads.plans.insert((site_id, code), plan);
+        }
+        Ok(reads)
+    }
+
+    /// Keeps `found` and records the keys `looked_for` that have no invoice.
+    fn keep_invoices(&mut self, looked_for: impl Iterator<Item = (i64, i64)>, found: Vec<Invoice>) {
+        for key in looked_for {
+            self.invoices.insert(key, None);
+        }
+        for invoice in found {
+            let key = (invoice.site_id, invoice.invoice_number);
+            self.invoice_numbers.insert(invoice.id, key);
+            self.invoices.insert(key, Some(invoice));
+        }
+    }
+
+    async fn account(&self, services: &Services, site_id: i64, code: &str) -> Result<Option<Account>, StoreError> {
+        match self.accounts.get(&(site_id, code.to_owned())) {
+            Some(found) => Ok(found.clone()),
+            None => services.store.account(site_id, code).await,
+        }
+    }
+
+    async fn invoice(&self, services: &Services, site_id: i64, number: i64) -> Result<Option<Invoice>, StoreError> {
+        match self.invoices.get(&(site_id, number)) {
+            Some(found) => Ok(found.clone()),
+            None => services.store.invoice(site_id, number).await,
+        }
+    }
+
+    async fn invoice_by_id(&self, services: &Services, id: i64) -> Result<Option<Invoice>, StoreError> {
+        match self.invoice_numbers.get(&id).and_then(|key| self.invoices.get(key)) {
+            Some(found) => Ok(found.clone()),
+            None => services.store.invoice_by_id(id).await,
+        }
+    }
+
+    async fn invoice_lines(&self, services: &Services, invoice_id: i64) -> Result<Vec<Adjustment>, StoreError> {
+        match self.lines.get(&invoice_id) {
+            Some(found) => Ok(found.clone()),
+            None => services.store.invoice_lines(invoice_id).await,
+        }
+    }
+
+    async fn transaction(
+        &self,
+        services: &Services,
+        site_id: i64,
+        uuid: &str,
+    ) -> Result<Option<Transaction>, StoreError> {
+        match self.transactions.get(&(site_id, uuid.to_owned())) {
+            Some(found) => Ok(found.clone()),
+            None => services.store.transaction(site_id, uuid).await,
+        }
+    }
+
+    /// The subscription `uuid`, loaded; `None` also for one whose documents cannot be read
+    /// (reported).
+    async fn subscription(
+        &self,
+        services: &Services,
+        site_id: i64,
+        uuid: &str,
+    ) -> Result<Option<Arc<Loaded>>, StoreError> {
+        if let Some(found) = self.subscriptions.get(&(site_id, uuid.to_owned())) {
+            return Ok(found.clone());
+        }
+        let Some(record) = services.store.subscription(site_id, uuid).await? else { return Ok(None) };
+        match Loaded::of(record) {
+            Ok(loaded) => Ok(Some(Arc::new(loaded))),
+            Err(_) => {
+                tracing::warn!(subscription = %uuid, "a stored subscription cannot be read for its notification");
+                Ok(None)
+            }
+        }
+    }
+
+    /// The plan `code` of the site with its add-ons (for their names); `None` when it cannot be
+    /// read.
+    async fn plan(&self, services: &Services, site: &Site, code: &str) -> Option<Arc<PlanNames>> {
+        match self.plans.get(&(site.id, code.to_owned())) {
+            Some(found) => found.clone(),
+            None => read_plan(services, site, code).await,
+        }
+    }
+}
+
+/// A plan with its add-ons (their names go into a subscription's notification).
+type PlanNames = (Plan, Vec<AddOn>);
+
+/// The keys of the events' own resources.
+#[derive(Default)]
+struct Wanted {
+    accounts: HashSet<(i64, String)>,
+    subscriptions: HashSet<(i64, String)>,
+    invoices: HashSet<(i64, i64)>,
+    transactions: HashSet<(i64, String)>,
+}
+
+/// Keys grouped by site.
+fn by_site<K: Clone + Eq + std::hash::Hash>(keys: &HashSet<(i64, K)>) -> HashMap<i64, Vec<K>> {
+    let mut sites: HashMap<i64, Vec<K>> = HashMap::new();
+    for (site_id, key) in keys {
+        sites.entry(*site_id).or_default().push(key.clone());
+    }
+    sites
+}
+
+/// The plan `code` of `site` with its add-ons; `None` when there is none or it cannot be read.
+async fn read_plan(services: &Services, site: &Site, code: &str) -> Option<Arc<PlanNames>> {
+    let ctx = crate::Context { now: site.now(services.clock.now()), site: site.clone() };
+    crate::catalog::plans::plan_with_add_ons(services, &ctx, code).await.ok().flatten().map(Arc::new)
 }
 
 #[cfg(test)]

@@ -207,56 +207,39 @@ pub async fn derive(services: &Services, limit: i64) -> Result<usize, StoreError
         return Ok(0);
     }
     // Each site's endpoints and settings, read once for the batch.
-    let mut sites: HashMap<i64, Option<(Vec<Endpoint>, Site)>> = HashMap::new();
+    let mut endpoints: HashMap<i64, Vec<Endpoint>> = HashMap::new();
+    let mut sites: HashMap<i64, Site> = HashMap::new();
     for event in &events {
-        if let std::collections::hash_map::Entry::Vacant(new) = sites.entry(event.site_id) {
-            let endpoints = services.store.webhook_endpoints(Some(event.site_id)).await?;
-            let site = match endpoints.is_empty() {
-                true => None,
-                false => Some(services.store.site(&event.site_id.to_string()).await?),
-            };
-            new.insert(site.map(|site| (endpoints, site)));
+        if let std::collections::hash_map::Entry::Vacant(new) = endpoints.entry(event.site_id) {
+            let site_endpoints = services.store.webhook_endpoints(Some(event.site_id)).await?;
+            if !site_endpoints.is_empty() {
+                sites.insert(event.site_id, services.store.site(&event.site_id.to_string()).await?);
+            }
+            new.insert(site_endpoints);
         }
     }
-    let sites = Arc::new(sites);
-    // The notifications of up to DERIVE_AT_ONCE events are made at once (their reads overlap),
-    // then taken in event order.
+    let reads = crate::operations::notifications::Resources::read(services, &sites, &events).await?;
     let mut deliveries = Vec::new();
-    for chunk in events.chunks(DERIVE_AT_ONCE) {
-        let mut made = Vec::with_capacity(chunk.len());
-        for event in chunk {
-            let (services, sites, event) = (services.clone(), sites.clone(), event.clone());
-            made.push(tokio::spawn(async move {
-                match sites.get(&event.site_id) {
-                    Some(Some((_, site))) => crate::operations::notifications::of(&services, site, &event).await,
-                    _ => Ok(Vec::new()),
-                }
-            }));
-        }
-        for (event, handle) in chunk.iter().zip(made) {
-            let notifications =
-                handle.await.map_err(|e| StoreError::Invalid(format!("making notifications: {e}")))??;
-            let Some(Some((endpoints, _))) = sites.get(&event.site_id) else { continue };
-            for (kind, body) in notifications {
-                for endpoint in endpoints.iter().filter(|e| e.takes(kind)) {
-                    deliveries.push(NewDelivery {
-                        site_id: event.site_id,
-                        endpoint_id: endpoint.id,
-                        event_id: event.id,
-                        kind: kind.to_owned(),
-                        message_id: message_id()?,
-                        body: body.clone(),
-                    });
-                }
+    for event in &events {
+        let (Some(site), Some(endpoints)) = (sites.get(&event.site_id), endpoints.get(&event.site_id)) else {
+            continue;
+        };
+        for (kind, body) in crate::operations::notifications::of(services, &reads, site, event).await? {
+            for endpoint in endpoints.iter().filter(|e| e.takes(kind)) {
+                deliveries.push(NewDelivery {
+                    site_id: event.site_id,
+                    endpoint_id: endpoint.id,
+                    event_id: event.id,
+                    kind: kind.to_owned(),
+                    message_id: message_id()?,
+                    body: body.clone(),
+                });
             }
         }
     }
     let ids: Vec<i64> = events.iter().map(|e| e.id).collect();
     services.store.record_notifications(&ids, &deliveries, real_now_ms()).await
 }
-
-/// Events whose notifications [`derive`] makes at once.
-const DERIVE_AT_ONCE: usize = 16;
 
 /// A POST of a notification.
 #[derive(Debug, Clone)]

@@ -2,7 +2,7 @@
 //! of rebill names, and how they are read from and written to a row. The writes that combine
 //! them with credit, coupons and shipping addresses are in [`crate::invoicing`].
 //!
-//! How each is read from and written to a row is [`rows`].
+//! How each is read from and written to a row is the `rows` module.
 //!
 //! Money is integer cents, times UTC epoch seconds, booleans 0/1 (the `Any` driver sends one
 //! integer type to both backends).
@@ -14,6 +14,9 @@ use crate::events::NewEvent;
 use crate::list::{Position, Sort};
 
 use rebill_billing::states::{InvoiceState, TransactionStatus};
+
+#[cfg(doc)]
+use crate::{Store, work::Work};
 
 /// A charge invoice's use of the account's credit when it is made: the events of its credit
 /// payments are recorded at this service-clock time.
