@@ -257,16 +257,7 @@ impl Store {
     /// none), in no particular order.
     pub async fn accounts_by_codes(&self, site_id: i64, codes: &[impl AsRef<str>]) -> Result<Vec<Account>, StoreError> {
         let select = format!("SELECT {ACCOUNT_COLUMNS} FROM accounts");
-        let keys: Vec<Arg> = codes.iter().map(|c| Arg::Text(c.as_ref().to_owned())).collect();
-        let rows = crate::db::rows_with_keys(
-            &self.reads,
-            self.backend,
-            &select,
-            &[("site_id", Arg::Int(site_id))],
-            "account_code",
-            &keys,
-        )
-        .await?;
+        let rows = crate::db::rows_with_keys(self, &select, Some(site_id), "account_code", &Arg::texts(codes)).await?;
         rows.iter().map(account_from_row).collect()
     }
 

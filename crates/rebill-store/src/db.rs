@@ -40,31 +40,32 @@ pub(crate) fn uncached(sql: &str) -> DbQuery<'_> {
 /// Keys read by one statement of [`rows_with_keys`]: a longer list is read in several.
 const KEYS_PER_STATEMENT: usize = 500;
 
-/// The rows of `select` (`SELECT … FROM …`) with each `scope` column equal to its value and
-/// `column` one of `keys`, in statements of at most [`KEYS_PER_STATEMENT`] keys, on `pool`.
-/// Rows come in no particular order; a key with no row has none.
+/// The rows of `select` (`SELECT … FROM …`) whose `column` is one of `keys` (and whose
+/// `site_id` is `site_id`, when given), in statements of at most [`KEYS_PER_STATEMENT`] keys,
+/// on the read pool. Rows come in no particular order; a key with no row has none.
 pub(crate) async fn rows_with_keys(
-    pool: &Pool,
-    backend: crate::Backend,
+    store: &crate::Store,
     select: &str,
-    scope: &[(&str, crate::list::Arg)],
+    site_id: Option<i64>,
     column: &str,
     keys: &[crate::list::Arg],
 ) -> Result<Vec<DbRow>, sqlx::Error> {
-    let mut conditions: Vec<String> =
-        scope.iter().enumerate().map(|(i, (c, _))| format!("{c} = {}", backend.params(1, i + 1))).collect();
-    conditions.push(String::new());
+    let scope = match site_id {
+        Some(_) => format!("site_id = {} AND ", store.backend.params(1, 1)),
+        None => String::new(),
+    };
+    let first = 1 + usize::from(site_id.is_some());
     let mut rows = Vec::new();
     for chunk in keys.chunks(KEYS_PER_STATEMENT) {
-        if let Some(last) = conditions.last_mut() {
-            *last = format!("{column} IN ({})", backend.params(chunk.len(), scope.len() + 1));
-        }
-        let sql = format!("{select} WHERE {}", conditions.join(" AND "));
+        let sql = format!("{select} WHERE {scope}{column} IN ({})", store.backend.params(chunk.len(), first));
         let mut query = counted(&sql, chunk.len());
-        for arg in scope.iter().map(|(_, a)| a).chain(chunk) {
+        if let Some(site_id) = site_id {
+            query = query.bind(site_id);
+        }
+        for arg in chunk {
             query = arg.bind_to(query);
         }
-        rows.extend(query.fetch_all(pool).await?);
+        rows.extend(query.fetch_all(&store.reads).await?);
     }
     Ok(rows)
 }

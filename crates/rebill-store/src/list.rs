@@ -110,6 +110,16 @@ pub(crate) enum Arg {
 }
 
 impl Arg {
+    /// Each of `values` as a text value.
+    pub(crate) fn texts(values: &[impl AsRef<str>]) -> Vec<Arg> {
+        values.iter().map(|v| Arg::Text(v.as_ref().to_owned())).collect()
+    }
+
+    /// Each of `values` as an integer value.
+    pub(crate) fn ints(values: &[i64]) -> Vec<Arg> {
+        values.iter().map(|v| Arg::Int(*v)).collect()
+    }
+
     /// `query` with this value bound next.
     pub(crate) fn bind_to<'q>(&self, query: DbQuery<'q>) -> DbQuery<'q> {
         match self {

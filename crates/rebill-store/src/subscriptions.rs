@@ -325,16 +325,7 @@ impl Store {
         uuids: &[impl AsRef<str>],
     ) -> Result<Vec<SubscriptionRecord>, StoreError> {
         let select = format!("SELECT {COLUMNS} FROM subscriptions");
-        let keys: Vec<Arg> = uuids.iter().map(|u| Arg::Text(u.as_ref().to_owned())).collect();
-        let rows = crate::db::rows_with_keys(
-            &self.reads,
-            self.backend,
-            &select,
-            &[("site_id", Arg::Int(site_id))],
-            "uuid",
-            &keys,
-        )
-        .await?;
+        let rows = crate::db::rows_with_keys(self, &select, Some(site_id), "uuid", &Arg::texts(uuids)).await?;
         rows.iter().map(record_from_row).collect()
     }
 
