@@ -551,6 +551,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 clock.clone(),
                 std::time::Duration::from_secs(token_purge_interval),
             ));
+            let database = store.clone();
             let state = rebill_server::AppState::new(store, clock, config)
                 .with_vault(vault)
                 .with_gateway_builder(Arc::new(gateway::Builder));
@@ -569,6 +570,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             mailer.abort();
             purger.abort();
             notifier.abort();
+            // The aborted tasks give their connections back as they end.
+            if tokio::time::timeout(DATABASE_CLOSE_WAIT, database.close()).await.is_err() {
+                tracing::warn!("the database connections did not close within {DATABASE_CLOSE_WAIT:?}");
+            }
             served?;
             tracing::info!("stopped");
         }
@@ -796,6 +801,9 @@ fn main() -> std::process::ExitCode {
 }
 
 /// Completes at the first SIGTERM or SIGINT; a second one ends the process at once.
+/// How long a stopping service waits for its database connections to come back and close.
+const DATABASE_CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 async fn stop_signal(grace_seconds: u64) {
     if let Err(e) = wait_for_signal().await {
         // Without signal handling the service runs until it is killed.

@@ -121,6 +121,17 @@ fn sigterm_lets_requests_in_flight_finish() {
     let status = s.wait_exit(std::time::Duration::from_secs(20)).expect("the service exits");
     assert!(status.success(), "{status:?}\n{}", s.log());
     assert!(s.log().contains("every connection finished"), "{}", s.log());
+    // The database was closed: SQLite's write-ahead log went into the database file, and the
+    // account written in the last moment is there.
+    let file = db.strip_prefix("sqlite://").expect("a SQLite URL");
+    assert!(!std::path::Path::new(&format!("{file}-wal")).exists(), "the write-ahead log is left:\n{}", s.log());
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let late = runtime.block_on(async {
+        let store = rebill_store::Store::connect(&db).await.expect("the database");
+        let site = store.sites().await.expect("sites").first().expect("the sandbox site").id;
+        store.account(site, "late").await.expect("the account")
+    });
+    assert!(late.is_some(), "the account made during the shutdown is in the database");
 
     // A second signal while a request waits: the process ends at once, not after the grace.
     let db = rebill_store::testing::fresh_sqlite_url("shutdown_twice");

@@ -430,6 +430,15 @@ impl Store {
         self.backend
     }
 
+    /// Closes the pools once the connections in use have come back: the readers first, then
+    /// the writer, so that on SQLite the last connection to close can write the write-ahead log
+    /// into the database and remove it, and PostgreSQL sees each session end. Statements after
+    /// this fail.
+    pub async fn close(&self) {
+        self.reads.close().await;
+        self.pool.close().await;
+    }
+
     /// Whether the database answers and holds every migration this binary has, applied without
     /// failure (the service's readiness).
     pub async fn ready(&self) -> Result<bool, StoreError> {
