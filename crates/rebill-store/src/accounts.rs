@@ -257,7 +257,8 @@ impl Store {
     /// none), in no particular order.
     pub async fn accounts_by_codes(&self, site_id: i64, codes: &[impl AsRef<str>]) -> Result<Vec<Account>, StoreError> {
         let select = format!("SELECT {ACCOUNT_COLUMNS} FROM accounts");
-        let rows = crate::db::rows_with_keys(self, &select, Some(site_id), "account_code", &Arg::texts(codes)).await?;
+        let rows =
+            crate::list::rows_with_keys(self, &select, Some(site_id), "account_code", &Arg::texts(codes)).await?;
         rows.iter().map(account_from_row).collect()
     }
 

@@ -129,6 +129,39 @@ impl Arg {
     }
 }
 
+/// Keys read by one statement of [`rows_with_keys`]: a longer list is read in several.
+const KEYS_PER_STATEMENT: usize = 500;
+
+/// The rows of `select` (`SELECT … FROM …`) whose `column` is one of `keys` (and whose
+/// `site_id` is `site_id`, when given), in statements of at most [`KEYS_PER_STATEMENT`] keys,
+/// on the read pool. Rows come in no particular order; a key with no row has none.
+pub(crate) async fn rows_with_keys(
+    store: &crate::Store,
+    select: &str,
+    site_id: Option<i64>,
+    column: &str,
+    keys: &[Arg],
+) -> Result<Vec<crate::db::DbRow>, sqlx::Error> {
+    let scope = match site_id {
+        Some(_) => format!("site_id = {} AND ", store.backend.params(1, 1)),
+        None => String::new(),
+    };
+    let first = 1 + usize::from(site_id.is_some());
+    let mut rows = Vec::new();
+    for chunk in keys.chunks(KEYS_PER_STATEMENT) {
+        let sql = format!("{select} WHERE {scope}{column} IN ({})", store.backend.params(chunk.len(), first));
+        let mut query = crate::db::counted(&sql, chunk.len());
+        if let Some(site_id) = site_id {
+            query = query.bind(site_id);
+        }
+        for arg in chunk {
+            query = arg.bind_to(query);
+        }
+        rows.extend(query.fetch_all(&store.reads).await?);
+    }
+    Ok(rows)
+}
+
 /// A `WHERE` clause built piece by piece, numbering its placeholders.
 #[derive(Debug, Default)]
 pub(crate) struct Conditions {

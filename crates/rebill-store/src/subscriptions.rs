@@ -325,7 +325,7 @@ impl Store {
         uuids: &[impl AsRef<str>],
     ) -> Result<Vec<SubscriptionRecord>, StoreError> {
         let select = format!("SELECT {COLUMNS} FROM subscriptions");
-        let rows = crate::db::rows_with_keys(self, &select, Some(site_id), "uuid", &Arg::texts(uuids)).await?;
+        let rows = crate::list::rows_with_keys(self, &select, Some(site_id), "uuid", &Arg::texts(uuids)).await?;
         rows.iter().map(record_from_row).collect()
     }
 
