@@ -1,5 +1,6 @@
 //! A local webhook receiver: answers 200 at once to every POST, counts them and the
-//! notification kinds (each body's root element, e.g. `new_account_notification`).
+//! notification kinds (each body's root element, e.g. `new_account_notification`), on a thread of
+//! its own.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,18 +17,25 @@ pub struct Receiver {
 }
 
 impl Receiver {
-    /// Binds a local port and starts answering.
-    pub async fn start() -> anyhow::Result<Receiver> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    /// Binds a local port and starts answering, on a thread and a runtime of its own: the
+    /// receiver stands for a merchant's server elsewhere, so it does not take turns on the
+    /// measured service's runtime (it still shares the machine's cores).
+    pub fn start() -> anyhow::Result<Receiver> {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        listener.set_nonblocking(true)?;
         let url = format!("http://{}/hooks", listener.local_addr()?);
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_io().build()?;
         let count = Arc::new(AtomicU64::new(0));
         let kinds = Arc::new(Mutex::new(BTreeMap::new()));
         let (counted, kinded) = (count.clone(), kinds.clone());
-        tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                tokio::spawn(serve(stream, counted.clone(), kinded.clone()));
-            }
-        });
+        std::thread::Builder::new().name("receiver".into()).spawn(move || {
+            runtime.block_on(async move {
+                let Ok(listener) = tokio::net::TcpListener::from_std(listener) else { return };
+                while let Ok((stream, _)) = listener.accept().await {
+                    tokio::spawn(serve(stream, counted.clone(), kinded.clone()));
+                }
+            })
+        })?;
         Ok(Receiver { url, count, kinds })
     }
 

@@ -11,7 +11,7 @@ use sqlx::Row;
 
 use crate::db::{DbQuery, DbRow};
 use crate::events::NewEvent;
-use crate::list::{Arg, Conditions, Page, PageRequest, Position, Sort, into_page, order_and_limit};
+use crate::list::{Arg, Conditions, Page, PageRequest, Position, Sort, Within, into_page, order_and_limit};
 use crate::{Store, StoreError, flag};
 
 /// State of an account.
@@ -258,7 +258,8 @@ impl Store {
     pub async fn accounts_by_codes(&self, site_id: i64, codes: &[impl AsRef<str>]) -> Result<Vec<Account>, StoreError> {
         let select = format!("SELECT {ACCOUNT_COLUMNS} FROM accounts");
         let rows =
-            crate::list::rows_with_keys(self, &select, Some(site_id), "account_code", &Arg::texts(codes)).await?;
+            crate::list::rows_with_keys(self, &select, Within::Site(site_id), "account_code", &Arg::texts(codes))
+                .await?;
         rows.iter().map(account_from_row).collect()
     }
 

@@ -25,7 +25,7 @@ use crate::billing_info::{FIELD_COLUMNS, fields_from_row, kind_from_row};
 use crate::coupons::Discounted;
 use crate::db::{DbQuery, Pool};
 use crate::events::NewEvent;
-use crate::list::{Arg, Conditions, Page, PageRequest, into_page, order_and_limit};
+use crate::list::{Arg, Conditions, Page, PageRequest, Within, into_page, order_and_limit};
 use crate::work::Work;
 use crate::{Store, StoreError, flag};
 
@@ -92,14 +92,15 @@ impl Store {
     pub async fn invoices_by_numbers(&self, site_id: i64, numbers: &[i64]) -> Result<Vec<Invoice>, StoreError> {
         let select = format!("SELECT {INVOICE_COLUMNS} FROM invoices");
         let rows =
-            crate::list::rows_with_keys(self, &select, Some(site_id), "invoice_number", &Arg::ints(numbers)).await?;
+            crate::list::rows_with_keys(self, &select, Within::Site(site_id), "invoice_number", &Arg::ints(numbers))
+                .await?;
         rows.iter().map(invoice_from_row).collect()
     }
 
     /// The invoices with these ids, as [`Store::invoices_by_numbers`].
     pub async fn invoices_by_ids(&self, ids: &[i64]) -> Result<Vec<Invoice>, StoreError> {
         let select = format!("SELECT {INVOICE_COLUMNS} FROM invoices");
-        let rows = crate::list::rows_with_keys(self, &select, None, "id", &Arg::ints(ids)).await?;
+        let rows = crate::list::rows_with_keys(self, &select, Within::AllSites, "id", &Arg::ints(ids)).await?;
         rows.iter().map(invoice_from_row).collect()
     }
 
@@ -213,7 +214,8 @@ impl Store {
     /// invoice's in the order they were added, as [`Store::invoice_lines`] reads one invoice's.
     pub async fn lines_of_invoices(&self, invoice_ids: &[i64]) -> Result<Vec<Adjustment>, StoreError> {
         let select = format!("SELECT {ADJUSTMENT_COLUMNS} FROM adjustments");
-        let rows = crate::list::rows_with_keys(self, &select, None, "invoice_id", &Arg::ints(invoice_ids)).await?;
+        let rows =
+            crate::list::rows_with_keys(self, &select, Within::AllSites, "invoice_id", &Arg::ints(invoice_ids)).await?;
         let mut lines = rows.iter().map(adjustment_from_row).collect::<Result<Vec<_>, _>>()?;
         lines.sort_by_key(|l| (l.invoice_id, l.id));
         self.with_addresses(&self.reads, lines).await
@@ -391,7 +393,9 @@ impl Store {
         uuids: &[impl AsRef<str>],
     ) -> Result<Vec<Transaction>, StoreError> {
         let select = format!("SELECT {} FROM transactions", transaction_columns());
-        let rows = crate::list::rows_with_keys(self, &select, Some(site_id), "uuid", &Arg::texts(uuids)).await?;
+        let rows =
+            crate::list::rows_with_keys(self, &select, Within::SiteOfUniqueKey(site_id), "uuid", &Arg::texts(uuids))
+                .await?;
         rows.iter().map(transaction_from_row).collect()
     }
 

@@ -132,26 +132,35 @@ impl Arg {
 /// Keys read by one statement of [`rows_with_keys`]: a longer list is read in several.
 const KEYS_PER_STATEMENT: usize = 500;
 
-/// The rows of `select` (`SELECT … FROM …`) whose `column` is one of `keys` (and whose
-/// `site_id` is `site_id`, when given), in statements of at most [`KEYS_PER_STATEMENT`] keys,
-/// on the read pool. Rows come in no particular order; a key with no row has none.
+/// Among which rows [`rows_with_keys`] looks its keys up, and so which index finds them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Within {
+    /// Every site's: the key is unique on its own (a row id) or has an index of its own.
+    AllSites,
+    /// One site's, the key being unique within the site only: the `(site_id, key)` index
+    /// finds each row.
+    Site(i64),
+    /// One site's, the key being unique across all sites (a uuid): the key's own index finds
+    /// each row and the site is only checked. SQLite would otherwise walk the site's index,
+    /// every row of the site, for a list of more than a few keys.
+    SiteOfUniqueKey(i64),
+}
+
+/// The rows of `select` (`SELECT … FROM …`) whose `column` is one of `keys`, among the rows
+/// `within` names, in statements of at most [`KEYS_PER_STATEMENT`] keys, on the read pool. Rows
+/// come in no particular order; a key with no row has none.
 pub(crate) async fn rows_with_keys(
     store: &crate::Store,
     select: &str,
-    site_id: Option<i64>,
+    within: Within,
     column: &str,
     keys: &[Arg],
 ) -> Result<Vec<crate::db::DbRow>, sqlx::Error> {
-    let scope = match site_id {
-        Some(_) => format!("site_id = {} AND ", store.backend.params(1, 1)),
-        None => String::new(),
-    };
-    let first = 1 + usize::from(site_id.is_some());
     let mut rows = Vec::new();
     for chunk in keys.chunks(KEYS_PER_STATEMENT) {
-        let sql = format!("{select} WHERE {scope}{column} IN ({})", store.backend.params(chunk.len(), first));
+        let sql = keys_sql(store.backend, select, within, column, chunk.len());
         let mut query = crate::db::counted(&sql, chunk.len());
-        if let Some(site_id) = site_id {
+        if let Within::Site(site_id) | Within::SiteOfUniqueKey(site_id) = within {
             query = query.bind(site_id);
         }
         for arg in chunk {
@@ -160,6 +169,16 @@ pub(crate) async fn rows_with_keys(
         rows.extend(query.fetch_all(&store.reads).await?);
     }
     Ok(rows)
+}
+
+/// The statement of [`rows_with_keys`] for `n` keys: the site's value first, when there is one.
+fn keys_sql(b: crate::Backend, select: &str, within: Within, column: &str, n: usize) -> String {
+    let (scope, first) = match within {
+        Within::AllSites => (String::new(), 1),
+        Within::Site(_) => (format!("site_id = {} AND ", b.params(1, 1)), 2),
+        Within::SiteOfUniqueKey(_) => (format!("{} = {} AND ", b.unindexed("site_id"), b.params(1, 1)), 2),
+    };
+    format!("{select} WHERE {scope}{column} IN ({})", b.params(n, first))
 }
 
 /// A `WHERE` clause built piece by piece, numbering its placeholders.
@@ -250,4 +269,53 @@ pub(crate) fn into_page<T>(
         None
     };
     Page { items, next, total }
+}
+
+#[cfg(test)]
+mod tests {
+    use sqlx::Row;
+
+    use super::{Arg, Within, keys_sql};
+    use crate::Store;
+    use crate::testing::fresh_sqlite_url;
+
+    /// Every read by a list of keys finds its rows through the key's index. SQLite, without
+    /// statistics, otherwise prefers the site's index for more than a few keys and walks every
+    /// row of the site (a batch of notifications read its subscriptions and transactions that
+    /// way, at a cost growing with the site).
+    #[tokio::test]
+    async fn reads_by_keys_use_the_keys_index() {
+        let store = Store::connect(&fresh_sqlite_url("keys_plan")).await.expect("store");
+        let texts: Vec<Arg> = Arg::texts(&(0..50).map(|i| format!("k{i}")).collect::<Vec<_>>());
+        let ints: Vec<Arg> = Arg::ints(&(0..50).collect::<Vec<_>>());
+        let reads = [
+            ("subscriptions", Within::SiteOfUniqueKey(1), "uuid", &texts),
+            ("transactions", Within::SiteOfUniqueKey(1), "uuid", &texts),
+            ("accounts", Within::Site(1), "account_code", &texts),
+            ("invoices", Within::Site(1), "invoice_number", &ints),
+            ("invoices", Within::AllSites, "id", &ints),
+            ("adjustments", Within::AllSites, "invoice_id", &ints),
+        ];
+        for (table, within, column, keys) in reads {
+            let select = format!("SELECT * FROM {table}");
+            let sql = format!("EXPLAIN QUERY PLAN {}", keys_sql(store.backend, &select, within, column, keys.len()));
+            let mut query = sqlx::query(&sql);
+            if let Within::Site(site) | Within::SiteOfUniqueKey(site) = within {
+                query = query.bind(site);
+            }
+            for key in keys {
+                query = key.bind_to(query);
+            }
+            let plan: Vec<String> = query
+                .fetch_all(&store.pool)
+                .await
+                .expect("the plan")
+                .iter()
+                .map(|row| row.try_get::<String, _>("detail").expect("detail"))
+                .collect();
+            let plan = plan.join("; ");
+            let key = if column == "id" { "rowid=?".to_owned() } else { format!("{column}=?") };
+            assert!(plan.starts_with("SEARCH") && plan.contains(&key), "{table}.{column} ({within:?}): {plan}");
+        }
+    }
 }

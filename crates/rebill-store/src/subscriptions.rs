@@ -24,7 +24,7 @@ use crate::db::DbRow;
 use crate::dialect::Locking;
 use crate::document;
 use crate::events::NewEvent;
-use crate::list::{Arg, Conditions, Page, PageRequest, Position, Sort, into_page, order_and_limit};
+use crate::list::{Arg, Conditions, Page, PageRequest, Position, Sort, Within, into_page, order_and_limit};
 use crate::work::Work;
 use crate::{Store, StoreError, flag, get_flag, keys};
 
@@ -325,7 +325,9 @@ impl Store {
         uuids: &[impl AsRef<str>],
     ) -> Result<Vec<SubscriptionRecord>, StoreError> {
         let select = format!("SELECT {COLUMNS} FROM subscriptions");
-        let rows = crate::list::rows_with_keys(self, &select, Some(site_id), "uuid", &Arg::texts(uuids)).await?;
+        let rows =
+            crate::list::rows_with_keys(self, &select, Within::SiteOfUniqueKey(site_id), "uuid", &Arg::texts(uuids))
+                .await?;
         rows.iter().map(record_from_row).collect()
     }
 

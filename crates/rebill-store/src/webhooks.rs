@@ -244,8 +244,9 @@ pub enum Redelivery {
     NotFound,
 }
 
-/// Attempts written by one statement (5 values each, within every backend's parameter limit).
-const ATTEMPT_CHUNK: usize = 100;
+/// Rows written by one statement (deliveries of 10 values, attempts of 5: within every
+/// backend's parameter limit).
+const ROWS_PER_STATEMENT: usize = 100;
 
 const DELIVERY_COLUMNS: &str = "id, site_id, endpoint_id, event_id, kind, message_id, body, state, attempts, \
                                 next_attempt_at, created_at, delivered_at";
@@ -298,7 +299,7 @@ impl Store {
         }
         let mut work = self.begin_work().await?;
         let list = events.iter().map(i64::to_string).collect::<Vec<_>>().join(", ");
-        let marked: Vec<i64> = crate::db::uncached(&format!(
+        let marked: std::collections::HashSet<i64> = crate::db::uncached(&format!(
             "UPDATE domain_events SET notified = 1 WHERE notified = 0 AND id IN ({list}) RETURNING id"
         ))
         .fetch_all(&mut *work.tx)
@@ -306,20 +307,28 @@ impl Store {
         .iter()
         .map(|r| r.try_get("id"))
         .collect::<Result<_, _>>()?;
-        for d in deliveries.iter().filter(|d| marked.contains(&d.event_id)) {
-            sqlx::query(
+        let kept: Vec<&NewDelivery> = deliveries.iter().filter(|d| marked.contains(&d.event_id)).collect();
+        for chunk in kept.chunks(ROWS_PER_STATEMENT) {
+            let sql = format!(
                 "INSERT INTO webhook_deliveries (site_id, endpoint_id, event_id, kind, message_id, body, state, \
-                 attempts, next_attempt_at, created_at) VALUES ($1, $2, $3, $4, $5, $6, 'pending', 0, $7, $7)",
-            )
-            .bind(d.site_id)
-            .bind(d.endpoint_id)
-            .bind(d.event_id)
-            .bind(d.kind.clone())
-            .bind(d.message_id.clone())
-            .bind(d.body.clone())
-            .bind(now_ms)
-            .execute(&mut *work.tx)
-            .await?;
+                 attempts, next_attempt_at, created_at) VALUES {}",
+                work.backend.rows(chunk.len(), 10, 1)
+            );
+            let mut query = crate::db::uncached(&sql);
+            for d in chunk {
+                query = query
+                    .bind(d.site_id)
+                    .bind(d.endpoint_id)
+                    .bind(d.event_id)
+                    .bind(d.kind.clone())
+                    .bind(d.message_id.clone())
+                    .bind(d.body.clone())
+                    .bind(DeliveryState::Pending.as_str())
+                    .bind(0_i64)
+                    .bind(now_ms)
+                    .bind(now_ms);
+            }
+            query.execute(&mut *work.tx).await?;
         }
         work.commit().await?;
         Ok(marked.len())
@@ -443,7 +452,7 @@ impl Store {
         released: &[i64],
     ) -> Result<(), StoreError> {
         let mut work = self.begin_work().await?;
-        for chunk in attempted.chunks(ATTEMPT_CHUNK) {
+        for chunk in attempted.chunks(ROWS_PER_STATEMENT) {
             let sql = format!(
                 "INSERT INTO webhook_attempts (delivery_id, at, status_code, error, duration_ms) VALUES {}",
                 work.backend.rows(chunk.len(), 5, 1)
@@ -459,7 +468,7 @@ impl Store {
             }
             query.execute(&mut *work.tx).await?;
         }
-        for chunk in attempted.chunks(ATTEMPT_CHUNK) {
+        for chunk in attempted.chunks(ROWS_PER_STATEMENT) {
             let sql = format!(
                 "UPDATE webhook_deliveries SET state = v.column2, attempts = attempts + 1, \
                  next_attempt_at = CAST(v.column3 AS BIGINT), delivered_at = CAST(v.column4 AS BIGINT), \

@@ -552,7 +552,7 @@ async fn run(backend: Backend, url: &str, n: u32, stripe: Option<&str>, webhook:
 
     // The webhook worker runs beside the renewals, as in `rebill serve`.
     let hooks = if webhook {
-        let received = rebill_load_bench::receiver::Receiver::start().await?;
+        let received = rebill_load_bench::receiver::Receiver::start()?;
         let request = rebill_app::operations::webhooks::EndpointRequest { url: &received.url, ..Default::default() };
         rebill_app::operations::webhooks::add_endpoint(&services, &site, &request, clock.now()).await?;
         // Only what the renewals send is measured: the seeding's events are not notified.

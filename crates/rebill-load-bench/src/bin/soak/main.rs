@@ -274,7 +274,7 @@ async fn run(args: &Args, work: &Path, database: &str) -> anyhow::Result<()> {
     let limit = args.rate_limit.to_string();
     rebill_cli_with(&rebill, database, &env, &["site", "update", "--name", "sandbox", "--rate-limit", &limit])
         .context("setting the site's rate limit")?;
-    let receiver = Receiver::start().await?;
+    let receiver = Receiver::start()?;
     rebill_cli_with(&rebill, database, &env, &["webhooks", "add", "--site", "sandbox", "--url", &receiver.url])
         .context("adding the webhook endpoint")?;
     sqlx::any::install_default_drivers();
