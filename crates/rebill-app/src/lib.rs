@@ -128,6 +128,9 @@ pub struct Services {
     pub clock: Arc<dyn Clock>,
     /// How long a gateway call may take before it counts as a `gateway_timeout` decline.
     pub gateway_timeout: std::time::Duration,
+    /// The scheduler's runs under way in this process (work that can wait paces itself while
+    /// one is).
+    pub runs: Arc<operations::scheduler::Runs>,
 }
 
 /// How long a gateway call may take by default.
@@ -143,6 +146,7 @@ impl Services {
             vault: Arc::new(Vault::ephemeral()),
             clock,
             gateway_timeout: GATEWAY_TIMEOUT,
+            runs: Arc::default(),
         }
     }
 

@@ -11,6 +11,8 @@
 //! differential test `tests/renewal_paths.rs` checks that claiming one job at a time, claiming
 //! them all at once and the general path alone leave the same rows.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use rebill_billing::lifecycle::DueKind;
@@ -25,6 +27,35 @@ use crate::platform::jobs::{JobError, settle};
 pub const LEASE_SECONDS: i64 = 300;
 /// Jobs claimed at a time by [`run_due`].
 pub const BATCH: i64 = 50;
+
+/// How many scheduler runs are under way in this process. Work that can wait, the webhook
+/// worker's, paces itself while one is, so that renewals (money) keep the cores and the
+/// database; it catches up once the runs end.
+#[derive(Debug, Default)]
+pub struct Runs(AtomicUsize);
+
+impl Runs {
+    /// Whether a run is under way.
+    pub fn under_way(&self) -> bool {
+        self.0.load(Ordering::Relaxed) > 0
+    }
+
+    /// Counts a run until the answer is dropped.
+    pub fn start(self: &Arc<Self>) -> RunUnderWay {
+        self.0.fetch_add(1, Ordering::Relaxed);
+        RunUnderWay(self.clone())
+    }
+}
+
+/// One run counted in [`Runs`] while it lives.
+#[derive(Debug)]
+pub struct RunUnderWay(Arc<Runs>);
+
+impl Drop for RunUnderWay {
+    fn drop(&mut self) {
+        self.0.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
 
 /// Runs one job at its due time (`site`: the job's site, if it still exists).
 async fn run_job(state: &Services, site: Option<&Site>, job: &Job) -> Result<(), JobError> {
@@ -54,6 +85,7 @@ pub async fn run_due(state: &Services, site: Option<&Site>) -> Result<usize, Sto
 /// [`run_due`] claiming `batch` jobs at a time (at least one): with 1, every renewal runs as a
 /// batch of one.
 pub async fn run_due_with(state: &Services, site: Option<&Site>, batch: i64) -> Result<usize, StoreError> {
+    let _counted = state.runs.start();
     // Reactions to events that a crash interrupted (their use case records and drains its own).
     let scope = site.map_or(Awaiting::All, |s| Awaiting::Site(s.id));
     if let Err(e) = crate::collection::reactions::sweep(state, scope).await {
@@ -152,5 +184,25 @@ impl From<CatchUpError> for crate::platform::error::AppError {
             CatchUpError::Store(e) => e.into(),
             e @ CatchUpError::StillRunning(..) => Self::Conflict(e.to_string()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::Runs;
+
+    #[test]
+    fn runs_are_under_way_while_any_is_counted() {
+        let runs = Arc::new(Runs::default());
+        assert!(!runs.under_way());
+        let first = runs.start();
+        let second = runs.start();
+        assert!(runs.under_way());
+        drop(first);
+        assert!(runs.under_way(), "one run is still under way");
+        drop(second);
+        assert!(!runs.under_way());
     }
 }

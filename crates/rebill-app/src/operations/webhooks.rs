@@ -183,6 +183,10 @@ pub const CLAIM_MS: i64 = 10_000;
 /// Events turned into notifications per step.
 pub const DERIVE_BATCH: i64 = 500;
 
+/// While a scheduler run is under way, each of the worker's two loops rests this many times
+/// as long as its last step took (at least its interval): a fifth of the time at most.
+const PACED_REST: u32 = 4;
+
 /// Real time in milliseconds: webhooks run on it, never on a sandbox site's clock.
 pub fn real_now_ms() -> i64 {
     std::time::SystemTime::now()
@@ -401,28 +405,51 @@ async fn attempt(
     (Attempt { at: started, status_code, error, duration_ms: finished - started }, after)
 }
 
-/// Derives and delivers until the process ends: the next events become notifications and the
-/// due deliveries are sent, again at once while there was something to send, else after
-/// `interval`.
+/// Derives and delivers until the process ends, in two loops side by side: the next events
+/// become notifications, and the due deliveries are sent. Each loop goes on at once while its
+/// last step found something to do and otherwise waits `interval`. While a scheduler run is
+/// under way in this process ([`crate::operations::scheduler::Runs`]: renewals, money), each
+/// rests after every step [`PACED_REST`] times as long as the step took, so the worker takes
+/// at most a fifth of the time and billing keeps the cores and the database; the notifications
+/// catch up at full speed once the run ends.
 pub async fn run(services: Services, poster: Arc<dyn Poster>, retry_scale: f64, interval: std::time::Duration) {
-    loop {
-        loop {
-            match derive(&services, DERIVE_BATCH).await {
-                Ok(n) if n as i64 >= DERIVE_BATCH => continue,
-                Ok(_) => break,
-                Err(e) => {
-                    tracing::warn!(error = %e, "turning events into webhook notifications failed; trying again");
-                    break;
-                }
+    let deriving = paced(&services, interval, || async {
+        match derive(&services, DERIVE_BATCH).await {
+            Ok(n) => n as i64 >= DERIVE_BATCH,
+            Err(e) => {
+                tracing::warn!(error = %e, "turning events into webhook notifications failed; trying again");
+                false
             }
         }
+    });
+    let delivering = paced(&services, interval, || async {
         match deliver_due(&services, poster.clone(), retry_scale).await {
             // Something was sent: the endpoints' next deliveries may be due at once.
-            Ok(sent) if sent > 0 => continue,
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "sending webhook notifications failed; trying again"),
+            Ok(sent) => sent > 0,
+            Err(e) => {
+                tracing::warn!(error = %e, "sending webhook notifications failed; trying again");
+                false
+            }
         }
-        tokio::time::sleep(interval).await;
+    });
+    tokio::join!(deriving, delivering);
+}
+
+/// Runs `step` until the process ends: again at once when it answers that there is more to do
+/// (after a rest while a scheduler run is under way), else after `interval`.
+async fn paced<F, Fut>(services: &Services, interval: std::time::Duration, step: F)
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    loop {
+        let started = std::time::Instant::now();
+        let more = step().await;
+        if !more {
+            tokio::time::sleep(interval).await;
+        } else if services.runs.under_way() {
+            tokio::time::sleep(interval.max(started.elapsed() * PACED_REST)).await;
+        }
     }
 }
 
@@ -512,6 +539,57 @@ mod tests {
         fn post(&self, _: Post) -> std::pin::Pin<Box<dyn std::future::Future<Output = Posted> + Send + '_>> {
             let status = self.0.load(std::sync::atomic::Ordering::SeqCst);
             Box::pin(async move { Posted::Status(status) })
+        }
+    }
+
+    /// Counts the POSTs it answers 200.
+    #[derive(Default)]
+    struct Counting(std::sync::atomic::AtomicUsize);
+
+    impl Poster for Counting {
+        fn post(&self, _: Post) -> std::pin::Pin<Box<dyn std::future::Future<Output = Posted> + Send + '_>> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Box::pin(async { Posted::Status(200) })
+        }
+    }
+
+    /// While a scheduler run is under way the worker rests between its steps, but it goes on:
+    /// notifications made during a long run of renewals still go out.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn notifications_go_out_while_a_scheduler_run_is_under_way() {
+        for store in both_backends("app_paced").await {
+            let services = Services::new(store.clone(), Arc::new(SystemClock));
+            let new = NewSite {
+                name: "acme".into(),
+                mode: Mode::Sandbox,
+                plan: Plan::Core,
+                credit_memos: false,
+                contact: None,
+            };
+            let (site, _) = store.create_site(&new, 100).await.expect("site");
+            let request = EndpointRequest { url: "http://127.0.0.1:9/h", ..EndpointRequest::default() };
+            add_endpoint(&services, &site, &request, 100).await.expect("endpoint");
+            let run_under_way = services.runs.start();
+            let poster = Arc::new(Counting::default());
+            let worker = tokio::spawn(run(services.clone(), poster.clone(), 1.0, std::time::Duration::from_millis(20)));
+            let ctx = crate::Context { site: site.clone(), now: 100 };
+            for code in ["c1", "c2", "c3"] {
+                let fields = rebill_store::accounts::AccountFields::default();
+                crate::customers::accounts::create(&services, &ctx, code, &fields, None).await.expect("account");
+            }
+            let sent = || poster.0.load(std::sync::atomic::Ordering::SeqCst);
+            let waited = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+                while sent() < 3 {
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+            })
+            .await;
+            assert!(services.runs.under_way());
+            assert!(waited.is_ok(), "{} of 3 notifications sent while a run was under way", sent());
+            drop(run_under_way);
+            worker.abort();
+            let delivered = deliveries(&services, &site, None, Some(DeliveryState::Delivered)).await.expect("list");
+            assert_eq!(delivered.len(), 3);
         }
     }
 
