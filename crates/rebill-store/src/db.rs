@@ -65,6 +65,15 @@ pub(crate) fn is_transient(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(d) if d.code().is_some_and(|c| TRANSIENT_STATES.contains(&c.as_ref())))
 }
 
+/// SQLite's plan of `explain` (an `EXPLAIN QUERY PLAN` statement with its values bound): the
+/// steps' details joined by `; ` (tests of which index a statement uses).
+#[cfg(test)]
+pub(crate) async fn query_plan(pool: &Pool, explain: DbQuery<'_>) -> String {
+    use sqlx::Row;
+    let rows = explain.fetch_all(pool).await.expect("the plan");
+    rows.iter().map(|row| row.try_get::<String, _>("detail").expect("detail")).collect::<Vec<_>>().join("; ")
+}
+
 #[cfg(test)]
 mod tests {
     use sqlx::Row;

@@ -201,14 +201,7 @@ mod tests {
             if let Awaiting::Subject(_, subject) = scope {
                 query = query.bind(subject.to_owned());
             }
-            let plan: Vec<String> = query
-                .fetch_all(&store.pool)
-                .await
-                .expect("the plan")
-                .iter()
-                .map(|row| row.try_get::<String, _>("detail").expect("detail"))
-                .collect();
-            let plan = plan.join("; ");
+            let plan = crate::db::query_plan(&store.pool, query).await;
             assert!(!plan.contains("TEMP B-TREE") && !plan.starts_with("SCAN"), "{scope:?}: {plan}");
             assert!(plan.contains("USING INDEX"), "{scope:?}: {plan}");
             if !matches!(scope, Awaiting::Subject(..)) {

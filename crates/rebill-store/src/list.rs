@@ -273,8 +273,6 @@ pub(crate) fn into_page<T>(
 
 #[cfg(test)]
 mod tests {
-    use sqlx::Row;
-
     use super::{Arg, Within, keys_sql};
     use crate::Store;
     use crate::testing::fresh_sqlite_url;
@@ -306,14 +304,7 @@ mod tests {
             for key in keys {
                 query = key.bind_to(query);
             }
-            let plan: Vec<String> = query
-                .fetch_all(&store.pool)
-                .await
-                .expect("the plan")
-                .iter()
-                .map(|row| row.try_get::<String, _>("detail").expect("detail"))
-                .collect();
-            let plan = plan.join("; ");
+            let plan = crate::db::query_plan(&store.pool, query).await;
             let key = if column == "id" { "rowid=?".to_owned() } else { format!("{column}=?") };
             assert!(plan.starts_with("SEARCH") && plan.contains(&key), "{table}.{column} ({within:?}): {plan}");
         }

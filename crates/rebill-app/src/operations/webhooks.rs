@@ -461,6 +461,16 @@ mod tests {
     use super::*;
     use crate::SystemClock;
 
+    fn acme_site() -> NewSite {
+        NewSite { name: "acme".into(), mode: Mode::Sandbox, plan: Plan::Core, credit_memos: false, contact: None }
+    }
+
+    /// Services over `store` and its new sandbox site `acme`.
+    async fn acme(store: &rebill_store::Store) -> (Services, Site) {
+        let (site, _) = store.create_site(&acme_site(), 100).await.expect("site");
+        (Services::new(store.clone(), Arc::new(SystemClock)), site)
+    }
+
     #[test]
     fn urls_are_checked() {
         for good in ["https://example.com/hooks", "http://127.0.0.1:8080/h?x=1", "HTTPS://Example.com"] {
@@ -476,15 +486,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn endpoints_keep_their_secrets_sealed() {
         for store in both_backends("app_webhooks").await {
-            let services = Services::new(store.clone(), Arc::new(SystemClock));
-            let new = NewSite {
-                name: "acme".into(),
-                mode: Mode::Sandbox,
-                plan: Plan::Core,
-                credit_memos: false,
-                contact: None,
-            };
-            let (site, _) = store.create_site(&new, 100).await.expect("site");
+            let (services, site) = acme(&store).await;
             let kinds = vec!["new_account".to_owned(), "paid_charge_invoice_notification".to_owned()];
             let request = EndpointRequest {
                 url: " https://example.com/hooks ",
@@ -558,15 +560,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn notifications_go_out_while_a_scheduler_run_is_under_way() {
         for store in both_backends("app_paced").await {
-            let services = Services::new(store.clone(), Arc::new(SystemClock));
-            let new = NewSite {
-                name: "acme".into(),
-                mode: Mode::Sandbox,
-                plan: Plan::Core,
-                credit_memos: false,
-                contact: None,
-            };
-            let (site, _) = store.create_site(&new, 100).await.expect("site");
+            let (services, site) = acme(&store).await;
             let request = EndpointRequest { url: "http://127.0.0.1:9/h", ..EndpointRequest::default() };
             add_endpoint(&services, &site, &request, 100).await.expect("endpoint");
             let run_under_way = services.runs.start();
@@ -577,19 +571,20 @@ mod tests {
                 let fields = rebill_store::accounts::AccountFields::default();
                 crate::customers::accounts::create(&services, &ctx, code, &fields, None).await.expect("account");
             }
-            let sent = || poster.0.load(std::sync::atomic::Ordering::SeqCst);
+            let delivered = || async {
+                deliveries(&services, &site, None, Some(DeliveryState::Delivered)).await.expect("list").len()
+            };
             let waited = tokio::time::timeout(std::time::Duration::from_secs(30), async {
-                while sent() < 3 {
+                while delivered().await < 3 {
                     tokio::time::sleep(std::time::Duration::from_millis(10)).await;
                 }
             })
             .await;
             assert!(services.runs.under_way());
-            assert!(waited.is_ok(), "{} of 3 notifications sent while a run was under way", sent());
+            assert!(waited.is_ok(), "{} of 3 notifications delivered while a run was under way", delivered().await);
+            assert_eq!(poster.0.load(std::sync::atomic::Ordering::SeqCst), 3, "each sent once");
             drop(run_under_way);
             worker.abort();
-            let delivered = deliveries(&services, &site, None, Some(DeliveryState::Delivered)).await.expect("list");
-            assert_eq!(delivered.len(), 3);
         }
     }
 
@@ -604,16 +599,9 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_redelivered_notification_gets_one_more_attempt() {
         for store in both_backends("app_redeliver").await {
-            let services = Services::new(store.clone(), Arc::new(SystemClock));
-            let new = NewSite {
-                name: "acme".into(),
-                mode: Mode::Sandbox,
-                plan: Plan::Core,
-                credit_memos: false,
-                contact: None,
-            };
-            let (site, _) = store.create_site(&new, 100).await.expect("site");
-            let (other, _) = store.create_site(&NewSite { name: "globex".into(), ..new }, 100).await.expect("site");
+            let (services, site) = acme(&store).await;
+            let (other, _) =
+                store.create_site(&NewSite { name: "globex".into(), ..acme_site() }, 100).await.expect("site");
             let request = EndpointRequest { url: "http://127.0.0.1:9/h", ..EndpointRequest::default() };
             let (endpoint, _) = add_endpoint(&services, &site, &request, 100).await.expect("endpoint");
             let (elsewhere, _) = add_endpoint(&services, &other, &request, 100).await.expect("endpoint");
