@@ -184,7 +184,7 @@ pub const CLAIM_MS: i64 = 10_000;
 pub const DERIVE_BATCH: i64 = 500;
 
 /// While a scheduler run is under way, each of the worker's two loops rests this many times
-/// as long as its last step took (at least its interval): a fifth of the time at most.
+/// as long as its last step took (at least its interval): busy a fifth of the time at most.
 const PACED_REST: u32 = 4;
 
 /// Real time in milliseconds: webhooks run on it, never on a sandbox site's clock.
@@ -409,7 +409,7 @@ async fn attempt(
 /// become notifications, and the due deliveries are sent. Each loop goes on at once while its
 /// last step found something to do and otherwise waits `interval`. While a scheduler run is
 /// under way in this process ([`crate::operations::scheduler::Runs`]: renewals, money), each
-/// rests after every step [`PACED_REST`] times as long as the step took, so the worker takes
+/// rests after every step [`PACED_REST`] times as long as the step took, so each loop is busy
 /// at most a fifth of the time and billing keeps the cores and the database; the notifications
 /// catch up at full speed once the run ends.
 pub async fn run(services: Services, poster: Arc<dyn Poster>, retry_scale: f64, interval: std::time::Duration) {
