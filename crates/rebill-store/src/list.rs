@@ -159,16 +159,22 @@ pub(crate) async fn rows_with_keys(
     let mut rows = Vec::new();
     for chunk in keys.chunks(KEYS_PER_STATEMENT) {
         let sql = keys_sql(store.backend, select, within, column, chunk.len());
-        let mut query = crate::db::counted(&sql, chunk.len());
-        if let Within::Site(site_id) | Within::SiteOfUniqueKey(site_id) = within {
-            query = query.bind(site_id);
-        }
-        for arg in chunk {
-            query = arg.bind_to(query);
-        }
+        let query = with_keys(crate::db::counted(&sql, chunk.len()), within, chunk);
         rows.extend(query.fetch_all(&store.reads).await?);
     }
     Ok(rows)
+}
+
+/// `query` (a statement of [`keys_sql`]) with the site's value, when there is one, and the keys
+/// bound.
+fn with_keys<'q>(mut query: crate::db::DbQuery<'q>, within: Within, keys: &[Arg]) -> crate::db::DbQuery<'q> {
+    if let Within::Site(site_id) | Within::SiteOfUniqueKey(site_id) = within {
+        query = query.bind(site_id);
+    }
+    for key in keys {
+        query = key.bind_to(query);
+    }
+    query
 }
 
 /// The statement of [`rows_with_keys`] for `n` keys: the site's value first, when there is one.
@@ -273,7 +279,7 @@ pub(crate) fn into_page<T>(
 
 #[cfg(test)]
 mod tests {
-    use super::{Arg, Within, keys_sql};
+    use super::{Arg, Within, keys_sql, with_keys};
     use crate::Store;
     use crate::testing::fresh_sqlite_url;
 
@@ -297,14 +303,7 @@ mod tests {
         for (table, within, column, keys) in reads {
             let select = format!("SELECT * FROM {table}");
             let sql = format!("EXPLAIN QUERY PLAN {}", keys_sql(store.backend, &select, within, column, keys.len()));
-            let mut query = sqlx::query(&sql);
-            if let Within::Site(site) | Within::SiteOfUniqueKey(site) = within {
-                query = query.bind(site);
-            }
-            for key in keys {
-                query = key.bind_to(query);
-            }
-            let plan = crate::db::query_plan(&store.pool, query).await;
+            let plan = crate::db::query_plan(&store.pool, with_keys(sqlx::query(&sql), within, keys)).await;
             let key = if column == "id" { "rowid=?".to_owned() } else { format!("{column}=?") };
             assert!(plan.starts_with("SEARCH") && plan.contains(&key), "{table}.{column} ({within:?}): {plan}");
         }
