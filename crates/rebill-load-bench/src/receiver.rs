@@ -3,7 +3,6 @@
 //! its own.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -12,7 +11,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 pub struct Receiver {
     /// Where to post: `http://127.0.0.1:PORT/hooks`.
     pub url: String,
-    count: Arc<AtomicU64>,
+    count: tokio::sync::watch::Receiver<u64>,
     kinds: Arc<Mutex<BTreeMap<String, u64>>>,
 }
 
@@ -25,9 +24,10 @@ impl Receiver {
         listener.set_nonblocking(true)?;
         let url = format!("http://{}/hooks", listener.local_addr()?);
         let runtime = tokio::runtime::Builder::new_current_thread().enable_io().build()?;
-        let count = Arc::new(AtomicU64::new(0));
+        let (counted, count) = tokio::sync::watch::channel(0_u64);
+        let counted = Arc::new(counted);
         let kinds = Arc::new(Mutex::new(BTreeMap::new()));
-        let (counted, kinded) = (count.clone(), kinds.clone());
+        let kinded = kinds.clone();
         std::thread::Builder::new().name("receiver".into()).spawn(move || {
             runtime.block_on(async move {
                 let Ok(listener) = tokio::net::TcpListener::from_std(listener) else { return };
@@ -41,7 +41,14 @@ impl Receiver {
 
     /// Notifications received so far.
     pub fn count(&self) -> u64 {
-        self.count.load(Ordering::SeqCst)
+        *self.count.borrow()
+    }
+
+    /// Waits until at least `n` notifications were received (an error when the receiver's
+    /// thread ended first).
+    pub async fn wait_for(&self, n: u64) -> anyhow::Result<()> {
+        let mut count = self.count.clone();
+        count.wait_for(|received| *received >= n).await.map(drop).map_err(|_| anyhow::anyhow!("the receiver stopped"))
     }
 
     /// Notifications received so far by kind.
@@ -52,7 +59,11 @@ impl Receiver {
 
 /// Answers every complete request of one connection (the poster may keep it alive), each
 /// counted by its head and `Content-Length`.
-async fn serve(mut stream: tokio::net::TcpStream, count: Arc<AtomicU64>, kinds: Arc<Mutex<BTreeMap<String, u64>>>) {
+async fn serve(
+    mut stream: tokio::net::TcpStream,
+    count: Arc<tokio::sync::watch::Sender<u64>>,
+    kinds: Arc<Mutex<BTreeMap<String, u64>>>,
+) {
     let mut buffer = vec![0u8; 64 * 1024];
     let mut seen = Vec::new();
     loop {
@@ -73,7 +84,7 @@ async fn serve(mut stream: tokio::net::TcpStream, count: Arc<AtomicU64>, kinds: 
             }
             let kind = root_element(&seen[end + 4..end + 4 + length]);
             seen.drain(..end + 4 + length);
-            count.fetch_add(1, Ordering::SeqCst);
+            count.send_modify(|received| *received += 1);
             {
                 let mut kinds = kinds.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
                 *kinds.entry(kind).or_default() += 1;

@@ -271,11 +271,16 @@ pub trait Poster: Send + Sync {
 
 /// Deliveries of one endpoint claimed at a time: sent one after the other, in order, over the
 /// poster's kept-alive connection.
-pub const SEND_BATCH: usize = 200;
+pub const SEND_BATCH: usize = 500;
 
-/// Attempts of a run recorded together, in one transaction. A crash loses the record of at most
-/// this many attempts per endpoint (they are sent again once their claim ends).
+/// Attempts of a run recorded together, in one transaction, while the next ones are sent. A
+/// crash loses the record of at most [`UNRECORDED_AT_MOST`] attempts per endpoint (they are
+/// sent again once their claim ends).
 pub const RECORD_EVERY: usize = 25;
+
+/// Attempts of one endpoint sent but not recorded at any moment, at most: a group being
+/// recorded and the next being sent.
+pub const UNRECORDED_AT_MOST: usize = 2 * RECORD_EVERY;
 
 /// Sends every delivery due now, each endpoint's in order (a run of them at a time) and
 /// endpoints at once (a slow or failing endpoint holds up no other); records each attempt and
@@ -305,8 +310,9 @@ pub async fn deliver_due(services: &Services, poster: Arc<dyn Poster>, retry_sca
 
 /// Sends a claimed run of one endpoint's deliveries in order until one fails (the rest wait
 /// for its retry: order is kept) or too little of the claim is left for another attempt to end
-/// within it (the rest are let go and claimed again); records the attempts [`RECORD_EVERY`] at
-/// a time. Answers how many were attempted.
+/// within it (the rest are let go and claimed again). The attempts are recorded
+/// [`RECORD_EVERY`] at a time, each group while the next is being sent. Answers how many were
+/// attempted.
 async fn send_run(
     services: &Services,
     poster: &dyn Poster,
@@ -315,9 +321,9 @@ async fn send_run(
     claimed_until: i64,
 ) -> Result<usize, StoreError> {
     let Some(first) = run.first() else { return Ok(0) };
-    let ids = || run.iter().map(|d| d.id).collect::<Vec<_>>();
     let Some(endpoint) = services.store.webhook_endpoint(first.new.endpoint_id).await? else {
-        services.store.record_attempts(&[], &ids()).await?;
+        let ids: Vec<i64> = run.iter().map(|d| d.id).collect();
+        services.store.record_attempts(&[], &ids).await?;
         return Ok(0);
     };
     let context = secret_context(endpoint.site_id);
@@ -329,26 +335,59 @@ async fn send_run(
     };
     // An attempt starts only when it ends, timeout and all, a second before the claim does.
     let last_start = claimed_until - i64::try_from(schedule::TIMEOUT.as_millis()).unwrap_or(i64::MAX) - 1_000;
-    let mut attempted = Vec::with_capacity(RECORD_EVERY);
-    let mut count = 0;
-    let mut stopped = false;
-    for (n, delivery) in run.iter().enumerate() {
-        if stopped || real_now_ms() > last_start {
-            let rest: Vec<i64> = run[n..].iter().map(|d| d.id).collect();
-            services.store.record_attempts(&attempted, &rest).await?;
-            return Ok(count);
-        }
-        let (record, after) = attempt(poster, &endpoint, secret.as_ref(), basic.clone(), delivery, retry_scale).await;
-        stopped = !matches!(after, AfterAttempt::Delivered);
-        attempted.push((delivery.id, record, after));
-        count += 1;
-        if attempted.len() >= RECORD_EVERY {
-            services.store.record_attempts(&attempted, &[]).await?;
-            attempted.clear();
+    let sender = Sender { poster, endpoint: &endpoint, secret: secret.as_ref(), basic, retry_scale, last_start };
+    let mut unrecorded: Vec<(i64, Attempt, AfterAttempt)> = Vec::new();
+    let mut sent = 0;
+    loop {
+        let group = &run[sent..(sent + RECORD_EVERY).min(run.len())];
+        let recording = async {
+            match unrecorded.is_empty() {
+                true => Ok(()),
+                false => services.store.record_attempts(&unrecorded, &[]).await,
+            }
+        };
+        let ((attempted, go_on), recorded) = tokio::join!(sender.send(group), recording);
+        recorded?;
+        sent += attempted.len();
+        unrecorded = attempted;
+        if !go_on || sent == run.len() {
+            let rest: Vec<i64> = run[sent..].iter().map(|d| d.id).collect();
+            services.store.record_attempts(&unrecorded, &rest).await?;
+            return Ok(sent);
         }
     }
-    services.store.record_attempts(&attempted, &[]).await?;
-    Ok(count)
+}
+
+/// What sends the deliveries of one endpoint's claimed run.
+struct Sender<'a> {
+    poster: &'a dyn Poster,
+    endpoint: &'a Endpoint,
+    secret: Option<&'a Secret>,
+    basic: Option<(String, String)>,
+    retry_scale: f64,
+    /// The last time (ms) an attempt may start.
+    last_start: i64,
+}
+
+impl Sender<'_> {
+    /// Sends `group` in order until one is not delivered or the claim is too near its end;
+    /// answers the attempts made and whether the run goes on.
+    async fn send(&self, group: &[Delivery]) -> (Vec<(i64, Attempt, AfterAttempt)>, bool) {
+        let mut attempted = Vec::with_capacity(group.len());
+        for delivery in group {
+            if real_now_ms() > self.last_start {
+                return (attempted, false);
+            }
+            let (record, after) =
+                attempt(self.poster, self.endpoint, self.secret, self.basic.clone(), delivery, self.retry_scale).await;
+            let delivered = matches!(after, AfterAttempt::Delivered);
+            attempted.push((delivery.id, record, after));
+            if !delivered {
+                return (attempted, false);
+            }
+        }
+        (attempted, true)
+    }
 }
 
 /// One attempt of a claimed delivery: the attempt to record and what it leaves.
@@ -585,6 +624,66 @@ mod tests {
             assert_eq!(poster.0.load(std::sync::atomic::Ordering::SeqCst), 3, "each sent once");
             drop(run_under_way);
             worker.abort();
+        }
+    }
+
+    /// Answers 500 to the POST numbered `fails` (from 1) and 200 to every other; keeps each
+    /// POST's `webhook-id` in order.
+    struct FailingOnce {
+        fails: usize,
+        sent: std::sync::Mutex<Vec<String>>,
+    }
+
+    impl Poster for FailingOnce {
+        fn post(&self, post: Post) -> std::pin::Pin<Box<dyn std::future::Future<Output = Posted> + Send + '_>> {
+            let mut sent = self.sent.lock().expect("sent");
+            let id = post.headers.iter().find(|(name, _)| *name == "webhook-id").map(|(_, v)| v.clone());
+            sent.push(id.unwrap_or_default());
+            let status = if sent.len() == self.fails { 500 } else { 200 };
+            Box::pin(async move { Posted::Status(status) })
+        }
+    }
+
+    /// A run longer than the groups its attempts are recorded in (each recorded while the next
+    /// is sent) stops at its first failure with every attempt recorded and the rest let go: the
+    /// next step sends the failed one again, then the rest, in order.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_run_stops_at_its_first_failure_with_every_attempt_recorded() {
+        const ACCOUNTS: usize = 3 * RECORD_EVERY;
+        const FAILS: usize = RECORD_EVERY + 12;
+        for store in both_backends("app_run_groups").await {
+            let (services, site) = acme(&store).await;
+            let request = EndpointRequest { url: "http://127.0.0.1:9/h", ..EndpointRequest::default() };
+            add_endpoint(&services, &site, &request, 100).await.expect("endpoint");
+            let ctx = crate::Context { site: site.clone(), now: 100 };
+            for n in 0..ACCOUNTS {
+                let fields = rebill_store::accounts::AccountFields::default();
+                crate::customers::accounts::create(&services, &ctx, &format!("c{n}"), &fields, None)
+                    .await
+                    .expect("account");
+            }
+            derive(&services, DERIVE_BATCH).await.expect("derive");
+            let poster = Arc::new(FailingOnce { fails: FAILS, sent: std::sync::Mutex::default() });
+            // Retries due at once: the failed one is due again at the next step.
+            assert_eq!(deliver_due(&services, poster.clone(), 0.0).await.expect("deliver"), FAILS);
+            let listed = deliveries(&services, &site, None, None).await.expect("deliveries");
+            assert_eq!(listed.len(), ACCOUNTS);
+            for (n, (delivery, attempts)) in listed.iter().enumerate() {
+                let codes: Vec<Option<i64>> = attempts.iter().map(|a| a.status_code).collect();
+                let (state, expected) = match n + 1 {
+                    k if k < FAILS => (DeliveryState::Delivered, vec![Some(200)]),
+                    k if k == FAILS => (DeliveryState::Retrying, vec![Some(500)]),
+                    _ => (DeliveryState::Pending, vec![]),
+                };
+                assert_eq!((delivery.state, codes), (state, expected), "delivery {}", n + 1);
+            }
+            // Nothing is left claimed: the next step takes the failed one and the rest at once.
+            assert_eq!(deliver_due(&services, poster.clone(), 0.0).await.expect("deliver"), ACCOUNTS - FAILS + 1);
+            let listed = deliveries(&services, &site, None, None).await.expect("deliveries");
+            assert!(listed.iter().all(|(d, _)| d.state == DeliveryState::Delivered), "{listed:?}");
+            let mut expected: Vec<String> = listed.iter().map(|(d, _)| d.new.message_id.clone()).collect();
+            expected.insert(FAILS, expected[FAILS - 1].clone());
+            assert_eq!(*poster.sent.lock().expect("sent"), expected, "in order, the failed one twice");
         }
     }
 
