@@ -184,8 +184,8 @@ pub const CLAIM_MS: i64 = 10_000;
 pub const DERIVE_BATCH: i64 = 500;
 
 /// While a scheduler run is under way, each of the worker's two loops rests this many times
-/// as long as its last step took (at least its interval): busy a fifth of the time at most.
-const PACED_REST: u32 = 4;
+/// as long as its last step took (at least its interval): busy a tenth of the time at most.
+const PACED_REST: u32 = 9;
 
 /// Real time in milliseconds: webhooks run on it, never on a sandbox site's clock.
 pub fn real_now_ms() -> i64 {
@@ -449,7 +449,7 @@ async fn attempt(
 /// last step found something to do and otherwise waits `interval`. While a scheduler run is
 /// under way in this process ([`crate::operations::scheduler::Runs`]: renewals, money), each
 /// rests after every step [`PACED_REST`] times as long as the step took, so each loop is busy
-/// at most a fifth of the time and billing keeps the cores and the database; the notifications
+/// at most a tenth of the time and billing keeps the cores and the database; the notifications
 /// catch up at full speed once the run ends.
 pub async fn run(services: Services, poster: Arc<dyn Poster>, retry_scale: f64, interval: std::time::Duration) {
     let deriving = paced(&services, interval, || async {

@@ -532,9 +532,16 @@ async fn run(backend: Backend, url: &str, n: u32, stripe: Option<&str>, webhook:
     template_subscription(&api, &site.public_key).await.context("the template subscription")?;
     let mut db = AnyConnection::connect(url).await?;
     copy_template(&mut db, site.id, n - 1).await.context("copying the template subscription")?;
+    // The seeding's events are not notified (with or without an endpoint, so that both runs
+    // start from the same rows): only what the renewals send is measured.
+    sqlx::query("UPDATE domain_events SET notified = 1 WHERE notified = 0").execute(&mut db).await?;
     match backend {
-        // What autovacuum would have done by the time so many subscriptions come due.
-        Backend::Postgres => sqlx::query("ANALYZE").execute(&mut db).await.map(drop)?,
+        // What autovacuum would have done by the time so many subscriptions come due, and the
+        // seeding's writes flushed by a checkpoint rather than during the measurement.
+        Backend::Postgres => {
+            sqlx::query("VACUUM ANALYZE").execute(&mut db).await?;
+            sqlx::query("CHECKPOINT").execute(&mut db).await?;
+        }
         // Start from a checkpointed WAL, as a service that has run for a while does.
         Backend::Sqlite => sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)").execute(&mut db).await.map(drop)?,
     }
@@ -555,8 +562,6 @@ async fn run(backend: Backend, url: &str, n: u32, stripe: Option<&str>, webhook:
         let received = rebill_load_bench::receiver::Receiver::start()?;
         let request = rebill_app::operations::webhooks::EndpointRequest { url: &received.url, ..Default::default() };
         rebill_app::operations::webhooks::add_endpoint(&services, &site, &request, clock.now()).await?;
-        // Only what the renewals send is measured: the seeding's events are not notified.
-        sqlx::query("UPDATE domain_events SET notified = 1").execute(&mut db).await?;
         let poster = Arc::new(rebill_server::webhook_poster::HttpPoster::new()?);
         let worker = tokio::spawn(rebill_app::operations::webhooks::run(
             services.clone(),
