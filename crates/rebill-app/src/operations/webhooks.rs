@@ -341,10 +341,7 @@ async fn send_run(
     loop {
         let group = &run[sent..(sent + RECORD_EVERY).min(run.len())];
         let recording = async {
-            match unrecorded.is_empty() {
-                true => Ok(()),
-                false => services.store.record_attempts(&unrecorded, &[]).await,
-            }
+            if unrecorded.is_empty() { Ok(()) } else { services.store.record_attempts(&unrecorded, &[]).await }
         };
         let ((attempted, go_on), recorded) = tokio::join!(sender.send(group), recording);
         recorded?;
