@@ -229,6 +229,8 @@ pub struct Traffic {
     /// The live subscriptions to keep: past it, new-subscription slots end the oldest. `None`:
     /// no cap.
     population: Option<usize>,
+    /// Set once the live subscriptions reached the population: from then on the load is level.
+    reached: AtomicBool,
 }
 
 /// The outcome of one HTTP exchange.
@@ -260,6 +262,7 @@ impl Traffic {
             jobs_run: AtomicU64::new(0),
             run: run.to_owned(),
             population,
+            reached: AtomicBool::new(false),
         })
     }
 
@@ -459,6 +462,7 @@ impl Traffic {
             // that the number of live subscriptions (and with it the renewals per clock move)
             // stays level through the run.
             Kind::PostSubscription if self.population.is_some_and(|cap| self.pools().live.len() >= cap) => {
+                self.reached.store(true, Ordering::SeqCst);
                 let Some(target) = self.pools().live.pop_front() else { return };
                 self.terminate(client, &target, fresh).await;
             }
@@ -513,6 +517,13 @@ impl Traffic {
         self.pools().live.len()
     }
 
+    /// Whether the live subscriptions reached the population at some point (a new-subscription
+    /// slot found them there). They then hover just under it, as terminations and refunds take
+    /// their turns, so their number at one moment does not tell.
+    pub fn population_reached(&self) -> bool {
+        self.reached.load(Ordering::SeqCst)
+    }
+
     /// A card token, then a new account with it and a subscription to one of the plans.
     async fn subscribe(&self, client: &reqwest::Client, fresh: u64) {
         let url = format!("{}/js/v1/token", self.base);
@@ -549,6 +560,9 @@ impl Traffic {
         pools.subscribed.push(code);
         if let Some(uuid) = uuid {
             pools.live.push_back(Subscribed { uuid, invoice });
+            if self.population.is_some_and(|cap| pools.live.len() >= cap) {
+                self.reached.store(true, Ordering::SeqCst);
+            }
         }
     }
 
