@@ -580,17 +580,6 @@ mod tests {
         }
     }
 
-    /// Counts the POSTs it answers 200.
-    #[derive(Default)]
-    struct Counting(std::sync::atomic::AtomicUsize);
-
-    impl Poster for Counting {
-        fn post(&self, _: Post) -> std::pin::Pin<Box<dyn std::future::Future<Output = Posted> + Send + '_>> {
-            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            Box::pin(async { Posted::Status(200) })
-        }
-    }
-
     /// While a scheduler run is under way the worker rests between its steps, but it goes on:
     /// notifications made during a long run of renewals still go out.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -600,7 +589,7 @@ mod tests {
             let request = EndpointRequest { url: "http://127.0.0.1:9/h", ..EndpointRequest::default() };
             add_endpoint(&services, &site, &request, 100).await.expect("endpoint");
             let run_under_way = services.runs.start();
-            let poster = Arc::new(Counting::default());
+            let poster = Arc::new(Recording::default());
             let worker = tokio::spawn(run(services.clone(), poster.clone(), 1.0, std::time::Duration::from_millis(20)));
             let ctx = crate::Context { site: site.clone(), now: 100 };
             for code in ["c1", "c2", "c3"] {
@@ -618,25 +607,26 @@ mod tests {
             .await;
             assert!(services.runs.under_way());
             assert!(waited.is_ok(), "{} of 3 notifications delivered while a run was under way", delivered().await);
-            assert_eq!(poster.0.load(std::sync::atomic::Ordering::SeqCst), 3, "each sent once");
+            assert_eq!(poster.sent.lock().expect("sent").len(), 3, "each sent once");
             drop(run_under_way);
             worker.abort();
         }
     }
 
-    /// Answers 500 to the POST numbered `fails` (from 1) and 200 to every other; keeps each
-    /// POST's `webhook-id` in order.
-    struct FailingOnce {
-        fails: usize,
+    /// Keeps each POST's `webhook-id` in order; answers 500 to the POST numbered `fails` (from
+    /// 1), if any, and 200 to every other.
+    #[derive(Default)]
+    struct Recording {
+        fails: Option<usize>,
         sent: std::sync::Mutex<Vec<String>>,
     }
 
-    impl Poster for FailingOnce {
+    impl Poster for Recording {
         fn post(&self, post: Post) -> std::pin::Pin<Box<dyn std::future::Future<Output = Posted> + Send + '_>> {
             let mut sent = self.sent.lock().expect("sent");
             let id = post.headers.iter().find(|(name, _)| *name == "webhook-id").map(|(_, v)| v.clone());
             sent.push(id.unwrap_or_default());
-            let status = if sent.len() == self.fails { 500 } else { 200 };
+            let status = if Some(sent.len()) == self.fails { 500 } else { 200 };
             Box::pin(async move { Posted::Status(status) })
         }
     }
@@ -660,7 +650,7 @@ mod tests {
                     .expect("account");
             }
             derive(&services, DERIVE_BATCH).await.expect("derive");
-            let poster = Arc::new(FailingOnce { fails: FAILS, sent: std::sync::Mutex::default() });
+            let poster = Arc::new(Recording { fails: Some(FAILS), ..Recording::default() });
             // Retries due at once: the failed one is due again at the next step.
             assert_eq!(deliver_due(&services, poster.clone(), 0.0).await.expect("deliver"), FAILS);
             let listed = deliveries(&services, &site, None, None).await.expect("deliveries");

@@ -229,7 +229,8 @@ pub struct Traffic {
     /// The live subscriptions to keep: past it, new-subscription slots end the oldest. `None`:
     /// no cap.
     population: Option<usize>,
-    /// Set once the live subscriptions reached the population: from then on the load is level.
+    /// Set once a new subscription brought the live ones to the population (only a new one can):
+    /// from then on the load is level.
     reached: AtomicBool,
 }
 
@@ -462,7 +463,6 @@ impl Traffic {
             // that the number of live subscriptions (and with it the renewals per clock move)
             // stays level through the run.
             Kind::PostSubscription if self.population.is_some_and(|cap| self.pools().live.len() >= cap) => {
-                self.reached.store(true, Ordering::SeqCst);
                 let Some(target) = self.pools().live.pop_front() else { return };
                 self.terminate(client, &target, fresh).await;
             }
@@ -517,9 +517,9 @@ impl Traffic {
         self.pools().live.len()
     }
 
-    /// Whether the live subscriptions reached the population at some point (a new-subscription
-    /// slot found them there). They then hover just under it, as terminations and refunds take
-    /// their turns, so their number at one moment does not tell.
+    /// Whether the live subscriptions reached the population at some point. They then hover
+    /// just under it, as terminations and refunds take their turns, so their number at one
+    /// moment does not tell.
     pub fn population_reached(&self) -> bool {
         self.reached.load(Ordering::SeqCst)
     }
