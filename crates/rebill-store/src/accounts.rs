@@ -6,13 +6,15 @@
 //!
 //! Lists of accounts are read with the keyset paging of [`crate::list`].
 
-use crate::db::is_unique_violation;
+use std::collections::HashMap;
+
+use rebill_billing::states::InvoiceState;
 use sqlx::Row;
 
-use crate::db::{DbQuery, DbRow};
+use crate::db::{DbQuery, DbRow, is_unique_violation};
 use crate::events::NewEvent;
 use crate::list::{Arg, Conditions, Page, PageRequest, Position, Sort, Within, into_page, order_and_limit};
-use crate::{Store, StoreError, flag};
+use crate::{Store, StoreError, flag, get_flag};
 
 /// State of an account.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -419,31 +421,41 @@ impl Store {
 
     /// What the accounts' subscriptions and invoices say about each (same order as `accounts`):
     /// the `has_*_subscription` flags from the states of their subscriptions (live = active,
-    /// canceled or paused); `has_past_due_invoice` is left to the invoice records.
+    /// canceled or paused), and `has_past_due_invoice`. One statement for all of them: the
+    /// distinct states of their subscriptions, and of their past-due invoices.
     pub async fn account_activity(&self, accounts: &[Account]) -> Result<Vec<AccountActivity>, StoreError> {
-        let ids: Vec<i64> = accounts.iter().map(|a| a.id).collect();
-        let states = self.subscription_states(&ids).await?;
-        let past_due = self.accounts_with_past_due_invoices(&ids).await?;
-        Ok(accounts
-            .iter()
-            .map(|account| {
-                let mut activity = AccountActivity {
-                    has_past_due_invoice: past_due.contains(&account.id),
-                    ..AccountActivity::default()
-                };
-                for (_, state, _) in states.iter().filter(|(id, _, _)| *id == account.id) {
-                    match state.as_str() {
-                        "active" => activity.has_active_subscription = true,
-                        "future" => activity.has_future_subscription = true,
-                        "canceled" => activity.has_canceled_subscription = true,
-                        "paused" => activity.has_paused_subscription = true,
-                        _ => {}
-                    }
-                    activity.has_live_subscription |= matches!(state.as_str(), "active" | "canceled" | "paused");
-                }
-                activity
-            })
-            .collect())
+        if accounts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut conditions = Conditions::default();
+        let ids: Vec<String> = accounts.iter().map(|a| conditions.arg(Arg::Int(a.id))).collect();
+        let ids = ids.join(", ");
+        let past_due = conditions.arg(Arg::Text(InvoiceState::PastDue.as_str().to_owned()));
+        let sql = format!(
+            "SELECT DISTINCT account_id, CAST(0 AS BIGINT) AS invoice, state FROM subscriptions WHERE account_id IN ({ids}) \
+             UNION ALL \
+             SELECT DISTINCT account_id, CAST(1 AS BIGINT) AS invoice, state FROM invoices \
+               WHERE state = {past_due} AND account_id IN ({ids})"
+        );
+        let rows = conditions.bind(crate::db::counted(&sql, accounts.len())).fetch_all(&self.reads).await?;
+        let mut found: HashMap<i64, AccountActivity> = HashMap::with_capacity(accounts.len());
+        for row in &rows {
+            let activity = found.entry(row.try_get("account_id")?).or_default();
+            let state: String = row.try_get("state")?;
+            if get_flag(row, "invoice")? {
+                activity.has_past_due_invoice = true;
+                continue;
+            }
+            match state.as_str() {
+                "active" => activity.has_active_subscription = true,
+                "future" => activity.has_future_subscription = true,
+                "canceled" => activity.has_canceled_subscription = true,
+                "paused" => activity.has_paused_subscription = true,
+                _ => {}
+            }
+            activity.has_live_subscription |= matches!(state.as_str(), "active" | "canceled" | "paused");
+        }
+        Ok(accounts.iter().map(|a| found.get(&a.id).copied().unwrap_or_default()).collect())
     }
 }
 

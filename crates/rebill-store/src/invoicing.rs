@@ -160,20 +160,6 @@ impl Store {
         Ok(into_page(items, page, total, |i| i.position(page.sort)))
     }
 
-    /// Which of these accounts have a past-due invoice.
-    pub async fn accounts_with_past_due_invoices(&self, account_ids: &[i64]) -> Result<Vec<i64>, StoreError> {
-        if account_ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut conditions = Conditions::default();
-        any_of(&mut conditions, "state", [InvoiceState::PastDue.as_str().to_owned()]);
-        let ids: Vec<String> = account_ids.iter().map(|id| conditions.arg(Arg::Int(*id))).collect();
-        conditions.push(format!("account_id IN ({})", ids.join(", ")));
-        let sql = format!("SELECT DISTINCT account_id FROM invoices{}", conditions.sql());
-        let rows = conditions.bind(crate::db::counted(&sql, account_ids.len())).fetch_all(&self.reads).await?;
-        rows.iter().map(|r| r.try_get("account_id").map_err(StoreError::from)).collect()
-    }
-
     /// The account's invoices summed per currency, one entry for every currency it was invoiced
     /// in (ordered by currency): what its open charge invoices (pending, processing, past due)
     /// still owe less the credit its credit and legacy invoices still hold (so negative when the

@@ -484,22 +484,6 @@ impl Store {
         let items = rows.iter().map(record_from_row).collect::<Result<Vec<_>, _>>()?;
         Ok(into_page(items, page, total, |s| s.position(page.sort)))
     }
-
-    /// For each account id, the states its subscriptions are in (with `past_due` flags).
-    pub(crate) async fn subscription_states(
-        &self,
-        account_ids: &[i64],
-    ) -> Result<Vec<(i64, String, bool)>, StoreError> {
-        if account_ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut conditions = Conditions::default();
-        let placeholders: Vec<String> = account_ids.iter().map(|id| conditions.arg(Arg::Int(*id))).collect();
-        conditions.push(format!("account_id IN ({})", placeholders.join(", ")));
-        let sql = format!("SELECT DISTINCT account_id, state, past_due FROM subscriptions{}", conditions.sql());
-        let rows = conditions.bind(crate::db::counted(&sql, account_ids.len())).fetch_all(&self.reads).await?;
-        rows.iter().map(|r| Ok((r.try_get("account_id")?, r.try_get("state")?, get_flag(r, "past_due")?))).collect()
-    }
 }
 
 impl Work {

@@ -1,5 +1,5 @@
 use super::*;
-use crate::accounts::AccountFields;
+use crate::accounts::{AccountActivity, AccountFields};
 use crate::billing_info::{BillingFields, PaymentKind};
 use crate::testing::both_backends;
 use crate::{Mode, NewSite, Order, Plan};
@@ -169,7 +169,17 @@ async fn invoices_are_numbered_per_site_and_take_pending_adjustments() {
             (due.attempt_next_collection_at, due.collection_attempts, due.closed_at),
             (Some(NOW + 86_400), 1, None)
         );
-        assert_eq!(store.accounts_with_past_due_invoices(&[account, foreign]).await.expect("past due"), vec![account]);
+        let both = [
+            store.account(s, "c1").await.expect("read").expect("found"),
+            store.account(other, "c1").await.expect("read").expect("found"),
+        ];
+        let activity = store.account_activity(&both).await.expect("activity");
+        assert_eq!(
+            activity.iter().map(|a| a.has_past_due_invoice).collect::<Vec<_>>(),
+            [true, false],
+            "only the account with the past-due invoice has one (the other site's account of the same code has none)"
+        );
+        assert_eq!(foreign, both[1].id);
 
         // Lists.
         let all = store.list_invoices(s, &InvoiceFilter::default(), &PageRequest::default()).await.expect("list");
@@ -194,6 +204,62 @@ async fn invoices_are_numbered_per_site_and_take_pending_adjustments() {
         let fresh = store.create_adjustment(s, &charge(account, 7), NOW).await.expect("adjustment");
         assert_eq!(store.delete_adjustment(s, &fresh.uuid).await.expect("delete"), AdjustmentDeletion::Deleted);
         assert_eq!(store.delete_adjustment(s, &fresh.uuid).await.expect("delete"), AdjustmentDeletion::NotFound);
+    }
+}
+
+/// The activity of several accounts comes from one read of their subscriptions' states and
+/// their past-due invoices, each account's flags its own, in the order the accounts were given.
+#[tokio::test]
+async fn account_activity_reads_subscriptions_and_past_due_invoices_of_many_accounts() {
+    for store in both_backends("account_activity").await {
+        let s = site(&store, "a").await;
+        let fields = crate::plans::PlanFields {
+            name: Some("Gold".into()),
+            unit_amount_in_cents: Some([("USD".to_owned(), 1000)].into_iter().collect()),
+            ..crate::plans::PlanFields::default()
+        };
+        let plan = store.create_plan(s, "gold", &fields, NOW).await.expect("plan").id;
+        let mut accounts = Vec::new();
+        for code in ["busy", "future", "quiet", "late"] {
+            accounts.push(store.create_account(s, code, &AccountFields::default(), NOW, &[]).await.expect("account"));
+        }
+        let subscriptions = [(0, "active"), (0, "canceled"), (0, "expired"), (1, "future"), (3, "paused")];
+        for (n, (owner, state)) in subscriptions.into_iter().enumerate() {
+            let record = crate::subscriptions::NewSubscriptionRecord {
+                site_id: s,
+                account_id: accounts[owner].id,
+                plan_id: plan,
+                uuid: format!("u{n}"),
+                indexed: crate::subscriptions::Indexed { state: state.into(), ..Default::default() },
+                value: "{}".into(),
+                creation: "{}".into(),
+                details: "{}".into(),
+            };
+            let (claim, _) = store.create_subscription(&record, &[], &[], NOW, NOW + 60).await.expect("subscription");
+            store.release_subscription(&claim).await.expect("release");
+        }
+        // A past-due invoice for "late", a paid one for "busy".
+        for (owner, state) in [(3, InvoiceState::PastDue), (0, InvoiceState::Paid)] {
+            let new = NewInvoice { state, ..invoice(accounts[owner].id, 100) };
+            store.create_invoice(s, &new, &[], &[], NOW, &[], None, Discounted::default()).await.expect("invoice");
+        }
+        let order = [&accounts[3], &accounts[2], &accounts[0], &accounts[1]].map(Clone::clone);
+        let activity = store.account_activity(&order).await.expect("activity");
+        let late = AccountActivity {
+            has_live_subscription: true,
+            has_paused_subscription: true,
+            has_past_due_invoice: true,
+            ..AccountActivity::default()
+        };
+        let busy = AccountActivity {
+            has_live_subscription: true,
+            has_active_subscription: true,
+            has_canceled_subscription: true,
+            ..AccountActivity::default()
+        };
+        let future = AccountActivity { has_future_subscription: true, ..AccountActivity::default() };
+        assert_eq!(activity, [late, AccountActivity::default(), busy, future]);
+        assert!(store.account_activity(&[]).await.expect("none").is_empty());
     }
 }
 
