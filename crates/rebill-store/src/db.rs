@@ -161,6 +161,22 @@ mod tests {
         store.sites().await.expect("a read through a new connection");
     }
 
+    /// The bundled SQLite is built without memory statistics (`.cargo/config.toml`), so its
+    /// allocations take no mutex shared by every connection.
+    #[tokio::test]
+    async fn sqlite_is_built_without_memory_statistics() {
+        let url = crate::testing::fresh_sqlite_url("compile_options");
+        let store = crate::Store::connect(&url).await.expect("an SQLite store");
+        let options: Vec<String> = sqlx::query("PRAGMA compile_options")
+            .fetch_all(&store.pool)
+            .await
+            .expect("the compile options")
+            .iter()
+            .map(|row| row.try_get::<String, _>(0).expect("an option"))
+            .collect();
+        assert!(options.iter().any(|o| o == "DEFAULT_MEMSTATUS=0"), "{options:?}");
+    }
+
     /// No other module of the store names the `Any` driver's types.
     #[test]
     fn only_this_module_names_sqlx_any() {
