@@ -104,6 +104,10 @@ impl Endpoint {
     /// The raw (still percent-encoded) parameter values when `path` fits the template.
     pub fn match_path<'p>(&self, path: &'p str) -> Option<Vec<&'p str>> {
         let path = path.strip_suffix('/').filter(|p| !p.is_empty()).unwrap_or(path);
+        // Templates of another length are passed over before a parameter is collected.
+        if segments(self.path) != segments(path) {
+            return None;
+        }
         let mut params = Vec::new();
         let mut template = self.path.split('/');
         let mut actual = path.split('/');
@@ -165,6 +169,11 @@ pub trait LaterResponse: ApiEndpoint {
     fn later_at(version: ApiVersion) -> bool {
         Self::ENDPOINT.response_at(version) != Self::ENDPOINT.response
     }
+}
+
+/// How many `/`-separated segments `path` has.
+fn segments(path: &str) -> usize {
+    path.bytes().filter(|b| *b == b'/').count()
 }
 
 /// The endpoint for a method and path, with its raw path parameters. Literal segments win over
