@@ -556,7 +556,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .with_vault(vault)
                 .with_gateway_builder(Arc::new(gateway::Builder));
             let notifier = tokio::spawn(rebill_app::operations::webhooks::run(
-                (*state).clone(),
+                state.services.clone(),
                 Arc::new(rebill_server::webhook_poster::HttpPoster::new().context("the webhook HTTP client")?),
                 webhook_retry_scale,
                 std::time::Duration::from_millis(200),

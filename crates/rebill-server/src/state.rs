@@ -158,16 +158,29 @@ impl Config {
 }
 
 /// Shared state of the service: the use cases' [`Services`] (store, gateway, vault, clock; reached
-/// through `Deref`) and the service's settings.
+/// through `Deref`) and the service's settings, behind one reference count (every protocol
+/// layer holds a clone of it for each request, so a clone is one count, not one per service).
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+/// What an [`AppState`] shares.
+#[derive(Clone)]
+pub struct Shared {
     pub services: Services,
-    pub config: Arc<Config>,
+    pub config: Config,
     /// The scheduler task of this process, once [`crate::serve`] started it (readiness).
-    pub(crate) scheduler: Arc<std::sync::OnceLock<tokio::task::AbortHandle>>,
+    pub(crate) scheduler: OnceLock<tokio::task::AbortHandle>,
 }
 
 impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for Shared {
     type Target = Services;
 
     fn deref(&self) -> &Services {
@@ -184,24 +197,32 @@ impl AppState {
     /// State with the sandbox gateway and a vault over a random key that lives as long as the
     /// process (see [`AppState::with_vault`]).
     pub fn new(store: Store, clock: Arc<dyn Clock>, config: Config) -> Self {
-        Self { services: Services::new(store, clock), config: Arc::new(config), scheduler: Default::default() }
+        Self(Arc::new(Shared { services: Services::new(store, clock), config, scheduler: OnceLock::new() }))
+    }
+
+    /// The services, to change while the state is built (copied if already shared).
+    fn services_mut(&mut self) -> &mut Services {
+        &mut Arc::make_mut(&mut self.0).services
     }
 
     /// Uses this gateway.
     pub fn with_gateway(mut self, gateway: Arc<dyn rebill_billing::gateway::Gateway>) -> Self {
-        self.services = self.services.with_gateway(gateway);
+        let services = self.services_mut();
+        *services = services.clone().with_gateway(gateway);
         self
     }
 
     /// Uses this vault (a persistent key, so tokens survive a restart).
     pub fn with_vault(mut self, vault: rebill_billing::vault::Vault) -> Self {
-        self.services = self.services.with_vault(vault);
+        let services = self.services_mut();
+        *services = services.clone().with_vault(vault);
         self
     }
 
     /// Builds the real gateways configured for sites with `builder`.
     pub fn with_gateway_builder(mut self, builder: Arc<dyn rebill_app::platform::gateways::GatewayBuilder>) -> Self {
-        self.services = self.services.with_gateway_builder(builder);
+        let services = self.services_mut();
+        *services = services.clone().with_gateway_builder(builder);
         self
     }
 }

@@ -525,7 +525,7 @@ async fn run(backend: Backend, url: &str, n: u32, stripe: Option<&str>, webhook:
         .await
         .context("putting the site on Stripe")?;
     }
-    let services: rebill_app::Services = (*state).clone();
+    let services: rebill_app::Services = state.services.clone();
     let api = Api { app: rebill_server::router(state), key };
 
     let seeding = Instant::now();
