@@ -435,8 +435,15 @@ impl Store {
     /// into the database and remove it, and PostgreSQL sees each session end. Statements after
     /// this fail.
     pub async fn close(&self) {
-        self.reads.close().await;
-        self.pool.close().await;
+        for pool in [&self.reads, &self.pool] {
+            // sqlx's close waits for the connections in use to come back, but closes only those
+            // idle before its last wait: one given back during that wait would stay open (on
+            // SQLite keeping the write-ahead log at exit). Closed again until none is left.
+            pool.close().await;
+            while pool.size() > 0 {
+                pool.close().await;
+            }
+        }
     }
 
     /// Whether the database answers and holds every migration this binary has, applied without
