@@ -51,8 +51,9 @@
 //!   released clients' fixtures answer 200 there); otherwise `not_paused`.
 //! - A change with `timeframe=now` in a billed period credits the old terms and charges the new
 //!   ones for the rest of the period. When the billing interval changes, the old period is cut
-//!   (rest credited) and a new period of the new interval starts now (same billing cycle). In a
-//!   trial, a paused period or before activation the terms are simply replaced.
+//!   (rest credited) and a new period of the new interval starts now (same billing cycle); a
+//!   pause scheduled at the old period end moves to the new one, as it would with [`postpone`].
+//!   In a trial, a paused period or before activation the terms are simply replaced.
 //! - [`postpone`] moves the current period end (and the schedule) without charge or credit; a
 //!   trial end or scheduled pause at that instant moves with it.
 //! - A full refund on [`terminate`] credits every billed part of the current period (the setup
@@ -536,9 +537,11 @@ impl Subscription {
         !self.billed_segments.is_empty()
     }
 
-    /// Whether a pause has begun (the subscription is paused, or canceled while paused).
+    /// Whether a pause has begun (the subscription is paused, or canceled while paused): a pause
+    /// is counted and the current period, which started at or after it, is not billed.
     fn pause_started(&self) -> bool {
         self.remaining_pause_cycles.is_some()
+            && !self.is_billed_period()
             && self.paused_at.is_some_and(|p| self.current_period_started_at.is_some_and(|start| p <= start))
     }
 }
@@ -840,9 +843,13 @@ pub fn change(
                         }
                         s.terms = terms;
                     } else {
+                        let pause_scheduled = s.has_scheduled_pause();
                         s.terms = terms;
                         s.billing_anchor = now;
                         open_billed_period(&mut s, now, &mut lines)?;
+                        if pause_scheduled {
+                            s.paused_at = s.current_period_ends_at;
+                        }
                     }
                 }
             }

@@ -176,6 +176,10 @@ proptest! {
             prop_assert!(p.start < p.end);
         }
         prop_assert!(sub.state != SubscriptionState::Paused || sub.remaining_pause_cycles.is_some());
+        // In a billed period a counted pause has not started: it waits for the period end.
+        if sub.is_billed_period() && sub.remaining_pause_cycles.is_some() {
+            prop_assert_eq!(sub.paused_at, sub.current_period_ends_at);
+        }
         prop_assert!(!sub.is_billed_period() || matches!(sub.state, SubscriptionState::Active | SubscriptionState::Canceled));
         if let Some(due) = lifecycle::next_due(&sub) {
             prop_assert!(due.at > up_to);

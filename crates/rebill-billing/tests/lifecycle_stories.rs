@@ -2,7 +2,7 @@
 
 mod common;
 
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::{DateTime, TimeDelta, TimeZone, Utc};
 use rebill_billing::invoice::{InvoiceOrigin, ItemRef, LineItem, LineKind};
 use rebill_billing::lifecycle::{
     self, Action, AddOnTerms, DueKind, LifecycleError, NewSubscription, Refund, StateFilter, Subscription,
@@ -412,6 +412,39 @@ fn change_to_another_interval_restarts_the_period() {
         ]
     );
     assert_eq!(period(&t.subscription), (day(2025, 1, 11), day(2026, 1, 11)));
+}
+
+#[test]
+fn a_scheduled_pause_moves_to_the_end_of_a_period_restarted_by_a_change() {
+    let days = |n| SubscriptionTerms::new("basic", "USD", Interval::days(n), 0);
+    let start = day(2024, 1, 31);
+    let sub = lifecycle::create(NewSubscription::new("pc", days(3)), start).expect("valid").subscription;
+    let sub = lifecycle::pause(&sub, 1, start).expect("active").subscription;
+    let sub = lifecycle::postpone(&sub, start + TimeDelta::hours(1019), start).expect("active").subscription;
+    assert_eq!(sub.paused_at, Some(start + TimeDelta::hours(1019)));
+
+    // A change of interval now restarts the period: the pause goes on waiting for its end.
+    let four_days = start + TimeDelta::hours(250);
+    let sub = lifecycle::change(&sub, days(4), Timeframe::Now, four_days).expect("active").subscription;
+    assert_eq!(period(&sub), (four_days, four_days + TimeDelta::days(4)));
+    assert_eq!(sub.paused_at, sub.current_period_ends_at);
+    let due = lifecycle::next_due(&sub).expect("due");
+    assert_eq!((due.at, due.kind), (four_days + TimeDelta::days(4), DueKind::PauseStart));
+
+    // The story proptest found: the old pause instant inside a later billed period made the
+    // reactivated subscription `paused` while its period was billed.
+    let sub = lifecycle::advance(&sub).expect("due").subscription;
+    assert_eq!(sub.state, SubscriptionState::Paused);
+    let resumed_at = lifecycle::next_due(&sub).expect("due").at;
+    let sub = lifecycle::advance(&sub).expect("due").subscription;
+    assert_eq!((sub.state, sub.current_period_started_at), (SubscriptionState::Active, Some(resumed_at)));
+    let later = resumed_at + TimeDelta::hours(1);
+    let yearly = SubscriptionTerms::new("basic", "USD", Interval::months(12), 0);
+    let sub = lifecycle::change(&sub, yearly, Timeframe::Now, later).expect("active").subscription;
+    let sub = lifecycle::cancel(&sub, later).expect("active").subscription;
+    let sub = lifecycle::reactivate(&sub, later).expect("canceled").subscription;
+    assert_eq!(sub.state, SubscriptionState::Active);
+    assert!(sub.is_billed_period());
 }
 
 #[test]
