@@ -82,6 +82,7 @@ pub mod wire;
 
 use axum::Router;
 use axum::middleware::{from_fn, from_fn_with_state};
+use tower::ServiceBuilder;
 
 pub use rebill_app::{Clock, FileClock, Services, SystemClock};
 pub use state::{
@@ -93,8 +94,13 @@ pub use state::{
 /// path through the API's protocol layers to the dispatch over the endpoint table.
 /// Around everything, the request log (one line per request); every route reads its body
 /// within the body deadline (408).
+///
+/// The layers around everything and the API's protocol layers are each composed once, as one
+/// stack (`ServiceBuilder`), and wrapped around the routes as a whole: `Router::layer` would
+/// wrap every route in every layer, each level a boxed route that a request clones along with
+/// all the levels below it.
 pub fn router(state: AppState) -> Router {
-    Router::new()
+    let routes = Router::new()
         .nest(tokens::PREFIX, tokens::routes().layer(from_fn_with_state(state.clone(), layers::token_body_deadline)))
         .nest(js_library::PREFIX, js_library::v4_routes())
         .route("/sandbox/clock", axum::routing::post(sandbox::clock))
@@ -102,26 +108,33 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", axum::routing::get(health::readyz))
         .merge(if state.config.demo { demo::routes() } else { Router::new() })
         .fallback_service(api_router(state.clone()))
-        .layer(tower_http::catch_panic::CatchPanicLayer::custom(layers::panic_response))
-        .layer(from_fn(layers::request_log))
-        .with_state(state)
+        .with_state(state);
+    Router::new().fallback_service(
+        ServiceBuilder::new()
+            .layer(from_fn(layers::request_log))
+            .layer(tower_http::catch_panic::CatchPanicLayer::custom(layers::panic_response))
+            .service(routes),
+    )
 }
 
-/// The API (`/v2/…`): the protocol layers around the dispatch over the endpoint table.
+/// The API (`/v2/…`): the protocol layers, outermost first, around the dispatch over the
+/// endpoint table.
 fn api_router(state: AppState) -> Router {
-    Router::new()
-        .fallback(dispatch::dispatch)
-        .layer(from_fn_with_state(state.clone(), layers::body_deadline))
-        .layer(from_fn(layers::etag))
-        .layer(from_fn(layers::content_type))
-        .layer(from_fn(layers::read_only))
-        .layer(from_fn(layers::standing))
-        .layer(from_fn_with_state(state.clone(), layers::rate_limit))
-        .layer(from_fn_with_state(state.clone(), layers::authenticate))
-        .layer(from_fn_with_state(state.clone(), layers::api_version))
-        .layer(from_fn(layers::accept))
-        .layer(from_fn_with_state(state.clone(), layers::body_limit))
-        .with_state(state)
+    let dispatch = Router::new().fallback(dispatch::dispatch).with_state(state.clone());
+    Router::new().fallback_service(
+        ServiceBuilder::new()
+            .layer(from_fn_with_state(state.clone(), layers::body_limit))
+            .layer(from_fn(layers::accept))
+            .layer(from_fn_with_state(state.clone(), layers::api_version))
+            .layer(from_fn_with_state(state.clone(), layers::authenticate))
+            .layer(from_fn_with_state(state.clone(), layers::rate_limit))
+            .layer(from_fn(layers::standing))
+            .layer(from_fn(layers::read_only))
+            .layer(from_fn(layers::content_type))
+            .layer(from_fn(layers::etag))
+            .layer(from_fn_with_state(state, layers::body_deadline))
+            .service(dispatch),
+    )
 }
 
 /// Serves on `listener` until `shutdown` completes, then stops gracefully: no new connection,

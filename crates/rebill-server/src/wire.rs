@@ -95,13 +95,13 @@ pub async fn serve(
     grace: Duration,
 ) -> io::Result<()> {
     let case = canonical_case_extensions().await?;
-    let app = app.layer(axum::middleware::map_response(move |mut response: axum::response::Response| {
-        let case = case.clone();
-        async move {
-            response.extensions_mut().extend(case);
+    // Around the router as a whole (`Router::layer` would wrap every route).
+    let app = tower::ServiceBuilder::new()
+        .map_response(move |mut response: axum::response::Response| {
+            response.extensions_mut().extend(case.clone());
             response
-        }
-    }));
+        })
+        .service(app);
     let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(max_connections.max(1)));
     let mut warned: Option<std::time::Instant> = None;
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
