@@ -2,6 +2,9 @@
 //! types every other module of the store goes through. SQL text that differs between the
 //! backends lives in [`crate::dialect`].
 
+use futures_core::future::BoxFuture;
+use futures_core::stream::BoxStream;
+use futures_util::{StreamExt, TryStreamExt};
 use sqlx::any::AnyPoolOptions;
 
 /// The database driver behind every pool (chosen at run time by the URL).
@@ -61,6 +64,209 @@ pub(crate) fn pool_options() -> AnyPoolOptions {
     })
 }
 
+/// How long a read waits for one of SQLite's read-only connections (sqlx's pools wait as long).
+const READER_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The connections for reads that stand alone: on PostgreSQL the writer's pool, on SQLite
+/// read-only connections beside the writer (WAL allows them) lent by `deadpool`'s unmanaged
+/// pool. `&Readers` is an executor like `&Pool`.
+///
+/// sqlx's pool pings every connection given back, in a task spawned for it: on SQLite a round
+/// trip to the connection's thread, as much work as a read of one row. A read-only SQLite
+/// connection keeps nothing between statements that the ping would flush: it never opens a
+/// transaction (`query_only`), and the driver's thread resets a statement whose reader went
+/// away before it runs the next command. So these connections go back as they are; one whose
+/// thread has gone (`WorkerCrashed`) is dropped and replaced by a new one.
+#[derive(Debug, Clone)]
+pub(crate) enum Readers {
+    /// PostgreSQL: the writer's pool.
+    Shared(Pool),
+    /// SQLite: the read-only connections.
+    Sqlite(SqliteReaders),
+}
+
+/// SQLite's read-only connections ([`Readers::Sqlite`]).
+#[derive(Debug, Clone)]
+pub(crate) struct SqliteReaders {
+    connections: deadpool::unmanaged::Pool<Conn>,
+    url: std::sync::Arc<str>,
+}
+
+impl Readers {
+    /// Opens `count` read-only connections to the SQLite database at `url`.
+    pub(crate) async fn sqlite(url: &str, count: usize) -> Result<Self, sqlx::Error> {
+        sqlx::any::install_default_drivers();
+        let mut connections = Vec::with_capacity(count);
+        for _ in 0..count {
+            connections.push(open_reader(url).await?);
+        }
+        Ok(Self::Sqlite(SqliteReaders { connections: connections.into(), url: url.into() }))
+    }
+
+    /// Connections open now and those of them not lent out.
+    pub(crate) fn usage(&self) -> (u32, u32) {
+        match self {
+            Readers::Shared(pool) => (pool.size(), u32::try_from(pool.num_idle()).unwrap_or(u32::MAX)),
+            Readers::Sqlite(readers) => {
+                let status = readers.connections.status();
+                let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+                (count(status.size), count(status.available))
+            }
+        }
+    }
+
+    /// Closes every connection once it has come back (see [`close_pool`]).
+    pub(crate) async fn close(&self) {
+        match self {
+            Readers::Shared(pool) => close_pool(pool).await,
+            Readers::Sqlite(readers) => {
+                while readers.connections.status().size > 0 {
+                    // Waits for a connection in use to come back, then takes it out for good.
+                    let Ok(conn) = readers.connections.remove().await else { break };
+                    if let Err(error) = sqlx::Connection::close(conn).await {
+                        tracing::warn!(%error, "closing a read-only SQLite connection");
+                    }
+                }
+                readers.connections.close();
+            }
+        }
+    }
+}
+
+impl SqliteReaders {
+    async fn lend(&self) -> Result<deadpool::unmanaged::Object<Conn>, sqlx::Error> {
+        match tokio::time::timeout(READER_WAIT, self.connections.get()).await {
+            Ok(Ok(conn)) => Ok(conn),
+            Ok(Err(_)) => Err(sqlx::Error::PoolClosed),
+            Err(_) => Err(sqlx::Error::PoolTimedOut),
+        }
+    }
+
+    /// Gives `conn` back after a statement that ended with `result`; a connection whose thread
+    /// has gone is replaced instead.
+    async fn settle<T>(
+        &self,
+        conn: deadpool::unmanaged::Object<Conn>,
+        result: Result<T, sqlx::Error>,
+    ) -> Result<T, sqlx::Error> {
+        if matches!(result, Err(sqlx::Error::WorkerCrashed)) {
+            drop(deadpool::unmanaged::Object::take(conn));
+            tracing::warn!("a read-only SQLite connection's thread ended; opening another");
+            let replacement = open_reader(&self.url).await?;
+            // Refused only once the pool is closed: the new connection is then dropped.
+            let _ = self.connections.try_add(replacement);
+        }
+        result
+    }
+}
+
+/// A read-only connection to the SQLite database at `url`.
+async fn open_reader(url: &str) -> Result<Conn, sqlx::Error> {
+    let mut conn = <Conn as sqlx::Connection>::connect(url).await?;
+    sqlx::Executor::execute(&mut conn, "PRAGMA query_only = ON").await?;
+    Ok(conn)
+}
+
+impl<'c> sqlx::Executor<'c> for &'c Readers {
+    type Database = Db;
+
+    /// The rows are read to the end before the first is handed on (every read of the store
+    /// collects them anyway).
+    fn fetch_many<'e, 'q: 'e, E>(
+        self,
+        query: E,
+    ) -> BoxStream<'e, Result<sqlx::Either<sqlx::any::AnyQueryResult, DbRow>, sqlx::Error>>
+    where
+        'c: 'e,
+        E: 'q + sqlx::Execute<'q, Db>,
+    {
+        match self {
+            Readers::Shared(pool) => pool.fetch_many(query),
+            Readers::Sqlite(readers) => futures_util::stream::once(async move {
+                let mut conn = readers.lend().await?;
+                let results = conn.fetch_many(query).try_collect::<Vec<_>>().await;
+                readers.settle(conn, results).await
+            })
+            .map_ok(|results| futures_util::stream::iter(results.into_iter().map(Ok)))
+            .try_flatten()
+            .boxed(),
+        }
+    }
+
+    fn fetch_all<'e, 'q: 'e, E>(self, query: E) -> BoxFuture<'e, Result<Vec<DbRow>, sqlx::Error>>
+    where
+        'c: 'e,
+        E: 'q + sqlx::Execute<'q, Db>,
+    {
+        match self {
+            Readers::Shared(pool) => pool.fetch_all(query),
+            Readers::Sqlite(readers) => Box::pin(async move {
+                let mut conn = readers.lend().await?;
+                let rows = conn.fetch_all(query).await;
+                readers.settle(conn, rows).await
+            }),
+        }
+    }
+
+    fn fetch_optional<'e, 'q: 'e, E>(self, query: E) -> BoxFuture<'e, Result<Option<DbRow>, sqlx::Error>>
+    where
+        'c: 'e,
+        E: 'q + sqlx::Execute<'q, Db>,
+    {
+        match self {
+            Readers::Shared(pool) => pool.fetch_optional(query),
+            Readers::Sqlite(readers) => Box::pin(async move {
+                let mut conn = readers.lend().await?;
+                let row = conn.fetch_optional(query).await;
+                readers.settle(conn, row).await
+            }),
+        }
+    }
+
+    fn prepare_with<'e, 'q: 'e>(
+        self,
+        sql: &'q str,
+        parameters: &'e [sqlx::any::AnyTypeInfo],
+    ) -> BoxFuture<'e, Result<sqlx::any::AnyStatement<'q>, sqlx::Error>>
+    where
+        'c: 'e,
+    {
+        match self {
+            Readers::Shared(pool) => pool.prepare_with(sql, parameters),
+            Readers::Sqlite(readers) => Box::pin(async move {
+                let mut conn = readers.lend().await?;
+                let statement = conn.prepare_with(sql, parameters).await;
+                readers.settle(conn, statement).await
+            }),
+        }
+    }
+
+    fn describe<'e, 'q: 'e>(self, sql: &'q str) -> BoxFuture<'e, Result<sqlx::Describe<Db>, sqlx::Error>>
+    where
+        'c: 'e,
+    {
+        match self {
+            Readers::Shared(pool) => pool.describe(sql),
+            Readers::Sqlite(readers) => Box::pin(async move {
+                let mut conn = readers.lend().await?;
+                let description = conn.describe(sql).await;
+                readers.settle(conn, description).await
+            }),
+        }
+    }
+}
+
+/// Closes `pool` once the connections in use have come back. sqlx's close waits for them, but
+/// closes only those idle before its last wait: one given back during that wait would stay
+/// open (on SQLite keeping the write-ahead log at exit). So it is closed again until none is
+/// left.
+pub(crate) async fn close_pool(pool: &Pool) {
+    pool.close().await;
+    while pool.size() > 0 {
+        pool.close().await;
+    }
+}
+
 /// Installs the drivers `sqlx::Any` dispatches to (needed before connecting without a pool, as
 /// the test databases' administration does).
 #[cfg(feature = "testing")]
@@ -94,6 +300,7 @@ pub(crate) async fn query_plan(pool: &Pool, explain: DbQuery<'_>) -> String {
 
 #[cfg(test)]
 mod tests {
+    use futures_util::FutureExt;
     use sqlx::Row;
 
     use super::{CACHED_COUNT, Conn, counted, uncached};
@@ -175,6 +382,59 @@ mod tests {
             .map(|row| row.try_get::<String, _>(0).expect("an option"))
             .collect();
         assert!(options.iter().any(|o| o == "DEFAULT_MEMSTATUS=0"), "{options:?}");
+    }
+
+    /// Each of SQLite's read-only connections answers `SELECT n` with n, read concurrently so
+    /// that every connection is lent.
+    async fn every_reader_answers(store: &crate::Store) {
+        let reads = (0..16i64).map(|n| {
+            let store = store.clone();
+            async move {
+                let row = sqlx::query("SELECT CAST($1 AS BIGINT) AS n").bind(n).fetch_one(&store.reads).await;
+                (n, row.expect("a read").try_get::<i64, _>("n").expect("n"))
+            }
+        });
+        for (asked, answered) in futures_util::future::join_all(reads).await {
+            assert_eq!(asked, answered);
+        }
+    }
+
+    /// A read whose caller went away while SQLite was still stepping it (a request cut off)
+    /// leaves its connection usable without the ping sqlx's pool would make: the connection
+    /// goes back at once, and its next statement waits until the driver has reset the old one.
+    #[tokio::test]
+    async fn a_read_dropped_half_way_leaves_its_connection_usable() {
+        let url = crate::testing::fresh_sqlite_url("dropped_read");
+        let store = crate::Store::connect(&url).await.expect("an SQLite store");
+        // A hundred million rows, handed over as they are stepped.
+        let endless = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000000) \
+                       SELECT i FROM n";
+        for _ in 0..4 {
+            let mut read = std::pin::pin!(sqlx::query(endless).fetch_all(&store.reads));
+            assert!(read.as_mut().now_or_never().is_none(), "the read is under way");
+        }
+        assert_eq!(store.reads.usage(), (4, 4), "every connection came back");
+        every_reader_answers(&store).await;
+        store.close().await;
+    }
+
+    /// A read-only connection whose driver thread has ended is dropped and replaced, so the
+    /// readers keep their number and every one answers.
+    #[tokio::test]
+    async fn a_reader_whose_thread_ended_is_replaced() {
+        let url = crate::testing::fresh_sqlite_url("crashed_reader");
+        let store = crate::Store::connect(&url).await.expect("an SQLite store");
+        let super::Readers::Sqlite(readers) = &store.reads else { panic!("SQLite has its own readers") };
+        let conn = readers.lend().await.expect("a connection");
+        assert_eq!(store.reads.usage(), (4, 3));
+        let result: Result<(), sqlx::Error> = readers.settle(conn, Err(sqlx::Error::WorkerCrashed)).await;
+        assert!(matches!(result, Err(sqlx::Error::WorkerCrashed)), "the error is still the caller's");
+        assert_eq!(store.reads.usage(), (4, 4));
+        every_reader_answers(&store).await;
+        store.close().await;
+        assert_eq!(store.reads.usage(), (0, 0), "closed");
+        let after = sqlx::query("SELECT 1 AS n").fetch_one(&store.reads).await;
+        assert!(matches!(after, Err(sqlx::Error::PoolClosed)), "{:?}", after.err());
     }
 
     /// No other module of the store names the `Any` driver's types.

@@ -15,7 +15,7 @@
 //! statements, `INSERT … ON CONFLICT … DO UPDATE/NOTHING`, `RETURNING`, `UPDATE … FROM (VALUES …)`
 //! with `column1, column2, …` names, booleans stored as 0/1 integers and times as epoch seconds.
 
-use crate::db::{Conn, Pool, pool_options};
+use crate::db::{Conn, Pool, Readers, pool_options};
 use crate::{Backend, StoreError};
 
 /// Column types that differ between the migration trees, as (PostgreSQL, SQLite) token pairs;
@@ -103,23 +103,12 @@ impl Backend {
         }
     }
 
-    /// The pool for reads that stand alone: on SQLite several read-only connections beside the
-    /// writer (WAL allows them), on PostgreSQL the writer's pool.
-    pub(crate) async fn open_readers(self, url: &str, writer: &Pool) -> Result<Pool, StoreError> {
+    /// The connections for reads that stand alone ([`Readers`]): on SQLite several read-only
+    /// connections beside the writer (WAL allows them), on PostgreSQL the writer's pool.
+    pub(crate) async fn open_readers(self, url: &str, writer: &Pool) -> Result<Readers, StoreError> {
         Ok(match self {
-            Backend::Sqlite => {
-                pool_options()
-                    .max_connections(4)
-                    .after_connect(|conn, _| {
-                        Box::pin(async move {
-                            sqlx::Executor::execute(&mut *conn, "PRAGMA query_only = ON").await?;
-                            Ok(())
-                        })
-                    })
-                    .connect(url)
-                    .await?
-            }
-            Backend::Postgres => writer.clone(),
+            Backend::Sqlite => Readers::sqlite(url, 4).await?,
+            Backend::Postgres => Readers::Shared(writer.clone()),
         })
     }
 

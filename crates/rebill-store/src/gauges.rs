@@ -61,7 +61,8 @@ impl Store {
         let main = PoolUse { pool: "main", open: self.pool.size(), idle: self.pool.num_idle() as u32 };
         let pools = match self.backend {
             Backend::Sqlite => {
-                vec![main, PoolUse { pool: "reads", open: self.reads.size(), idle: self.reads.num_idle() as u32 }]
+                let (open, idle) = self.reads.usage();
+                vec![main, PoolUse { pool: "reads", open, idle }]
             }
             Backend::Postgres => vec![main],
         };

@@ -23,7 +23,7 @@ use sqlx::Row;
 
 use crate::billing_info::{FIELD_COLUMNS, fields_from_row, kind_from_row};
 use crate::coupons::Discounted;
-use crate::db::{DbQuery, Pool};
+use crate::db::{Db, DbQuery};
 use crate::events::NewEvent;
 use crate::list::{Arg, Conditions, Page, PageRequest, Within, into_page, order_and_limit};
 use crate::work::Work;
@@ -68,7 +68,10 @@ impl Store {
         Ok((invoice, lines))
     }
 
-    async fn invoice_where(&self, pool: &Pool, condition: &str, args: &[Arg]) -> Result<Option<Invoice>, StoreError> {
+    async fn invoice_where<'e, E>(&self, pool: E, condition: &str, args: &[Arg]) -> Result<Option<Invoice>, StoreError>
+    where
+        E: sqlx::Executor<'e, Database = Db>,
+    {
         let sql = format!("SELECT {INVOICE_COLUMNS} FROM invoices WHERE {condition}");
         let mut query = sqlx::query(&sql);
         for a in args {

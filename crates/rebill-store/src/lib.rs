@@ -110,7 +110,7 @@ pub mod work;
 
 use sqlx::Row;
 
-use crate::db::{DbRow, Pool};
+use crate::db::{DbRow, Pool, Readers, close_pool};
 
 pub use keys::{generate_private_key, generate_public_key, hash_key};
 pub use list::{Order, Page, PageRequest, Position, Sort};
@@ -323,7 +323,7 @@ pub struct Store {
     pool: Pool,
     /// Reads that stand alone (SQLite: several read-only connections beside the writer, which
     /// WAL allows; PostgreSQL: the same pool).
-    reads: Pool,
+    reads: Readers,
     backend: Backend,
     /// The sites and keys this process keeps in memory ([`settings`]).
     settings: std::sync::Arc<settings::Settings>,
@@ -435,15 +435,8 @@ impl Store {
     /// into the database and remove it, and PostgreSQL sees each session end. Statements after
     /// this fail.
     pub async fn close(&self) {
-        for pool in [&self.reads, &self.pool] {
-            // sqlx's close waits for the connections in use to come back, but closes only those
-            // idle before its last wait: one given back during that wait would stay open (on
-            // SQLite keeping the write-ahead log at exit). Closed again until none is left.
-            pool.close().await;
-            while pool.size() > 0 {
-                pool.close().await;
-            }
-        }
+        self.reads.close().await;
+        close_pool(&self.pool).await;
     }
 
     /// Whether the database answers and holds every migration this binary has, applied without

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use sqlx::Row;
 
-use crate::db::Pool;
+use crate::db::Db;
 use crate::invoices::rows::{ADJUSTMENT_COLUMNS, adjustment_from_row, insert_adjustment};
 use crate::invoices::{Adjustment, NewAdjustment};
 use crate::shipping_addresses::{ShippingAddress, addresses_by_id, details_shipping_address};
@@ -30,11 +30,14 @@ fn shipped_ids(lines: &[Adjustment]) -> Vec<i64> {
 impl Store {
     /// `lines` with the addresses they were shipped to, read in one query on `pool` (none when
     /// no line was shipped).
-    pub(crate) async fn with_addresses(
+    pub(crate) async fn with_addresses<'e, E>(
         &self,
-        pool: &Pool,
+        pool: E,
         mut lines: Vec<Adjustment>,
-    ) -> Result<Vec<Adjustment>, StoreError> {
+    ) -> Result<Vec<Adjustment>, StoreError>
+    where
+        E: sqlx::Executor<'e, Database = Db>,
+    {
         let addresses = addresses_by_id(pool, self.backend, &shipped_ids(&lines)).await?;
         show_addresses(&mut lines, &addresses);
         Ok(lines)
