@@ -22,7 +22,6 @@ use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::Response;
 use rebill_app::billing::queries;
-use rebill_app::platform::error::AppError;
 use rebill_app::platform::model::accounts::{
     Account as Stored, AccountActivity, AccountFields, AccountFilter, AccountState as StoredState, AddressFields,
 };
@@ -131,22 +130,16 @@ fn fields(account: &Account) -> AccountFields {
     }
 }
 
-/// The accounts as the API shows them (their activity is computed for all of them at once).
-async fn views(state: &AppState, accounts: &[Stored]) -> Result<Vec<Account>, AppError> {
-    let activity = queries::account_activity(state, accounts).await?;
-    Ok(accounts.iter().enumerate().map(|(i, a)| view(a, activity.get(i).copied().unwrap_or_default())).collect())
-}
-
-/// The endpoint's answer with the account document.
+/// The endpoint's answer with the account document, read again with its activity (after a
+/// write: as committed).
 async fn respond_account<E: ApiEndpoint<Response = Account>>(
     state: &AppState,
     call: &Routed<'_, E>,
     account: &Stored,
 ) -> Response {
-    match views(state, std::slice::from_ref(account)).await.map(|mut v| v.pop()) {
-        Ok(Some(view)) => call.answer(&view),
-        Ok(None) => respond::internal(&"no view of a stored account"),
-        Err(e) => respond::internal(&e),
+    match accounts::find_with_activity(state, &call.context(), &account.account_code).await {
+        Ok(found) => call.answer(&view(&found.account, found.activity)),
+        Err(e) => account_error(&call.ctx.wire, e),
     }
 }
 
@@ -197,14 +190,7 @@ pub(crate) async fn list(state: &AppState, call: &Routed<'_, api::ListAccounts>,
         Err(e) => return respond::internal(&e),
     };
     // HEAD only counts.
-    let items = if call.head {
-        Vec::new()
-    } else {
-        match views(state, &page.items).await {
-            Ok(items) => items,
-            Err(e) => return respond::internal(&e),
-        }
-    };
+    let items = if call.head { Vec::new() } else { page.items.iter().map(|a| view(&a.account, a.activity)).collect() };
     let path = call.endpoint.render(&[]);
     call.answer_page(&path, &query, &items, page.next, page.total)
 }
@@ -253,8 +239,8 @@ pub(crate) async fn create(state: &AppState, call: &Routed<'_, api::CreateAccoun
 
 /// `GET /v2/accounts/{account_code}`.
 pub(crate) async fn get(state: &AppState, call: &Routed<'_, api::GetAccount>) -> Response {
-    match accounts::find(state, &call.context(), &call.params[0]).await {
-        Ok(a) => respond_account(state, call, &a).await,
+    match accounts::find_with_activity(state, &call.context(), &call.params[0]).await {
+        Ok(found) => call.answer(&view(&found.account, found.activity)),
         Err(e) => account_error(&call.ctx.wire, e),
     }
 }

@@ -6,8 +6,6 @@
 //!
 //! Lists of accounts are read with the keyset paging of [`crate::list`].
 
-use std::collections::HashMap;
-
 use rebill_billing::states::InvoiceState;
 use sqlx::Row;
 
@@ -108,6 +106,14 @@ pub struct AccountActivity {
     pub has_past_due_invoice: bool,
 }
 
+/// An account with its activity, read together ([`Store::account_with_activity`],
+/// [`Store::list_accounts`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccountWithActivity {
+    pub account: Account,
+    pub activity: AccountActivity,
+}
+
 /// Narrows an account list.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct AccountFilter {
@@ -118,6 +124,50 @@ const ACCOUNT_COLUMNS: &str = "id, site_id, account_code, state, username, email
      company_name, vat_number, tax_exempt, entity_use_code, address1, address2, address_city, address_state, \
      address_zip, address_country, address_phone, accept_language, preferred_locale, hosted_login_token, \
      created_at, updated_at, closed_at";
+
+/// The activity of each row's account, as columns beside its own (`FROM accounts`): whether
+/// it has a subscription in each state that has a flag, and a past-due invoice. Each is an
+/// index probe of the account's subscriptions or invoices; read by [`activity_from_row`].
+static ACTIVITY_COLUMNS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let exists = |table: &str, state: &str, name: &str| {
+        format!(
+            "CAST(CASE WHEN EXISTS (SELECT 1 FROM {table} t WHERE t.account_id = accounts.id AND t.state = '{state}') \
+             THEN 1 ELSE 0 END AS BIGINT) AS {name}"
+        )
+    };
+    [
+        exists("subscriptions", "active", "activity_active"),
+        exists("subscriptions", "future", "activity_future"),
+        exists("subscriptions", "canceled", "activity_canceled"),
+        exists("subscriptions", "paused", "activity_paused"),
+        exists("invoices", InvoiceState::PastDue.as_str(), "activity_past_due"),
+    ]
+    .join(", ")
+});
+
+/// The site's account with a code (`$1`, `$2`), with its activity.
+static ACCOUNT_WITH_ACTIVITY: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!("SELECT {ACCOUNT_COLUMNS}, {} FROM accounts WHERE site_id = $1 AND account_code = $2", *ACTIVITY_COLUMNS)
+});
+
+/// What [`ACTIVITY_COLUMNS`] read: live is active, canceled or paused.
+fn activity_from_row(row: &DbRow) -> Result<AccountActivity, StoreError> {
+    let active = get_flag(row, "activity_active")?;
+    let canceled = get_flag(row, "activity_canceled")?;
+    let paused = get_flag(row, "activity_paused")?;
+    Ok(AccountActivity {
+        has_live_subscription: active || canceled || paused,
+        has_active_subscription: active,
+        has_future_subscription: get_flag(row, "activity_future")?,
+        has_canceled_subscription: canceled,
+        has_paused_subscription: paused,
+        has_past_due_invoice: get_flag(row, "activity_past_due")?,
+    })
+}
+
+fn account_with_activity_from_row(row: &DbRow) -> Result<AccountWithActivity, StoreError> {
+    Ok(AccountWithActivity { account: account_from_row(row)?, activity: activity_from_row(row)? })
+}
 
 fn account_from_row(row: &DbRow) -> Result<Account, StoreError> {
     let state: String = row.try_get("state")?;
@@ -253,6 +303,17 @@ impl Store {
                 .fetch_optional(&self.reads)
                 .await?;
         row.as_ref().map(account_from_row).transpose()
+    }
+
+    /// The site's account with this code and its activity, in one statement.
+    pub async fn account_with_activity(
+        &self,
+        site_id: i64,
+        account_code: &str,
+    ) -> Result<Option<AccountWithActivity>, StoreError> {
+        let row =
+            sqlx::query(&ACCOUNT_WITH_ACTIVITY).bind(site_id).bind(account_code).fetch_optional(&self.reads).await?;
+        row.as_ref().map(account_with_activity_from_row).transpose()
     }
 
     /// The site's accounts with these codes (one statement per 500; a code with no account has
@@ -396,14 +457,14 @@ impl Store {
         self.account(site_id, account_code).await
     }
 
-    /// A page of the site's accounts, with the number of accounts matching `filter` and the
-    /// page's time range.
+    /// A page of the site's accounts with their activity, with the number of accounts matching
+    /// `filter` and the page's time range.
     pub async fn list_accounts(
         &self,
         site_id: i64,
         filter: &AccountFilter,
         page: &PageRequest,
-    ) -> Result<Page<Account>, StoreError> {
+    ) -> Result<Page<AccountWithActivity>, StoreError> {
         let mut conditions = Conditions::default();
         conditions.eq("site_id", Arg::Int(site_id));
         if let Some(state) = filter.state {
@@ -413,49 +474,15 @@ impl Store {
         let count_sql = format!("SELECT COUNT(*) AS n FROM accounts{}", conditions.sql());
         let total: i64 = conditions.bind(sqlx::query(&count_sql)).fetch_one(&self.reads).await?.try_get("n")?;
         conditions.after(page);
-        let sql = format!("SELECT {ACCOUNT_COLUMNS} FROM accounts{}{}", conditions.sql(), order_and_limit(page));
-        let rows = conditions.bind(sqlx::query(&sql)).fetch_all(&self.reads).await?;
-        let items = rows.iter().map(account_from_row).collect::<Result<Vec<_>, _>>()?;
-        Ok(into_page(items, page, total, |a| a.position(page.sort)))
-    }
-
-    /// What the accounts' subscriptions and invoices say about each (same order as `accounts`):
-    /// the `has_*_subscription` flags from the states of their subscriptions (live = active,
-    /// canceled or paused), and `has_past_due_invoice`. One statement for all of them: the
-    /// distinct states of their subscriptions, and of their past-due invoices.
-    pub async fn account_activity(&self, accounts: &[Account]) -> Result<Vec<AccountActivity>, StoreError> {
-        if accounts.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut conditions = Conditions::default();
-        let ids: Vec<String> = accounts.iter().map(|a| conditions.arg(Arg::Int(a.id))).collect();
-        let ids = ids.join(", ");
-        let past_due = conditions.arg(Arg::Text(InvoiceState::PastDue.as_str().to_owned()));
         let sql = format!(
-            "SELECT DISTINCT account_id, CAST(0 AS BIGINT) AS invoice, state FROM subscriptions WHERE account_id IN ({ids}) \
-             UNION ALL \
-             SELECT DISTINCT account_id, CAST(1 AS BIGINT) AS invoice, state FROM invoices \
-               WHERE state = {past_due} AND account_id IN ({ids})"
+            "SELECT {ACCOUNT_COLUMNS}, {} FROM accounts{}{}",
+            *ACTIVITY_COLUMNS,
+            conditions.sql(),
+            order_and_limit(page)
         );
-        let rows = conditions.bind(crate::db::counted(&sql, accounts.len())).fetch_all(&self.reads).await?;
-        let mut found: HashMap<i64, AccountActivity> = HashMap::with_capacity(accounts.len());
-        for row in &rows {
-            let activity = found.entry(row.try_get("account_id")?).or_default();
-            let state: String = row.try_get("state")?;
-            if get_flag(row, "invoice")? {
-                activity.has_past_due_invoice = true;
-                continue;
-            }
-            match state.as_str() {
-                "active" => activity.has_active_subscription = true,
-                "future" => activity.has_future_subscription = true,
-                "canceled" => activity.has_canceled_subscription = true,
-                "paused" => activity.has_paused_subscription = true,
-                _ => {}
-            }
-            activity.has_live_subscription |= matches!(state.as_str(), "active" | "canceled" | "paused");
-        }
-        Ok(accounts.iter().map(|a| found.get(&a.id).copied().unwrap_or_default()).collect())
+        let rows = conditions.bind(sqlx::query(&sql)).fetch_all(&self.reads).await?;
+        let items = rows.iter().map(account_with_activity_from_row).collect::<Result<Vec<_>, _>>()?;
+        Ok(into_page(items, page, total, |a| a.account.position(page.sort)))
     }
 }
 
@@ -531,7 +558,8 @@ mod tests {
             let again = store.reopen_account(s, "c1", NOW + 40, &[]).await.expect("reopen").expect("found");
             assert_eq!(again.updated_at, NOW + 30);
             assert_eq!(store.close_account(s, "nope", NOW, &[]).await.expect("close"), None);
-            assert_eq!(store.account_activity(&[r]).await.expect("activity"), vec![AccountActivity::default()]);
+            let read = store.account_with_activity(s, "c1").await.expect("read").expect("found");
+            assert_eq!(read, AccountWithActivity { account: r, activity: AccountActivity::default() });
         }
     }
 
@@ -591,7 +619,9 @@ mod tests {
                 store.create_account(s, &format!("a{i}"), &named("x"), NOW + t, &[]).await.expect("create");
             }
             store.close_account(s, "a1", NOW + 40, &[]).await.expect("close");
-            let codes = |p: &Page<Account>| p.items.iter().map(|a| a.account_code.clone()).collect::<Vec<_>>();
+            let codes = |p: &Page<AccountWithActivity>| {
+                p.items.iter().map(|a| a.account.account_code.clone()).collect::<Vec<_>>()
+            };
             let all = AccountFilter::default();
 
             let first = PageRequest { limit: 2, ..PageRequest::default() };
@@ -605,7 +635,7 @@ mod tests {
             let asc = PageRequest { order: Order::Asc, limit: 3, ..PageRequest::default() };
             let p = store.list_accounts(s, &all, &asc).await.expect("page");
             assert_eq!(codes(&p), vec!["a0", "a1", "a2"]);
-            assert_eq!(p.next, Some(Position { value: NOW + 10, id: p.items[2].id }));
+            assert_eq!(p.next, Some(Position { value: NOW + 10, id: p.items[2].account.id }));
 
             let closed = AccountFilter { state: Some(AccountState::Closed) };
             let p = store.list_accounts(s, &closed, &PageRequest::default()).await.expect("page");

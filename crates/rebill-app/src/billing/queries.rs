@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 
-use rebill_store::accounts::{Account, AccountActivity, AccountFilter};
+use rebill_store::accounts::{AccountFilter, AccountWithActivity};
 use rebill_store::credits::{CreditPayment, CreditPaymentFilter};
 use rebill_store::invoices::{Adjustment, Invoice, InvoiceFilter, Transaction, TransactionFilter};
 use rebill_store::subscriptions::{SubscriptionFilter, SubscriptionRecord};
@@ -24,19 +24,14 @@ pub enum ReadError {
     Store(#[from] StoreError),
 }
 
-/// A page of the site's accounts.
+/// A page of the site's accounts, each with its activity (subscriptions past due, paused, …).
 pub async fn accounts(
     services: &Services,
     ctx: &Context,
     filter: &AccountFilter,
     page: &PageRequest,
-) -> Result<Page<Account>, ReadError> {
+) -> Result<Page<AccountWithActivity>, ReadError> {
     Ok(services.store.list_accounts(ctx.site.id, filter, page).await?)
-}
-
-/// What each of `accounts` has (subscriptions past due, paused, …), in their order.
-pub async fn account_activity(services: &Services, accounts: &[Account]) -> Result<Vec<AccountActivity>, ReadError> {
-    Ok(services.store.account_activity(accounts).await?)
 }
 
 /// A page of the site's invoices.

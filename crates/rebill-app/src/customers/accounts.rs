@@ -3,7 +3,7 @@
 
 use rebill_billing::balance::{AccountBalance, CurrencyInvoices, account_balance};
 use rebill_store::StoreError;
-use rebill_store::accounts::{Account, AccountFields};
+use rebill_store::accounts::{Account, AccountFields, AccountWithActivity};
 
 use rebill_store::shipping_addresses::ShippingFields;
 
@@ -123,6 +123,20 @@ pub async fn update(
 /// The account `code` of the site.
 pub async fn find(services: &Services, ctx: &Context, code: &str) -> Result<Account, AccountError> {
     services.store.account(ctx.site.id, code).await?.ok_or_else(|| AccountError::NotFound(code.to_owned()))
+}
+
+/// The account `code` of the site with its activity (what its subscriptions and invoices say
+/// about it), read together.
+pub async fn find_with_activity(
+    services: &Services,
+    ctx: &Context,
+    code: &str,
+) -> Result<AccountWithActivity, AccountError> {
+    services
+        .store
+        .account_with_activity(ctx.site.id, code)
+        .await?
+        .ok_or_else(|| AccountError::NotFound(code.to_owned()))
 }
 
 /// Closes the account `code` (closing a closed account changes nothing).

@@ -8,7 +8,7 @@ pub use rebill_store::{ApiKey, Mode, Order, Page, PageRequest, Position, Site, S
 /// Accounts and their list filter.
 pub mod accounts {
     pub use rebill_store::accounts::{
-        Account, AccountActivity, AccountFields, AccountFilter, AccountState, AddressFields,
+        Account, AccountActivity, AccountFields, AccountFilter, AccountState, AccountWithActivity, AddressFields,
     };
 }
 

@@ -1,5 +1,5 @@
 use super::*;
-use crate::accounts::{AccountActivity, AccountFields};
+use crate::accounts::{AccountActivity, AccountFields, AccountFilter};
 use crate::billing_info::{BillingFields, PaymentKind};
 use crate::testing::both_backends;
 use crate::{Mode, NewSite, Order, Plan};
@@ -170,16 +170,15 @@ async fn invoices_are_numbered_per_site_and_take_pending_adjustments() {
             (Some(NOW + 86_400), 1, None)
         );
         let both = [
-            store.account(s, "c1").await.expect("read").expect("found"),
-            store.account(other, "c1").await.expect("read").expect("found"),
+            store.account_with_activity(s, "c1").await.expect("read").expect("found"),
+            store.account_with_activity(other, "c1").await.expect("read").expect("found"),
         ];
-        let activity = store.account_activity(&both).await.expect("activity");
         assert_eq!(
-            activity.iter().map(|a| a.has_past_due_invoice).collect::<Vec<_>>(),
+            both.iter().map(|a| a.activity.has_past_due_invoice).collect::<Vec<_>>(),
             [true, false],
             "only the account with the past-due invoice has one (the other site's account of the same code has none)"
         );
-        assert_eq!(foreign, both[1].id);
+        assert_eq!(foreign, both[1].account.id);
 
         // Lists.
         let all = store.list_invoices(s, &InvoiceFilter::default(), &PageRequest::default()).await.expect("list");
@@ -207,10 +206,10 @@ async fn invoices_are_numbered_per_site_and_take_pending_adjustments() {
     }
 }
 
-/// The activity of several accounts comes from one read of their subscriptions' states and
-/// their past-due invoices, each account's flags its own, in the order the accounts were given.
+/// An account's activity is read with it, one at a time and on a page of accounts: each
+/// account's flags come from its own subscriptions' states and past-due invoices.
 #[tokio::test]
-async fn account_activity_reads_subscriptions_and_past_due_invoices_of_many_accounts() {
+async fn accounts_are_read_with_their_subscriptions_and_past_due_invoices() {
     for store in both_backends("account_activity").await {
         let s = site(&store, "a").await;
         let fields = crate::plans::PlanFields {
@@ -243,8 +242,12 @@ async fn account_activity_reads_subscriptions_and_past_due_invoices_of_many_acco
             let new = NewInvoice { state, ..invoice(accounts[owner].id, 100) };
             store.create_invoice(s, &new, &[], &[], NOW, &[], None, Discounted::default()).await.expect("invoice");
         }
-        let order = [&accounts[3], &accounts[2], &accounts[0], &accounts[1]].map(Clone::clone);
-        let activity = store.account_activity(&order).await.expect("activity");
+        let mut one_at_a_time = Vec::new();
+        for code in ["late", "quiet", "busy", "future"] {
+            let found = store.account_with_activity(s, code).await.expect("read").expect("found");
+            assert_eq!(found.account.account_code, code);
+            one_at_a_time.push(found.activity);
+        }
         let late = AccountActivity {
             has_live_subscription: true,
             has_paused_subscription: true,
@@ -258,8 +261,14 @@ async fn account_activity_reads_subscriptions_and_past_due_invoices_of_many_acco
             ..AccountActivity::default()
         };
         let future = AccountActivity { has_future_subscription: true, ..AccountActivity::default() };
-        assert_eq!(activity, [late, AccountActivity::default(), busy, future]);
-        assert!(store.account_activity(&[]).await.expect("none").is_empty());
+        assert_eq!(one_at_a_time, [late, AccountActivity::default(), busy, future]);
+        // A page (oldest first: the order of creation) holds the same flags.
+        let oldest_first = PageRequest { order: Order::Asc, ..PageRequest::default() };
+        let page = store.list_accounts(s, &AccountFilter::default(), &oldest_first).await.expect("page");
+        let listed: Vec<(&str, AccountActivity)> =
+            page.items.iter().map(|a| (a.account.account_code.as_str(), a.activity)).collect();
+        assert_eq!(listed, [("busy", busy), ("future", future), ("quiet", AccountActivity::default()), ("late", late)]);
+        assert_eq!(store.account_with_activity(s, "nobody").await.expect("read"), None);
     }
 }
 
