@@ -131,7 +131,8 @@ impl Endpoint {
     /// # Panics
     /// If the number of parameters does not match the template (a programming error).
     pub fn render(&self, params: &[&str]) -> String {
-        let mut out = String::new();
+        // Room for the template and the values unescaped: one allocation for most paths.
+        let mut out = String::with_capacity(self.path.len() + params.iter().map(|p| p.len()).sum::<usize>());
         let mut values = params.iter();
         for (i, segment) in self.path.split('/').enumerate() {
             if i > 0 {

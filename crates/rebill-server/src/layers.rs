@@ -500,13 +500,18 @@ fn route_label(path: &str) -> &'static str {
 pub(crate) async fn request_log(mut request: Request, next: Next) -> Response {
     let started = Instant::now();
     let method = request.method().clone();
-    let path = cut(request.uri().path());
-    let query = request.uri().query().map(loggable_query).unwrap_or_default();
+    let uri = request.uri().clone();
     let fields = LogFields::default();
     request.extensions_mut().insert(fields.clone());
     let response = next.run(request).await;
-    let endpoint = fields.routed().unwrap_or_else(|| route_label(&path));
+    let endpoint = fields.routed().unwrap_or_else(|| route_label(uri.path()));
     crate::metrics::request(endpoint, &method, response.status(), started.elapsed());
+    // The line's text is made only when it is written.
+    if !tracing::enabled!(target: "rebill::request", tracing::Level::INFO) {
+        return response;
+    }
+    let path = cut(uri.path());
+    let query = uri.query().map(loggable_query).unwrap_or_default();
     let (site, version) = fields.learned();
     let site = site.map(|s| s.to_string()).unwrap_or_else(|| "-".to_owned());
     let version = version.map(|v| v.to_string()).unwrap_or_else(|| "-".to_owned());

@@ -369,15 +369,21 @@ impl Href {
 
 /// Appends `segment` percent-encoded for use as one URL path segment.
 pub fn push_path_segment(out: &mut String, segment: &str) {
-    for b in segment.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push('%');
-            out.push(char::from(b"0123456789ABCDEF"[usize::from(b >> 4)]));
-            out.push(char::from(b"0123456789ABCDEF"[usize::from(b & 15)]));
+    let unreserved = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~');
+    let bytes = segment.as_bytes();
+    let mut run_start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        if unreserved(b) {
+            continue;
         }
+        // The run before this byte is ASCII, so it is always text.
+        out.push_str(std::str::from_utf8(&bytes[run_start..i]).unwrap_or_default());
+        out.push('%');
+        out.push(char::from(b"0123456789ABCDEF"[usize::from(b >> 4)]));
+        out.push(char::from(b"0123456789ABCDEF"[usize::from(b & 15)]));
+        run_start = i + 1;
     }
+    out.push_str(std::str::from_utf8(&bytes[run_start..]).unwrap_or_default());
 }
 
 /// The parameters of an href `pattern` (`/v2/accounts/{account_code}/balance`, each `{name}` a
@@ -619,6 +625,29 @@ mod tests {
         let mut s = String::new();
         push_path_segment(&mut s, "a b/ü");
         assert_eq!(s, "a%20b%2F%C3%BC");
+        for (segment, encoded) in [("", ""), ("acct-1_a.b~c", "acct-1_a.b~c"), ("ü", "%C3%BC"), ("x ", "x%20")] {
+            let mut s = String::from("/");
+            push_path_segment(&mut s, segment);
+            assert_eq!(s, format!("/{encoded}"));
+        }
+    }
+
+    proptest::proptest! {
+        /// Every segment is encoded with unreserved bytes as they are and every other byte of
+        /// its UTF-8 as `%XX`, and decodes back to itself.
+        #[test]
+        fn any_path_segment_is_encoded_byte_by_byte_and_decodes_back(segment in "\\PC{0,24}") {
+            let mut encoded = String::new();
+            push_path_segment(&mut encoded, &segment);
+            let expected: String = segment
+                .bytes()
+                .map(|b| {
+                    if b.is_ascii_alphanumeric() || b"-._~".contains(&b) { char::from(b).to_string() } else { format!("%{b:02X}") }
+                })
+                .collect();
+            proptest::prop_assert_eq!(&encoded, &expected);
+            proptest::prop_assert_eq!(percent_decode(&encoded), Some(segment));
+        }
     }
 
     #[test]
