@@ -418,6 +418,19 @@ fn conditional_gets_and_canonical_names(db: &str) {
     assert!(head.head.contains("\r\nX-Records: 2"), "{}", head.head);
     assert_eq!(head.body, "");
 
+    // A 401's challenge and a create's Location as clients spell them.
+    let anonymous = format!(
+        "GET /v2/accounts HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nAccept: application/xml\r\nX-Api-Version: 2.11\r\n\r\n",
+        s.addr
+    );
+    let r = raw(&s.addr, &anonymous);
+    assert_eq!(r.status, 401, "{}", r.body);
+    assert!(r.has_exact_header("WWW-Authenticate"), "{}", r.head);
+    let r =
+        authed(&s, "POST", "/v2/accounts", &xml_at("2.11"), "<account><account_code>etag-3</account_code></account>");
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert!(r.has_exact_header("Location"), "{}", r.head);
+
     // An absolute-form target is routed by its path; hrefs use the host the client called.
     let absolute = format!(
         "GET http://{0}/v2/accounts/etag-1 HTTP/1.1\r\nHost: {0}\r\nConnection: close\r\nAuthorization: Basic {1}\r\nAccept: application/xml\r\nX-Api-Version: 2.11\r\n\r\n",

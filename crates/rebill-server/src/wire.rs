@@ -55,7 +55,8 @@ pub const CANONICAL_NAMES: &[&str] = &[
     "Allow",
 ];
 
-/// Extensions holding hyper's header-case map for [`CANONICAL_NAMES`].
+/// Extensions holding hyper's header-case map for those of [`CANONICAL_NAMES`] that title
+/// case spells otherwise (hyper writes title case for names not in the map).
 pub async fn canonical_case_extensions() -> io::Result<Extensions> {
     let (mut client, server) = tokio::io::duplex(16 * 1024);
     let (tx, rx) = tokio::sync::oneshot::channel();
@@ -71,7 +72,8 @@ pub async fn canonical_case_extensions() -> io::Result<Extensions> {
         .serve_connection(TokioIo::new(server), service);
     let task = tokio::spawn(conn);
     let mut head = String::from("GET / HTTP/1.1\r\nHost: rebill\r\n");
-    for name in CANONICAL_NAMES {
+    // Only the names title case would spell otherwise: the map is copied into every response.
+    for name in CANONICAL_NAMES.iter().filter(|name| title_case(name) != **name) {
         if !name.eq_ignore_ascii_case("content-length") {
             head.push_str(&format!("{name}: x\r\n"));
         }
@@ -82,6 +84,19 @@ pub async fn canonical_case_extensions() -> io::Result<Extensions> {
     client.read_to_end(&mut sink).await?;
     let _ = task.await;
     rx.await.map_err(|_| io::Error::other("hyper did not deliver the header-case request"))
+}
+
+/// A header name as hyper's title case writes it: the first letter and each one after a `-`
+/// upper case, the others lower case.
+fn title_case(name: &str) -> String {
+    let mut upper = true;
+    name.chars()
+        .map(|c| {
+            let out = if upper { c.to_ascii_uppercase() } else { c.to_ascii_lowercase() };
+            upper = c == '-';
+            out
+        })
+        .collect()
 }
 
 /// Serves `app` on `listener` (HTTP/1.1, canonical header names) with at most
@@ -156,4 +171,20 @@ pub async fn serve(
         Err(_) => tracing::warn!(grace_seconds = grace.as_secs(), "connections still open when the grace ended"),
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{CANONICAL_NAMES, title_case};
+
+    /// Only the names hyper's title case would misspell go into the header-case map.
+    #[test]
+    fn the_map_holds_the_names_title_case_misspells() {
+        assert_eq!(title_case("content-type"), "Content-Type");
+        let misspelled: Vec<&str> = CANONICAL_NAMES.iter().copied().filter(|name| title_case(name) != *name).collect();
+        assert_eq!(
+            misspelled,
+            ["ETag", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "WWW-Authenticate"]
+        );
+    }
 }
