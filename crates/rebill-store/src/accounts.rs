@@ -357,7 +357,7 @@ impl Store {
     /// one transaction. Nothing is removed (`Ok(false)`) once the account has a subscription, an
     /// invoice, an adjustment or a transaction that is not a verification.
     pub async fn discard_new_account(&self, site_id: i64, account_id: i64) -> Result<bool, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = crate::db::begin(&self.pool).await?;
         let held: i64 = sqlx::query(
             "SELECT (SELECT COUNT(*) FROM subscriptions WHERE account_id = $1) \
              + (SELECT COUNT(*) FROM invoices WHERE account_id = $1) \

@@ -140,7 +140,7 @@ impl Store {
             columns.join(", "),
             placeholders.join(", ")
         );
-        let mut tx = self.pool.begin().await?;
+        let mut tx = crate::db::begin(&self.pool).await?;
         let query = sqlx::query(&sql).bind(plan_id).bind(add_on_code).bind(now);
         let id: i64 = match bind_settable(query, values).fetch_one(&mut *tx).await {
             Ok(row) => row.try_get("id")?,
@@ -188,7 +188,7 @@ impl Store {
              RETURNING id",
             sets.join(", ")
         );
-        let mut tx = self.pool.begin().await?;
+        let mut tx = crate::db::begin(&self.pool).await?;
         let query = sqlx::query(&sql).bind(now).bind(plan_id).bind(add_on_code);
         let Some(row) = bind_settable(query, values).fetch_optional(&mut *tx).await? else {
             return Ok(None);

@@ -256,6 +256,23 @@ impl<'c> sqlx::Executor<'c> for &'c Readers {
     }
 }
 
+/// Begins a transaction on a connection of `pool`, in a task of its own so that it completes
+/// even when the caller is dropped half-way (a client that went away, a timeout).
+///
+/// sqlx's PostgreSQL `BEGIN` is not cancel-safe (sqlx 0.8.6 and 0.9.0): it counts the
+/// transaction only once the server has answered, so a caller dropped while waiting leaves the
+/// session inside a transaction that nothing rolls back, and the pool lends that connection on.
+/// The next borrower's statements then run inside it, unseen by everyone else and holding
+/// their locks (a token or a claim never committed). Here the `BEGIN` always completes; a
+/// transaction whose caller has gone is dropped in the task, and sqlx rolls it back before the
+/// connection goes back to the pool.
+pub(crate) async fn begin(pool: &Pool) -> Result<Tx, sqlx::Error> {
+    let pool = pool.clone();
+    tokio::spawn(async move { pool.begin().await })
+        .await
+        .map_err(|e| sqlx::Error::Io(std::io::Error::other(format!("beginning a transaction: {e}"))))?
+}
+
 /// Closes `pool` once the connections in use have come back. sqlx's close waits for them, but
 /// closes only those idle before its last wait: one given back during that wait would stay
 /// open (on SQLite keeping the write-ahead log at exit). So it is closed again until none is
@@ -368,6 +385,41 @@ mod tests {
         store.sites().await.expect("a read through a new connection");
     }
 
+    /// A transaction whose caller is dropped while PostgreSQL has not answered its `BEGIN` yet
+    /// leaves no open transaction on the connection: the next borrower's writes are committed
+    /// and seen by everyone. (Through sqlx's own `Pool::begin` the write is lost inside the
+    /// abandoned transaction.)
+    #[tokio::test]
+    async fn a_begin_dropped_half_way_leaves_no_transaction_behind() {
+        use sqlx::Connection;
+        let database = fresh_postgres_database("cancelled_begin").await;
+        // One connection, so every borrower gets the one the abandoned BEGIN ran on.
+        let pool = super::pool_options().max_connections(1).connect(database.url()).await.expect("a pool");
+        sqlx::query("CREATE TABLE written (n BIGINT)").execute(&pool).await.expect("a table");
+        let mut admin = Conn::connect(database.url()).await.expect("an administrative connection");
+        for n in 1..=10i64 {
+            {
+                let mut begin = std::pin::pin!(super::begin(&pool));
+                assert!(begin.as_mut().now_or_never().is_none(), "the BEGIN is under way");
+            }
+            sqlx::query("INSERT INTO written (n) VALUES ($1)").bind(n).execute(&pool).await.expect("a write");
+            let row = sqlx::query("SELECT CAST(COUNT(*) AS BIGINT) AS n FROM written")
+                .fetch_one(&mut admin)
+                .await
+                .expect("the count");
+            assert_eq!(row.try_get::<i64, _>("n").expect("n"), n, "every write is committed");
+        }
+        let open = sqlx::query(
+            "SELECT CAST(COUNT(*) AS BIGINT) AS n FROM pg_stat_activity \
+             WHERE datname = current_database() AND state LIKE 'idle in transaction%'",
+        )
+        .fetch_one(&mut admin)
+        .await
+        .expect("the sessions");
+        assert_eq!(open.try_get::<i64, _>("n").expect("n"), 0, "no session is left in a transaction");
+        pool.close().await;
+    }
+
     /// The bundled SQLite is built without memory statistics (`.cargo/config.toml`), so its
     /// allocations take no mutex shared by every connection.
     #[tokio::test]
@@ -437,7 +489,8 @@ mod tests {
         assert!(matches!(after, Err(sqlx::Error::PoolClosed)), "{:?}", after.err());
     }
 
-    /// No other module of the store names the `Any` driver's types.
+    /// No other module of the store names the `Any` driver's types or begins a transaction
+    /// itself.
     #[test]
     fn only_this_module_names_sqlx_any() {
         let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -456,7 +509,10 @@ mod tests {
                 }
                 let text = std::fs::read_to_string(&path).expect("source");
                 read += 1;
-                for needle in ["sqlx::Any", "sqlx::any", "AnyPool", "AnyRow", "AnyConnection", "AnyArguments"] {
+                // Transactions begin through `db::begin` only (sqlx's own is not cancel-safe).
+                for needle in
+                    ["sqlx::Any", "sqlx::any", "AnyPool", "AnyRow", "AnyConnection", "AnyArguments", ".begin()"]
+                {
                     if text.contains(needle) {
                         offenders.push(format!("{}: {needle}", path.display()));
                     }

@@ -177,7 +177,7 @@ impl Store {
         if site_now < site.now(service_now) {
             return Err(StoreError::Invalid("a site's clock only moves forward".into()));
         }
-        let mut tx = self.pool.begin().await?;
+        let mut tx = crate::db::begin(&self.pool).await?;
         let moved = sqlx::query("UPDATE sites SET clock_offset = $1 WHERE id = $2 AND clock_offset <= $1")
             .bind(site_now - service_now)
             .bind(site.id)

@@ -458,7 +458,7 @@ impl Store {
         if self.site(&new.name).await.is_ok() {
             return Err(StoreError::DuplicateSite(new.name.clone()));
         }
-        let mut tx = self.pool.begin().await?;
+        let mut tx = crate::db::begin(&self.pool).await?;
         let row = sqlx::query(
             "INSERT INTO sites (name, mode, plan, credit_memos, good_standing, contact, public_key, created_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
@@ -522,7 +522,7 @@ impl Store {
         {
             return Err(StoreError::Invalid(format!("rate limit {n} (at least 1 request per minute)")));
         }
-        let mut tx = self.pool.begin().await?;
+        let mut tx = crate::db::begin(&self.pool).await?;
         sqlx::query(
             "UPDATE sites SET mode = $1, plan = $2, credit_memos = $3, good_standing = $4, contact = $5, \
              rate_limit_per_minute = $6 WHERE id = $7",
@@ -558,7 +558,7 @@ impl Store {
             return Err(StoreError::KeyLimit { site: site.name.clone(), limit: site.key_limit() });
         }
         let key = generate_private_key();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = crate::db::begin(&self.pool).await?;
         let row = sqlx::query(&format!(
             "INSERT INTO api_keys (site_id, key_hash, key_hint, read_only, created_at, number) \
              VALUES ($1, $2, $3, $4, $5, {NEXT_KEY_NUMBER}) RETURNING id"
@@ -610,7 +610,7 @@ impl Store {
             OldKey::Keep12h => now + KEY_GRACE_SECONDS,
         };
         let key = generate_private_key();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = crate::db::begin(&self.pool).await?;
         sqlx::query("UPDATE api_keys SET expires_at = $1 WHERE id = $2")
             .bind(expires)
             .bind(existing.id)
@@ -689,7 +689,7 @@ impl Store {
 
     /// Gives the site a new public key (the old one stops working at once).
     pub async fn regenerate_public_key(&self, site: &Site, now: i64) -> Result<Site, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = crate::db::begin(&self.pool).await?;
         sqlx::query("UPDATE sites SET public_key = $1 WHERE id = $2")
             .bind(generate_public_key())
             .bind(site.id)

@@ -586,7 +586,7 @@ impl Store {
             columns.join(", "),
             placeholders.join(", ")
         );
-        let mut tx = self.pool.begin().await?;
+        let mut tx = crate::db::begin(&self.pool).await?;
         let query = sqlx::query(&sql).bind(site_id).bind(plan_code).bind(now);
         let id: i64 = match bind_settable(query, values).fetch_one(&mut *tx).await {
             Ok(row) => row.try_get("id")?,
@@ -635,7 +635,7 @@ impl Store {
              RETURNING id",
             sets.join(", ")
         );
-        let mut tx = self.pool.begin().await?;
+        let mut tx = crate::db::begin(&self.pool).await?;
         let query = sqlx::query(&sql).bind(now).bind(site_id).bind(plan_code);
         let Some(row) = bind_settable(query, values).fetch_optional(&mut *tx).await? else {
             return Ok(None);

@@ -145,7 +145,7 @@ impl Store {
     /// Reserves up to [`share`] requests of the site's window in the bucket of `minute`, as much
     /// as the window has room for (nothing when it is full).
     async fn reserve(&self, site_id: i64, limit: i64, minute: i64, oldest: i64) -> Result<Budget, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = crate::db::begin(&self.pool).await?;
         // Counters need no durable commit: a lost reservation after a crash is harmless.
         self.backend.relaxed_commit(&mut tx).await?;
         // The bucket's row first, locked: reservations of other processes wait for this one.

@@ -278,7 +278,7 @@ impl Store {
     /// its charges and its events (the refused creation changed nothing), while the caller holds
     /// its claim. Pending jobs of its uuid go too.
     pub async fn discard_subscription(&self, claim: &SubscriptionClaim) -> Result<bool, StoreError> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = crate::db::begin(&self.pool).await?;
         let Some(row) = sqlx::query("SELECT site_id, uuid FROM subscriptions WHERE id = $1 AND lock_token = $2")
             .bind(claim.subscription_id)
             .bind(&claim.token)

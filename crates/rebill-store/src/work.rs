@@ -34,6 +34,6 @@ impl Work {
 impl Store {
     /// Begins a [`Work`] on the writer.
     pub async fn begin_work(&self) -> Result<Work, StoreError> {
-        Ok(Work { tx: self.pool.begin().await?, backend: self.backend })
+        Ok(Work { tx: crate::db::begin(&self.pool).await?, backend: self.backend })
     }
 }
