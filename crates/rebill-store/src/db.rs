@@ -142,6 +142,13 @@ impl SqliteReaders {
         }
     }
 
+    /// Runs `statement` on a lent connection, then gives the connection back ([`Self::settle`]).
+    async fn run<T>(&self, statement: impl AsyncFnOnce(&mut Conn) -> Result<T, sqlx::Error>) -> Result<T, sqlx::Error> {
+        let mut conn = self.lend().await?;
+        let result = statement(&mut conn).await;
+        self.settle(conn, result).await
+    }
+
     /// Gives `conn` back after a statement that ended with `result`; a connection whose thread
     /// has gone is replaced instead.
     async fn settle<T>(
@@ -182,11 +189,9 @@ impl<'c> sqlx::Executor<'c> for &'c Readers {
     {
         match self {
             Readers::Shared(pool) => pool.fetch_many(query),
-            Readers::Sqlite(readers) => futures_util::stream::once(async move {
-                let mut conn = readers.lend().await?;
-                let results = conn.fetch_many(query).try_collect::<Vec<_>>().await;
-                readers.settle(conn, results).await
-            })
+            Readers::Sqlite(readers) => futures_util::stream::once(
+                readers.run(async move |conn: &mut Conn| conn.fetch_many(query).try_collect::<Vec<_>>().await),
+            )
             .map_ok(|results| futures_util::stream::iter(results.into_iter().map(Ok)))
             .try_flatten()
             .boxed(),
@@ -200,11 +205,7 @@ impl<'c> sqlx::Executor<'c> for &'c Readers {
     {
         match self {
             Readers::Shared(pool) => pool.fetch_all(query),
-            Readers::Sqlite(readers) => Box::pin(async move {
-                let mut conn = readers.lend().await?;
-                let rows = conn.fetch_all(query).await;
-                readers.settle(conn, rows).await
-            }),
+            Readers::Sqlite(readers) => Box::pin(readers.run(async move |conn: &mut Conn| conn.fetch_all(query).await)),
         }
     }
 
@@ -215,11 +216,9 @@ impl<'c> sqlx::Executor<'c> for &'c Readers {
     {
         match self {
             Readers::Shared(pool) => pool.fetch_optional(query),
-            Readers::Sqlite(readers) => Box::pin(async move {
-                let mut conn = readers.lend().await?;
-                let row = conn.fetch_optional(query).await;
-                readers.settle(conn, row).await
-            }),
+            Readers::Sqlite(readers) => {
+                Box::pin(readers.run(async move |conn: &mut Conn| conn.fetch_optional(query).await))
+            }
         }
     }
 
@@ -233,11 +232,9 @@ impl<'c> sqlx::Executor<'c> for &'c Readers {
     {
         match self {
             Readers::Shared(pool) => pool.prepare_with(sql, parameters),
-            Readers::Sqlite(readers) => Box::pin(async move {
-                let mut conn = readers.lend().await?;
-                let statement = conn.prepare_with(sql, parameters).await;
-                readers.settle(conn, statement).await
-            }),
+            Readers::Sqlite(readers) => {
+                Box::pin(readers.run(async move |conn: &mut Conn| conn.prepare_with(sql, parameters).await))
+            }
         }
     }
 
@@ -247,11 +244,7 @@ impl<'c> sqlx::Executor<'c> for &'c Readers {
     {
         match self {
             Readers::Shared(pool) => pool.describe(sql),
-            Readers::Sqlite(readers) => Box::pin(async move {
-                let mut conn = readers.lend().await?;
-                let description = conn.describe(sql).await;
-                readers.settle(conn, description).await
-            }),
+            Readers::Sqlite(readers) => Box::pin(readers.run(async move |conn: &mut Conn| conn.describe(sql).await)),
         }
     }
 }
