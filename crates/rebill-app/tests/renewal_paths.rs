@@ -1,9 +1,9 @@
 //! The differential test of the renewal paths: every branch a renewal job can take (a plain
 //! renewal, manual collection, nothing to charge, no payment method, a declined payment, an
 //! earlier charge not invoiced yet, a subscription held by another change) is set up on a fresh
-//! database and run three ways, one job at a time (every renewal a batch of one), all jobs in one
-//! batch, and each job through the general path `subscriptions::run_job` directly, on both
-//! backends. The rows the runs leave (subscriptions, charges, invoices, line items,
+//! database and run four ways, one job at a time (every renewal a batch of one), all jobs in one
+//! batch, four runners side by side claiming two jobs at a time, and each job through the
+//! general path `subscriptions::run_job` directly, on both backends. The rows the runs leave (subscriptions, charges, invoices, line items,
 //! transactions, jobs, domain events) must be the same once ids and random uuids are named by
 //! their order.
 
@@ -58,10 +58,13 @@ const BRANCHES: [Branch; 7] = [
 
 #[derive(Debug, Clone, Copy)]
 enum Mode {
-    /// `scheduler::run_due_with(…, 1)`: every renewal a batch of one.
+    /// `scheduler::run_due_with(…, 1, 1)`: every renewal a batch of one.
     OneAtATime,
-    /// `scheduler::run_due_with(…, 100)`: every due job in one claim, the renewals in one batch.
+    /// `scheduler::run_due_with(…, 100, 1)`: every due job in one claim, the renewals in one batch.
     Batch,
+    /// `scheduler::run_due_with(…, 2, 4)`: four runners side by side, each claiming two jobs at a
+    /// time, as four processes would.
+    Runners,
     /// Each job through its general path (`subscriptions::run_job` for subscriptions).
     General,
 }
@@ -188,10 +191,13 @@ async fn setup(
 async fn run(services: &Services, ctx: &Context, mode: Mode) {
     match mode {
         Mode::OneAtATime => {
-            scheduler::run_due_with(services, Some(&ctx.site), 1).await.expect("run one at a time");
+            scheduler::run_due_with(services, Some(&ctx.site), 1, 1).await.expect("run one at a time");
         }
         Mode::Batch => {
-            scheduler::run_due_with(services, Some(&ctx.site), 100).await.expect("run in one batch");
+            scheduler::run_due_with(services, Some(&ctx.site), 100, 1).await.expect("run in one batch");
+        }
+        Mode::Runners => {
+            scheduler::run_due_with(services, Some(&ctx.site), 2, 4).await.expect("run by four runners");
         }
         Mode::General => {
             rebill_app::collection::reactions::sweep(services, Awaiting::Site(ctx.site.id)).await.expect("sweep");
@@ -259,8 +265,12 @@ async fn rows(
             t.replace(&format!("\"invoice_number\":{n}"), &format!("\"invoice_number\":\"{name}\""))
         })
     };
-    for invoice in &invoices {
-        names.name("invoice", &invoice.uuid);
+    // Named in the order of those names, so that the names do not depend on the order in
+    // which the invoices were made either.
+    let mut named: Vec<_> = invoices.iter().map(|i| (number(Some(i.invoice_number)), i.uuid.as_str())).collect();
+    named.sort();
+    for (_, uuid) in named {
+        names.name("invoice", uuid);
     }
     let mut transactions =
         store.list_transactions(site, &TransactionFilter::default(), &page).await.expect("transactions").items;
@@ -426,9 +436,9 @@ fn differences(a: &BTreeMap<&'static str, Vec<String>>, b: &BTreeMap<&'static st
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_job_at_a_time_a_batch_and_the_general_path_leave_the_same_rows() {
+async fn one_job_at_a_time_a_batch_runners_side_by_side_and_the_general_path_leave_the_same_rows() {
     let mut results = Vec::new();
-    for mode in [Mode::OneAtATime, Mode::Batch, Mode::General] {
+    for mode in [Mode::OneAtATime, Mode::Batch, Mode::Runners, Mode::General] {
         for store in both_backends(&format!("app_renewal_paths_{mode:?}").to_lowercase()).await {
             let backend = store.backend();
             results.push((format!("{mode:?} on {backend:?}"), scenario(store, mode).await));

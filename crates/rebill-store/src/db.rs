@@ -20,18 +20,28 @@ pub(crate) type Tx = sqlx::Transaction<'static, Db>;
 /// A statement with its bound values.
 pub(crate) type DbQuery<'q> = sqlx::query::Query<'q, Db, sqlx::any::AnyArguments<'q>>;
 
-/// Counts of values up to which a statement built from the count stays in the connection's
-/// statement cache ([`counted`]): the request path's one-row writes and short lists keep their
-/// prepared statements, and a statement can take at most this many places in the cache.
-const CACHED_COUNT: usize = 4;
+/// Counts of values up to which every statement built from the count stays in the connection's
+/// statement cache ([`counted`]): the request path's one-row writes and short lists.
+const SMALL_COUNT: usize = 4;
+/// The largest power of two that [`counted`] keeps in the cache beyond [`SMALL_COUNT`].
+const LARGEST_CACHED_COUNT: usize = 256;
+
+/// Whether a statement built from `count` values stays in the connection's statement cache:
+/// counts up to [`SMALL_COUNT`], and powers of two up to [`LARGEST_CACHED_COUNT`]. A batch
+/// that fills its size (the scheduler claims a power of two of jobs at a time) runs its
+/// multi-row statements prepared, and a statement takes at most 10 places in the cache.
+pub(crate) fn cached_count(count: usize) -> bool {
+    count <= SMALL_COUNT || (count.is_power_of_two() && count <= LARGEST_CACHED_COUNT)
+}
 
 /// A statement whose text is built from a count of values (an `IN` list, a multi-row `VALUES`
-/// list): kept in the connection's statement cache only for counts up to [`CACHED_COUNT`], and
-/// otherwise prepared for this one execution. Every count is a statement of its own, and the
-/// caches (100 statements per connection, each holding its parameter and column types) would
-/// otherwise fill with the batch sizes of the day and push out the fixed statements.
+/// list): kept in the connection's statement cache only for the counts [`cached_count`]
+/// answers, and otherwise prepared for this one execution. Every count is a statement of its
+/// own, and the caches (100 statements per connection, each holding its parameter and column
+/// types) would otherwise fill with the batch sizes of the day and push out the fixed
+/// statements.
 pub(crate) fn counted(sql: &str, count: usize) -> DbQuery<'_> {
-    sqlx::query(sql).persistent(count <= CACHED_COUNT)
+    sqlx::query(sql).persistent(cached_count(count))
 }
 
 /// A statement whose text is new on each call (values written into it, such as a list of
@@ -313,7 +323,7 @@ mod tests {
     use futures_util::FutureExt;
     use sqlx::Row;
 
-    use super::{CACHED_COUNT, Conn, counted, uncached};
+    use super::{Conn, cached_count, counted, uncached};
     use crate::testing::fresh_postgres_database;
 
     /// The statements PostgreSQL holds prepared for this connection (the `Any` driver does not
@@ -326,17 +336,24 @@ mod tests {
         row.try_get("n").expect("n")
     }
 
-    /// Statements built from counts of 1 to 40 values take [`CACHED_COUNT`] places among the
-    /// connection's prepared statements (the small counts), and statements written anew on each
-    /// call take none; the answers are those of cached statements. (SQLite's driver takes the
-    /// same flag; its cache cannot be seen from outside.)
+    /// The counts kept: the small ones and the powers of two up to 256, ten in all.
+    #[test]
+    fn small_counts_and_powers_of_two_are_cached() {
+        let kept: Vec<usize> = (0..=10_000).filter(|&n| cached_count(n)).collect();
+        assert_eq!(kept, [0, 1, 2, 3, 4, 8, 16, 32, 64, 128, 256]);
+    }
+
+    /// Statements built from counts of 1 to 300 values take 10 places among the connection's
+    /// prepared statements (the small counts and the powers of two), and statements written anew
+    /// on each call take none; the answers are those of cached statements. (SQLite's driver
+    /// takes the same flag; its cache cannot be seen from outside.)
     #[tokio::test]
     async fn statements_built_from_counts_stay_out_of_the_statement_cache() {
         let database = fresh_postgres_database("counted").await;
         let store = crate::Store::connect(database.url()).await.expect("a PostgreSQL store");
         let mut conn = store.pool.acquire().await.expect("a connection");
         let before = prepared(&mut conn).await;
-        for n in 1..=40usize {
+        for n in 1..=300usize {
             let sql =
                 format!("SELECT CAST(COUNT(*) AS BIGINT) AS n FROM (VALUES {}) AS v", store.backend.rows(n, 1, 1));
             let mut query = counted(&sql, n);
@@ -346,13 +363,13 @@ mod tests {
             let row = query.fetch_one(&mut *conn).await.expect("the count");
             assert_eq!(row.try_get::<i64, _>("n").expect("n"), i64::try_from(n).expect("small"));
         }
-        assert_eq!(prepared(&mut conn).await - before, i64::try_from(CACHED_COUNT).expect("small"));
+        assert_eq!(prepared(&mut conn).await - before, 10);
         for id in 0..40 {
             let sql = format!("SELECT CAST($1 + {id} AS BIGINT) AS n");
             let row = uncached(&sql).bind(1i64).fetch_one(&mut *conn).await.expect("the sum");
             assert_eq!(row.try_get::<i64, _>("n").expect("n"), id + 1);
         }
-        assert_eq!(prepared(&mut conn).await - before, i64::try_from(CACHED_COUNT).expect("small"));
+        assert_eq!(prepared(&mut conn).await - before, 10);
     }
 
     /// A connection that died while idle in the pool for longer than [`super::TRUSTED_IDLE`] is

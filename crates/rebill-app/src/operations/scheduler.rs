@@ -25,8 +25,24 @@ use crate::platform::jobs::{JobError, settle};
 
 /// Seconds a claimed job stays with its process.
 pub const LEASE_SECONDS: i64 = 300;
-/// Jobs claimed at a time by [`run_due`].
-pub const BATCH: i64 = 50;
+/// Jobs claimed at a time by each runner of [`run_due`]: a power of two, so that a full batch of
+/// renewals runs its multi-row statements prepared (the store keeps statements built from
+/// such counts in its connections' caches).
+pub const BATCH: i64 = 64;
+/// Runners of [`run_due`] in one process on each backend ([`runners`]).
+const RUNNERS_POSTGRES: usize = 4;
+const RUNNERS_SQLITE: usize = 2;
+
+/// How many runners [`run_due`] starts: on PostgreSQL four, whose transactions run side by side
+/// on the database's cores; on SQLite two, because its one writer takes one transaction at a
+/// time: the second runner's claims, gateway calls and reads overlap the first one's writes,
+/// and a request's write waits behind at most two batches.
+pub fn runners(state: &Services) -> usize {
+    match state.store.backend() {
+        rebill_store::Backend::Postgres => RUNNERS_POSTGRES,
+        rebill_store::Backend::Sqlite => RUNNERS_SQLITE,
+    }
+}
 
 /// How many scheduler runs are under way in this process. Work that can wait, the webhook
 /// worker's, paces itself while one is, so that renewals (money) keep the cores and the
@@ -69,32 +85,63 @@ async fn run_job(state: &Services, site: Option<&Site>, job: &Job) -> Result<(),
     }
 }
 
-/// Runs every job that is due now (for one site, or all), in due order, until none is left;
-/// returns how many ran. Jobs scheduled by the jobs themselves run too when they are due. First
-/// it runs the reactions to events that are still awaiting theirs ([`crate::collection::reactions::sweep`]):
+/// Runs every job that is due now (for one site, or all) until none is left; returns how many
+/// ran. Jobs scheduled by the jobs themselves run too when they are due. First it runs the
+/// reactions to events that are still awaiting theirs ([`crate::collection::reactions::sweep`]):
 /// what a crash between a change and its reaction left behind.
 ///
-/// Consecutive renewal jobs of one site are offered to [`crate::subscriptions::renewals::run_renewals`],
-/// which runs the first of them that are plain renewals together (one statement per step for
-/// all of them); the job where it stops, and every other job, runs alone. Either way jobs
-/// finish in due order. Claims [`BATCH`] jobs at a time.
+/// Its [`runners`] claim [`BATCH`] jobs at a time side by side, as that many processes would
+/// (see [`run_due_with`]).
 pub async fn run_due(state: &Services, site: Option<&Site>) -> Result<usize, StoreError> {
-    run_due_with(state, site, BATCH).await
+    run_due_with(state, site, BATCH, runners(state)).await
 }
 
-/// [`run_due`] claiming `batch` jobs at a time (at least one): with 1, every renewal runs as a
-/// batch of one.
-pub async fn run_due_with(state: &Services, site: Option<&Site>, batch: i64) -> Result<usize, StoreError> {
+/// [`run_due`] with `runners` runners (at least one) claiming `batch` jobs at a time (at least
+/// one): with one runner and a batch of 1, every renewal runs as a batch of one, in due order.
+///
+/// Each runner claims the earliest due jobs no one holds and runs them in due order, until no
+/// job is due. Runners are what several processes on one database are already (every job is
+/// idempotent and a subscription job catches its subscription up to its own time, whichever
+/// runs first), so the jobs of two runners' batches finish in either order. A batch's writes
+/// then overlap with another's reads, planning and gateway calls, where one runner would
+/// leave the database waiting on each of its steps in turn. Every runner ends its batch
+/// before the run answers; the first error of any is the answer.
+pub async fn run_due_with(
+    state: &Services,
+    site: Option<&Site>,
+    batch: i64,
+    runners: usize,
+) -> Result<usize, StoreError> {
     let _counted = state.runs.start();
     // Reactions to events that a crash interrupted (their use case records and drains its own).
     let scope = site.map_or(Awaiting::All, |s| Awaiting::Site(s.id));
     if let Err(e) = crate::collection::reactions::sweep(state, scope).await {
         tracing::warn!(error = %e, "sweeping the reactions to events");
     }
+    let runs = (0..runners.max(1)).map(|_| run_batches(state, site, batch.max(1)));
+    let mut ran = 0;
+    let mut failed = None;
+    for outcome in futures_util::future::join_all(runs).await {
+        match outcome {
+            Ok(n) => ran += n,
+            Err(e) => failed = failed.or(Some(e)),
+        }
+    }
+    failed.map_or(Ok(ran), Err)
+}
+
+/// One runner of [`run_due_with`]: claims `batch` due jobs at a time and runs them, until none
+/// is due.
+///
+/// Consecutive renewal jobs of one site are offered to [`crate::subscriptions::renewals::run_renewals`],
+/// which runs the first of them that are plain renewals together (one statement per step for
+/// all of them); the job where it stops, and every other job, runs alone. Either way the
+/// batch's jobs finish in due order.
+async fn run_batches(state: &Services, site: Option<&Site>, batch: i64) -> Result<usize, StoreError> {
     let mut ran = 0;
     loop {
         let now = state.clock.now();
-        let jobs = state.store.claim_due_jobs(site, now, LEASE_SECONDS, batch.max(1)).await?;
+        let jobs = state.store.claim_due_jobs(site, now, LEASE_SECONDS, batch).await?;
         if jobs.is_empty() {
             return Ok(ran);
         }
