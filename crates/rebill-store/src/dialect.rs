@@ -68,6 +68,10 @@ impl Backend {
                         Box::pin(async move {
                             sqlx::Executor::execute(&mut *conn, "PRAGMA journal_mode = WAL").await?;
                             sqlx::Executor::execute(&mut *conn, "PRAGMA synchronous = NORMAL").await?;
+                            // Statement journals (what undoes one statement of a transaction
+                            // that fails half way) stay in memory: a multi-row statement of a
+                            // renewal batch would otherwise spill its journal to a temporary file.
+                            sqlx::Executor::execute(&mut *conn, "PRAGMA temp_store = MEMORY").await?;
                             Ok(())
                         })
                     })
@@ -347,5 +351,23 @@ mod tests {
         assert_eq!(Backend::of_url("sqlite::memory:").expect("memory").1, "sqlite::memory:");
         assert_eq!(Backend::of_url("postgresql://h/db").expect("pg"), (Backend::Postgres, "postgresql://h/db".into()));
         assert!(matches!(Backend::of_url("mysql://h/db"), Err(StoreError::UnsupportedUrl(_))));
+    }
+
+    /// The SQLite writer runs in WAL mode, syncs at checkpoints and keeps statement journals in
+    /// memory.
+    #[tokio::test]
+    async fn the_sqlite_writer_is_set_up_for_its_batches() {
+        let url = crate::testing::fresh_sqlite_url("writer_pragmas");
+        let store = crate::Store::connect(&url).await.expect("a SQLite store");
+        let mut conn = store.pool.acquire().await.expect("the writer");
+        for (pragma, expected) in [("journal_mode", "wal"), ("synchronous", "1"), ("temp_store", "2")] {
+            let row = sqlx::query(&format!("SELECT CAST({pragma} AS TEXT) AS v FROM pragma_{pragma}"))
+                .fetch_one(&mut *conn)
+                .await
+                .expect("the pragma");
+            assert_eq!(sqlx::Row::try_get::<String, _>(&row, "v").expect("v"), expected, "{pragma}");
+        }
+        drop(conn);
+        store.close().await;
     }
 }
