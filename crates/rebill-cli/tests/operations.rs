@@ -398,7 +398,7 @@ fn billed_once(db: &str, n: i64) {
 /// held run again once their claims end (a restart later), each billed exactly once.
 #[test]
 fn sigterm_during_renewals_bills_each_once() {
-    const N: i64 = 150;
+    const N: i64 = 500;
     let renewal_time = T0 + 31 * DAY + 60;
 
     // A grace long enough: the run under way finishes before the process exits.

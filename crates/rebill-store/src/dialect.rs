@@ -72,6 +72,11 @@ impl Backend {
                             // that fails half way) stay in memory: a multi-row statement of a
                             // renewal batch would otherwise spill its journal to a temporary file.
                             sqlx::Executor::execute(&mut *conn, "PRAGMA temp_store = MEMORY").await?;
+                            // Checkpoints run beside the writer (`checkpoints`); the writer
+                            // runs one itself only past this bound.
+                            let pages = crate::checkpoints::WRITER_CHECKPOINT_PAGES;
+                            let bound = format!("PRAGMA wal_autocheckpoint = {pages}");
+                            sqlx::Executor::execute(&mut *conn, bound.as_str()).await?;
                             Ok(())
                         })
                     })
@@ -353,8 +358,8 @@ mod tests {
         assert!(matches!(Backend::of_url("mysql://h/db"), Err(StoreError::UnsupportedUrl(_))));
     }
 
-    /// The SQLite writer runs in WAL mode, syncs at checkpoints and keeps statement journals in
-    /// memory.
+    /// The SQLite writer runs in WAL mode, syncs at checkpoints, keeps statement journals in
+    /// memory and leaves checkpoints to the checkpointer up to its bound.
     #[tokio::test]
     async fn the_sqlite_writer_is_set_up_for_its_batches() {
         let url = crate::testing::fresh_sqlite_url("writer_pragmas");
@@ -367,6 +372,9 @@ mod tests {
                 .expect("the pragma");
             assert_eq!(sqlx::Row::try_get::<String, _>(&row, "v").expect("v"), expected, "{pragma}");
         }
+        let row = sqlx::query("PRAGMA wal_autocheckpoint").fetch_one(&mut *conn).await.expect("the bound");
+        let pages: i64 = sqlx::Row::try_get(&row, 0).expect("pages");
+        assert_eq!(pages, i64::from(crate::checkpoints::WRITER_CHECKPOINT_PAGES));
         drop(conn);
         store.close().await;
     }

@@ -79,6 +79,7 @@
 pub mod accounts;
 pub mod add_ons;
 pub mod billing_info;
+mod checkpoints;
 pub mod coupons;
 pub mod credits;
 mod db;
@@ -324,6 +325,8 @@ pub struct Store {
     /// Reads that stand alone (SQLite: several read-only connections beside the writer, which
     /// WAL allows; PostgreSQL: the same pool).
     reads: Readers,
+    /// SQLite: the task that copies the write-ahead log into the database beside the writer.
+    checkpoints: Option<checkpoints::Checkpointer>,
     backend: Backend,
     /// The sites and keys this process keeps in memory ([`settings`]).
     settings: std::sync::Arc<settings::Settings>,
@@ -416,9 +419,14 @@ impl Store {
         let (backend, url) = Backend::of_url(url)?;
         let pool = backend.open_writer(&url).await?;
         let reads = backend.open_readers(&url, &pool).await?;
+        let checkpoints = match backend {
+            Backend::Sqlite => Some(checkpoints::Checkpointer::start(&url).await?),
+            Backend::Postgres => None,
+        };
         Ok(Self {
             pool,
             reads,
+            checkpoints,
             backend,
             settings: Default::default(),
             node: Default::default(),
@@ -430,12 +438,15 @@ impl Store {
         self.backend
     }
 
-    /// Closes the pools once the connections in use have come back: the readers first, then
-    /// the writer, so that on SQLite the last connection to close can write the write-ahead log
-    /// into the database and remove it, and PostgreSQL sees each session end. Statements after
-    /// this fail.
+    /// Closes the pools once the connections in use have come back: the readers first (and
+    /// SQLite's checkpointer), then the writer, so that on SQLite the last connection to close
+    /// can write the write-ahead log into the database and remove it, and PostgreSQL sees each
+    /// session end. Statements after this fail.
     pub async fn close(&self) {
         self.reads.close().await;
+        if let Some(checkpoints) = &self.checkpoints {
+            checkpoints.stop().await;
+        }
         close_pool(&self.pool).await;
     }
 
