@@ -624,7 +624,7 @@ fn main() -> anyhow::Result<()> {
             on_every(page_path),
             format!("http://{bare_addr}/page"),
             Some(page.len()),
-            0.1,
+            0.15,
             None,
         ),
         (
