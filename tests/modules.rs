@@ -98,7 +98,7 @@ const STORE: Layers = Layers {
         &["events"],
         &["dialect", "document", "keys", "list", "testing", "work"],
         &["lib"],
-        &["db"],
+        &["checkpoints", "db"],
     ],
 };
 
