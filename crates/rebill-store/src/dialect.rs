@@ -15,6 +15,7 @@
 //! statements, `INSERT … ON CONFLICT … DO UPDATE/NOTHING`, `RETURNING`, `UPDATE … FROM (VALUES …)`
 //! with `column1, column2, …` names, booleans stored as 0/1 integers and times as epoch seconds.
 
+use crate::checkpoints::Checkpointer;
 use crate::db::{Conn, Pool, Readers, pool_options};
 use crate::{Backend, StoreError};
 
@@ -118,6 +119,15 @@ impl Backend {
         Ok(match self {
             Backend::Sqlite => Readers::sqlite(url, 4).await?,
             Backend::Postgres => Readers::Shared(writer.clone()),
+        })
+    }
+
+    /// SQLite's checkpointer, which copies the write-ahead log into the database beside the
+    /// writer ([`crate::checkpoints`]); PostgreSQL checkpoints by itself.
+    pub(crate) async fn open_checkpointer(self, url: &str) -> Result<Option<Checkpointer>, StoreError> {
+        Ok(match self {
+            Backend::Sqlite => Some(Checkpointer::start(url).await?),
+            Backend::Postgres => None,
         })
     }
 

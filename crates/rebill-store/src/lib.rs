@@ -419,10 +419,7 @@ impl Store {
         let (backend, url) = Backend::of_url(url)?;
         let pool = backend.open_writer(&url).await?;
         let reads = backend.open_readers(&url, &pool).await?;
-        let checkpoints = match backend {
-            Backend::Sqlite => Some(checkpoints::Checkpointer::start(&url).await?),
-            Backend::Postgres => None,
-        };
+        let checkpoints = backend.open_checkpointer(&url).await?;
         Ok(Self {
             pool,
             reads,

@@ -166,19 +166,7 @@ pub async fn run_renewals(state: &Services, site: &Site, jobs: &[Job]) -> Result
         }
     };
     let count = begun.len();
-    // The calls under way, answered in the batch's order.
-    let mut calls = futures_util::stream::FuturesOrdered::new();
-    let mut results = Vec::with_capacity(count);
-    for b in &begun {
-        if calls.len() == GATEWAY_CALLS_AT_ONCE {
-            results.extend(calls.next().await);
-        }
-        calls.push_back(charge(state, gateway.as_ref(), b));
-    }
-    while let Some(result) = calls.next().await {
-        results.push(result);
-    }
-    drop(calls);
+    let results = charge_all(state, gateway.as_ref(), &begun).await;
     if let Err(e) = finish_renewals(state, site, &begun, &results).await {
         // As the one-job path after a failed step: the claims go and the jobs are retried.
         for b in &begun {
@@ -203,7 +191,28 @@ pub async fn run_renewals(state: &Services, site: &Site, jobs: &[Job]) -> Result
     Ok(count)
 }
 
-/// Step 2 of [`run_renewals`] for one renewal: the gateway's answer as the transaction's result.
+/// Step 2 of [`run_renewals`]: the gateway's answers as the transactions' results, in the
+/// batch's order, with up to [`GATEWAY_CALLS_AT_ONCE`] calls under way.
+async fn charge_all(
+    state: &Services,
+    gateway: &dyn rebill_billing::gateway::Gateway,
+    begun: &[Begun<'_>],
+) -> Vec<TransactionResult> {
+    let mut calls = futures_util::stream::FuturesOrdered::new();
+    let mut results = Vec::with_capacity(begun.len());
+    for b in begun {
+        if calls.len() == GATEWAY_CALLS_AT_ONCE {
+            results.extend(calls.next().await);
+        }
+        calls.push_back(charge(state, gateway, b));
+    }
+    while let Some(result) = calls.next().await {
+        results.push(result);
+    }
+    results
+}
+
+/// One call of [`charge_all`]: the gateway's answer as the transaction's result.
 async fn charge(state: &Services, gateway: &dyn rebill_billing::gateway::Gateway, b: &Begun<'_>) -> TransactionResult {
     let outcome = invoicing::gateway_purchase(state, gateway, &b.transaction, &b.planned.source, false).await;
     transaction_records::result_of(&outcome, b.planned.at)
