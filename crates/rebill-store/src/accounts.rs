@@ -7,7 +7,6 @@
 //! Lists of accounts are read with the keyset paging of [`crate::list`].
 
 use rebill_billing::states::InvoiceState;
-use sqlx::Row;
 
 use crate::db::{DbQuery, DbRow, is_unique_violation};
 use crate::events::NewEvent;
@@ -277,14 +276,14 @@ impl Store {
             columns.join(", "),
             placeholders.join(", ")
         );
-        let query = sqlx::query(&sql)
+        let query = crate::db::query(&sql)
             .bind(site_id)
             .bind(account_code)
             .bind(AccountState::Active.as_str())
             .bind(login_token())
             .bind(now);
         let mut work = self.begin_work().await?;
-        let account = match bind_settable(query, values).fetch_one(&mut *work.tx).await {
+        let account = match bind_settable(query, values).fetch_one(work.tx.exec()).await {
             Ok(row) => account_from_row(&row)?,
             Err(e) if is_unique_violation(&e) => return Err(StoreError::DuplicateAccount(account_code.to_owned())),
             Err(e) => return Err(e.into()),
@@ -296,12 +295,13 @@ impl Store {
 
     /// The site's account with this code.
     pub async fn account(&self, site_id: i64, account_code: &str) -> Result<Option<Account>, StoreError> {
-        let row =
-            sqlx::query(&format!("SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE site_id = $1 AND account_code = $2"))
-                .bind(site_id)
-                .bind(account_code)
-                .fetch_optional(&self.reads)
-                .await?;
+        let row = crate::db::query(&format!(
+            "SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE site_id = $1 AND account_code = $2"
+        ))
+        .bind(site_id)
+        .bind(account_code)
+        .fetch_optional(&self.reads)
+        .await?;
         row.as_ref().map(account_from_row).transpose()
     }
 
@@ -311,8 +311,11 @@ impl Store {
         site_id: i64,
         account_code: &str,
     ) -> Result<Option<AccountWithActivity>, StoreError> {
-        let row =
-            sqlx::query(&ACCOUNT_WITH_ACTIVITY).bind(site_id).bind(account_code).fetch_optional(&self.reads).await?;
+        let row = crate::db::query(&ACCOUNT_WITH_ACTIVITY)
+            .bind(site_id)
+            .bind(account_code)
+            .fetch_optional(&self.reads)
+            .await?;
         row.as_ref().map(account_with_activity_from_row).transpose()
     }
 
@@ -343,9 +346,9 @@ impl Store {
             "UPDATE accounts SET updated_at = $1, {} WHERE site_id = $2 AND account_code = $3 RETURNING {ACCOUNT_COLUMNS}",
             sets.join(", ")
         );
-        let query = sqlx::query(&sql).bind(now).bind(site_id).bind(account_code);
+        let query = crate::db::query(&sql).bind(now).bind(site_id).bind(account_code);
         let mut work = self.begin_work().await?;
-        let Some(row) = bind_settable(query, values).fetch_optional(&mut *work.tx).await? else { return Ok(None) };
+        let Some(row) = bind_settable(query, values).fetch_optional(work.tx.exec()).await? else { return Ok(None) };
         let account = account_from_row(&row)?;
         work.append_item_events(site_id, account_code, events).await?;
         work.commit().await?;
@@ -358,14 +361,14 @@ impl Store {
     /// invoice, an adjustment or a transaction that is not a verification.
     pub async fn discard_new_account(&self, site_id: i64, account_id: i64) -> Result<bool, StoreError> {
         let mut tx = crate::db::begin(&self.pool).await?;
-        let held: i64 = sqlx::query(
+        let held: i64 = crate::db::query(
             "SELECT (SELECT COUNT(*) FROM subscriptions WHERE account_id = $1) \
              + (SELECT COUNT(*) FROM invoices WHERE account_id = $1) \
              + (SELECT COUNT(*) FROM adjustments WHERE account_id = $1) \
              + (SELECT COUNT(*) FROM transactions WHERE account_id = $1 AND action <> 'verify') AS held",
         )
         .bind(account_id)
-        .fetch_one(&mut *tx)
+        .fetch_one(tx.exec())
         .await?
         .try_get("held")?;
         if held > 0 {
@@ -373,7 +376,7 @@ impl Store {
         }
         // The refused request changed nothing: the events of the account, its billing info and
         // its verifications go with them.
-        sqlx::query(
+        crate::db::query(
             "DELETE FROM domain_events WHERE site_id = $1 AND (subject IN (SELECT account_code FROM accounts \
              WHERE id = $2) AND (kind LIKE 'account.%' OR kind LIKE 'billing_info.%' OR kind LIKE 'shipping_address.%') \
              OR kind LIKE 'transaction.%' \
@@ -381,18 +384,18 @@ impl Store {
         )
         .bind(site_id)
         .bind(account_id)
-        .execute(&mut *tx)
+        .execute(tx.exec())
         .await?;
         for table in ["transactions", "billing_infos", "shipping_addresses"] {
-            sqlx::query(&format!("DELETE FROM {table} WHERE account_id = $1"))
+            crate::db::query(&format!("DELETE FROM {table} WHERE account_id = $1"))
                 .bind(account_id)
-                .execute(&mut *tx)
+                .execute(tx.exec())
                 .await?;
         }
-        let removed = sqlx::query("DELETE FROM accounts WHERE id = $1 AND site_id = $2")
+        let removed = crate::db::query("DELETE FROM accounts WHERE id = $1 AND site_id = $2")
             .bind(account_id)
             .bind(site_id)
-            .execute(&mut *tx)
+            .execute(tx.exec())
             .await?
             .rows_affected();
         tx.commit().await?;
@@ -438,7 +441,7 @@ impl Store {
             AccountState::Active => None,
         };
         let mut work = self.begin_work().await?;
-        let changed = sqlx::query(
+        let changed = crate::db::query(
             "UPDATE accounts SET state = $1, closed_at = $2, updated_at = $3 \
              WHERE site_id = $4 AND account_code = $5 AND state <> $1",
         )
@@ -447,7 +450,7 @@ impl Store {
         .bind(now)
         .bind(site_id)
         .bind(account_code)
-        .execute(&mut *work.tx)
+        .execute(work.tx.exec())
         .await?
         .rows_affected();
         if changed > 0 {
@@ -472,7 +475,7 @@ impl Store {
         }
         conditions.time_range(page);
         let count_sql = format!("SELECT COUNT(*) AS n FROM accounts{}", conditions.sql());
-        let total: i64 = conditions.bind(sqlx::query(&count_sql)).fetch_one(&self.reads).await?.try_get("n")?;
+        let total: i64 = conditions.bind(crate::db::query(&count_sql)).fetch_one(&self.reads).await?.try_get("n")?;
         conditions.after(page);
         let sql = format!(
             "SELECT {ACCOUNT_COLUMNS}, {} FROM accounts{}{}",
@@ -480,7 +483,7 @@ impl Store {
             conditions.sql(),
             order_and_limit(page)
         );
-        let rows = conditions.bind(sqlx::query(&sql)).fetch_all(&self.reads).await?;
+        let rows = conditions.bind(crate::db::query(&sql)).fetch_all(&self.reads).await?;
         let items = rows.iter().map(account_with_activity_from_row).collect::<Result<Vec<_>, _>>()?;
         Ok(into_page(items, page, total, |a| a.account.position(page.sort)))
     }

@@ -2,9 +2,7 @@
 //! updated, deleted (kept for their codes) and listed. The add-on type itself and the plans are
 //! [`crate::plans`].
 
-use sqlx::Row;
-
-use crate::db::{Db, DbRow, Tx, is_unique_violation};
+use crate::db::{DbRow, Tx, is_unique_violation};
 use crate::list::{Arg, Conditions, Page, PageRequest, into_page, order_and_limit};
 use crate::plans::{
     AddOn, AddOnFields, AddOnType, Amounts, Percentage, RevenueScheduleType, Settable, UNIT, UsageType, bind_settable,
@@ -86,14 +84,14 @@ async fn fetch_add_ons<'e, E>(
     order: &str,
 ) -> Result<Vec<AddOn>, StoreError>
 where
-    E: sqlx::Executor<'e, Database = Db>,
+    E: Into<crate::db::Exec<'e>>,
 {
     let sql = format!(
         "SELECT r.*, '{UNIT}' AS amount_kind, a.currency AS amount_currency, a.amount_in_cents AS amount_cents \
          FROM (SELECT {ADD_ON_COLUMNS} FROM add_ons{}{tail}) r LEFT JOIN add_on_amounts a ON a.add_on_id = r.id{order}",
         conditions.sql()
     );
-    let rows = conditions.bind(sqlx::query(&sql)).fetch_all(exec).await?;
+    let rows = conditions.bind(crate::db::query(&sql)).fetch_all(exec).await?;
     fold(
         &rows,
         add_on_from_row,
@@ -106,13 +104,13 @@ where
 
 /// Replaces the amounts of an add-on.
 async fn write_add_on_amounts(tx: &mut Tx, add_on_id: i64, amounts: &Amounts) -> Result<(), StoreError> {
-    sqlx::query("DELETE FROM add_on_amounts WHERE add_on_id = $1").bind(add_on_id).execute(&mut **tx).await?;
+    crate::db::query("DELETE FROM add_on_amounts WHERE add_on_id = $1").bind(add_on_id).execute(tx.exec()).await?;
     for (currency, cents) in amounts {
-        sqlx::query("INSERT INTO add_on_amounts (add_on_id, currency, amount_in_cents) VALUES ($1, $2, $3)")
+        crate::db::query("INSERT INTO add_on_amounts (add_on_id, currency, amount_in_cents) VALUES ($1, $2, $3)")
             .bind(add_on_id)
             .bind(currency)
             .bind(*cents)
-            .execute(&mut **tx)
+            .execute(tx.exec())
             .await?;
     }
     Ok(())
@@ -141,14 +139,14 @@ impl Store {
             placeholders.join(", ")
         );
         let mut tx = crate::db::begin(&self.pool).await?;
-        let query = sqlx::query(&sql).bind(plan_id).bind(add_on_code).bind(now);
-        let id: i64 = match bind_settable(query, values).fetch_one(&mut *tx).await {
+        let query = crate::db::query(&sql).bind(plan_id).bind(add_on_code).bind(now);
+        let id: i64 = match bind_settable(query, values).fetch_one(tx.exec()).await {
             Ok(row) => row.try_get("id")?,
             Err(e) if is_unique_violation(&e) => return Err(StoreError::DuplicateAddOn(add_on_code.to_owned())),
             Err(e) => return Err(e.into()),
         };
         write_add_on_amounts(&mut tx, id, fields.unit_amount_in_cents.as_ref().unwrap_or(&Amounts::new())).await?;
-        let add_on = fetch_add_ons(&mut *tx, &by_id(id), "", "").await?.pop();
+        let add_on = fetch_add_ons(tx.exec(), &by_id(id), "", "").await?.pop();
         tx.commit().await?;
         add_on.ok_or_else(|| StoreError::Invalid(format!("add-on {id} vanished while it was created")))
     }
@@ -189,15 +187,15 @@ impl Store {
             sets.join(", ")
         );
         let mut tx = crate::db::begin(&self.pool).await?;
-        let query = sqlx::query(&sql).bind(now).bind(plan_id).bind(add_on_code);
-        let Some(row) = bind_settable(query, values).fetch_optional(&mut *tx).await? else {
+        let query = crate::db::query(&sql).bind(now).bind(plan_id).bind(add_on_code);
+        let Some(row) = bind_settable(query, values).fetch_optional(tx.exec()).await? else {
             return Ok(None);
         };
         let id: i64 = row.try_get("id")?;
         if let Some(amounts) = &changes.unit_amount_in_cents {
             write_add_on_amounts(&mut tx, id, amounts).await?;
         }
-        let add_on = fetch_add_ons(&mut *tx, &by_id(id), "", "").await?.pop();
+        let add_on = fetch_add_ons(tx.exec(), &by_id(id), "", "").await?.pop();
         tx.commit().await?;
         Ok(add_on)
     }
@@ -205,7 +203,7 @@ impl Store {
     /// Deletes a live add-on: sets `deleted_at` and keeps the record. `None` when the plan has
     /// no such live add-on.
     pub async fn delete_add_on(&self, plan_id: i64, add_on_code: &str, now: i64) -> Result<Option<AddOn>, StoreError> {
-        let row = sqlx::query(
+        let row = crate::db::query(
             "UPDATE add_ons SET deleted_at = $1 WHERE plan_id = $2 AND add_on_code = $3 AND deleted_at IS NULL \
              RETURNING id",
         )
@@ -228,7 +226,7 @@ impl Store {
         conditions.push("deleted_at IS NULL".to_owned());
         conditions.time_range(page);
         let count_sql = format!("SELECT COUNT(*) AS n FROM add_ons{}", conditions.sql());
-        let total: i64 = conditions.bind(sqlx::query(&count_sql)).fetch_one(&self.reads).await?.try_get("n")?;
+        let total: i64 = conditions.bind(crate::db::query(&count_sql)).fetch_one(&self.reads).await?.try_get("n")?;
         conditions.after(page);
         let items = fetch_add_ons(&self.reads, &conditions, &order_and_limit(page), &outer_order(page)).await?;
         Ok(into_page(items, page, total, |a| a.position(page.sort)))

@@ -6,8 +6,6 @@
 //! encrypted secret (see [`crate::tokens`]). Later charges use the gateway's opaque reference of
 //! the stored payment method ([`BillingInfo::gateway_reference`]), which holds no number either.
 
-use sqlx::Row;
-
 use crate::db::{DbQuery, DbRow};
 use crate::events::NewEvent;
 use crate::work::Work;
@@ -188,7 +186,7 @@ fn columns() -> String {
 impl Store {
     /// The account's billing info.
     pub async fn billing_info(&self, account_id: i64) -> Result<Option<BillingInfo>, StoreError> {
-        let row = sqlx::query(&format!("SELECT {} FROM billing_infos WHERE account_id = $1", columns()))
+        let row = crate::db::query(&format!("SELECT {} FROM billing_infos WHERE account_id = $1", columns()))
             .bind(account_id)
             .fetch_optional(&self.reads)
             .await?;
@@ -255,14 +253,14 @@ impl Store {
             updates.join(", "),
             columns()
         );
-        let query = sqlx::query(&sql)
+        let query = crate::db::query(&sql)
             .bind(account_id)
             .bind(site_id)
             .bind(kind.as_str())
             .bind(now)
             .bind(reference.flatten().map(str::to_owned));
         let mut work = self.begin_work().await?;
-        let row = bind_fields(query, fields).fetch_one(&mut *work.tx).await?;
+        let row = bind_fields(query, fields).fetch_one(work.tx.exec()).await?;
         let info = billing_info_from_row(&row)?;
         let code = work.account_code(account_id).await?;
         work.append_item_events(site_id, &code, events).await?;
@@ -274,9 +272,9 @@ impl Store {
     /// had none.
     pub async fn delete_billing_info(&self, account_id: i64, events: &[NewEvent]) -> Result<bool, StoreError> {
         let mut work = self.begin_work().await?;
-        let Some(row) = sqlx::query("DELETE FROM billing_infos WHERE account_id = $1 RETURNING site_id")
+        let Some(row) = crate::db::query("DELETE FROM billing_infos WHERE account_id = $1 RETURNING site_id")
             .bind(account_id)
-            .fetch_optional(&mut *work.tx)
+            .fetch_optional(work.tx.exec())
             .await?
         else {
             return Ok(false);
@@ -293,7 +291,7 @@ impl Work {
     /// The code of the account with this id.
     async fn account_code(&mut self, account_id: i64) -> Result<String, StoreError> {
         let sql = format!("SELECT account_code FROM accounts WHERE id = {}", self.backend.params(1, 1));
-        Ok(sqlx::query(&sql).bind(account_id).fetch_one(&mut *self.tx).await?.try_get("account_code")?)
+        Ok(crate::db::query(&sql).bind(account_id).fetch_one(self.tx.exec()).await?.try_get("account_code")?)
     }
 }
 

@@ -35,7 +35,7 @@ struct Running {
 impl Checkpointer {
     /// Opens the checkpointer's connection to the SQLite database at `url` and starts it.
     pub(crate) async fn start(url: &str) -> Result<Self, sqlx::Error> {
-        let conn = <Conn as sqlx::Connection>::connect(url).await?;
+        let conn = Conn::connect(url).await?;
         let (stop, stopped) = watch::channel(false);
         let task = tokio::spawn(run(conn, stopped));
         Ok(Self(Arc::new(Running { stop, task: Mutex::new(Some(task)) })))
@@ -60,7 +60,7 @@ async fn run(mut conn: Conn, mut stopped: watch::Receiver<bool>) {
         if tokio::time::timeout(EVERY, stopped.wait_for(|stop| *stop)).await.is_ok() {
             break;
         }
-        match sqlx::query("PRAGMA wal_checkpoint(PASSIVE)").execute(&mut conn).await {
+        match crate::db::query("PRAGMA wal_checkpoint(PASSIVE)").execute(&mut conn).await {
             Ok(_) => failing = false,
             Err(error) => {
                 // Once per run of failures; the writer's own bound holds meanwhile.
@@ -71,7 +71,7 @@ async fn run(mut conn: Conn, mut stopped: watch::Receiver<bool>) {
             }
         }
     }
-    if let Err(error) = sqlx::Connection::close(conn).await {
+    if let Err(error) = conn.close().await {
         tracing::warn!(%error, "closing the SQLite checkpointer's connection");
     }
 }
@@ -95,10 +95,13 @@ mod tests {
         let path = PathBuf::from(url.strip_prefix("sqlite://").expect("a file URL"));
         let wal = PathBuf::from(format!("{}-wal", path.display()));
         let store = crate::Store::connect(&url).await.expect("a SQLite store");
-        sqlx::query("CREATE TABLE filler (x BLOB)").execute(&store.pool).await.expect("a table");
+        crate::db::query("CREATE TABLE filler (x BLOB)").execute(&store.pool).await.expect("a table");
         let before = size(&path);
         for _ in 0..64 {
-            sqlx::query("INSERT INTO filler (x) VALUES (zeroblob(131072))").execute(&store.pool).await.expect("128 KB");
+            crate::db::query("INSERT INTO filler (x) VALUES (zeroblob(131072))")
+                .execute(&store.pool)
+                .await
+                .expect("128 KB");
         }
         let written = 64 * 131_072;
         assert!(size(&wal) >= written, "the writes are in the log first");

@@ -23,8 +23,6 @@ mod rows;
 
 use std::collections::BTreeMap;
 
-use sqlx::Row;
-
 use crate::events::NewEvent;
 use crate::invoices::new_uuid;
 use crate::list::{Arg, Conditions, Page, PageRequest, into_page, order_and_limit};
@@ -184,7 +182,7 @@ impl Store {
              created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
              $17, $18, $19, $20, $21, $22, $23, $23) RETURNING {COUPON_COLUMNS}"
         );
-        let row = sqlx::query(&sql)
+        let row = crate::db::query(&sql)
             .bind(site_id)
             .bind(code)
             .bind(terms.name.clone())
@@ -208,7 +206,7 @@ impl Store {
             .bind(terms.coupon_type.clone())
             .bind(terms.unique_code_template.clone())
             .bind(now)
-            .fetch_one(&mut *work.tx)
+            .fetch_one(work.tx.exec())
             .await?;
         let coupon = coupon_from_row(&row)?;
         work.coupon_events(site_id, code, events).await?;
@@ -221,7 +219,7 @@ impl Store {
         let sql = format!(
             "SELECT {COUPON_COLUMNS} FROM coupons WHERE site_id = $1 AND coupon_code = $2 ORDER BY id DESC LIMIT 1"
         );
-        sqlx::query(&sql)
+        crate::db::query(&sql)
             .bind(site_id)
             .bind(code)
             .fetch_optional(&self.reads)
@@ -234,7 +232,7 @@ impl Store {
     /// The coupon with this id.
     pub async fn coupon_by_id(&self, id: i64) -> Result<Option<Coupon>, StoreError> {
         let sql = format!("SELECT {COUPON_COLUMNS} FROM coupons WHERE id = $1");
-        sqlx::query(&sql).bind(id).fetch_optional(&self.reads).await?.as_ref().map(coupon_from_row).transpose()
+        crate::db::query(&sql).bind(id).fetch_optional(&self.reads).await?.as_ref().map(coupon_from_row).transpose()
     }
 
     /// A page of the site's coupons (not the unique codes), optionally in one state at `now`.
@@ -264,10 +262,10 @@ impl Store {
     async fn coupon_page(&self, mut conditions: Conditions, page: &PageRequest) -> Result<Page<Coupon>, StoreError> {
         conditions.time_range(page);
         let count_sql = format!("SELECT COUNT(*) AS n FROM coupons{}", conditions.sql());
-        let total: i64 = conditions.bind(sqlx::query(&count_sql)).fetch_one(&self.reads).await?.try_get("n")?;
+        let total: i64 = conditions.bind(crate::db::query(&count_sql)).fetch_one(&self.reads).await?.try_get("n")?;
         conditions.after(page);
         let sql = format!("SELECT {COUPON_COLUMNS} FROM coupons{}{}", conditions.sql(), order_and_limit(page));
-        let rows = conditions.bind(sqlx::query(&sql)).fetch_all(&self.reads).await?;
+        let rows = conditions.bind(crate::db::query(&sql)).fetch_all(&self.reads).await?;
         let items = rows.iter().map(coupon_from_row).collect::<Result<Vec<_>, _>>()?;
         Ok(into_page(items, page, total, |c| crate::list::Position {
             value: match page.sort {
@@ -327,15 +325,15 @@ impl Store {
         }
         let idp = conditions.arg(Arg::Int(id));
         let sql = format!("UPDATE coupons SET {} WHERE id = {idp} RETURNING {COUPON_COLUMNS}", sets.join(", "));
-        let row = conditions.bind(sqlx::query(&sql)).fetch_one(&mut *work.tx).await?;
+        let row = conditions.bind(crate::db::query(&sql)).fetch_one(work.tx.exec()).await?;
         let coupon = coupon_from_row(&row)?;
         if restore {
-            sqlx::query(
+            crate::db::query(
                 "UPDATE coupons SET expired_at = NULL, updated_at = $1 WHERE bulk_coupon_id = $2 AND redeemed_at IS NULL",
             )
             .bind(now)
             .bind(id)
-            .execute(&mut *work.tx)
+            .execute(work.tx.exec())
             .await?;
         }
         work.coupon_events(coupon.site_id, &coupon.coupon_code, events).await?;
@@ -348,15 +346,15 @@ impl Store {
         let mut work = self.begin_work().await?;
         let sql =
             format!("UPDATE coupons SET expired_at = $1, updated_at = $1 WHERE id = $2 RETURNING {COUPON_COLUMNS}");
-        let row = sqlx::query(&sql).bind(now).bind(id).fetch_one(&mut *work.tx).await?;
+        let row = crate::db::query(&sql).bind(now).bind(id).fetch_one(work.tx.exec()).await?;
         let coupon = coupon_from_row(&row)?;
-        sqlx::query(
+        crate::db::query(
             "UPDATE coupons SET expired_at = $1, updated_at = $1 \
              WHERE bulk_coupon_id = $2 AND redeemed_at IS NULL AND expired_at IS NULL",
         )
         .bind(now)
         .bind(id)
-        .execute(&mut *work.tx)
+        .execute(work.tx.exec())
         .await?;
         work.coupon_events(coupon.site_id, &coupon.coupon_code, events).await?;
         work.commit().await?;
@@ -392,12 +390,13 @@ impl Store {
         let mut work = self.begin_work().await?;
         let mut made = Vec::with_capacity(codes.len());
         for code in codes {
-            let taken: i64 = sqlx::query("SELECT COUNT(*) AS n FROM coupons WHERE site_id = $1 AND coupon_code = $2")
-                .bind(bulk.site_id)
-                .bind(code.clone())
-                .fetch_one(&mut *work.tx)
-                .await?
-                .try_get("n")?;
+            let taken: i64 =
+                crate::db::query("SELECT COUNT(*) AS n FROM coupons WHERE site_id = $1 AND coupon_code = $2")
+                    .bind(bulk.site_id)
+                    .bind(code.clone())
+                    .fetch_one(work.tx.exec())
+                    .await?
+                    .try_get("n")?;
             if taken > 0 {
                 return Err(StoreError::Conflict(format!("the coupon code {code} is taken")));
             }
@@ -412,15 +411,18 @@ impl Store {
                  applies_to_all_plans, plan_codes, applies_to_non_plan_charges, redemption_resource, 1, 1, \
                  redeem_by_date, 'unique_code', NULL, $2, $2 FROM coupons WHERE id = $3 RETURNING {COUPON_COLUMNS}"
             );
-            let row = sqlx::query(&sql).bind(code.clone()).bind(now).bind(bulk.id).fetch_one(&mut *work.tx).await?;
+            let row =
+                crate::db::query(&sql).bind(code.clone()).bind(now).bind(bulk.id).fetch_one(work.tx.exec()).await?;
             made.push(coupon_from_row(&row)?);
         }
-        sqlx::query("UPDATE coupons SET unique_codes_count = unique_codes_count + $1, updated_at = $2 WHERE id = $3")
-            .bind(i64::try_from(codes.len()).unwrap_or(i64::MAX))
-            .bind(now)
-            .bind(bulk.id)
-            .execute(&mut *work.tx)
-            .await?;
+        crate::db::query(
+            "UPDATE coupons SET unique_codes_count = unique_codes_count + $1, updated_at = $2 WHERE id = $3",
+        )
+        .bind(i64::try_from(codes.len()).unwrap_or(i64::MAX))
+        .bind(now)
+        .bind(bulk.id)
+        .execute(work.tx.exec())
+        .await?;
         work.coupon_events(bulk.site_id, &bulk.coupon_code, events).await?;
         work.commit().await?;
         Ok(made)
@@ -434,13 +436,13 @@ impl Store {
         let mut work = self.begin_work().await?;
         // Counting first serialises concurrent redemptions of the coupon (a row write lock).
         let limits_of = new.bulk_coupon_id.unwrap_or(new.coupon_id);
-        let row = sqlx::query(
+        let row = crate::db::query(
             "UPDATE coupons SET redemptions_count = redemptions_count + 1, updated_at = $1 WHERE id = $2 \
              RETURNING redemptions_count, max_redemptions, max_redemptions_per_account, site_id",
         )
         .bind(now)
         .bind(limits_of)
-        .fetch_one(&mut *work.tx)
+        .fetch_one(work.tx.exec())
         .await?;
         let count: i64 = row.try_get("redemptions_count")?;
         let max: Option<i64> = row.try_get("max_redemptions")?;
@@ -450,26 +452,26 @@ impl Store {
             return Ok(Redeemed::MaxedOut);
         }
         if new.bulk_coupon_id.is_some() {
-            let done = sqlx::query(
+            let done = crate::db::query(
                 "UPDATE coupons SET redemptions_count = redemptions_count + 1, redeemed_at = $1, updated_at = $1 \
                  WHERE id = $2 AND redeemed_at IS NULL",
             )
             .bind(now)
             .bind(new.coupon_id)
-            .execute(&mut *work.tx)
+            .execute(work.tx.exec())
             .await?;
             if done.rows_affected() != 1 {
                 return Ok(Redeemed::MaxedOut);
             }
         }
         if let Some(limit) = per_account {
-            let mine: i64 = sqlx::query(
+            let mine: i64 = crate::db::query(
                 "SELECT COUNT(*) AS n FROM redemptions WHERE account_id = $1 \
                  AND coupon_id IN (SELECT id FROM coupons WHERE id = $2 OR bulk_coupon_id = $2)",
             )
             .bind(new.account_id)
             .bind(limits_of)
-            .fetch_one(&mut *work.tx)
+            .fetch_one(work.tx.exec())
             .await?
             .try_get("n")?;
             if mine >= limit {
@@ -477,13 +479,13 @@ impl Store {
             }
         }
         if new.replace && new.subscription_uuid.is_none() {
-            sqlx::query(
+            crate::db::query(
                 "UPDATE redemptions SET state = 'inactive', updated_at = $1 \
                  WHERE account_id = $2 AND subscription_uuid IS NULL AND state = 'active'",
             )
             .bind(now)
             .bind(new.account_id)
-            .execute(&mut *work.tx)
+            .execute(work.tx.exec())
             .await?;
         }
         let uuid = new_uuid();
@@ -492,7 +494,7 @@ impl Store {
              total_discounted, expires_at, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $9, 0, $7, \
              $8, $8) RETURNING {REDEMPTION_COLUMNS}"
         );
-        let row = sqlx::query(&sql)
+        let row = crate::db::query(&sql)
             .bind(uuid.clone())
             .bind(site_id)
             .bind(new.coupon_id)
@@ -502,7 +504,7 @@ impl Store {
             .bind(new.expires_at)
             .bind(now)
             .bind(if new.used_up { "inactive" } else { "active" })
-            .fetch_one(&mut *work.tx)
+            .fetch_one(work.tx.exec())
             .await?;
         let redemption = redemption_from_row(&row)?;
         let subjects: Vec<(i64, &str, &NewEvent)> = events.iter().map(|e| (site_id, uuid.as_str(), e)).collect();
@@ -516,24 +518,24 @@ impl Store {
     pub async fn discard_redemptions(&self, ids: &[i64]) -> Result<(), StoreError> {
         let mut work = self.begin_work().await?;
         for id in ids {
-            let row = sqlx::query("SELECT coupon_id FROM redemptions WHERE id = $1")
+            let row = crate::db::query("SELECT coupon_id FROM redemptions WHERE id = $1")
                 .bind(*id)
-                .fetch_optional(&mut *work.tx)
+                .fetch_optional(work.tx.exec())
                 .await?;
             let Some(row) = row else { continue };
             let coupon_id: i64 = row.try_get("coupon_id")?;
-            sqlx::query("DELETE FROM redemption_invoices WHERE redemption_id = $1")
+            crate::db::query("DELETE FROM redemption_invoices WHERE redemption_id = $1")
                 .bind(*id)
-                .execute(&mut *work.tx)
+                .execute(work.tx.exec())
                 .await?;
-            sqlx::query("DELETE FROM redemptions WHERE id = $1").bind(*id).execute(&mut *work.tx).await?;
-            sqlx::query(
+            crate::db::query("DELETE FROM redemptions WHERE id = $1").bind(*id).execute(work.tx.exec()).await?;
+            crate::db::query(
                 "UPDATE coupons SET redemptions_count = redemptions_count - 1, \
                  redeemed_at = CASE WHEN bulk_coupon_id IS NULL THEN redeemed_at ELSE NULL END \
                  WHERE id = $1 OR id = (SELECT bulk_coupon_id FROM coupons WHERE id = $1)",
             )
             .bind(coupon_id)
-            .execute(&mut *work.tx)
+            .execute(work.tx.exec())
             .await?;
         }
         work.commit().await
@@ -542,7 +544,7 @@ impl Store {
     /// The redemption with this uuid on the site.
     pub async fn redemption(&self, site_id: i64, uuid: &str) -> Result<Option<Redemption>, StoreError> {
         let sql = format!("SELECT {REDEMPTION_COLUMNS} FROM redemptions WHERE site_id = $1 AND uuid = $2");
-        sqlx::query(&sql)
+        crate::db::query(&sql)
             .bind(site_id)
             .bind(uuid)
             .fetch_optional(&self.reads)
@@ -555,13 +557,13 @@ impl Store {
     /// Removes a redemption (it stays counted towards the coupon's limits).
     pub async fn remove_redemption(&self, id: i64, now: i64, events: &[NewEvent]) -> Result<(), StoreError> {
         let mut work = self.begin_work().await?;
-        let row = sqlx::query(
+        let row = crate::db::query(
             "UPDATE redemptions SET state = 'inactive', removed_at = $1, updated_at = $1 WHERE id = $2 \
              RETURNING site_id, uuid",
         )
         .bind(now)
         .bind(id)
-        .fetch_one(&mut *work.tx)
+        .fetch_one(work.tx.exec())
         .await?;
         let site_id: i64 = row.try_get("site_id")?;
         let uuid: String = row.try_get("uuid")?;
@@ -572,7 +574,7 @@ impl Store {
 
     async fn redemptions_where(&self, condition: &str, arg: Arg) -> Result<Vec<Redemption>, StoreError> {
         let sql = format!("SELECT {REDEMPTION_COLUMNS} FROM redemptions WHERE {condition} ORDER BY created_at, id");
-        let query = sqlx::query(&sql);
+        let query = crate::db::query(&sql);
         let query = match arg {
             Arg::Int(v) => query.bind(v),
             Arg::Text(v) => query.bind(v),
@@ -611,7 +613,7 @@ impl Store {
     /// The invoices a redemption discounted, by id, oldest first.
     pub async fn redemption_invoice_ids(&self, redemption_id: i64) -> Result<Vec<i64>, StoreError> {
         let rows =
-            sqlx::query("SELECT invoice_id FROM redemption_invoices WHERE redemption_id = $1 ORDER BY invoice_id")
+            crate::db::query("SELECT invoice_id FROM redemption_invoices WHERE redemption_id = $1 ORDER BY invoice_id")
                 .bind(redemption_id)
                 .fetch_all(&self.reads)
                 .await?;
@@ -639,11 +641,11 @@ impl Work {
     /// adjustments it takes, before they are attached, then each redemption's use.
     pub(crate) async fn reprice_pending(&mut self, repriced: &[(i64, i64, i64)]) -> Result<(), StoreError> {
         for (id, discount, total) in repriced {
-            sqlx::query("UPDATE adjustments SET discount = $1, total = $2 WHERE id = $3 AND state = 'pending'")
+            crate::db::query("UPDATE adjustments SET discount = $1, total = $2 WHERE id = $3 AND state = 'pending'")
                 .bind(*discount)
                 .bind(*total)
                 .bind(*id)
-                .execute(&mut *self.tx)
+                .execute(self.tx.exec())
                 .await?;
         }
         Ok(())
@@ -657,7 +659,7 @@ impl Work {
         now: i64,
     ) -> Result<(), StoreError> {
         for u in uses {
-            sqlx::query(
+            crate::db::query(
                 "UPDATE redemptions SET total_discounted = total_discounted + $1, \
                  state = CASE WHEN $2 = 1 THEN 'inactive' ELSE state END, updated_at = $3 WHERE id = $4",
             )
@@ -665,16 +667,16 @@ impl Work {
             .bind(flag(u.inactive))
             .bind(now)
             .bind(u.redemption_id)
-            .execute(&mut *self.tx)
+            .execute(self.tx.exec())
             .await?;
             if u.discount > 0 {
-                sqlx::query(
+                crate::db::query(
                     "INSERT INTO redemption_invoices (redemption_id, invoice_id, discount) VALUES ($1, $2, $3)",
                 )
                 .bind(u.redemption_id)
                 .bind(invoice_id)
                 .bind(u.discount)
-                .execute(&mut *self.tx)
+                .execute(self.tx.exec())
                 .await?;
             }
         }
@@ -703,7 +705,7 @@ impl Work {
         for id in account_ids {
             query = query.bind(*id);
         }
-        let rows = query.fetch_all(&mut *self.tx).await?;
+        let rows = query.fetch_all(self.tx.exec()).await?;
         rows.iter().map(|r| r.try_get("account_id").map_err(StoreError::from)).collect()
     }
 }

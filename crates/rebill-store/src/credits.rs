@@ -15,8 +15,6 @@
 //! Each credit payment records a [`CREDIT_PAYMENT_CREATED`] event (subject: its uuid) in the
 //! same database transaction.
 
-use sqlx::Row;
-
 use crate::db::DbRow;
 use crate::events::NewEvent;
 use crate::invoices::{Adjustment, Invoice, InvoiceKind, new_uuid};
@@ -217,7 +215,7 @@ impl Work {
              applied_to_invoice_id, original_credit_payment_id, refund_transaction_id, created_at, updated_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11) RETURNING {COLUMNS}"
         );
-        let row = sqlx::query(&sql)
+        let row = crate::db::query(&sql)
             .bind(new_uuid())
             .bind(site_id)
             .bind(new.account_id)
@@ -229,7 +227,7 @@ impl Work {
             .bind(new.original_credit_payment_id)
             .bind(new.refund_transaction_id)
             .bind(at)
-            .fetch_one(&mut *self.tx)
+            .fetch_one(self.tx.exec())
             .await?;
         let payment = from_row(&row)?;
         let recorded = event(CREDIT_PAYMENT_CREATED, &payment, at, recorded_at);
@@ -258,7 +256,7 @@ impl Work {
             _ => invoice.state,
         };
         let closed_at = (balance == 0).then_some(at);
-        let done = sqlx::query(
+        let done = crate::db::query(
             "UPDATE invoices SET balance = balance + $1, paid = paid - $1, state = $2, \
              closed_at = COALESCE($3, closed_at), updated_at = $4 WHERE id = $5 AND balance = $6 AND balance <= -$1",
         )
@@ -268,7 +266,7 @@ impl Work {
         .bind(at)
         .bind(invoice.id)
         .bind(invoice.amounts.balance)
-        .execute(&mut *self.tx)
+        .execute(self.tx.exec())
         .await?;
         if done.rows_affected() != 1 {
             return Ok(false);
@@ -308,7 +306,7 @@ impl Work {
         at: i64,
         recorded_at: i64,
     ) -> Result<bool, StoreError> {
-        let done = sqlx::query(
+        let done = crate::db::query(
             "UPDATE invoices SET balance = balance + $1, paid = paid - $1, state = $2, updated_at = $3 \
              WHERE id = $4 AND kind = $5 AND state = $6 AND balance = $7 AND balance <= -$1",
         )
@@ -319,7 +317,7 @@ impl Work {
         .bind(InvoiceKind::Credit.as_str())
         .bind(InvoiceState::Open.as_str())
         .bind(invoice.amounts.balance)
-        .execute(&mut *self.tx)
+        .execute(self.tx.exec())
         .await?;
         if done.rows_affected() != 1 {
             return Ok(false);
@@ -343,20 +341,20 @@ impl Work {
         at: i64,
         recorded_at: i64,
     ) -> Result<Option<CreditPayment>, StoreError> {
-        let found = sqlx::query(&format!(
+        let found = crate::db::query(&format!(
             "SELECT {COLUMNS} FROM credit_payments WHERE refund_transaction_id = $1 AND action = $2 \
              AND voided_at IS NULL"
         ))
         .bind(refund_transaction_id)
         .bind(CreditPaymentAction::Refund.as_str())
-        .fetch_optional(&mut *self.tx)
+        .fetch_optional(self.tx.exec())
         .await?;
         let Some(row) = found else { return Ok(None) };
         let payment = from_row(&row)?;
-        sqlx::query("UPDATE credit_payments SET voided_at = $1, updated_at = $1 WHERE id = $2")
+        crate::db::query("UPDATE credit_payments SET voided_at = $1, updated_at = $1 WHERE id = $2")
             .bind(at)
             .bind(payment.id)
-            .execute(&mut *self.tx)
+            .execute(self.tx.exec())
             .await?;
         let voided = CreditPayment { voided_at: Some(at), updated_at: at, ..payment };
         self.record_voided(&voided, at, recorded_at).await?;
@@ -368,16 +366,16 @@ impl Work {
     /// of it are made one after the other.
     pub async fn refundable_left(&mut self, transaction_id: i64) -> Result<i64, StoreError> {
         let lock = format!("SELECT amount FROM transactions WHERE id = $1{}", self.backend.for_update());
-        let Some(row) = sqlx::query(&lock).bind(transaction_id).fetch_optional(&mut *self.tx).await? else {
+        let Some(row) = crate::db::query(&lock).bind(transaction_id).fetch_optional(self.tx.exec()).await? else {
             return Ok(0);
         };
         let amount: i64 = row.try_get("amount")?;
-        let row = sqlx::query(
+        let row = crate::db::query(
             "SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) AS refunded FROM transactions \
              WHERE original_transaction_id = $1 AND status IN ('success', 'processing')",
         )
         .bind(transaction_id)
-        .fetch_one(&mut *self.tx)
+        .fetch_one(self.tx.exec())
         .await?;
         let refunded: i64 = row.try_get("refunded")?;
         Ok((amount - refunded).max(0))
@@ -392,7 +390,7 @@ impl Work {
             crate::invoices::rows::INVOICE_COLUMNS,
             self.backend.for_update()
         );
-        let rows = sqlx::query(&sql).bind(account_id).bind(currency).fetch_all(&mut *self.tx).await?;
+        let rows = crate::db::query(&sql).bind(account_id).bind(currency).fetch_all(self.tx.exec()).await?;
         rows.iter().map(crate::invoices::rows::invoice_from_row).collect()
     }
 
@@ -454,7 +452,7 @@ impl Work {
         for id in account_ids {
             query = query.bind(*id);
         }
-        let rows = query.fetch_all(&mut *self.tx).await?;
+        let rows = query.fetch_all(self.tx.exec()).await?;
         rows.iter().map(|r| r.try_get("account_id").map_err(StoreError::from)).collect()
     }
 
@@ -469,7 +467,7 @@ impl Work {
             return Ok(None);
         }
         let sql = format!("SELECT {} FROM invoices WHERE id = $1", crate::invoices::rows::INVOICE_COLUMNS);
-        let row = sqlx::query(&sql).bind(id).fetch_optional(&mut *self.tx).await?;
+        let row = crate::db::query(&sql).bind(id).fetch_optional(self.tx.exec()).await?;
         row.as_ref().map(crate::invoices::rows::invoice_from_row).transpose()
     }
 
@@ -478,17 +476,17 @@ impl Work {
     /// committed before the lock was granted.
     pub async fn lock_invoice(&mut self, id: i64) -> Result<bool, StoreError> {
         let sql = format!("SELECT id FROM invoices WHERE id = $1{}", self.backend.for_update());
-        Ok(sqlx::query(&sql).bind(id).fetch_optional(&mut *self.tx).await?.is_some())
+        Ok(crate::db::query(&sql).bind(id).fetch_optional(self.tx.exec()).await?.is_some())
     }
 
     /// What credit paid of an invoice: its `payment` credit payments not voided.
     pub async fn credit_paid(&mut self, invoice_id: i64) -> Result<i64, StoreError> {
-        let row = sqlx::query(
+        let row = crate::db::query(
             "SELECT CAST(COALESCE(SUM(amount), 0) AS BIGINT) AS paid FROM credit_payments \
              WHERE applied_to_invoice_id = $1 AND action = 'payment' AND voided_at IS NULL",
         )
         .bind(invoice_id)
-        .fetch_one(&mut *self.tx)
+        .fetch_one(self.tx.exec())
         .await?;
         Ok(row.try_get("paid")?)
     }
@@ -497,7 +495,7 @@ impl Work {
 impl Store {
     /// The site's credit payment with this uuid.
     pub async fn credit_payment(&self, site_id: i64, uuid: &str) -> Result<Option<CreditPayment>, StoreError> {
-        let row = sqlx::query(&format!("SELECT {COLUMNS} FROM credit_payments WHERE site_id = $1 AND uuid = $2"))
+        let row = crate::db::query(&format!("SELECT {COLUMNS} FROM credit_payments WHERE site_id = $1 AND uuid = $2"))
             .bind(site_id)
             .bind(uuid)
             .fetch_optional(&self.reads)
@@ -508,7 +506,7 @@ impl Store {
     /// The credit payments an invoice took part in (applied to it, or taken from it), oldest
     /// first.
     pub async fn invoice_credit_payments(&self, invoice_id: i64) -> Result<Vec<CreditPayment>, StoreError> {
-        let rows = sqlx::query(&format!(
+        let rows = crate::db::query(&format!(
             "SELECT {COLUMNS} FROM credit_payments WHERE applied_to_invoice_id = $1 OR original_invoice_id = $1 \
              ORDER BY created_at, id"
         ))
@@ -555,17 +553,17 @@ impl Store {
         }
         conditions.time_range(page);
         let count_sql = format!("SELECT COUNT(*) AS n FROM credit_payments{}", conditions.sql());
-        let total: i64 = conditions.bind(sqlx::query(&count_sql)).fetch_one(&self.reads).await?.try_get("n")?;
+        let total: i64 = conditions.bind(crate::db::query(&count_sql)).fetch_one(&self.reads).await?.try_get("n")?;
         conditions.after(page);
         let sql = format!("SELECT {COLUMNS} FROM credit_payments{}{}", conditions.sql(), order_and_limit(page));
-        let rows = conditions.bind(sqlx::query(&sql)).fetch_all(&self.reads).await?;
+        let rows = conditions.bind(crate::db::query(&sql)).fetch_all(&self.reads).await?;
         let items = rows.iter().map(from_row).collect::<Result<Vec<_>, _>>()?;
         Ok(into_page(items, page, total, |c| c.position(page.sort)))
     }
 
     /// The invoices crediting `invoice_id` (its refund and other credit invoices), oldest first.
     pub async fn crediting_invoices(&self, invoice_id: i64) -> Result<Vec<Invoice>, StoreError> {
-        let rows = sqlx::query(&format!(
+        let rows = crate::db::query(&format!(
             "SELECT {} FROM invoices WHERE original_invoice_id = $1 ORDER BY created_at, id",
             crate::invoices::rows::INVOICE_COLUMNS
         ))
@@ -599,7 +597,7 @@ impl Store {
         conditions.eq("site_id", Arg::Int(site_id));
         conditions.time_range(page);
         let count_sql = format!("SELECT COUNT(*) AS n FROM invoices{}", conditions.sql());
-        let total: i64 = conditions.bind(sqlx::query(&count_sql)).fetch_one(&self.reads).await?.try_get("n")?;
+        let total: i64 = conditions.bind(crate::db::query(&count_sql)).fetch_one(&self.reads).await?.try_get("n")?;
         conditions.after(page);
         let sql = format!(
             "SELECT {} FROM invoices{}{}",
@@ -607,7 +605,7 @@ impl Store {
             conditions.sql(),
             order_and_limit(page)
         );
-        let rows = conditions.bind(sqlx::query(&sql)).fetch_all(&self.reads).await?;
+        let rows = conditions.bind(crate::db::query(&sql)).fetch_all(&self.reads).await?;
         let items = rows.iter().map(crate::invoices::rows::invoice_from_row).collect::<Result<Vec<_>, _>>()?;
         Ok(into_page(items, page, total, |i| i.position(page.sort)))
     }
@@ -654,7 +652,7 @@ impl Store {
         conditions.eq("original_adjustment_id", Arg::Int(adjustment_id));
         conditions.time_range(page);
         let count_sql = format!("SELECT COUNT(*) AS n FROM adjustments{}", conditions.sql());
-        let total: i64 = conditions.bind(sqlx::query(&count_sql)).fetch_one(&self.reads).await?.try_get("n")?;
+        let total: i64 = conditions.bind(crate::db::query(&count_sql)).fetch_one(&self.reads).await?.try_get("n")?;
         conditions.after(page);
         let sql = format!(
             "SELECT {} FROM adjustments{}{}",
@@ -662,7 +660,7 @@ impl Store {
             conditions.sql(),
             order_and_limit(page)
         );
-        let rows = conditions.bind(sqlx::query(&sql)).fetch_all(&self.reads).await?;
+        let rows = conditions.bind(crate::db::query(&sql)).fetch_all(&self.reads).await?;
         let items = rows.iter().map(crate::invoices::rows::adjustment_from_row).collect::<Result<Vec<_>, _>>()?;
         let items = self.with_addresses(&self.pool, items).await?;
         Ok(into_page(items, page, total, |a| a.position(page.sort)))
@@ -704,28 +702,28 @@ impl Work {
             "SELECT {COLUMNS} FROM credit_payments WHERE applied_to_invoice_id = $1 AND action = $2 \
              AND voided_at IS NULL AND original_invoice_id <> $1 ORDER BY id"
         );
-        let rows = sqlx::query(&sql)
+        let rows = crate::db::query(&sql)
             .bind(invoice_id)
             .bind(CreditPaymentAction::Payment.as_str())
-            .fetch_all(&mut *self.tx)
+            .fetch_all(self.tx.exec())
             .await?;
         let payments: Vec<CreditPayment> = rows.iter().map(from_row).collect::<Result<_, _>>()?;
         let mut voided = Vec::with_capacity(payments.len());
         for p in payments {
             // Only a payment still in force is voided (and its credit moved back), also when
             // another work voided it after the read above.
-            let done = sqlx::query(
+            let done = crate::db::query(
                 "UPDATE credit_payments SET voided_at = $1, updated_at = $1 WHERE id = $2 AND voided_at IS NULL",
             )
             .bind(at)
             .bind(p.id)
-            .execute(&mut *self.tx)
+            .execute(self.tx.exec())
             .await?;
             if done.rows_affected() != 1 {
                 continue;
             }
             let credit = self.invoice(p.original_invoice_id).await?;
-            sqlx::query(
+            crate::db::query(
                 "UPDATE invoices SET balance = balance - $1, paid = paid + $1, \
                  state = CASE WHEN kind = $2 THEN $3 ELSE state END, closed_at = NULL, updated_at = $4 WHERE id = $5",
             )
@@ -734,14 +732,16 @@ impl Work {
             .bind(InvoiceState::Open.as_str())
             .bind(at)
             .bind(p.original_invoice_id)
-            .execute(&mut *self.tx)
+            .execute(self.tx.exec())
             .await?;
-            sqlx::query("UPDATE invoices SET balance = balance + $1, paid = paid - $1, updated_at = $2 WHERE id = $3")
-                .bind(p.amount)
-                .bind(at)
-                .bind(invoice_id)
-                .execute(&mut *self.tx)
-                .await?;
+            crate::db::query(
+                "UPDATE invoices SET balance = balance + $1, paid = paid - $1, updated_at = $2 WHERE id = $3",
+            )
+            .bind(p.amount)
+            .bind(at)
+            .bind(invoice_id)
+            .execute(self.tx.exec())
+            .await?;
             let p = CreditPayment { voided_at: Some(at), updated_at: at, ..p };
             self.record_voided(&p, at, recorded_at).await?;
             if let Some(credit) = credit.filter(|c| c.state == InvoiceState::Closed) {
@@ -755,10 +755,10 @@ impl Work {
     /// Whether the invoice `invoice_id` has been written off (a credit invoice of origin
     /// [`WRITE_OFF_ORIGIN`] credits it).
     pub async fn written_off(&mut self, invoice_id: i64) -> Result<bool, StoreError> {
-        let row = sqlx::query("SELECT COUNT(*) AS n FROM invoices WHERE original_invoice_id = $1 AND origin = $2")
+        let row = crate::db::query("SELECT COUNT(*) AS n FROM invoices WHERE original_invoice_id = $1 AND origin = $2")
             .bind(invoice_id)
             .bind(WRITE_OFF_ORIGIN)
-            .fetch_one(&mut *self.tx)
+            .fetch_one(self.tx.exec())
             .await?;
         Ok(row.try_get::<i64, _>("n")? > 0)
     }
@@ -767,7 +767,7 @@ impl Work {
     /// a write-off): its balance falls by it, compare-and-set on the balance read. Answers whether
     /// it held.
     pub async fn pay_by_credit(&mut self, invoice: &Invoice, amount: i64, at: i64) -> Result<bool, StoreError> {
-        let done = sqlx::query(
+        let done = crate::db::query(
             "UPDATE invoices SET balance = balance - $1, paid = paid + $1, updated_at = $2 \
              WHERE id = $3 AND balance = $4 AND balance >= $1",
         )
@@ -775,7 +775,7 @@ impl Work {
         .bind(at)
         .bind(invoice.id)
         .bind(invoice.amounts.balance)
-        .execute(&mut *self.tx)
+        .execute(self.tx.exec())
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -784,7 +784,7 @@ impl Work {
 impl Store {
     /// Whether the site has Credit Memos (`None`: no such site).
     pub async fn site_has_credit_memos(&self, site_id: i64) -> Result<Option<bool>, StoreError> {
-        let row = sqlx::query("SELECT credit_memos FROM sites WHERE id = $1")
+        let row = crate::db::query("SELECT credit_memos FROM sites WHERE id = $1")
             .bind(site_id)
             .fetch_optional(&self.pool)
             .await?;

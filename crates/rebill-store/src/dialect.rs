@@ -16,7 +16,7 @@
 //! with `column1, column2, …` names, booleans stored as 0/1 integers and times as epoch seconds.
 
 use crate::checkpoints::Checkpointer;
-use crate::db::{Conn, Pool, Readers, pool_options};
+use crate::db::{Pool, Readers, pool_options};
 use crate::{Backend, StoreError};
 
 /// Column types that differ between the migration trees, as (PostgreSQL, SQLite) token pairs;
@@ -63,7 +63,7 @@ impl Backend {
             // written before the commit returns); only an operating-system crash or power loss
             // can lose the last commits. The WAL is synced at checkpoints.
             Backend::Sqlite => {
-                pool_options()
+                let pool = pool_options::<sqlx::Sqlite>()
                     .max_connections(1)
                     .after_connect(|conn, _| {
                         Box::pin(async move {
@@ -82,14 +82,16 @@ impl Backend {
                         })
                     })
                     .connect(url)
-                    .await?
+                    .await?;
+                self.migrator().run(&pool).await?;
+                Pool::Sqlite(pool)
             }
             // A connection that carried a large batch (a renewal batch's multi-row statements
             // and their returned rows) would keep buffers of that size while idle, and each of
             // the 16 would come to hold the largest it ever carried: it gives back all but the
             // driver's default (8 KB) when it returns to the pool.
             Backend::Postgres => {
-                pool_options()
+                let pool = pool_options::<sqlx::Postgres>()
                     .max_connections(16)
                     .after_release(|conn, _| {
                         Box::pin(async move {
@@ -98,10 +100,11 @@ impl Backend {
                         })
                     })
                     .connect(url)
-                    .await?
+                    .await?;
+                self.migrator().run(&pool).await?;
+                Pool::Postgres(pool)
             }
         };
-        self.migrator().run(&pool).await?;
         Ok(pool)
     }
 
@@ -118,7 +121,10 @@ impl Backend {
     pub(crate) async fn open_readers(self, url: &str, writer: &Pool) -> Result<Readers, StoreError> {
         Ok(match self {
             Backend::Sqlite => Readers::sqlite(url, 4).await?,
-            Backend::Postgres => Readers::Shared(writer.clone()),
+            Backend::Postgres => match writer {
+                Pool::Postgres(pool) => Readers::Shared(pool.clone()),
+                Pool::Sqlite(_) => return Err(StoreError::Invalid("a SQLite pool for a PostgreSQL store".into())),
+            },
         })
     }
 
@@ -134,9 +140,9 @@ impl Backend {
     /// Lets the open transaction on `conn` commit without waiting for its write to be durable
     /// (PostgreSQL `synchronous_commit`; SQLite's `synchronous = NORMAL` already does not wait).
     /// For data whose last change may be lost in a crash, such as rate-limit counters.
-    pub(crate) async fn relaxed_commit(self, conn: &mut Conn) -> Result<(), StoreError> {
+    pub(crate) async fn relaxed_commit(self, tx: &mut crate::db::Tx) -> Result<(), StoreError> {
         if self == Backend::Postgres {
-            sqlx::query("SET LOCAL synchronous_commit TO OFF").execute(conn).await?;
+            crate::db::query("SET LOCAL synchronous_commit TO OFF").execute(tx.exec()).await?;
         }
         Ok(())
     }
@@ -376,14 +382,14 @@ mod tests {
         let store = crate::Store::connect(&url).await.expect("a SQLite store");
         let mut conn = store.pool.acquire().await.expect("the writer");
         for (pragma, expected) in [("journal_mode", "wal"), ("synchronous", "1"), ("temp_store", "2")] {
-            let row = sqlx::query(&format!("SELECT CAST({pragma} AS TEXT) AS v FROM pragma_{pragma}"))
-                .fetch_one(&mut *conn)
+            let row = crate::db::query(&format!("SELECT CAST({pragma} AS TEXT) AS v FROM pragma_{pragma}"))
+                .fetch_one(conn.exec())
                 .await
                 .expect("the pragma");
-            assert_eq!(sqlx::Row::try_get::<String, _>(&row, "v").expect("v"), expected, "{pragma}");
+            assert_eq!(row.try_get::<String, _>("v").expect("v"), expected, "{pragma}");
         }
-        let row = sqlx::query("PRAGMA wal_autocheckpoint").fetch_one(&mut *conn).await.expect("the bound");
-        let pages: i64 = sqlx::Row::try_get(&row, 0).expect("pages");
+        let row = crate::db::query("PRAGMA wal_autocheckpoint").fetch_one(conn.exec()).await.expect("the bound");
+        let pages: i64 = row.try_get(0).expect("pages");
         assert_eq!(pages, i64::from(crate::checkpoints::WRITER_CHECKPOINT_PAGES));
         drop(conn);
         store.close().await;

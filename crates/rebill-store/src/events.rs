@@ -13,8 +13,6 @@
 //! until [`Store::mark_event_handled`] marks it; the reaction runs before the mark, so a crash in
 //! between runs it again (reactions are idempotent), and once marked it never runs again.
 
-use sqlx::Row;
-
 use crate::db::DbRow;
 use crate::document;
 use crate::work::Work;
@@ -103,7 +101,7 @@ impl Work {
                     .bind(document::seal(&e.payload))
                     .bind(flag(e.awaits_reaction));
             }
-            query.execute(&mut *self.tx).await?;
+            query.execute(self.tx.exec()).await?;
         }
         Ok(())
     }
@@ -123,7 +121,7 @@ impl Work {
 impl Store {
     /// The events of one subject of the site, in order.
     pub async fn events(&self, site_id: i64, subject: &str) -> Result<Vec<Event>, StoreError> {
-        let rows = sqlx::query(&format!(
+        let rows = crate::db::query(&format!(
             "SELECT {COLUMNS} FROM domain_events WHERE site_id = $1 AND subject = $2 ORDER BY id"
         ))
         .bind(site_id)
@@ -142,7 +140,7 @@ impl Store {
             Awaiting::Site(site) => (Some(site), None),
             Awaiting::Subject(site, subject) => (Some(site), Some(subject)),
         };
-        let mut query = sqlx::query(&sql).bind(after).bind(limit);
+        let mut query = crate::db::query(&sql).bind(after).bind(limit);
         if let Some(site) = site {
             query = query.bind(site);
         }
@@ -154,11 +152,12 @@ impl Store {
 
     /// Records that the reaction to an event ran; `false` when it was marked before.
     pub async fn mark_event_handled(&self, id: i64, service_now: i64) -> Result<bool, StoreError> {
-        let done = sqlx::query("UPDATE domain_events SET awaiting = 0, handled_at = $1 WHERE id = $2 AND awaiting = 1")
-            .bind(service_now)
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
+        let done =
+            crate::db::query("UPDATE domain_events SET awaiting = 0, handled_at = $1 WHERE id = $2 AND awaiting = 1")
+                .bind(service_now)
+                .bind(id)
+                .execute(&self.pool)
+                .await?;
         Ok(done.rows_affected() == 1)
     }
 }
@@ -194,7 +193,7 @@ mod tests {
         let store = Store::connect(&fresh_sqlite_url("awaiting_plan")).await.expect("store");
         for scope in [Awaiting::All, Awaiting::Site(1), Awaiting::Subject(1, "a1")] {
             let sql = format!("EXPLAIN QUERY PLAN {}", awaiting_sql(store.backend, &scope));
-            let mut query = sqlx::query(&sql).bind(0i64).bind(100i64);
+            let mut query = crate::db::query(&sql).bind(0i64).bind(100i64);
             if let Awaiting::Site(site) | Awaiting::Subject(site, _) = scope {
                 query = query.bind(site);
             }
@@ -247,7 +246,7 @@ mod tests {
                 (recorded[0].at, recorded[0].recorded_at, recorded[0].payload.as_str()),
                 (NOW, NOW + 1, r#"{"n":1}"#)
             );
-            let raw: String = sqlx::query("SELECT payload FROM domain_events WHERE id = $1")
+            let raw: String = crate::db::query("SELECT payload FROM domain_events WHERE id = $1")
                 .bind(recorded[0].id)
                 .fetch_one(&store.pool)
                 .await
@@ -338,7 +337,7 @@ mod tests {
             let (_, subscription) = store.create_subscription(&record, &[], &[], NOW, NOW + 60).await.expect("create");
             // Back to the schema before the events' migration, with two history rows (one
             // versioned, one older), as a database of the previous release holds them.
-            let version: i64 = sqlx::query("SELECT MAX(version) AS v FROM _sqlx_migrations")
+            let version: i64 = crate::db::query("SELECT MAX(version) AS v FROM _sqlx_migrations")
                 .fetch_one(&store.pool)
                 .await
                 .expect("migrations")
@@ -357,13 +356,13 @@ mod tests {
                 "CREATE INDEX subscription_history_subscription ON subscription_history(subscription_id, id)",
                 "DELETE FROM _sqlx_migrations WHERE version IN (12, 19)",
             ] {
-                sqlx::query(statement).execute(&store.pool).await.expect(statement);
+                crate::db::query(statement).execute(&store.pool).await.expect(statement);
             }
             for (id, at, action) in [
                 (7, NOW + 5, r#"{"action":"pause","remaining_pause_cycles":1,"document_version":1}"#),
                 (3, NOW, r#"{"action":"cancel"}"#),
             ] {
-                sqlx::query(
+                crate::db::query(
                     "INSERT INTO subscription_history (id, subscription_id, at, action) VALUES ($1, $2, $3, $4)",
                 )
                 .bind(id)
@@ -394,7 +393,7 @@ mod tests {
                     ),
                 ]
             );
-            let gone = sqlx::query("SELECT COUNT(*) FROM subscription_history").fetch_one(&store.pool).await;
+            let gone = crate::db::query("SELECT COUNT(*) FROM subscription_history").fetch_one(&store.pool).await;
             assert!(gone.is_err(), "the history table is dropped");
         }
     }

@@ -2,8 +2,6 @@
 //! key sealed by the caller with the vault key (this module never sees it in clear), the last
 //! four characters of the key, and the gateway's API root. A site without a row has none.
 
-use sqlx::Row;
-
 use crate::{DbRow, Mode, Store, StoreError};
 
 /// A site's gateway as stored.
@@ -61,7 +59,7 @@ impl Store {
         new: &NewSiteGateway<'_>,
         now: i64,
     ) -> Result<SiteGateway, StoreError> {
-        let row = sqlx::query(&format!(
+        let row = crate::db::query(&format!(
             "INSERT INTO site_gateways ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, 1, $6) \
              ON CONFLICT (site_id) DO UPDATE SET kind = excluded.kind, secret_sealed = excluded.secret_sealed, \
              key_last4 = excluded.key_last4, api_base = excluded.api_base, \
@@ -81,7 +79,7 @@ impl Store {
 
     /// The site's gateway, if one is set.
     pub async fn site_gateway(&self, site_id: i64) -> Result<Option<SiteGateway>, StoreError> {
-        let row = sqlx::query(&format!("SELECT {COLUMNS} FROM site_gateways WHERE site_id = $1"))
+        let row = crate::db::query(&format!("SELECT {COLUMNS} FROM site_gateways WHERE site_id = $1"))
             .bind(site_id)
             .fetch_optional(&self.reads)
             .await?;
@@ -90,7 +88,7 @@ impl Store {
 
     /// The site's mode and gateway in one read (`None`: no such site).
     pub async fn site_gateway_choice(&self, site_id: i64) -> Result<Option<SiteGatewayChoice>, StoreError> {
-        let row = sqlx::query(
+        let row = crate::db::query(
             "SELECT s.mode AS mode, g.site_id AS site_id, g.kind AS kind, g.secret_sealed AS secret_sealed, \
              g.key_last4 AS key_last4, g.api_base AS api_base, g.version AS version, g.updated_at AS updated_at \
              FROM sites s LEFT JOIN site_gateways g ON g.site_id = s.id WHERE s.id = $1",
@@ -110,7 +108,7 @@ impl Store {
     /// Removes the site's gateway; answers whether one was set.
     pub async fn remove_site_gateway(&self, site_id: i64) -> Result<bool, StoreError> {
         let done =
-            sqlx::query("DELETE FROM site_gateways WHERE site_id = $1").bind(site_id).execute(&self.pool).await?;
+            crate::db::query("DELETE FROM site_gateways WHERE site_id = $1").bind(site_id).execute(&self.pool).await?;
         Ok(done.rows_affected() > 0)
     }
 }

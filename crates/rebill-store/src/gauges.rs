@@ -4,8 +4,6 @@
 //! table (`webhook_deliveries_waiting`, `jobs_pending_site_due`), so a scrape costs one short
 //! statement per site.
 
-use sqlx::Row;
-
 use crate::{Backend, Store, StoreError};
 
 /// One connection pool's use.
@@ -41,10 +39,11 @@ pub struct Gauges {
 impl Store {
     /// The gauges at `service_now` (epoch seconds; each site's time adds its clock offset).
     pub async fn gauges(&self, service_now: i64) -> Result<Gauges, StoreError> {
-        let queue = sqlx::query("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE state IN ('pending', 'retrying')")
-            .fetch_one(&self.reads)
-            .await?;
-        let oldest = sqlx::query(
+        let queue =
+            crate::db::query("SELECT COUNT(*) AS n FROM webhook_deliveries WHERE state IN ('pending', 'retrying')")
+                .fetch_one(&self.reads)
+                .await?;
+        let oldest = crate::db::query(
             "SELECT s.clock_offset AS clock_offset, \
                     (SELECT MIN(j.due_at) FROM jobs j WHERE j.site_id = s.id AND j.done_at IS NULL) AS oldest \
              FROM sites s",

@@ -16,7 +16,6 @@
 //! products: the product code).
 
 use crate::db::is_unique_violation;
-use sqlx::Row;
 
 use crate::accounts::AddressFields;
 use crate::db::DbRow;
@@ -195,7 +194,7 @@ impl Store {
         events: &[NewEvent],
     ) -> Result<bool, StoreError> {
         let mut work = self.begin_work().await?;
-        let done = sqlx::query(
+        let done = crate::db::query(
             "INSERT INTO gift_card_products (site_id, product_code, currency, unit_amount, created_at) \
              VALUES ($1, $2, $3, $4, $5) ON CONFLICT (site_id, product_code, currency, unit_amount) DO NOTHING",
         )
@@ -204,7 +203,7 @@ impl Store {
         .bind(product.currency.clone())
         .bind(product.unit_amount)
         .bind(product.created_at)
-        .execute(&mut *work.tx)
+        .execute(work.tx.exec())
         .await?;
         if done.rows_affected() == 0 {
             return Ok(false);
@@ -225,7 +224,7 @@ impl Store {
         events: &[NewEvent],
     ) -> Result<bool, StoreError> {
         let mut work = self.begin_work().await?;
-        let done = sqlx::query(
+        let done = crate::db::query(
             "DELETE FROM gift_card_products WHERE site_id = $1 AND product_code = $2 AND currency = $3 \
              AND unit_amount = $4",
         )
@@ -233,7 +232,7 @@ impl Store {
         .bind(product_code)
         .bind(currency)
         .bind(unit_amount)
-        .execute(&mut *work.tx)
+        .execute(work.tx.exec())
         .await?;
         if done.rows_affected() == 0 {
             return Ok(false);
@@ -245,7 +244,7 @@ impl Store {
 
     /// The site's gift card products, by product code, currency and amount.
     pub async fn gift_card_products(&self, site_id: i64) -> Result<Vec<GiftCardProduct>, StoreError> {
-        let rows = sqlx::query(
+        let rows = crate::db::query(
             "SELECT product_code, currency, unit_amount, created_at FROM gift_card_products WHERE site_id = $1 \
              ORDER BY product_code, currency, unit_amount",
         )
@@ -279,7 +278,7 @@ impl Store {
             .ok_or_else(|| StoreError::Invalid("the purchase invoice was not made".into()))?;
         let d = &card.delivery;
         let a = &d.address;
-        let inserted = sqlx::query(
+        let inserted = crate::db::query(
             "INSERT INTO gift_cards (site_id, redemption_code, product_code, currency, unit_amount, \
              gifter_account_id, purchase_invoice_id, delivery_method, delivery_email, delivery_first_name, \
              delivery_last_name, delivery_gifter_name, delivery_message, delivery_address1, delivery_address2, \
@@ -309,7 +308,7 @@ impl Store {
         .bind(a.phone.clone())
         .bind(d.deliver_at)
         .bind(now)
-        .fetch_one(&mut *work.tx)
+        .fetch_one(work.tx.exec())
         .await;
         let id: i64 = match inserted {
             Ok(row) => row.try_get("id")?,
@@ -333,14 +332,14 @@ impl Store {
         events: &[NewEvent],
     ) -> Result<Option<GiftCard>, StoreError> {
         let mut work = self.begin_work().await?;
-        let done = sqlx::query(
+        let done = crate::db::query(
             "UPDATE gift_cards SET purchased_at = $1, delivered_at = $2, updated_at = $1 \
              WHERE id = $3 AND purchased_at IS NULL",
         )
         .bind(at)
         .bind(delivered)
         .bind(id)
-        .execute(&mut *work.tx)
+        .execute(work.tx.exec())
         .await?;
         if done.rows_affected() == 0 {
             return Ok(None);
@@ -354,7 +353,7 @@ impl Store {
     /// Removes a card whose purchase was declined (it was never purchased); `false` when there is
     /// no such card waiting.
     pub async fn discard_gift_card(&self, id: i64) -> Result<bool, StoreError> {
-        let done = sqlx::query("DELETE FROM gift_cards WHERE id = $1 AND purchased_at IS NULL")
+        let done = crate::db::query("DELETE FROM gift_cards WHERE id = $1 AND purchased_at IS NULL")
             .bind(id)
             .execute(&self.pool)
             .await?;
@@ -370,13 +369,13 @@ impl Store {
         events: &[NewEvent],
     ) -> Result<Option<GiftCard>, StoreError> {
         let mut work = self.begin_work().await?;
-        let done = sqlx::query(
+        let done = crate::db::query(
             "UPDATE gift_cards SET delivered_at = $1, updated_at = $1 \
              WHERE id = $2 AND delivered_at IS NULL AND purchased_at IS NOT NULL",
         )
         .bind(at)
         .bind(id)
-        .execute(&mut *work.tx)
+        .execute(work.tx.exec())
         .await?;
         if done.rows_affected() == 0 {
             return Ok(None);
@@ -397,7 +396,7 @@ impl Store {
     ) -> Result<Option<(GiftCard, Invoice)>, StoreError> {
         let r = redemption;
         let mut work = self.begin_work().await?;
-        let claimed = sqlx::query(
+        let claimed = crate::db::query(
             "UPDATE gift_cards SET recipient_account_id = $1, redeemed_at = $2, updated_at = $2, \
              redeemed_subscription_uuid = $3 \
              WHERE id = $4 AND site_id = $5 AND redeemed_at IS NULL AND purchased_at IS NOT NULL",
@@ -407,7 +406,7 @@ impl Store {
         .bind(r.subscription_uuid.map(str::to_owned))
         .bind(r.card_id)
         .bind(site_id)
-        .execute(&mut *work.tx)
+        .execute(work.tx.exec())
         .await?;
         if claimed.rows_affected() == 0 {
             return Ok(None);
@@ -419,10 +418,10 @@ impl Store {
             .await?
             .pop()
             .ok_or_else(|| StoreError::Invalid("the redemption invoice was not made".into()))?;
-        sqlx::query("UPDATE gift_cards SET redemption_invoice_id = $1 WHERE id = $2")
+        crate::db::query("UPDATE gift_cards SET redemption_invoice_id = $1 WHERE id = $2")
             .bind(invoice.id)
             .bind(r.card_id)
-            .execute(&mut *work.tx)
+            .execute(work.tx.exec())
             .await?;
         let card = card_in(&mut work, r.card_id).await?;
         work.append_item_events(site_id, &r.card_id.to_string(), r.card_events).await?;
@@ -445,18 +444,18 @@ impl Store {
              FROM gift_cards WHERE id = $1 AND redemption_invoice_id IS NOT NULL{}",
             work.backend.for_update()
         );
-        let Some(row) = sqlx::query(&sql).bind(card_id).fetch_optional(&mut *work.tx).await? else {
+        let Some(row) = crate::db::query(&sql).bind(card_id).fetch_optional(work.tx.exec()).await? else {
             return Ok(false);
         };
         let site_id: i64 = row.try_get("site_id")?;
         let invoice_id: i64 = row.try_get("redemption_invoice_id")?;
         let number: i64 = row.try_get("number")?;
-        let uses = sqlx::query(
+        let uses = crate::db::query(
             "SELECT p.id, p.uuid, p.amount, p.action, p.applied_to_invoice_id, i.state FROM credit_payments p \
              LEFT JOIN invoices i ON i.id = p.applied_to_invoice_id WHERE p.original_invoice_id = $1",
         )
         .bind(invoice_id)
-        .fetch_all(&mut *work.tx)
+        .fetch_all(work.tx.exec())
         .await?;
         let mut taken_back = Vec::new();
         for r in &uses {
@@ -472,43 +471,48 @@ impl Store {
             taken_back.push((id, uuid, amount, applied));
         }
         for (id, uuid, amount, applied) in &taken_back {
-            sqlx::query("UPDATE invoices SET paid = paid - $1, balance = balance + $1 WHERE id = $2")
+            crate::db::query("UPDATE invoices SET paid = paid - $1, balance = balance + $1 WHERE id = $2")
                 .bind(*amount)
                 .bind(*applied)
-                .execute(&mut *work.tx)
+                .execute(work.tx.exec())
                 .await?;
-            sqlx::query(
+            crate::db::query(
                 "DELETE FROM domain_events WHERE site_id = $1 AND subject = $2 AND kind = 'credit_payment.created'",
             )
             .bind(site_id)
             .bind(uuid.clone())
-            .execute(&mut *work.tx)
+            .execute(work.tx.exec())
             .await?;
-            sqlx::query("DELETE FROM credit_payments WHERE id = $1").bind(*id).execute(&mut *work.tx).await?;
+            crate::db::query("DELETE FROM credit_payments WHERE id = $1").bind(*id).execute(work.tx.exec()).await?;
         }
-        sqlx::query(
+        crate::db::query(
             "UPDATE gift_cards SET recipient_account_id = NULL, redeemed_at = NULL, redemption_invoice_id = NULL, \
              redeemed_subscription_uuid = NULL, updated_at = COALESCE(delivered_at, purchased_at, created_at) \
              WHERE id = $1",
         )
         .bind(card_id)
-        .execute(&mut *work.tx)
+        .execute(work.tx.exec())
         .await?;
-        sqlx::query("DELETE FROM domain_events WHERE site_id = $1 AND subject = $2 AND kind = 'gift_card.redeemed'")
-            .bind(site_id)
-            .bind(card_id.to_string())
-            .execute(&mut *work.tx)
-            .await?;
-        sqlx::query(
+        crate::db::query(
+            "DELETE FROM domain_events WHERE site_id = $1 AND subject = $2 AND kind = 'gift_card.redeemed'",
+        )
+        .bind(site_id)
+        .bind(card_id.to_string())
+        .execute(work.tx.exec())
+        .await?;
+        crate::db::query(
             "DELETE FROM domain_events WHERE site_id = $1 AND subject = $2 \
              AND (kind LIKE 'invoice.%' OR kind LIKE 'credit_invoice.%')",
         )
         .bind(site_id)
         .bind(number.to_string())
-        .execute(&mut *work.tx)
+        .execute(work.tx.exec())
         .await?;
-        sqlx::query("DELETE FROM adjustments WHERE invoice_id = $1").bind(invoice_id).execute(&mut *work.tx).await?;
-        sqlx::query("DELETE FROM invoices WHERE id = $1").bind(invoice_id).execute(&mut *work.tx).await?;
+        crate::db::query("DELETE FROM adjustments WHERE invoice_id = $1")
+            .bind(invoice_id)
+            .execute(work.tx.exec())
+            .await?;
+        crate::db::query("DELETE FROM invoices WHERE id = $1").bind(invoice_id).execute(work.tx.exec()).await?;
         work.commit().await?;
         Ok(true)
     }
@@ -517,7 +521,7 @@ impl Store {
     pub async fn gift_card(&self, site_id: i64, id: i64) -> Result<Option<GiftCard>, StoreError> {
         let sql =
             format!("SELECT {COLUMNS} FROM gift_cards WHERE site_id = $1 AND id = $2 AND purchased_at IS NOT NULL");
-        let row = sqlx::query(&sql).bind(site_id).bind(id).fetch_optional(&self.pool).await?;
+        let row = crate::db::query(&sql).bind(site_id).bind(id).fetch_optional(&self.pool).await?;
         row.as_ref().map(from_row).transpose()
     }
 
@@ -526,21 +530,21 @@ impl Store {
         let sql = format!(
             "SELECT {COLUMNS} FROM gift_cards WHERE site_id = $1 AND redemption_code = $2 AND purchased_at IS NOT NULL"
         );
-        let row = sqlx::query(&sql).bind(site_id).bind(code).fetch_optional(&self.pool).await?;
+        let row = crate::db::query(&sql).bind(site_id).bind(code).fetch_optional(&self.pool).await?;
         row.as_ref().map(from_row).transpose()
     }
 
     /// The card whose redemption made the credit invoice `invoice_id`, if one did.
     pub async fn gift_card_redeemed_into(&self, site_id: i64, invoice_id: i64) -> Result<Option<GiftCard>, StoreError> {
         let sql = format!("SELECT {COLUMNS} FROM gift_cards WHERE site_id = $1 AND redemption_invoice_id = $2");
-        let row = sqlx::query(&sql).bind(site_id).bind(invoice_id).fetch_optional(&self.reads).await?;
+        let row = crate::db::query(&sql).bind(site_id).bind(invoice_id).fetch_optional(&self.reads).await?;
         row.as_ref().map(from_row).transpose()
     }
 
     /// The card redeemed when the subscription `uuid` was created, if one was.
     pub async fn subscription_gift_card(&self, site_id: i64, uuid: &str) -> Result<Option<GiftCard>, StoreError> {
         let sql = format!("SELECT {COLUMNS} FROM gift_cards WHERE site_id = $1 AND redeemed_subscription_uuid = $2");
-        let row = sqlx::query(&sql).bind(site_id).bind(uuid).fetch_optional(&self.reads).await?;
+        let row = crate::db::query(&sql).bind(site_id).bind(uuid).fetch_optional(&self.reads).await?;
         row.as_ref().map(from_row).transpose()
     }
 
@@ -562,10 +566,10 @@ impl Store {
         }
         conditions.time_range(page);
         let count_sql = format!("SELECT COUNT(*) AS n FROM gift_cards{}", conditions.sql());
-        let total: i64 = conditions.bind(sqlx::query(&count_sql)).fetch_one(&self.reads).await?.try_get("n")?;
+        let total: i64 = conditions.bind(crate::db::query(&count_sql)).fetch_one(&self.reads).await?.try_get("n")?;
         conditions.after(page);
         let sql = format!("SELECT {COLUMNS} FROM gift_cards{}{}", conditions.sql(), order_and_limit(page));
-        let rows = conditions.bind(sqlx::query(&sql)).fetch_all(&self.reads).await?;
+        let rows = conditions.bind(crate::db::query(&sql)).fetch_all(&self.reads).await?;
         let items = rows.iter().map(from_row).collect::<Result<Vec<_>, _>>()?;
         Ok(into_page(items, page, total, |c| c.position(page.sort)))
     }
@@ -573,9 +577,9 @@ impl Store {
 
 /// The card with this id, read in `work`.
 async fn card_in(work: &mut crate::work::Work, id: i64) -> Result<GiftCard, StoreError> {
-    let row = sqlx::query(&format!("SELECT {COLUMNS} FROM gift_cards WHERE id = $1"))
+    let row = crate::db::query(&format!("SELECT {COLUMNS} FROM gift_cards WHERE id = $1"))
         .bind(id)
-        .fetch_one(&mut *work.tx)
+        .fetch_one(work.tx.exec())
         .await?;
     from_row(&row)
 }

@@ -16,14 +16,12 @@
 //!   recorded one, so a repeated charge can see whether it already happened. A transaction keeps
 //!   a snapshot of the account and of the billing info's non-secret fields (never a card number).
 //!
-//! Money is integer cents, times UTC epoch seconds, booleans 0/1 (the `Any` driver sends one
-//! integer type to both backends). Lists use the keyset paging of [`crate::list`].
-
-use sqlx::Row;
+//! Money is integer cents, times UTC epoch seconds, booleans 0/1 (one integer type for both
+//! backends, bound and decoded the same way by either driver). Lists use the keyset paging of [`crate::list`].
 
 use crate::billing_info::{FIELD_COLUMNS, fields_from_row, kind_from_row};
 use crate::coupons::Discounted;
-use crate::db::{Db, DbQuery};
+use crate::db::DbQuery;
 use crate::events::NewEvent;
 use crate::list::{Arg, Conditions, Page, PageRequest, Within, into_page, order_and_limit};
 use crate::work::Work;
@@ -70,10 +68,10 @@ impl Store {
 
     async fn invoice_where<'e, E>(&self, pool: E, condition: &str, args: &[Arg]) -> Result<Option<Invoice>, StoreError>
     where
-        E: sqlx::Executor<'e, Database = Db>,
+        E: Into<crate::db::Exec<'e>>,
     {
         let sql = format!("SELECT {INVOICE_COLUMNS} FROM invoices WHERE {condition}");
-        let mut query = sqlx::query(&sql);
+        let mut query = crate::db::query(&sql);
         for a in args {
             query = a.bind_to(query);
         }
@@ -155,10 +153,10 @@ impl Store {
         any_of(&mut conditions, "state", filter.states.iter().map(|s| s.as_str().to_owned()));
         conditions.time_range(page);
         let count_sql = format!("SELECT COUNT(*) AS n FROM invoices{}", conditions.sql());
-        let total: i64 = conditions.bind(sqlx::query(&count_sql)).fetch_one(&self.reads).await?.try_get("n")?;
+        let total: i64 = conditions.bind(crate::db::query(&count_sql)).fetch_one(&self.reads).await?.try_get("n")?;
         conditions.after(page);
         let sql = format!("SELECT {INVOICE_COLUMNS} FROM invoices{}{}", conditions.sql(), order_and_limit(page));
-        let rows = conditions.bind(sqlx::query(&sql)).fetch_all(&self.reads).await?;
+        let rows = conditions.bind(crate::db::query(&sql)).fetch_all(&self.reads).await?;
         let items = rows.iter().map(invoice_from_row).collect::<Result<Vec<_>, _>>()?;
         Ok(into_page(items, page, total, |i| i.position(page.sort)))
     }
@@ -177,7 +175,7 @@ impl Store {
                CAST(MAX(CASE WHEN state = '{past_due}' THEN 1 ELSE 0 END) AS BIGINT) AS past_due \
              FROM invoices WHERE account_id = $1 GROUP BY currency ORDER BY currency"
         );
-        let rows = sqlx::query(&sql).bind(account_id).fetch_all(&self.reads).await?;
+        let rows = crate::db::query(&sql).bind(account_id).fetch_all(&self.reads).await?;
         rows.iter()
             .map(|r| {
                 Ok(CurrencyBalance {
@@ -191,11 +189,12 @@ impl Store {
 
     /// The line items of an invoice, in the order they were added.
     pub async fn invoice_lines(&self, invoice_id: i64) -> Result<Vec<Adjustment>, StoreError> {
-        let rows =
-            sqlx::query(&format!("SELECT {ADJUSTMENT_COLUMNS} FROM adjustments WHERE invoice_id = $1 ORDER BY id"))
-                .bind(invoice_id)
-                .fetch_all(&self.pool)
-                .await?;
+        let rows = crate::db::query(&format!(
+            "SELECT {ADJUSTMENT_COLUMNS} FROM adjustments WHERE invoice_id = $1 ORDER BY id"
+        ))
+        .bind(invoice_id)
+        .fetch_all(&self.pool)
+        .await?;
         self.with_addresses(&self.pool, rows.iter().map(adjustment_from_row).collect::<Result<_, _>>()?).await
     }
 
@@ -212,7 +211,7 @@ impl Store {
 
     /// The transactions of an invoice, oldest first.
     pub async fn invoice_transactions(&self, invoice_id: i64) -> Result<Vec<Transaction>, StoreError> {
-        let rows = sqlx::query(&format!(
+        let rows = crate::db::query(&format!(
             "SELECT {} FROM transactions WHERE invoice_id = $1 ORDER BY created_at, id",
             transaction_columns()
         ))
@@ -232,7 +231,7 @@ impl Store {
         now: i64,
     ) -> Result<Adjustment, StoreError> {
         let id = insert_adjustment(&self.pool, site_id, None, new, now).await?;
-        let row = sqlx::query(&format!("SELECT {ADJUSTMENT_COLUMNS} FROM adjustments WHERE id = $1"))
+        let row = crate::db::query(&format!("SELECT {ADJUSTMENT_COLUMNS} FROM adjustments WHERE id = $1"))
             .bind(id)
             .fetch_one(&self.pool)
             .await?;
@@ -242,7 +241,7 @@ impl Store {
     /// The site's adjustment with this uuid.
     pub async fn adjustment(&self, site_id: i64, uuid: &str) -> Result<Option<Adjustment>, StoreError> {
         let row =
-            sqlx::query(&format!("SELECT {ADJUSTMENT_COLUMNS} FROM adjustments WHERE site_id = $1 AND uuid = $2"))
+            crate::db::query(&format!("SELECT {ADJUSTMENT_COLUMNS} FROM adjustments WHERE site_id = $1 AND uuid = $2"))
                 .bind(site_id)
                 .bind(uuid)
                 .fetch_optional(&self.reads)
@@ -253,7 +252,7 @@ impl Store {
 
     /// Deletes a pending adjustment; an invoiced one stays.
     pub async fn delete_adjustment(&self, site_id: i64, uuid: &str) -> Result<AdjustmentDeletion, StoreError> {
-        let done = sqlx::query("DELETE FROM adjustments WHERE site_id = $1 AND uuid = $2 AND state = $3")
+        let done = crate::db::query("DELETE FROM adjustments WHERE site_id = $1 AND uuid = $2 AND state = $3")
             .bind(site_id)
             .bind(uuid)
             .bind(AdjustmentState::Pending.as_str())
@@ -262,7 +261,7 @@ impl Store {
         if done.rows_affected() > 0 {
             return Ok(AdjustmentDeletion::Deleted);
         }
-        let exists = sqlx::query("SELECT id FROM adjustments WHERE site_id = $1 AND uuid = $2")
+        let exists = crate::db::query("SELECT id FROM adjustments WHERE site_id = $1 AND uuid = $2")
             .bind(site_id)
             .bind(uuid)
             .fetch_optional(&self.pool)
@@ -272,7 +271,7 @@ impl Store {
 
     /// The account's pending adjustments, oldest first.
     pub async fn pending_adjustments(&self, account_id: i64) -> Result<Vec<Adjustment>, StoreError> {
-        let rows = sqlx::query(&format!(
+        let rows = crate::db::query(&format!(
             "SELECT {ADJUSTMENT_COLUMNS} FROM adjustments WHERE account_id = $1 AND state = $2 ORDER BY created_at, id"
         ))
         .bind(account_id)
@@ -311,10 +310,10 @@ impl Store {
         }
         conditions.time_range(page);
         let count_sql = format!("SELECT COUNT(*) AS n FROM adjustments{}", conditions.sql());
-        let total: i64 = conditions.bind(sqlx::query(&count_sql)).fetch_one(&self.reads).await?.try_get("n")?;
+        let total: i64 = conditions.bind(crate::db::query(&count_sql)).fetch_one(&self.reads).await?.try_get("n")?;
         conditions.after(page);
         let sql = format!("SELECT {ADJUSTMENT_COLUMNS} FROM adjustments{}{}", conditions.sql(), order_and_limit(page));
-        let rows = conditions.bind(sqlx::query(&sql)).fetch_all(&self.reads).await?;
+        let rows = conditions.bind(crate::db::query(&sql)).fetch_all(&self.reads).await?;
         let items = self
             .with_addresses(&self.pool, rows.iter().map(adjustment_from_row).collect::<Result<Vec<_>, _>>()?)
             .await?;
@@ -356,14 +355,14 @@ impl Store {
         work.complete_transactions(&[(id, result, now, events)]).await?;
         let sql =
             format!("SELECT {} FROM transactions WHERE id = {}", transaction_columns(), work.backend.params(1, 1));
-        let row = sqlx::query(&sql).bind(id).fetch_one(&mut *work.tx).await?;
+        let row = crate::db::query(&sql).bind(id).fetch_one(work.tx.exec()).await?;
         work.commit().await?;
         transaction_from_row(&row)
     }
 
     /// The site's transaction with this uuid.
     pub async fn transaction(&self, site_id: i64, uuid: &str) -> Result<Option<Transaction>, StoreError> {
-        let row = sqlx::query(&format!(
+        let row = crate::db::query(&format!(
             "SELECT {} FROM transactions WHERE site_id = $1 AND uuid = $2",
             transaction_columns()
         ))
@@ -390,7 +389,7 @@ impl Store {
 
     /// The transaction with this id (read on the writer).
     pub async fn transaction_by_id(&self, id: i64) -> Result<Option<Transaction>, StoreError> {
-        let row = sqlx::query(&format!("SELECT {} FROM transactions WHERE id = $1", transaction_columns()))
+        let row = crate::db::query(&format!("SELECT {} FROM transactions WHERE id = $1", transaction_columns()))
             .bind(id)
             .fetch_optional(&self.pool)
             .await?;
@@ -413,11 +412,11 @@ impl Store {
         any_of(&mut conditions, "action", filter.actions.iter().cloned());
         conditions.time_range(page);
         let count_sql = format!("SELECT COUNT(*) AS n FROM transactions{}", conditions.sql());
-        let total: i64 = conditions.bind(sqlx::query(&count_sql)).fetch_one(&self.reads).await?.try_get("n")?;
+        let total: i64 = conditions.bind(crate::db::query(&count_sql)).fetch_one(&self.reads).await?.try_get("n")?;
         conditions.after(page);
         let sql =
             format!("SELECT {} FROM transactions{}{}", transaction_columns(), conditions.sql(), order_and_limit(page));
-        let rows = conditions.bind(sqlx::query(&sql)).fetch_all(&self.reads).await?;
+        let rows = conditions.bind(crate::db::query(&sql)).fetch_all(&self.reads).await?;
         let items = rows.iter().map(transaction_from_row).collect::<Result<Vec<_>, _>>()?;
         Ok(into_page(items, page, total, |t| t.position(page.sort)))
     }
@@ -443,7 +442,7 @@ impl Work {
         for code in account_codes {
             query = query.bind(*code);
         }
-        let rows = query.fetch_all(&mut *self.tx).await?;
+        let rows = query.fetch_all(self.tx.exec()).await?;
         rows.iter()
             .map(|row| {
                 let payment = match row.try_get::<Option<String>, _>("kind")? {
@@ -486,7 +485,7 @@ impl Work {
         for uuid in subscription_uuids {
             query = query.bind(*uuid);
         }
-        query.fetch_all(&mut *self.tx).await?.iter().map(adjustment_from_row).collect()
+        query.fetch_all(self.tx.exec()).await?.iter().map(adjustment_from_row).collect()
     }
 
     /// Creates invoices as [`Store::create_invoice`] does (without pending adjustments to take),
@@ -513,7 +512,7 @@ impl Work {
             return Ok(Vec::new());
         }
         let count = i64::try_from(drafts.len()).map_err(|_| StoreError::Invalid("too many invoices".into()))?;
-        let last: i64 = sqlx::query(
+        let last: i64 = crate::db::query(
             "INSERT INTO invoice_counters (site_id, last_number) VALUES ($1, $2) \
              ON CONFLICT (site_id) DO UPDATE SET last_number = invoice_counters.last_number + $3 \
              RETURNING last_number",
@@ -521,7 +520,7 @@ impl Work {
         .bind(site_id)
         .bind(FIRST_INVOICE_NUMBER + count - 1)
         .bind(count)
-        .fetch_one(&mut *self.tx)
+        .fetch_one(self.tx.exec())
         .await?
         .try_get("last_number")?;
         let uuids: Vec<String> = drafts.iter().map(|_| new_uuid()).collect();
@@ -534,7 +533,7 @@ impl Work {
             query = bind_invoice(query, uuid.clone(), site_id, number, draft.invoice, draft.now);
         }
         let mut invoices =
-            query.fetch_all(&mut *self.tx).await?.iter().map(invoice_from_row).collect::<Result<Vec<_>, _>>()?;
+            query.fetch_all(self.tx.exec()).await?.iter().map(invoice_from_row).collect::<Result<Vec<_>, _>>()?;
         invoices.sort_by_key(|i| i.invoice_number);
         if invoices.iter().map(|i| &i.uuid).ne(uuids.iter()) {
             return Err(StoreError::Invalid("the invoices inserted are not the invoices drafted".into()));
@@ -551,14 +550,14 @@ impl Work {
                     self.backend.params(1, 5),
                     self.backend.params(1, 6)
                 );
-                let done = sqlx::query(&sql)
+                let done = crate::db::query(&sql)
                     .bind(invoice.id)
                     .bind(AdjustmentState::Invoiced.as_str())
                     .bind(draft.now)
                     .bind(*adjustment)
                     .bind(draft.invoice.account_id)
                     .bind(AdjustmentState::Pending.as_str())
-                    .execute(&mut *self.tx)
+                    .execute(self.tx.exec())
                     .await?;
                 if done.rows_affected() != 1 {
                     return Err(StoreError::Conflict(format!("adjustment {adjustment} is no longer pending")));
@@ -587,7 +586,7 @@ impl Work {
             for (invoice_id, line, now, uuid) in &lines {
                 query = bind_adjustment(query, uuid.clone(), site_id, Some(*invoice_id), line, *now);
             }
-            made = query.fetch_all(&mut *self.tx).await?.iter().map(adjustment_from_row).collect::<Result<_, _>>()?;
+            made = query.fetch_all(self.tx.exec()).await?.iter().map(adjustment_from_row).collect::<Result<_, _>>()?;
             made.sort_by_key(|a| a.id);
             self.ship_subscription_lines(&mut made).await?;
         }
@@ -646,7 +645,7 @@ impl Work {
             query = bind_transaction(query, new_uuid(), site_id, t, *now);
         }
         let mut made =
-            query.fetch_all(&mut *self.tx).await?.iter().map(transaction_from_row).collect::<Result<Vec<_>, _>>()?;
+            query.fetch_all(self.tx.exec()).await?.iter().map(transaction_from_row).collect::<Result<Vec<_>, _>>()?;
         let mut answered = Vec::with_capacity(new.len());
         for (t, _) in new {
             let at = made.iter().position(|m| m.new.idempotency_key == t.idempotency_key);
@@ -658,7 +657,7 @@ impl Work {
                         transaction_columns(),
                         self.backend.params(1, 1)
                     );
-                    let row = sqlx::query(&sql).bind(t.idempotency_key.clone()).fetch_one(&mut *self.tx).await?;
+                    let row = crate::db::query(&sql).bind(t.idempotency_key.clone()).fetch_one(self.tx.exec()).await?;
                     (transaction_from_row(&row)?, true)
                 }
                 (None, Duplicate::Fail) => {
@@ -696,7 +695,7 @@ impl Work {
         for (id, r, now, _) in results {
             query = bind_result(query.bind(*id), r).bind(*now);
         }
-        let rows = query.fetch_all(&mut *self.tx).await?;
+        let rows = query.fetch_all(self.tx.exec()).await?;
         let mut completed: Vec<(i64, i64, String)> = Vec::with_capacity(rows.len());
         for row in &rows {
             completed.push((row.try_get("id")?, row.try_get("site_id")?, row.try_get("uuid")?));
@@ -748,7 +747,7 @@ impl Work {
                 .bind(c.change.collection_attempts)
                 .bind(c.now);
         }
-        let rows = query.fetch_all(&mut *self.tx).await?;
+        let rows = query.fetch_all(self.tx.exec()).await?;
         let mut done: Vec<(i64, i64, String)> = Vec::with_capacity(rows.len());
         for row in &rows {
             done.push((

@@ -8,8 +8,6 @@
 //! A job is due when `due_at` has passed on its site's clock (sandbox sites can move their clock
 //! on; see [`crate::Site::clock_offset`]).
 
-use sqlx::Row;
-
 use crate::db::DbRow;
 use crate::dialect::Locking;
 use crate::work::Work;
@@ -51,7 +49,7 @@ impl Store {
     /// Schedules `kind` for `subject` at `due_at` (site clock). Scheduling the same job twice
     /// keeps one row.
     pub async fn schedule_job(&self, site_id: i64, kind: &str, subject: &str, due_at: i64) -> Result<(), StoreError> {
-        sqlx::query(
+        crate::db::query(
             "INSERT INTO jobs (site_id, kind, subject, due_at) VALUES ($1, $2, $3, $4) \
              ON CONFLICT (kind, subject, due_at) DO NOTHING",
         )
@@ -66,7 +64,7 @@ impl Store {
 
     /// Drops every pending job of `kind` for `subject` (e.g. a renewal after a cancellation).
     pub async fn cancel_jobs(&self, kind: &str, subject: &str) -> Result<u64, StoreError> {
-        Ok(sqlx::query("DELETE FROM jobs WHERE kind = $1 AND subject = $2 AND done_at IS NULL")
+        Ok(crate::db::query("DELETE FROM jobs WHERE kind = $1 AND subject = $2 AND done_at IS NULL")
             .bind(kind)
             .bind(subject)
             .execute(&self.pool)
@@ -76,7 +74,7 @@ impl Store {
 
     /// Pending jobs of a subject, earliest first.
     pub async fn pending_jobs(&self, subject: &str) -> Result<Vec<Job>, StoreError> {
-        let rows = sqlx::query(&format!(
+        let rows = crate::db::query(&format!(
             "SELECT {JOB_COLUMNS} FROM jobs WHERE subject = $1 AND done_at IS NULL ORDER BY due_at, id"
         ))
         .bind(subject)
@@ -106,7 +104,7 @@ impl Store {
                ORDER BY j.due_at, j.id LIMIT $4{lock}) \
              RETURNING {JOB_COLUMNS}"
         );
-        let mut query = sqlx::query(&sql).bind(token).bind(service_now + lease).bind(service_now).bind(limit);
+        let mut query = crate::db::query(&sql).bind(token).bind(service_now + lease).bind(service_now).bind(limit);
         if let Some(site) = site {
             query = query.bind(site.id);
         }
@@ -127,7 +125,7 @@ impl Store {
     /// Records a failed attempt; the job becomes claimable again at `retry_at` (service clock).
     pub async fn fail_job(&self, job: &Job, error: &str, retry_at: i64) -> Result<(), StoreError> {
         let error: String = error.chars().take(500).collect();
-        sqlx::query(
+        crate::db::query(
             "UPDATE jobs SET last_error = $1, claimed_until = $2 WHERE id = $3 AND claim_token = $4 AND done_at IS NULL",
         )
         .bind(error)
@@ -143,7 +141,7 @@ impl Store {
     /// those that failed and wait for their retry: the work still to run (or running in some
     /// process) before the site has caught up with its clock.
     pub async fn unfinished_due_jobs(&self, site_id: i64, site_now: i64) -> Result<i64, StoreError> {
-        let row = sqlx::query(
+        let row = crate::db::query(
             "SELECT COUNT(*) AS n FROM jobs \
              WHERE site_id = $1 AND done_at IS NULL AND due_at <= $2 AND last_error IS NULL",
         )
@@ -156,7 +154,7 @@ impl Store {
 
     /// How many of the site's jobs due after `after` and at or before `until` are done.
     pub async fn done_jobs_between(&self, site_id: i64, after: i64, until: i64) -> Result<i64, StoreError> {
-        let row = sqlx::query(
+        let row = crate::db::query(
             "SELECT COUNT(*) AS n FROM jobs \
              WHERE site_id = $1 AND done_at IS NOT NULL AND due_at > $2 AND due_at <= $3",
         )
@@ -178,10 +176,10 @@ impl Store {
             return Err(StoreError::Invalid("a site's clock only moves forward".into()));
         }
         let mut tx = crate::db::begin(&self.pool).await?;
-        let moved = sqlx::query("UPDATE sites SET clock_offset = $1 WHERE id = $2 AND clock_offset <= $1")
+        let moved = crate::db::query("UPDATE sites SET clock_offset = $1 WHERE id = $2 AND clock_offset <= $1")
             .bind(site_now - service_now)
             .bind(site.id)
-            .execute(&mut *tx)
+            .execute(tx.exec())
             .await?
             .rows_affected();
         if moved == 0 {
@@ -216,7 +214,7 @@ impl Work {
             for id in ids {
                 query = query.bind(id);
             }
-            done += query.execute(&mut *self.tx).await?.rows_affected();
+            done += query.execute(self.tx.exec()).await?.rows_affected();
         }
         Ok(done)
     }

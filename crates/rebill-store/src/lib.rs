@@ -109,8 +109,6 @@ pub mod tokens;
 pub mod webhooks;
 pub mod work;
 
-use sqlx::Row;
-
 use crate::db::{DbRow, Pool, Readers, close_pool};
 
 pub use keys::{generate_private_key, generate_public_key, hash_key};
@@ -450,7 +448,8 @@ impl Store {
     /// Whether the database answers and holds every migration this binary has, applied without
     /// failure (the service's readiness).
     pub async fn ready(&self) -> Result<bool, StoreError> {
-        let rows = sqlx::query("SELECT version FROM _sqlx_migrations WHERE success").fetch_all(&self.reads).await?;
+        let rows =
+            crate::db::query("SELECT version FROM _sqlx_migrations WHERE success").fetch_all(&self.reads).await?;
         let applied = rows
             .iter()
             .map(|row| row.try_get::<i64, _>("version"))
@@ -467,7 +466,7 @@ impl Store {
             return Err(StoreError::DuplicateSite(new.name.clone()));
         }
         let mut tx = crate::db::begin(&self.pool).await?;
-        let row = sqlx::query(
+        let row = crate::db::query(
             "INSERT INTO sites (name, mode, plan, credit_memos, good_standing, contact, public_key, created_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
         )
@@ -479,11 +478,11 @@ impl Store {
         .bind(new.contact.clone())
         .bind(generate_public_key())
         .bind(now)
-        .fetch_one(&mut *tx)
+        .fetch_one(tx.exec())
         .await?;
         let site_id: i64 = row.try_get("id")?;
         let key = generate_private_key();
-        sqlx::query(&format!(
+        crate::db::query(&format!(
             "INSERT INTO api_keys (site_id, key_hash, key_hint, read_only, created_at, number) \
              VALUES ($1, $2, $3, $4, $5, {NEXT_KEY_NUMBER})"
         ))
@@ -492,7 +491,7 @@ impl Store {
         .bind(hint(&key))
         .bind(flag(false))
         .bind(now)
-        .execute(&mut *tx)
+        .execute(tx.exec())
         .await?;
         let generation = settings::bump(&mut tx).await?;
         tx.commit().await?;
@@ -503,14 +502,14 @@ impl Store {
     /// The site named `name`, or else the site whose id `name` is (as administrators see it in
     /// `rebill site list`).
     pub async fn site(&self, name: &str) -> Result<Site, StoreError> {
-        let mut row = sqlx::query(&format!("SELECT {SITE_COLUMNS} FROM sites WHERE name = $1"))
+        let mut row = crate::db::query(&format!("SELECT {SITE_COLUMNS} FROM sites WHERE name = $1"))
             .bind(name)
             .fetch_optional(&self.pool)
             .await?;
         if row.is_none()
             && let Ok(id) = name.parse::<i64>()
         {
-            row = sqlx::query(&format!("SELECT {SITE_COLUMNS} FROM sites WHERE id = $1"))
+            row = crate::db::query(&format!("SELECT {SITE_COLUMNS} FROM sites WHERE id = $1"))
                 .bind(id)
                 .fetch_optional(&self.pool)
                 .await?;
@@ -519,7 +518,8 @@ impl Store {
     }
 
     pub async fn sites(&self) -> Result<Vec<Site>, StoreError> {
-        let rows = sqlx::query(&format!("SELECT {SITE_COLUMNS} FROM sites ORDER BY id")).fetch_all(&self.pool).await?;
+        let rows =
+            crate::db::query(&format!("SELECT {SITE_COLUMNS} FROM sites ORDER BY id")).fetch_all(&self.pool).await?;
         rows.iter().map(site_from_row).collect()
     }
 
@@ -531,7 +531,7 @@ impl Store {
             return Err(StoreError::Invalid(format!("rate limit {n} (at least 1 request per minute)")));
         }
         let mut tx = crate::db::begin(&self.pool).await?;
-        sqlx::query(
+        crate::db::query(
             "UPDATE sites SET mode = $1, plan = $2, credit_memos = $3, good_standing = $4, contact = $5, \
              rate_limit_per_minute = $6 WHERE id = $7",
         )
@@ -542,7 +542,7 @@ impl Store {
         .bind(update.contact.clone().or(site.contact))
         .bind(update.rate_limit_per_minute.unwrap_or(site.rate_limit_per_minute))
         .bind(site.id)
-        .execute(&mut *tx)
+        .execute(tx.exec())
         .await?;
         let generation = settings::bump(&mut tx).await?;
         tx.commit().await?;
@@ -552,7 +552,7 @@ impl Store {
 
     /// The site's private keys (including blocked and expiring ones), oldest first.
     pub async fn keys(&self, site: &Site) -> Result<Vec<ApiKey>, StoreError> {
-        let rows = sqlx::query(&format!("SELECT {KEY_COLUMNS} FROM api_keys WHERE site_id = $1 ORDER BY id"))
+        let rows = crate::db::query(&format!("SELECT {KEY_COLUMNS} FROM api_keys WHERE site_id = $1 ORDER BY id"))
             .bind(site.id)
             .fetch_all(&self.pool)
             .await?;
@@ -567,7 +567,7 @@ impl Store {
         }
         let key = generate_private_key();
         let mut tx = crate::db::begin(&self.pool).await?;
-        let row = sqlx::query(&format!(
+        let row = crate::db::query(&format!(
             "INSERT INTO api_keys (site_id, key_hash, key_hint, read_only, created_at, number) \
              VALUES ($1, $2, $3, $4, $5, {NEXT_KEY_NUMBER}) RETURNING id"
         ))
@@ -576,7 +576,7 @@ impl Store {
         .bind(hint(&key))
         .bind(flag(read_only))
         .bind(now)
-        .fetch_one(&mut *tx)
+        .fetch_one(tx.exec())
         .await?;
         let id: i64 = row.try_get("id")?;
         let generation = settings::bump(&mut tx).await?;
@@ -619,12 +619,12 @@ impl Store {
         };
         let key = generate_private_key();
         let mut tx = crate::db::begin(&self.pool).await?;
-        sqlx::query("UPDATE api_keys SET expires_at = $1 WHERE id = $2")
+        crate::db::query("UPDATE api_keys SET expires_at = $1 WHERE id = $2")
             .bind(expires)
             .bind(existing.id)
-            .execute(&mut *tx)
+            .execute(tx.exec())
             .await?;
-        let row = sqlx::query(&format!(
+        let row = crate::db::query(&format!(
             "INSERT INTO api_keys (site_id, key_hash, key_hint, read_only, created_at, number) \
              VALUES ($1, $2, $3, $4, $5, {NEXT_KEY_NUMBER}) RETURNING id"
         ))
@@ -633,7 +633,7 @@ impl Store {
         .bind(hint(&key))
         .bind(flag(existing.read_only))
         .bind(now)
-        .fetch_one(&mut *tx)
+        .fetch_one(tx.exec())
         .await?;
         let id: i64 = row.try_get("id")?;
         let generation = settings::bump(&mut tx).await?;
@@ -665,7 +665,7 @@ impl Store {
             return Ok(key.active_at(now).then_some((site, key)));
         }
         // One round trip: the key and its site.
-        let row = sqlx::query(
+        let row = crate::db::query(
             "SELECT k.id AS key_id, k.site_id, k.number, k.key_hint, k.read_only, k.created_at AS key_created_at, \
              k.expires_at, k.key_hash, s.id, s.name, s.mode, s.plan, s.credit_memos, s.good_standing, s.contact, \
              s.public_key, s.created_at, s.rate_limit_per_minute, s.clock_offset \
@@ -698,10 +698,10 @@ impl Store {
     /// Gives the site a new public key (the old one stops working at once).
     pub async fn regenerate_public_key(&self, site: &Site, now: i64) -> Result<Site, StoreError> {
         let mut tx = crate::db::begin(&self.pool).await?;
-        sqlx::query("UPDATE sites SET public_key = $1 WHERE id = $2")
+        crate::db::query("UPDATE sites SET public_key = $1 WHERE id = $2")
             .bind(generate_public_key())
             .bind(site.id)
-            .execute(&mut *tx)
+            .execute(tx.exec())
             .await?;
         let generation = settings::bump(&mut tx).await?;
         tx.commit().await?;
@@ -718,7 +718,7 @@ impl Store {
 
     /// Queues an alert e-mail to the site's technical contact.
     pub async fn alert(&self, site: &Site, kind: &str, body: &str, now: i64) -> Result<(), StoreError> {
-        sqlx::query(
+        crate::db::query(
             "INSERT INTO alerts (site_id, kind, recipient, subject, body, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
         )
         .bind(site.id)
@@ -734,7 +734,7 @@ impl Store {
 
     /// Every alert, oldest first.
     pub async fn alerts(&self) -> Result<Vec<Alert>, StoreError> {
-        let rows = sqlx::query(
+        let rows = crate::db::query(
             "SELECT id, site_id, kind, recipient, subject, body, created_at, sent_at FROM alerts ORDER BY id",
         )
         .fetch_all(&self.pool)
@@ -762,13 +762,13 @@ mod tests {
             let store = Store::connect(&url).await.expect("store");
             assert!(store.ready().await.expect("ready"));
             let last = store.backend.migrator().iter().map(|m| m.version).max().expect("migrations");
-            sqlx::query("UPDATE _sqlx_migrations SET success = false WHERE version = $1")
+            crate::db::query("UPDATE _sqlx_migrations SET success = false WHERE version = $1")
                 .bind(last)
                 .execute(&store.pool)
                 .await
                 .expect("fail one");
             assert!(!store.ready().await.expect("read"), "a failed migration is not current");
-            sqlx::query("DELETE FROM _sqlx_migrations WHERE version = $1")
+            crate::db::query("DELETE FROM _sqlx_migrations WHERE version = $1")
                 .bind(last)
                 .execute(&store.pool)
                 .await

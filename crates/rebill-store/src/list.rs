@@ -303,7 +303,7 @@ mod tests {
         for (table, within, column, keys) in reads {
             let select = format!("SELECT * FROM {table}");
             let sql = format!("EXPLAIN QUERY PLAN {}", keys_sql(store.backend, &select, within, column, keys.len()));
-            let plan = crate::db::query_plan(&store.pool, with_keys(sqlx::query(&sql), within, keys)).await;
+            let plan = crate::db::query_plan(&store.pool, with_keys(crate::db::query(&sql), within, keys)).await;
             let key = if column == "id" { "rowid=?".to_owned() } else { format!("{column}=?") };
             assert!(plan.starts_with("SEARCH") && plan.contains(&key), "{table}.{column} ({within:?}): {plan}");
         }

@@ -11,8 +11,6 @@
 //! are never claimed. A failed delivery is retried with exponential backoff
 //! ([`retry_delay`]) and never dropped.
 
-use sqlx::Row;
-
 use crate::dialect::Locking;
 use crate::{Alert, Store, StoreError, alert_from_row};
 
@@ -94,7 +92,7 @@ impl Store {
         let lock = self.backend.lock_clause(Locking::SkipLocked, None);
         let token = claim_token()?;
         let lease_until = now.saturating_add(lease_seconds);
-        let rows = sqlx::query(&format!(
+        let rows = crate::db::query(&format!(
             "UPDATE alerts SET claim_token = $1, claimed_until = $2, attempts = attempts + 1 \
              WHERE id IN (SELECT id FROM alerts \
                  WHERE sent_at IS NULL AND recipient IS NOT NULL AND recipient <> '' \
@@ -128,7 +126,7 @@ impl Store {
     /// Records that a claimed alert was delivered at `now`.
     pub async fn mark_alert_sent(&self, claimed: &ClaimedAlert, now: i64) -> Result<(), StoreError> {
         // Recorded even if the lease ran out meanwhile: the message did go out.
-        sqlx::query(
+        crate::db::query(
             "UPDATE alerts SET sent_at = $1, last_error = NULL, claim_token = NULL, claimed_until = NULL \
              WHERE id = $2 AND sent_at IS NULL",
         )
@@ -143,7 +141,7 @@ impl Store {
     /// after [`retry_delay`]. Returns that time (epoch seconds).
     pub async fn record_alert_failure(&self, claimed: &ClaimedAlert, error: &str, now: i64) -> Result<i64, StoreError> {
         let next = now.saturating_add(retry_delay(claimed.attempts));
-        sqlx::query(
+        crate::db::query(
             "UPDATE alerts SET last_error = $1, next_attempt_at = $2, claim_token = NULL, claimed_until = NULL \
              WHERE id = $3 AND claim_token = $4 AND sent_at IS NULL",
         )
@@ -158,7 +156,7 @@ impl Store {
 
     /// Gives a claimed alert back without having tried it (the attempt is not counted).
     pub async fn release_alert(&self, claimed: &ClaimedAlert) -> Result<(), StoreError> {
-        sqlx::query(
+        crate::db::query(
             "UPDATE alerts SET claim_token = NULL, claimed_until = NULL, attempts = attempts - 1 \
              WHERE id = $1 AND claim_token = $2 AND sent_at IS NULL",
         )
@@ -176,7 +174,7 @@ impl Store {
             return Err(StoreError::Invalid(format!("announcement of {limit} alerts")));
         }
         let lock = self.backend.lock_clause(Locking::SkipLocked, None);
-        let rows = sqlx::query(&format!(
+        let rows = crate::db::query(&format!(
             "UPDATE alerts SET announced_at = $1 \
              WHERE id IN (SELECT id FROM alerts WHERE announced_at IS NULL ORDER BY id LIMIT $2{lock}) \
              RETURNING {ALERT_COLUMNS}"
@@ -192,7 +190,7 @@ impl Store {
 
     /// The delivery state of one alert (`None`: no such alert).
     pub async fn alert_delivery(&self, alert_id: i64) -> Result<Option<Delivery>, StoreError> {
-        let row = sqlx::query(
+        let row = crate::db::query(
             "SELECT id, attempts, last_error, next_attempt_at, claimed_until, sent_at, announced_at \
              FROM alerts WHERE id = $1",
         )

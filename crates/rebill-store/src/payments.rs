@@ -118,14 +118,14 @@ impl Work {
         if completed != 1 {
             return Err(StoreError::Invalid(format!("transaction {} was not completed", begun.uuid)));
         }
-        let moved = sqlx::query(
+        let moved = crate::db::query(
             "UPDATE invoices SET paid = paid + $1, balance = balance - $1, updated_at = $2 WHERE id = $3 AND balance = $4",
         )
         .bind(new.amount)
         .bind(payment.now)
         .bind(invoice.id)
         .bind(invoice.amounts.balance)
-        .execute(&mut *self.tx)
+        .execute(self.tx.exec())
         .await?;
         if moved.rows_affected() != 1 {
             return Err(StoreError::Conflict(format!("the balance of invoice {} changed", invoice.invoice_number)));

@@ -19,9 +19,7 @@
 use crate::db::is_unique_violation;
 use std::collections::BTreeMap;
 
-use sqlx::Row;
-
-use crate::db::{Db, DbQuery, DbRow, Tx};
+use crate::db::{DbQuery, DbRow, Tx};
 use crate::list::{Arg, Conditions, Order, Page, PageRequest, Position, Sort, into_page, order_and_limit};
 use crate::{Store, StoreError, flag};
 
@@ -505,14 +503,14 @@ pub(crate) fn outer_order(page: &PageRequest) -> String {
 /// one statement.
 async fn fetch_plans<'e, E>(exec: E, conditions: &Conditions, tail: &str, order: &str) -> Result<Vec<Plan>, StoreError>
 where
-    E: sqlx::Executor<'e, Database = Db>,
+    E: Into<crate::db::Exec<'e>>,
 {
     let sql = format!(
         "SELECT r.*, a.kind AS amount_kind, a.currency AS amount_currency, a.amount_in_cents AS amount_cents \
          FROM (SELECT {PLAN_COLUMNS} FROM plans{}{tail}) r LEFT JOIN plan_amounts a ON a.plan_id = r.id{order}",
         conditions.sql()
     );
-    let rows = conditions.bind(sqlx::query(&sql)).fetch_all(exec).await?;
+    let rows = conditions.bind(crate::db::query(&sql)).fetch_all(exec).await?;
     fold(
         &rows,
         plan_from_row,
@@ -535,18 +533,18 @@ pub(crate) fn by_id(id: i64) -> Conditions {
 
 /// Replaces the `kind` amounts of a plan.
 async fn write_plan_amounts(tx: &mut Tx, plan_id: i64, kind: &str, amounts: &Amounts) -> Result<(), StoreError> {
-    sqlx::query("DELETE FROM plan_amounts WHERE plan_id = $1 AND kind = $2")
+    crate::db::query("DELETE FROM plan_amounts WHERE plan_id = $1 AND kind = $2")
         .bind(plan_id)
         .bind(kind)
-        .execute(&mut **tx)
+        .execute(tx.exec())
         .await?;
     for (currency, cents) in amounts {
-        sqlx::query("INSERT INTO plan_amounts (plan_id, kind, currency, amount_in_cents) VALUES ($1, $2, $3, $4)")
+        crate::db::query("INSERT INTO plan_amounts (plan_id, kind, currency, amount_in_cents) VALUES ($1, $2, $3, $4)")
             .bind(plan_id)
             .bind(kind)
             .bind(currency)
             .bind(*cents)
-            .execute(&mut **tx)
+            .execute(tx.exec())
             .await?;
     }
     Ok(())
@@ -587,8 +585,8 @@ impl Store {
             placeholders.join(", ")
         );
         let mut tx = crate::db::begin(&self.pool).await?;
-        let query = sqlx::query(&sql).bind(site_id).bind(plan_code).bind(now);
-        let id: i64 = match bind_settable(query, values).fetch_one(&mut *tx).await {
+        let query = crate::db::query(&sql).bind(site_id).bind(plan_code).bind(now);
+        let id: i64 = match bind_settable(query, values).fetch_one(tx.exec()).await {
             Ok(row) => row.try_get("id")?,
             Err(e) if is_unique_violation(&e) => return Err(StoreError::DuplicatePlan(plan_code.to_owned())),
             Err(e) => return Err(e.into()),
@@ -596,7 +594,7 @@ impl Store {
         write_plan_amounts(&mut tx, id, UNIT, fields.unit_amount_in_cents.as_ref().unwrap_or(&Amounts::new())).await?;
         write_plan_amounts(&mut tx, id, SETUP_FEE, fields.setup_fee_in_cents.as_ref().unwrap_or(&Amounts::new()))
             .await?;
-        let plan = fetch_plans(&mut *tx, &by_id(id), "", "").await?.pop();
+        let plan = fetch_plans(tx.exec(), &by_id(id), "", "").await?.pop();
         tx.commit().await?;
         plan.ok_or_else(|| StoreError::Invalid(format!("plan {id} vanished while it was created")))
     }
@@ -636,8 +634,8 @@ impl Store {
             sets.join(", ")
         );
         let mut tx = crate::db::begin(&self.pool).await?;
-        let query = sqlx::query(&sql).bind(now).bind(site_id).bind(plan_code);
-        let Some(row) = bind_settable(query, values).fetch_optional(&mut *tx).await? else {
+        let query = crate::db::query(&sql).bind(now).bind(site_id).bind(plan_code);
+        let Some(row) = bind_settable(query, values).fetch_optional(tx.exec()).await? else {
             return Ok(None);
         };
         let id: i64 = row.try_get("id")?;
@@ -647,7 +645,7 @@ impl Store {
         if let Some(amounts) = &changes.setup_fee_in_cents {
             write_plan_amounts(&mut tx, id, SETUP_FEE, amounts).await?;
         }
-        let plan = fetch_plans(&mut *tx, &by_id(id), "", "").await?.pop();
+        let plan = fetch_plans(tx.exec(), &by_id(id), "", "").await?.pop();
         tx.commit().await?;
         Ok(plan)
     }
@@ -656,7 +654,7 @@ impl Store {
     /// subscriptions that refer to it. `None` when the site has no such plan or it is already
     /// deleted.
     pub async fn delete_plan(&self, site_id: i64, plan_code: &str, now: i64) -> Result<Option<Plan>, StoreError> {
-        let row = sqlx::query(
+        let row = crate::db::query(
             "UPDATE plans SET deleted_at = $1 WHERE site_id = $2 AND plan_code = $3 AND deleted_at IS NULL \
              RETURNING id",
         )
@@ -673,7 +671,7 @@ impl Store {
 
     /// The currencies the site's live plans are priced in (the site's currencies), in order.
     pub async fn site_currencies(&self, site_id: i64) -> Result<Vec<String>, StoreError> {
-        let rows = sqlx::query(
+        let rows = crate::db::query(
             "SELECT DISTINCT a.currency AS currency FROM plan_amounts a JOIN plans p ON p.id = a.plan_id \
              WHERE p.site_id = $1 AND p.deleted_at IS NULL AND a.kind = $2 ORDER BY a.currency",
         )
@@ -691,7 +689,7 @@ impl Store {
         conditions.push("deleted_at IS NULL".to_owned());
         conditions.time_range(page);
         let count_sql = format!("SELECT COUNT(*) AS n FROM plans{}", conditions.sql());
-        let total: i64 = conditions.bind(sqlx::query(&count_sql)).fetch_one(&self.reads).await?.try_get("n")?;
+        let total: i64 = conditions.bind(crate::db::query(&count_sql)).fetch_one(&self.reads).await?.try_get("n")?;
         conditions.after(page);
         let items = fetch_plans(&self.reads, &conditions, &order_and_limit(page), &outer_order(page)).await?;
         Ok(into_page(items, page, total, |p| p.position(page.sort)))

@@ -24,8 +24,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::Row;
-
 use crate::settings::real_millis;
 use crate::{Mode, Site, Store, StoreError};
 
@@ -149,40 +147,40 @@ impl Store {
         // Counters need no durable commit: a lost reservation after a crash is harmless.
         self.backend.relaxed_commit(&mut tx).await?;
         // The bucket's row first, locked: reservations of other processes wait for this one.
-        let current: i64 = sqlx::query(
+        let current: i64 = crate::db::query(
             "INSERT INTO rate_buckets (site_id, minute, count) VALUES ($1, $2, 0) \
              ON CONFLICT (site_id, minute) DO UPDATE SET count = rate_buckets.count RETURNING count",
         )
         .bind(site_id)
         .bind(minute)
-        .fetch_one(&mut *tx)
+        .fetch_one(tx.exec())
         .await?
         .try_get("count")?;
-        let earlier: i64 = sqlx::query(
+        let earlier: i64 = crate::db::query(
             "SELECT CAST(COALESCE(SUM(count), 0) AS BIGINT) AS n FROM rate_buckets \
              WHERE site_id = $1 AND minute >= $2 AND minute < $3",
         )
         .bind(site_id)
         .bind(oldest)
         .bind(minute)
-        .fetch_one(&mut *tx)
+        .fetch_one(tx.exec())
         .await?
         .try_get("n")?;
         let granted = (limit - earlier - current).min(share(limit)).max(0);
         if granted > 0 {
-            sqlx::query("UPDATE rate_buckets SET count = count + $1 WHERE site_id = $2 AND minute = $3")
+            crate::db::query("UPDATE rate_buckets SET count = count + $1 WHERE site_id = $2 AND minute = $3")
                 .bind(granted)
                 .bind(site_id)
                 .bind(minute)
-                .execute(&mut *tx)
+                .execute(tx.exec())
                 .await?;
         }
         if current == 0 {
             // First reservation of a minute: buckets that left the window are no longer needed.
-            sqlx::query("DELETE FROM rate_buckets WHERE site_id = $1 AND minute < $2")
+            crate::db::query("DELETE FROM rate_buckets WHERE site_id = $1 AND minute < $2")
                 .bind(site_id)
                 .bind(oldest)
-                .execute(&mut *tx)
+                .execute(tx.exec())
                 .await?;
         }
         tx.commit().await?;
@@ -198,7 +196,7 @@ impl Store {
     /// Gives what the reservation has not used back to its bucket.
     async fn give_back(&self, site_id: i64, budget: &mut Budget) -> Result<(), StoreError> {
         if budget.left > 0 {
-            sqlx::query(
+            crate::db::query(
                 "UPDATE rate_buckets SET count = count - $1 WHERE site_id = $2 AND minute = $3 AND count >= $1",
             )
             .bind(budget.left)
@@ -227,7 +225,7 @@ impl Store {
     /// Queues the rate-limit alert unless one went out in the last three hours (one statement
     /// decides, so concurrent processes send it once).
     async fn rate_alert(&self, site: &Site, limit: i64, now: i64) -> Result<(), StoreError> {
-        let claimed = sqlx::query(
+        let claimed = crate::db::query(
             "UPDATE sites SET rate_alert_at = $1 WHERE id = $2 AND (rate_alert_at IS NULL OR rate_alert_at <= $3)",
         )
         .bind(now)
@@ -252,7 +250,7 @@ impl Store {
     /// Requests of `site` in the window starting at minute `oldest`, and when the window is
     /// empty again if no more come (`now` when it is empty already).
     async fn window(&self, site: &Site, oldest: i64, now: i64) -> Result<(i64, i64), StoreError> {
-        let row = sqlx::query(
+        let row = crate::db::query(
             "SELECT CAST(COALESCE(SUM(count), 0) AS BIGINT) AS used, MAX(minute) AS last \
              FROM rate_buckets WHERE site_id = $1 AND minute >= $2 AND count > 0",
         )

@@ -24,7 +24,7 @@ impl Work {
         subject: &str,
         due_at: i64,
     ) -> Result<(), StoreError> {
-        sqlx::query(
+        crate::db::query(
             "INSERT INTO jobs (site_id, kind, subject, due_at) VALUES ($1, $2, $3, $4) \
              ON CONFLICT (kind, subject, due_at) DO NOTHING",
         )
@@ -32,7 +32,7 @@ impl Work {
         .bind(kind)
         .bind(subject)
         .bind(due_at)
-        .execute(&mut *self.tx)
+        .execute(self.tx.exec())
         .await?;
         Ok(())
     }
@@ -52,7 +52,7 @@ impl Work {
         events: &[NewEvent],
     ) -> Result<bool, StoreError> {
         let closed_at = (balance == 0).then_some(at);
-        let row = sqlx::query(
+        let row = crate::db::query(
             "UPDATE invoices SET state = $1, balance = $2, paid = total - $2, closed_at = $3, updated_at = $4 \
              WHERE id = $5 AND state = $6 RETURNING site_id, invoice_number",
         )
@@ -62,10 +62,9 @@ impl Work {
         .bind(at)
         .bind(id)
         .bind(InvoiceState::Processing.as_str())
-        .fetch_optional(&mut *self.tx)
+        .fetch_optional(self.tx.exec())
         .await?;
         let Some(row) = row else { return Ok(false) };
-        use sqlx::Row;
         let site: i64 = row.try_get("site_id")?;
         let number: i64 = row.try_get("invoice_number")?;
         let number = number.to_string();
@@ -89,9 +88,9 @@ impl Work {
              RETURNING site_id, uuid",
             from.join(", ")
         );
-        let row = sqlx::query(&sql).bind(change.to().as_str()).bind(at).bind(id).fetch_optional(&mut *self.tx).await?;
+        let row =
+            crate::db::query(&sql).bind(change.to().as_str()).bind(at).bind(id).fetch_optional(self.tx.exec()).await?;
         let Some(row) = row else { return Ok(false) };
-        use sqlx::Row;
         let site: i64 = row.try_get("site_id")?;
         let uuid: String = row.try_get("uuid")?;
         let recorded: Vec<(i64, &str, &NewEvent)> = events.iter().map(|e| (site, uuid.as_str(), e)).collect();

@@ -29,9 +29,6 @@ use std::sync::RwLock;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
-use sqlx::Row;
-
-use crate::db::Conn;
 use crate::{ApiKey, Site, Store, StoreError};
 
 /// How often a serving process reads the settings generation.
@@ -112,11 +109,12 @@ impl Settings {
 
 /// Adds one to the settings generation inside the transaction of a write of a site or a key;
 /// answers the new generation (for [`Store::settings_changed`] once committed).
-pub(crate) async fn bump(conn: &mut Conn) -> Result<i64, StoreError> {
-    let row =
-        sqlx::query("UPDATE settings_generation SET generation = generation + 1 WHERE id = 1 RETURNING generation")
-            .fetch_one(conn)
-            .await?;
+pub(crate) async fn bump(tx: &mut crate::db::Tx) -> Result<i64, StoreError> {
+    let row = crate::db::query(
+        "UPDATE settings_generation SET generation = generation + 1 WHERE id = 1 RETURNING generation",
+    )
+    .fetch_one(tx.exec())
+    .await?;
     Ok(row.try_get("generation")?)
 }
 
@@ -137,7 +135,7 @@ impl Store {
         let deadline = tokio::time::Instant::now() + WAIT_AT_MOST;
         let me = self.node.get().map(String::as_str).unwrap_or("");
         loop {
-            let behind: i64 = sqlx::query(
+            let behind: i64 = crate::db::query(
                 "SELECT COUNT(*) AS n FROM service_nodes \
                  WHERE seen_generation < $1 AND heartbeat_at >= $2 AND node_id <> $3",
             )
@@ -212,13 +210,14 @@ impl Store {
 
     /// The current settings generation.
     pub async fn settings_generation(&self) -> Result<i64, StoreError> {
-        let row = sqlx::query("SELECT generation FROM settings_generation WHERE id = 1").fetch_one(&self.reads).await?;
+        let row =
+            crate::db::query("SELECT generation FROM settings_generation WHERE id = 1").fetch_one(&self.reads).await?;
         Ok(row.try_get("generation")?)
     }
 
     /// Records that `node_id` has seen `generation` at `now` (real milliseconds).
     async fn heartbeat(&self, node_id: &str, generation: i64, now: i64) -> Result<(), StoreError> {
-        sqlx::query(
+        crate::db::query(
             "INSERT INTO service_nodes (node_id, seen_generation, heartbeat_at) VALUES ($1, $2, $3) \
              ON CONFLICT (node_id) DO UPDATE SET seen_generation = $2, heartbeat_at = $3",
         )
@@ -232,7 +231,7 @@ impl Store {
 
     /// Forgets the processes silent for an hour (`now` in real milliseconds).
     async fn forget_silent_nodes(&self, now: i64) -> Result<(), StoreError> {
-        sqlx::query("DELETE FROM service_nodes WHERE heartbeat_at < $1")
+        crate::db::query("DELETE FROM service_nodes WHERE heartbeat_at < $1")
             .bind(now - 3_600_000)
             .execute(&self.pool)
             .await?;

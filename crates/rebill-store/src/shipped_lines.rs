@@ -5,9 +5,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use sqlx::Row;
-
-use crate::db::Db;
 use crate::invoices::rows::{ADJUSTMENT_COLUMNS, adjustment_from_row, insert_adjustment};
 use crate::invoices::{Adjustment, NewAdjustment};
 use crate::shipping_addresses::{ShippingAddress, addresses_by_id, details_shipping_address};
@@ -36,7 +33,7 @@ impl Store {
         mut lines: Vec<Adjustment>,
     ) -> Result<Vec<Adjustment>, StoreError>
     where
-        E: sqlx::Executor<'e, Database = Db>,
+        E: Into<crate::db::Exec<'e>>,
     {
         let addresses = addresses_by_id(pool, self.backend, &shipped_ids(&lines)).await?;
         show_addresses(&mut lines, &addresses);
@@ -55,15 +52,15 @@ impl Store {
         now: i64,
     ) -> Result<Adjustment, StoreError> {
         let mut work = self.begin_work().await?;
-        let id = insert_adjustment(&mut *work.tx, site_id, None, new, now).await?;
-        sqlx::query("UPDATE adjustments SET shipping_address_id = $1 WHERE id = $2")
+        let id = insert_adjustment(work.tx.exec(), site_id, None, new, now).await?;
+        crate::db::query("UPDATE adjustments SET shipping_address_id = $1 WHERE id = $2")
             .bind(shipping_address_id)
             .bind(id)
-            .execute(&mut *work.tx)
+            .execute(work.tx.exec())
             .await?;
-        let row = sqlx::query(&format!("SELECT {ADJUSTMENT_COLUMNS} FROM adjustments WHERE id = $1"))
+        let row = crate::db::query(&format!("SELECT {ADJUSTMENT_COLUMNS} FROM adjustments WHERE id = $1"))
             .bind(id)
-            .fetch_one(&mut *work.tx)
+            .fetch_one(work.tx.exec())
             .await?;
         let made = work.with_addresses(vec![adjustment_from_row(&row)?]).await?;
         work.commit().await?;
@@ -88,7 +85,7 @@ impl Work {
             query = query.bind(uuid.to_string());
         }
         let mut ship_to: BTreeMap<String, i64> = BTreeMap::new();
-        for row in query.fetch_all(&mut *self.tx).await? {
+        for row in query.fetch_all(self.tx.exec()).await? {
             if let Some(id) = details_shipping_address(&crate::document::read(row.try_get("details")?)?) {
                 ship_to.insert(row.try_get("uuid")?, id);
             }
@@ -98,7 +95,7 @@ impl Work {
         }
         let ids: BTreeSet<i64> = ship_to.values().copied().collect();
         let ids: Vec<i64> = ids.into_iter().collect();
-        let addresses = addresses_by_id(&mut *self.tx, self.backend, &ids).await?;
+        let addresses = addresses_by_id(self.tx.exec(), self.backend, &ids).await?;
         for address in &addresses {
             let lines: Vec<i64> = made
                 .iter()
@@ -114,7 +111,7 @@ impl Work {
             for id in &lines {
                 query = query.bind(*id);
             }
-            query.execute(&mut *self.tx).await?;
+            query.execute(self.tx.exec()).await?;
         }
         for line in made.iter_mut() {
             let id = line.line.subscription_uuid.as_ref().and_then(|u| ship_to.get(u)).copied();
@@ -128,7 +125,7 @@ impl Work {
 
     /// `lines` (read in this work) with the addresses they were shipped to.
     pub(crate) async fn with_addresses(&mut self, mut lines: Vec<Adjustment>) -> Result<Vec<Adjustment>, StoreError> {
-        let addresses = addresses_by_id(&mut *self.tx, self.backend, &shipped_ids(&lines)).await?;
+        let addresses = addresses_by_id(self.tx.exec(), self.backend, &shipped_ids(&lines)).await?;
         show_addresses(&mut lines, &addresses);
         Ok(lines)
     }

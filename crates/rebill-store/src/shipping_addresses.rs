@@ -7,9 +7,7 @@
 //! A CVV check is counted per card (`card_key`) with its time on the site clock and whether it
 //! matched; the value checked is never stored.
 
-use sqlx::Row;
-
-use crate::db::{Db, DbRow};
+use crate::db::DbRow;
 
 use crate::events::NewEvent;
 use crate::list::{Arg, Conditions, Page, PageRequest, Position, Sort, into_page, order_and_limit};
@@ -132,7 +130,7 @@ pub(crate) async fn addresses_by_id<'c, E>(
     ids: &[i64],
 ) -> Result<Vec<ShippingAddress>, StoreError>
 where
-    E: sqlx::Executor<'c, Database = Db>,
+    E: Into<crate::db::Exec<'c>>,
 {
     if ids.is_empty() {
         return Ok(Vec::new());
@@ -175,23 +173,24 @@ impl Store {
             placeholders.join(", ")
         );
         let mut work = self.begin_work().await?;
-        sqlx::query("UPDATE accounts SET id = id WHERE id = $1").bind(account_id).execute(&mut *work.tx).await?;
-        let live: i64 =
-            sqlx::query("SELECT COUNT(*) AS n FROM shipping_addresses WHERE account_id = $1 AND deleted_at IS NULL")
-                .bind(account_id)
-                .fetch_one(&mut *work.tx)
-                .await?
-                .try_get("n")?;
+        crate::db::query("UPDATE accounts SET id = id WHERE id = $1").bind(account_id).execute(work.tx.exec()).await?;
+        let live: i64 = crate::db::query(
+            "SELECT COUNT(*) AS n FROM shipping_addresses WHERE account_id = $1 AND deleted_at IS NULL",
+        )
+        .bind(account_id)
+        .fetch_one(work.tx.exec())
+        .await?
+        .try_get("n")?;
         if usize::try_from(live).unwrap_or(usize::MAX).saturating_add(addresses.len()) > max_live {
             return Ok(None);
         }
         let mut made = Vec::with_capacity(addresses.len());
         for fields in addresses {
-            let mut query = sqlx::query(&sql).bind(site_id).bind(account_id).bind(now);
+            let mut query = crate::db::query(&sql).bind(site_id).bind(account_id).bind(now);
             for v in values(fields) {
                 query = query.bind(v.clone());
             }
-            made.push(from_row(&query.fetch_one(&mut *work.tx).await?)?);
+            made.push(from_row(&query.fetch_one(work.tx.exec()).await?)?);
         }
         let events: Vec<NewEvent> = made.iter().map(event).collect();
         work.append_item_events(site_id, account_code, &events).await?;
@@ -201,7 +200,7 @@ impl Store {
 
     /// The account's live address `id`.
     pub async fn shipping_address(&self, account_id: i64, id: i64) -> Result<Option<ShippingAddress>, StoreError> {
-        let row = sqlx::query(&format!(
+        let row = crate::db::query(&format!(
             "SELECT {COLUMNS} FROM shipping_addresses WHERE account_id = $1 AND id = $2 AND deleted_at IS NULL"
         ))
         .bind(account_id)
@@ -213,17 +212,18 @@ impl Store {
 
     /// The account's address `id`, also once deleted (what a notification of its deletion shows).
     pub async fn shipping_address_ever(&self, account_id: i64, id: i64) -> Result<Option<ShippingAddress>, StoreError> {
-        let row = sqlx::query(&format!("SELECT {COLUMNS} FROM shipping_addresses WHERE account_id = $1 AND id = $2"))
-            .bind(account_id)
-            .bind(id)
-            .fetch_optional(&self.reads)
-            .await?;
+        let row =
+            crate::db::query(&format!("SELECT {COLUMNS} FROM shipping_addresses WHERE account_id = $1 AND id = $2"))
+                .bind(account_id)
+                .bind(id)
+                .fetch_optional(&self.reads)
+                .await?;
         row.as_ref().map(from_row).transpose()
     }
 
     /// Every live address of the account, oldest first.
     pub async fn shipping_addresses(&self, account_id: i64) -> Result<Vec<ShippingAddress>, StoreError> {
-        let rows = sqlx::query(&format!(
+        let rows = crate::db::query(&format!(
             "SELECT {COLUMNS} FROM shipping_addresses WHERE account_id = $1 AND deleted_at IS NULL ORDER BY id"
         ))
         .bind(account_id)
@@ -243,10 +243,10 @@ impl Store {
         conditions.push("deleted_at IS NULL".to_owned());
         conditions.time_range(page);
         let count_sql = format!("SELECT COUNT(*) AS n FROM shipping_addresses{}", conditions.sql());
-        let total: i64 = conditions.bind(sqlx::query(&count_sql)).fetch_one(&self.reads).await?.try_get("n")?;
+        let total: i64 = conditions.bind(crate::db::query(&count_sql)).fetch_one(&self.reads).await?.try_get("n")?;
         conditions.after(page);
         let sql = format!("SELECT {COLUMNS} FROM shipping_addresses{}{}", conditions.sql(), order_and_limit(page));
-        let rows = conditions.bind(sqlx::query(&sql)).fetch_all(&self.reads).await?;
+        let rows = conditions.bind(crate::db::query(&sql)).fetch_all(&self.reads).await?;
         let items = rows.iter().map(from_row).collect::<Result<Vec<_>, _>>()?;
         Ok(into_page(items, page, total, |a| a.position(page.sort)))
     }
@@ -269,12 +269,12 @@ impl Store {
              AND deleted_at IS NULL RETURNING {COLUMNS}",
             sets.join(", ")
         );
-        let mut query = sqlx::query(&sql).bind(now).bind(account_id).bind(id);
+        let mut query = crate::db::query(&sql).bind(now).bind(account_id).bind(id);
         for v in values(changes) {
             query = query.bind(v.clone());
         }
         let mut work = self.begin_work().await?;
-        let Some(row) = query.fetch_optional(&mut *work.tx).await? else { return Ok(None) };
+        let Some(row) = query.fetch_optional(work.tx.exec()).await? else { return Ok(None) };
         let address = from_row(&row)?;
         work.append_item_events(address.site_id, account_code, events).await?;
         work.commit().await?;
@@ -293,14 +293,14 @@ impl Store {
         events: &[NewEvent],
     ) -> Result<bool, StoreError> {
         let mut work = self.begin_work().await?;
-        let changed = sqlx::query(
+        let changed = crate::db::query(
             "UPDATE shipping_addresses SET deleted_at = $1, updated_at = $1 \
              WHERE account_id = $2 AND id = $3 AND deleted_at IS NULL",
         )
         .bind(now)
         .bind(account_id)
         .bind(id)
-        .execute(&mut *work.tx)
+        .execute(work.tx.exec())
         .await?
         .rows_affected();
         if changed == 0 {
@@ -314,10 +314,11 @@ impl Store {
     /// The `details` documents of the account's subscriptions that are not expired (the
     /// shipping address a subscription uses is named in its details).
     pub async fn live_subscription_details(&self, account_id: i64) -> Result<Vec<(String, String)>, StoreError> {
-        let rows = sqlx::query("SELECT uuid, details FROM subscriptions WHERE account_id = $1 AND state <> 'expired'")
-            .bind(account_id)
-            .fetch_all(&self.reads)
-            .await?;
+        let rows =
+            crate::db::query("SELECT uuid, details FROM subscriptions WHERE account_id = $1 AND state <> 'expired'")
+                .bind(account_id)
+                .fetch_all(&self.reads)
+                .await?;
         rows.iter().map(|r| Ok((r.try_get("uuid")?, crate::document::read(r.try_get("details")?)?))).collect()
     }
 
@@ -335,25 +336,25 @@ impl Store {
     ) -> Result<bool, StoreError> {
         let mut work = self.begin_work().await?;
         // Serialise concurrent checks of the account (a no-op write takes its row lock).
-        sqlx::query("UPDATE accounts SET id = id WHERE id = $1").bind(account_id).execute(&mut *work.tx).await?;
-        let n: i64 = sqlx::query(
+        crate::db::query("UPDATE accounts SET id = id WHERE id = $1").bind(account_id).execute(work.tx.exec()).await?;
+        let n: i64 = crate::db::query(
             "SELECT COUNT(*) AS n FROM cvv_checks WHERE account_id = $1 AND card_key = $2 AND checked_at > $3",
         )
         .bind(account_id)
         .bind(card_key)
         .bind(at - window)
-        .fetch_one(&mut *work.tx)
+        .fetch_one(work.tx.exec())
         .await?
         .try_get("n")?;
         if n >= limit {
             return Ok(false);
         }
-        sqlx::query("INSERT INTO cvv_checks (site_id, account_id, card_key, checked_at) VALUES ($1, $2, $3, $4)")
+        crate::db::query("INSERT INTO cvv_checks (site_id, account_id, card_key, checked_at) VALUES ($1, $2, $3, $4)")
             .bind(site_id)
             .bind(account_id)
             .bind(card_key)
             .bind(at)
-            .execute(&mut *work.tx)
+            .execute(work.tx.exec())
             .await?;
         work.commit().await?;
         Ok(true)

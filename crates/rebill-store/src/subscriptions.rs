@@ -18,8 +18,6 @@
 //! which the same steps run for a whole batch with one statement each (claims, saves, charges,
 //! billing marks, the next jobs), instead of a few statements per subscription.
 
-use sqlx::Row;
-
 use crate::db::DbRow;
 use crate::dialect::Locking;
 use crate::document;
@@ -242,7 +240,7 @@ impl Store {
     ) -> Result<(SubscriptionClaim, SubscriptionRecord), StoreError> {
         let token = keys::generate_private_key();
         let mut work = self.begin_work().await?;
-        let row = sqlx::query(
+        let row = crate::db::query(
             "INSERT INTO subscriptions (site_id, account_id, plan_id, uuid, state, past_due, trial_started_at, \
              trial_ends_at, value, creation, details, lock_token, locked_until, created_at, updated_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) RETURNING id",
@@ -262,7 +260,7 @@ impl Store {
         .bind(locked_until)
         .bind(now)
         .bind(now)
-        .fetch_one(&mut *work.tx)
+        .fetch_one(work.tx.exec())
         .await?;
         let id: i64 = row.try_get("id")?;
         let charges: Vec<(i64, &NewCharge)> = charges.iter().map(|c| (id, c)).collect();
@@ -279,29 +277,34 @@ impl Store {
     /// its claim. Pending jobs of its uuid go too.
     pub async fn discard_subscription(&self, claim: &SubscriptionClaim) -> Result<bool, StoreError> {
         let mut tx = crate::db::begin(&self.pool).await?;
-        let Some(row) = sqlx::query("SELECT site_id, uuid FROM subscriptions WHERE id = $1 AND lock_token = $2")
+        let Some(row) = crate::db::query("SELECT site_id, uuid FROM subscriptions WHERE id = $1 AND lock_token = $2")
             .bind(claim.subscription_id)
             .bind(&claim.token)
-            .fetch_optional(&mut *tx)
+            .fetch_optional(tx.exec())
             .await?
         else {
             return Ok(false);
         };
         let uuid: String = row.try_get("uuid")?;
         let site_id: i64 = row.try_get("site_id")?;
-        sqlx::query("DELETE FROM subscription_charges WHERE subscription_id = $1")
+        crate::db::query("DELETE FROM subscription_charges WHERE subscription_id = $1")
             .bind(claim.subscription_id)
-            .execute(&mut *tx)
+            .execute(tx.exec())
             .await?;
-        sqlx::query("DELETE FROM domain_events WHERE site_id = $1 AND subject = $2 AND kind LIKE 'subscription.%'")
-            .bind(site_id)
-            .bind(&uuid)
-            .execute(&mut *tx)
+        crate::db::query(
+            "DELETE FROM domain_events WHERE site_id = $1 AND subject = $2 AND kind LIKE 'subscription.%'",
+        )
+        .bind(site_id)
+        .bind(&uuid)
+        .execute(tx.exec())
+        .await?;
+        crate::db::query("DELETE FROM subscriptions WHERE id = $1")
+            .bind(claim.subscription_id)
+            .execute(tx.exec())
             .await?;
-        sqlx::query("DELETE FROM subscriptions WHERE id = $1").bind(claim.subscription_id).execute(&mut *tx).await?;
-        sqlx::query("DELETE FROM jobs WHERE subject = $1 AND done_at IS NULL AND kind <> 'dunning'")
+        crate::db::query("DELETE FROM jobs WHERE subject = $1 AND done_at IS NULL AND kind <> 'dunning'")
             .bind(&uuid)
-            .execute(&mut *tx)
+            .execute(tx.exec())
             .await?;
         tx.commit().await?;
         Ok(true)
@@ -309,7 +312,7 @@ impl Store {
 
     /// The subscription with `uuid` on the site.
     pub async fn subscription(&self, site_id: i64, uuid: &str) -> Result<Option<SubscriptionRecord>, StoreError> {
-        let row = sqlx::query(&format!("SELECT {COLUMNS} FROM subscriptions WHERE site_id = $1 AND uuid = $2"))
+        let row = crate::db::query(&format!("SELECT {COLUMNS} FROM subscriptions WHERE site_id = $1 AND uuid = $2"))
             .bind(site_id)
             .bind(uuid)
             .fetch_optional(&self.pool)
@@ -333,7 +336,7 @@ impl Store {
 
     /// The subscription with this row id.
     pub async fn subscription_by_id(&self, id: i64) -> Result<Option<SubscriptionRecord>, StoreError> {
-        let row = sqlx::query(&format!("SELECT {COLUMNS} FROM subscriptions WHERE id = $1"))
+        let row = crate::db::query(&format!("SELECT {COLUMNS} FROM subscriptions WHERE id = $1"))
             .bind(id)
             .fetch_optional(&self.pool)
             .await?;
@@ -364,7 +367,7 @@ impl Store {
     /// Whether `claim` still holds its subscription (checked before each step that has effects
     /// outside the subscription's row, such as invoicing a charge).
     pub async fn holds_subscription_claim(&self, claim: &SubscriptionClaim) -> Result<bool, StoreError> {
-        Ok(sqlx::query("SELECT id FROM subscriptions WHERE id = $1 AND lock_token = $2")
+        Ok(crate::db::query("SELECT id FROM subscriptions WHERE id = $1 AND lock_token = $2")
             .bind(claim.subscription_id)
             .bind(&claim.token)
             .fetch_optional(&self.pool)
@@ -401,7 +404,7 @@ impl Store {
 
     /// Charges of a subscription not invoiced yet, oldest first.
     pub async fn unbilled_charges(&self, subscription_id: i64) -> Result<Vec<Charge>, StoreError> {
-        let rows = sqlx::query(&format!(
+        let rows = crate::db::query(&format!(
             "SELECT {CHARGE_COLUMNS} FROM subscription_charges WHERE subscription_id = $1 AND billed_at IS NULL \
              ORDER BY id"
         ))
@@ -477,10 +480,10 @@ impl Store {
         }
         conditions.time_range(page);
         let count_sql = format!("SELECT COUNT(*) AS n FROM subscriptions{}", conditions.sql());
-        let total: i64 = conditions.bind(sqlx::query(&count_sql)).fetch_one(&self.reads).await?.try_get("n")?;
+        let total: i64 = conditions.bind(crate::db::query(&count_sql)).fetch_one(&self.reads).await?.try_get("n")?;
         conditions.after(page);
         let sql = format!("SELECT {COLUMNS} FROM subscriptions{}{}", conditions.sql(), order_and_limit(page));
-        let rows = conditions.bind(sqlx::query(&sql)).fetch_all(&self.reads).await?;
+        let rows = conditions.bind(crate::db::query(&sql)).fetch_all(&self.reads).await?;
         let items = rows.iter().map(record_from_row).collect::<Result<Vec<_>, _>>()?;
         Ok(into_page(items, page, total, |s| s.position(page.sort)))
     }
@@ -540,7 +543,7 @@ impl Work {
         for uuid in uuids {
             query = query.bind(*uuid);
         }
-        let rows = query.fetch_all(&mut *self.tx).await?;
+        let rows = query.fetch_all(self.tx.exec()).await?;
         rows.iter()
             .map(|row| {
                 let record = record_from_row(row)?;
@@ -552,7 +555,7 @@ impl Work {
     /// The subscription with this row id, as the work sees it.
     async fn subscription_by_id(&mut self, id: i64) -> Result<Option<SubscriptionRecord>, StoreError> {
         let sql = format!("SELECT {COLUMNS} FROM subscriptions WHERE id = {}", self.backend.params(1, 1));
-        let row = sqlx::query(&sql).bind(id).fetch_optional(&mut *self.tx).await?;
+        let row = crate::db::query(&sql).bind(id).fetch_optional(self.tx.exec()).await?;
         row.as_ref().map(record_from_row).transpose()
     }
 
@@ -572,7 +575,7 @@ impl Work {
             for id in ids {
                 query = query.bind(id);
             }
-            query.execute(&mut *self.tx).await?;
+            query.execute(self.tx.exec()).await?;
         }
         Ok(())
     }
@@ -591,7 +594,7 @@ impl Work {
         for id in subscription_ids {
             query = query.bind(*id);
         }
-        query.fetch_all(&mut *self.tx).await?.iter().map(charge_from_row).collect()
+        query.fetch_all(self.tx.exec()).await?.iter().map(charge_from_row).collect()
     }
 
     /// Saves changes as [`Store::save_subscription`] does, all or none: when a claim no longer
@@ -638,7 +641,7 @@ impl Work {
                 .bind(document::seal(&c.details))
                 .bind(s.now);
         }
-        let rows = query.fetch_all(&mut *self.tx).await?;
+        let rows = query.fetch_all(self.tx.exec()).await?;
         if rows.len() != saves.len() {
             return Ok(Saved::Lost { saved: rows.len() });
         }
@@ -676,7 +679,7 @@ impl Work {
             query = query.bind(*id).bind(&c.origin).bind(c.at).bind(document::seal(&c.lines));
         }
         let mut inserted =
-            query.fetch_all(&mut *self.tx).await?.iter().map(charge_from_row).collect::<Result<Vec<_>, _>>()?;
+            query.fetch_all(self.tx.exec()).await?.iter().map(charge_from_row).collect::<Result<Vec<_>, _>>()?;
         inserted.sort_by_key(|c| c.id);
         Ok(inserted)
     }
@@ -695,7 +698,7 @@ impl Work {
         for (charge, invoice, now) in billed {
             query = query.bind(charge.id).bind(invoice.map(str::to_owned)).bind(*now);
         }
-        query.execute(&mut *self.tx).await?;
+        query.execute(self.tx.exec()).await?;
         // A subscription's last invoice is the one of its last charge marked.
         let mut last: Vec<(i64, &str)> = Vec::new();
         for (charge, invoice, _) in billed {
@@ -715,7 +718,7 @@ impl Work {
         for (id, invoice) in last {
             query = query.bind(id).bind(invoice);
         }
-        query.execute(&mut *self.tx).await?;
+        query.execute(self.tx.exec()).await?;
         Ok(())
     }
 
@@ -744,7 +747,7 @@ impl Work {
                 .bind(j.next.map(|(k, _)| k).unwrap_or(""))
                 .bind(j.next.map(|(_, t)| t).unwrap_or(i64::MIN));
         }
-        query.execute(&mut *self.tx).await?;
+        query.execute(self.tx.exec()).await?;
         let next: Vec<(&str, &str, i64)> =
             jobs.iter().filter_map(|j| j.next.map(|(kind, due_at)| (j.uuid, kind, due_at))).collect();
         if next.is_empty() {
@@ -758,7 +761,7 @@ impl Work {
         for (uuid, kind, due_at) in next {
             query = query.bind(site_id).bind(kind).bind(uuid).bind(due_at);
         }
-        query.execute(&mut *self.tx).await?;
+        query.execute(self.tx.exec()).await?;
         Ok(())
     }
 }

@@ -11,8 +11,6 @@
 //!   (the renewal benchmark's, which drops its own unless kept) or left by a killed run go as
 //!   soon as the next test process starts.
 
-use sqlx::Connection;
-
 use crate::db::Conn;
 
 fn unique(tag: &str) -> String {
@@ -52,13 +50,12 @@ pub async fn fresh_postgres_url(tag: &str) -> String {
     let tag: String =
         tag.chars().take(12).map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' }).collect();
     let name = format!("rebill_test_{}", unique(&format!("{tag}_{}", host_marker())));
-    crate::db::install_drivers();
     let mut conn = Conn::connect(&admin).await.unwrap_or_else(|e| panic!("PostgreSQL at {admin}: {e}"));
     // One sweep per process is enough: what it looks for are databases of ended processes.
     if !SWEPT.swap(true, std::sync::atomic::Ordering::SeqCst) {
         drop_stale_databases(&mut conn).await;
     }
-    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut conn).await.expect("create the test database");
+    crate::db::query(&format!("CREATE DATABASE {name}")).execute(&mut conn).await.expect("create the test database");
     let base = admin.rsplit_once('/').map(|(b, _)| b.to_owned()).unwrap_or(admin);
     format!("{base}/{name}")
 }
@@ -104,9 +101,8 @@ async fn forget_database(url: &str) {
     if !name.starts_with("rebill_test_") || !safe_name(name) {
         return;
     }
-    crate::db::install_drivers();
     if let Ok(mut conn) = Conn::connect(&postgres_admin_url()).await {
-        let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&mut conn).await;
+        let _ = crate::db::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&mut conn).await;
         let _ = conn.close().await;
     }
 }
@@ -137,12 +133,11 @@ fn creator_ended(name: &str) -> bool {
 /// made over an hour ago (their names end in their creator's pid and creation time), so that
 /// suites that do not drop their own databases do not fill the server up.
 async fn drop_stale_databases(conn: &mut Conn) {
-    use sqlx::Row;
     let now =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default();
     let Ok(rows) =
-        sqlx::query("SELECT CAST(datname AS TEXT) AS datname FROM pg_database WHERE datname LIKE 'rebill_test_%'")
-            .fetch_all(&mut *conn)
+        crate::db::query("SELECT CAST(datname AS TEXT) AS datname FROM pg_database WHERE datname LIKE 'rebill_test_%'")
+            .fetch_all(conn.exec())
             .await
     else {
         return;
@@ -153,7 +148,7 @@ async fn drop_stale_databases(conn: &mut Conn) {
         let stale = created.is_some_and(|c| now.saturating_sub(c) > STALE_AFTER_NANOS) || creator_ended(&name);
         if safe_name(&name) && stale {
             // Best effort: a database still in use is left for a later run.
-            let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name}")).execute(&mut *conn).await;
+            let _ = crate::db::query(&format!("DROP DATABASE IF EXISTS {name}")).execute(conn.exec()).await;
         }
     }
 }
@@ -167,9 +162,8 @@ pub async fn drop_postgres_database(url: &str) {
     let name = url.rsplit('/').next().unwrap_or_default();
     assert!(name.starts_with("rebill_test_"), "only test databases are dropped");
     let admin = postgres_admin_url();
-    crate::db::install_drivers();
     let mut conn = Conn::connect(&admin).await.unwrap_or_else(|e| panic!("PostgreSQL at {admin}: {e}"));
-    sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
+    crate::db::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
         .execute(&mut conn)
         .await
         .expect("drop the test database");

@@ -9,8 +9,6 @@
 //!   token works once even when two requests race. An expired token is refused and deleted;
 //!   [`Store::purge_expired_tokens`] deletes every expired token.
 
-use sqlx::Row;
-
 use crate::billing_info::{BillingFields, FIELD_COLUMNS, PaymentKind, bind_fields, fields_from_row, kind_from_row};
 use crate::db::DbRow;
 use crate::{SITE_COLUMNS, Site, Store, StoreError, hash_key, site_from_row};
@@ -88,7 +86,7 @@ impl Store {
             placeholders.join(", "),
             columns()
         );
-        let query = sqlx::query(&sql)
+        let query = crate::db::query(&sql)
             .bind(hash_key(new.id))
             .bind(new.site_id)
             .bind(new.kind.as_str())
@@ -102,12 +100,14 @@ impl Store {
     /// Uses the site's token `id` at `now`: it is deleted by the statement that reads it, so it
     /// is handed out once. A token is valid while `now < expires_at`.
     pub async fn consume_token(&self, site_id: i64, id: &str, now: i64) -> Result<TokenUse, StoreError> {
-        let row =
-            sqlx::query(&format!("DELETE FROM tokens WHERE id_hash = $1 AND site_id = $2 RETURNING {}", columns()))
-                .bind(hash_key(id))
-                .bind(site_id)
-                .fetch_optional(&self.pool)
-                .await?;
+        let row = crate::db::query(&format!(
+            "DELETE FROM tokens WHERE id_hash = $1 AND site_id = $2 RETURNING {}",
+            columns()
+        ))
+        .bind(hash_key(id))
+        .bind(site_id)
+        .fetch_optional(&self.pool)
+        .await?;
         Ok(match row.as_ref().map(token_from_row).transpose()? {
             None => TokenUse::Unknown,
             Some(token) if now >= token.expires_at => TokenUse::Expired,
@@ -117,13 +117,13 @@ impl Store {
 
     /// Deletes every token expired at `now`; returns how many.
     pub async fn purge_expired_tokens(&self, now: i64) -> Result<u64, StoreError> {
-        let done = sqlx::query("DELETE FROM tokens WHERE expires_at <= $1").bind(now).execute(&self.pool).await?;
+        let done = crate::db::query("DELETE FROM tokens WHERE expires_at <= $1").bind(now).execute(&self.pool).await?;
         Ok(done.rows_affected())
     }
 
     /// The site whose public key this is.
     pub async fn site_by_public_key(&self, public_key: &str) -> Result<Option<Site>, StoreError> {
-        let row = sqlx::query(&format!("SELECT {SITE_COLUMNS} FROM sites WHERE public_key = $1"))
+        let row = crate::db::query(&format!("SELECT {SITE_COLUMNS} FROM sites WHERE public_key = $1"))
             .bind(public_key)
             .fetch_optional(&self.reads)
             .await?;
@@ -162,7 +162,7 @@ mod tests {
     }
 
     async fn count(store: &Store) -> i64 {
-        sqlx::query("SELECT COUNT(*) AS n FROM tokens")
+        crate::db::query("SELECT COUNT(*) AS n FROM tokens")
             .fetch_one(&store.pool)
             .await
             .expect("count")
@@ -189,8 +189,12 @@ mod tests {
             let id = generate_token_id();
             let made = store.create_token(&token(&id, &s), NOW).await.expect("create");
             assert_eq!((made.created_at, made.expires_at), (NOW, NOW + TOKEN_LIFETIME_SECONDS));
-            let stored: String =
-                sqlx::query("SELECT id_hash FROM tokens").fetch_one(&store.pool).await.expect("row").get("id_hash");
+            let stored: String = crate::db::query("SELECT id_hash FROM tokens")
+                .fetch_one(&store.pool)
+                .await
+                .expect("row")
+                .try_get("id_hash")
+                .expect("id_hash");
             assert_ne!(stored, id, "only the hash of the id is stored");
 
             assert_eq!(store.consume_token(other.id, &id, NOW).await.expect("use"), TokenUse::Unknown);

@@ -3,8 +3,6 @@
 //! [`MAX_ENDPOINTS`] live endpoints per site, checked under the site's row lock by the write
 //! that adds one. A removed endpoint keeps its row (`removed_at`).
 
-use sqlx::Row;
-
 use crate::db::DbRow;
 use crate::{Store, StoreError};
 
@@ -92,9 +90,9 @@ impl Store {
         // such as `rebill serve`, writes).
         if work.backend == crate::Backend::Postgres {
             let lock = format!("SELECT id FROM sites WHERE id = $1{}", work.backend.for_update());
-            sqlx::query(&lock).bind(site_id).fetch_optional(&mut *work.tx).await?;
+            crate::db::query(&lock).bind(site_id).fetch_optional(work.tx.exec()).await?;
         }
-        let row = sqlx::query(&format!(
+        let row = crate::db::query(&format!(
             "INSERT INTO webhook_endpoints (site_id, url, http_user, http_password_sealed, kinds, secret_sealed, \
              created_at) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING {COLUMNS}"
         ))
@@ -105,12 +103,12 @@ impl Store {
         .bind(new.kinds.map(|k| k.join(",")))
         .bind(new.secret_sealed.to_owned())
         .bind(now)
-        .fetch_one(&mut *work.tx)
+        .fetch_one(work.tx.exec())
         .await?;
         let live: i64 =
-            sqlx::query("SELECT COUNT(*) AS n FROM webhook_endpoints WHERE site_id = $1 AND removed_at IS NULL")
+            crate::db::query("SELECT COUNT(*) AS n FROM webhook_endpoints WHERE site_id = $1 AND removed_at IS NULL")
                 .bind(site_id)
-                .fetch_one(&mut *work.tx)
+                .fetch_one(work.tx.exec())
                 .await?
                 .try_get("n")?;
         if usize::try_from(live).unwrap_or(usize::MAX) > MAX_ENDPOINTS {
@@ -124,7 +122,7 @@ impl Store {
 
     /// The live endpoints of the site (of every site with `None`), oldest first.
     pub async fn webhook_endpoints(&self, site_id: Option<i64>) -> Result<Vec<Endpoint>, StoreError> {
-        let rows = sqlx::query(&format!(
+        let rows = crate::db::query(&format!(
             "SELECT {COLUMNS} FROM webhook_endpoints WHERE ($1 IS NULL OR site_id = $1) AND removed_at IS NULL \
              ORDER BY id"
         ))
@@ -136,7 +134,7 @@ impl Store {
 
     /// The endpoint `id`, live or removed.
     pub async fn webhook_endpoint(&self, id: i64) -> Result<Option<Endpoint>, StoreError> {
-        let row = sqlx::query(&format!("SELECT {COLUMNS} FROM webhook_endpoints WHERE id = $1"))
+        let row = crate::db::query(&format!("SELECT {COLUMNS} FROM webhook_endpoints WHERE id = $1"))
             .bind(id)
             .fetch_optional(&self.reads)
             .await?;
@@ -145,7 +143,7 @@ impl Store {
 
     /// Removes the live endpoint `id` (ids are global); answers it as it was, if there was one.
     pub async fn remove_webhook_endpoint(&self, id: i64, now: i64) -> Result<Option<Endpoint>, StoreError> {
-        let row = sqlx::query(&format!(
+        let row = crate::db::query(&format!(
             "UPDATE webhook_endpoints SET removed_at = $1 WHERE id = $2 AND removed_at IS NULL RETURNING {COLUMNS}"
         ))
         .bind(now)
@@ -274,7 +272,7 @@ fn delivery_from_row(row: &DbRow) -> Result<Delivery, StoreError> {
 impl Store {
     /// Up to `limit` events whose notifications are not written yet, in order.
     pub async fn unnotified_events(&self, limit: i64) -> Result<Vec<crate::events::Event>, StoreError> {
-        let rows = sqlx::query(&format!(
+        let rows = crate::db::query(&format!(
             "SELECT {} FROM domain_events WHERE notified = 0 ORDER BY id LIMIT $1",
             crate::events::COLUMNS
         ))
@@ -302,7 +300,7 @@ impl Store {
         let marked: std::collections::HashSet<i64> = crate::db::uncached(&format!(
             "UPDATE domain_events SET notified = 1 WHERE notified = 0 AND id IN ({list}) RETURNING id"
         ))
-        .fetch_all(&mut *work.tx)
+        .fetch_all(work.tx.exec())
         .await?
         .iter()
         .map(|r| r.try_get("id"))
@@ -328,7 +326,7 @@ impl Store {
                     .bind(now_ms)
                     .bind(now_ms);
             }
-            query.execute(&mut *work.tx).await?;
+            query.execute(work.tx.exec()).await?;
         }
         work.commit().await?;
         Ok(marked.len())
@@ -347,7 +345,7 @@ impl Store {
         claimed_until: i64,
         batch: usize,
     ) -> Result<Vec<Vec<Delivery>>, StoreError> {
-        let rows = sqlx::query(&format!(
+        let rows = crate::db::query(&format!(
             // Each live endpoint's oldest undelivered delivery, found through the partial index
             // on (endpoint_id, id): one index probe per endpoint, however many wait.
             "UPDATE webhook_deliveries SET claimed_until = $1 WHERE id IN (\
@@ -384,7 +382,7 @@ impl Store {
         now_ms: i64,
         claimed_until: i64,
     ) -> Result<Vec<Delivery>, StoreError> {
-        let next = sqlx::query(
+        let next = crate::db::query(
             "SELECT id, next_attempt_at, claimed_until FROM webhook_deliveries WHERE endpoint_id = $1 AND id > $2 \
              AND state IN ('pending', 'retrying') ORDER BY id LIMIT $3",
         )
@@ -466,7 +464,7 @@ impl Store {
                     .bind(attempt.error.clone())
                     .bind(attempt.duration_ms);
             }
-            query.execute(&mut *work.tx).await?;
+            query.execute(work.tx.exec()).await?;
         }
         for chunk in attempted.chunks(ROWS_PER_STATEMENT) {
             let sql = format!(
@@ -484,7 +482,7 @@ impl Store {
                 };
                 query = query.bind(*id).bind(state.as_str()).bind(next).bind(delivered);
             }
-            query.execute(&mut *work.tx).await?;
+            query.execute(work.tx.exec()).await?;
         }
         if !released.is_empty() {
             let ids: Vec<String> = released.iter().map(i64::to_string).collect();
@@ -492,7 +490,7 @@ impl Store {
                 "UPDATE webhook_deliveries SET claimed_until = NULL WHERE id IN ({})",
                 ids.join(", ")
             ))
-            .execute(&mut *work.tx)
+            .execute(work.tx.exec())
             .await?;
         }
         work.commit().await?;
@@ -507,7 +505,7 @@ impl Store {
         endpoint_id: Option<i64>,
         state: Option<DeliveryState>,
     ) -> Result<Vec<(Delivery, Vec<Attempt>)>, StoreError> {
-        let rows = sqlx::query(&format!(
+        let rows = crate::db::query(&format!(
             "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries WHERE site_id = $1 \
              AND ($2 IS NULL OR endpoint_id = $2) AND ($3 IS NULL OR state = $3) ORDER BY id"
         ))
@@ -519,7 +517,7 @@ impl Store {
         let mut out = Vec::with_capacity(rows.len());
         for row in &rows {
             let delivery = delivery_from_row(row)?;
-            let attempts = sqlx::query(
+            let attempts = crate::db::query(
                 "SELECT at, status_code, error, duration_ms FROM webhook_attempts WHERE delivery_id = $1 ORDER BY id",
             )
             .bind(delivery.id)
@@ -547,7 +545,7 @@ impl Store {
     pub async fn redeliver_webhook_delivery(&self, id: i64, now_ms: i64) -> Result<Redelivery, StoreError> {
         // One conditional write (no read first, which SQLite could not upgrade to a write while
         // another process writes); when it changes nothing, a read says why.
-        let row = sqlx::query(&format!(
+        let row = crate::db::query(&format!(
             "UPDATE webhook_deliveries SET state = 'retrying', next_attempt_at = $1, claimed_until = NULL \
              WHERE id = $2 AND state = 'failed' \
              AND endpoint_id IN (SELECT id FROM webhook_endpoints WHERE removed_at IS NULL) \
@@ -560,7 +558,7 @@ impl Store {
         if let Some(row) = row {
             return Ok(Redelivery::Redelivered(delivery_from_row(&row)?));
         }
-        let row = sqlx::query(
+        let row = crate::db::query(
             "SELECT d.state, e.removed_at FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id \
              WHERE d.id = $1",
         )
@@ -588,7 +586,7 @@ impl Store {
         site_id: Option<i64>,
         now_ms: i64,
     ) -> Result<Vec<i64>, StoreError> {
-        let rows = sqlx::query(
+        let rows = crate::db::query(
             "UPDATE webhook_deliveries SET state = 'retrying', next_attempt_at = $1, claimed_until = NULL \
              WHERE state = 'failed' AND ($2 IS NULL OR site_id = $2) \
              AND endpoint_id IN (SELECT id FROM webhook_endpoints WHERE removed_at IS NULL) RETURNING id",

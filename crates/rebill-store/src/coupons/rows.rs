@@ -3,8 +3,6 @@
 
 use std::collections::BTreeMap;
 
-use sqlx::Row;
-
 use crate::db::DbRow;
 use crate::list::{Arg, Conditions};
 use crate::{StoreError, get_flag};

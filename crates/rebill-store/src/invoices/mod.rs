@@ -4,8 +4,8 @@
 //!
 //! How each is read from and written to a row is the `rows` module.
 //!
-//! Money is integer cents, times UTC epoch seconds, booleans 0/1 (the `Any` driver sends one
-//! integer type to both backends).
+//! Money is integer cents, times UTC epoch seconds, booleans 0/1 (one integer type for both
+//! backends, bound and decoded the same way by either driver).
 
 pub(crate) mod rows;
 

@@ -2,11 +2,9 @@
 //! a row: the column lists, the binds of an insert and the row readers. Only the store's own
 //! modules use them.
 
-use sqlx::Row;
-
 use crate::billing_info::PaymentKind;
 use crate::billing_info::{FIELD_COLUMNS, bind_fields, fields_from_row};
-use crate::db::{Db, DbQuery, DbRow};
+use crate::db::{DbQuery, DbRow};
 use crate::list::{Arg, Conditions};
 use crate::work::placeholders;
 use crate::{StoreError, flag, get_flag};
@@ -213,14 +211,14 @@ pub(crate) async fn insert_adjustment<'c, E>(
     now: i64,
 ) -> Result<i64, StoreError>
 where
-    E: sqlx::Executor<'c, Database = Db>,
+    E: Into<crate::db::Exec<'c>>,
 {
     let sql = format!(
         "INSERT INTO adjustments ({ADJUSTMENT_INSERT}) VALUES ({}) RETURNING id",
         placeholders(ADJUSTMENT_VALUES, 1)
     );
     let row =
-        bind_adjustment(sqlx::query(&sql), new_uuid(), site_id, invoice_id, line, now).fetch_one(executor).await?;
+        bind_adjustment(crate::db::query(&sql), new_uuid(), site_id, invoice_id, line, now).fetch_one(executor).await?;
     Ok(row.try_get("id")?)
 }
 

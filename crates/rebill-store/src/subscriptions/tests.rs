@@ -69,7 +69,7 @@ async fn documents_are_stored_versioned_and_legacy_rows_still_read() {
         let raw = |sql: &'static str| {
             let store = store.clone();
             async move {
-                sqlx::query(sql)
+                crate::db::query(sql)
                     .bind(created.id)
                     .fetch_one(&store.pool)
                     .await
@@ -92,13 +92,14 @@ async fn documents_are_stored_versioned_and_legacy_rows_still_read() {
             raw("SELECT lines FROM subscription_charges WHERE subscription_id = $1").await,
             format!(r#"{{"document_version":1,"document":{lines}}}"#)
         );
-        let payload: String =
-            sqlx::query("SELECT payload FROM domain_events WHERE subject = 'd1' AND kind = 'subscription.canceled'")
-                .fetch_one(&store.pool)
-                .await
-                .expect("event")
-                .try_get(0)
-                .expect("text");
+        let payload: String = crate::db::query(
+            "SELECT payload FROM domain_events WHERE subject = 'd1' AND kind = 'subscription.canceled'",
+        )
+        .fetch_one(&store.pool)
+        .await
+        .expect("event")
+        .try_get(0)
+        .expect("text");
         assert_eq!(payload, r#"{"action":"cancel","document_version":1}"#);
         assert_eq!(store.events(site, "d1").await.expect("events")[0].payload, r#"{"action":"cancel"}"#);
         // Read back as written.
@@ -107,7 +108,7 @@ async fn documents_are_stored_versioned_and_legacy_rows_still_read() {
         assert_eq!(store.subscription_charges(created.id).await.expect("charges")[0].lines, lines);
 
         // Legacy rows (no version) read as they are.
-        sqlx::query(
+        crate::db::query(
             "UPDATE subscriptions SET value = '{\"legacy\":true}', creation = '{\"plan_code\":\"old\"}', \
              details = '{\"notes\":\"n\"}' WHERE id = $1",
         )
@@ -115,11 +116,13 @@ async fn documents_are_stored_versioned_and_legacy_rows_still_read() {
         .execute(&store.pool)
         .await
         .expect("legacy subscription");
-        sqlx::query("UPDATE subscription_charges SET lines = '[{\"kind\":\"credit\"}]' WHERE subscription_id = $1")
-            .bind(created.id)
-            .execute(&store.pool)
-            .await
-            .expect("legacy charge");
+        crate::db::query(
+            "UPDATE subscription_charges SET lines = '[{\"kind\":\"credit\"}]' WHERE subscription_id = $1",
+        )
+        .bind(created.id)
+        .execute(&store.pool)
+        .await
+        .expect("legacy charge");
         let legacy = store.subscription_by_id(created.id).await.expect("read").expect("exists");
         assert_eq!(
             (legacy.value.as_str(), legacy.creation.as_str(), legacy.details.as_str()),
@@ -127,7 +130,7 @@ async fn documents_are_stored_versioned_and_legacy_rows_still_read() {
         );
         assert_eq!(store.subscription_charges(created.id).await.expect("charges")[0].lines, r#"[{"kind":"credit"}]"#);
         // A layout newer than this build is refused, not misread.
-        sqlx::query("UPDATE subscriptions SET details = '{\"document_version\":2}' WHERE id = $1")
+        crate::db::query("UPDATE subscriptions SET details = '{\"document_version\":2}' WHERE id = $1")
             .bind(created.id)
             .execute(&store.pool)
             .await

@@ -102,7 +102,7 @@ async fn an_endpoints_deliveries_are_claimed_in_order_by_runs() {
         // A follower held by another claim ends the run before it.
         let all = store.webhook_deliveries(acme.id, Some(e1.id), None).await.expect("list");
         let d5 = all[4].0.id;
-        sqlx::query("UPDATE webhook_deliveries SET claimed_until = 99999 WHERE id = $1")
+        crate::db::query("UPDATE webhook_deliveries SET claimed_until = 99999 WHERE id = $1")
             .bind(d5)
             .execute(&store.pool)
             .await
@@ -196,7 +196,7 @@ async fn failed_deliveries_are_redelivered() {
         assert_eq!(store.redeliver_webhook_delivery(d3, 2_000).await.expect("redeliver"), Redelivery::EndpointRemoved);
 
         // A stale claim does not hold a redelivered delivery back.
-        sqlx::query("UPDATE webhook_deliveries SET claimed_until = 999999 WHERE id = $1")
+        crate::db::query("UPDATE webhook_deliveries SET claimed_until = 999999 WHERE id = $1")
             .bind(d1)
             .execute(&store.pool)
             .await
