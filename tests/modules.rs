@@ -99,6 +99,8 @@ const STORE: Layers = Layers {
         &["dialect", "document", "keys", "list", "testing", "work"],
         &["lib"],
         &["checkpoints", "db"],
+        &["sqlite_reads"],
+        &["values"],
     ],
 };
 

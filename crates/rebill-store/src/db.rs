@@ -16,6 +16,9 @@ use sqlx::postgres::{PgArguments, PgConnection, PgPool, PgRow};
 use sqlx::sqlite::{SqliteArguments, SqliteConnection, SqlitePool, SqliteRow};
 use sqlx::{Postgres, Sqlite};
 
+use crate::sqlite_reads::{READ_BOUND, ReadRow, Reader};
+pub(crate) use crate::values::Value;
+
 /// Counts of values up to which every statement built from the count stays in the connection's
 /// statement cache ([`counted`]): the request path's one-row writes and short lists.
 const SMALL_COUNT: usize = 4;
@@ -55,63 +58,6 @@ pub(crate) fn uncached(sql: &str) -> DbQuery<'_> {
 // ---------------------------------------------------------------------------------------------
 // Statements and their values
 
-/// A value bound to a statement, of one of the types both backends store. `None` is a null of
-/// that type (PostgreSQL is told the type of every parameter, nulls included).
-#[derive(Debug, Clone)]
-pub(crate) enum Value<'q> {
-    /// A 64-bit integer (`INTEGER` on SQLite, `BIGINT` on PostgreSQL; also the 0/1 flags).
-    Int(Option<i64>),
-    /// A 32-bit integer.
-    Int4(Option<i32>),
-    /// A double.
-    Real(Option<f64>),
-    /// A boolean.
-    Bool(Option<bool>),
-    /// Text.
-    Text(Option<Cow<'q, str>>),
-    /// Bytes.
-    Bytes(Option<Vec<u8>>),
-}
-
-macro_rules! values {
-    ($($kind:ident: $($t:ty => $to:expr),+;)+) => {$($(
-        impl<'q> From<$t> for Value<'q> {
-            fn from(v: $t) -> Self {
-                #[allow(clippy::redundant_closure_call)]
-                Value::$kind(Some(($to)(v)))
-            }
-        }
-        impl<'q> From<Option<$t>> for Value<'q> {
-            fn from(v: Option<$t>) -> Self {
-                #[allow(clippy::redundant_closure_call)]
-                Value::$kind(v.map($to))
-            }
-        }
-    )+)+};
-}
-
-values! {
-    Int: i64 => |v| v, &i64 => |v: &i64| *v, u32 => i64::from, u16 => i64::from, u8 => i64::from;
-    Int4: i32 => |v| v, &i32 => |v: &i32| *v;
-    Real: f64 => |v| v, &f64 => |v: &f64| *v;
-    Bool: bool => |v| v, &bool => |v: &bool| *v;
-    Text: String => Cow::Owned, &'q String => |v: &'q String| Cow::Borrowed(v.as_str()), &'q str => Cow::Borrowed,
-        Cow<'q, str> => |v| v, &'q Cow<'q, str> => |v: &'q Cow<'q, str>| Cow::Borrowed(v.as_ref());
-    Bytes: Vec<u8> => |v| v, &'q [u8] => <[u8]>::to_vec;
-}
-
-impl<'q> From<&'q Option<String>> for Value<'q> {
-    fn from(v: &'q Option<String>) -> Self {
-        Value::Text(v.as_deref().map(Cow::Borrowed))
-    }
-}
-
-impl<'q> From<&'q Option<i64>> for Value<'q> {
-    fn from(v: &'q Option<i64>) -> Self {
-        Value::Int(*v)
-    }
-}
-
 /// A statement with its values, run on whichever backend's connection it is given.
 #[derive(Debug, Clone)]
 #[must_use = "a statement does nothing until it is run"]
@@ -149,45 +95,20 @@ impl<'q> DbQuery<'q> {
 
     /// The statement for SQLite's driver.
     fn sqlite(self) -> sqlx::query::Query<'q, Sqlite, SqliteArguments<'q>> {
-        let mut query = sqlx::query::<Sqlite>(self.sql).persistent(self.persistent);
-        for value in self.values {
-            query = match value {
-                Value::Int(v) => query.bind(v),
-                Value::Int4(v) => query.bind(v),
-                Value::Real(v) => query.bind(v),
-                Value::Bool(v) => query.bind(v),
-                Value::Text(v) => query.bind(v),
-                Value::Bytes(v) => query.bind(v),
-            };
-        }
-        query
+        bound(sqlx::query::<Sqlite>(self.sql).persistent(self.persistent), self.values)
     }
 
     /// The statement for PostgreSQL's driver.
     fn postgres(self) -> sqlx::query::Query<'q, Postgres, PgArguments> {
-        let mut query = sqlx::query::<Postgres>(self.sql).persistent(self.persistent);
-        for value in self.values {
-            query = match value {
-                Value::Int(v) => query.bind(v),
-                Value::Int4(v) => query.bind(v),
-                Value::Real(v) => query.bind(v),
-                Value::Bool(v) => query.bind(v),
-                Value::Text(v) => query.bind(v),
-                Value::Bytes(v) => query.bind(v),
-            };
-        }
-        query
+        bound(sqlx::query::<Postgres>(self.sql).persistent(self.persistent), self.values)
     }
-
     /// Runs the statement and answers what it did.
     pub(crate) async fn execute<'e>(self, on: impl Into<Exec<'e>>) -> Result<Done, sqlx::Error> {
         let rows_affected = match on.into() {
             Exec::SqlitePool(pool) => self.sqlite().execute(pool).await?.rows_affected(),
             Exec::Sqlite(conn) => self.sqlite().execute(conn).await?.rows_affected(),
-            Exec::Readers(readers) => readers
-                .run(async move |conn: &mut SqliteConnection| self.sqlite().execute(conn).await)
-                .await?
-                .rows_affected(),
+            // Read-only: a statement run there changes no row.
+            Exec::Readers(readers) => readers.read(&self, None).await.map(|_| 0)?,
             Exec::PgPool(pool) => self.postgres().execute(pool).await?.rows_affected(),
             Exec::Postgres(conn) => self.postgres().execute(conn).await?.rows_affected(),
         };
@@ -199,12 +120,7 @@ impl<'q> DbQuery<'q> {
         Ok(match on.into() {
             Exec::SqlitePool(pool) => self.sqlite().fetch_all(pool).await?.into_iter().map(DbRow::Sqlite).collect(),
             Exec::Sqlite(conn) => self.sqlite().fetch_all(conn).await?.into_iter().map(DbRow::Sqlite).collect(),
-            Exec::Readers(readers) => readers
-                .run(async move |conn: &mut SqliteConnection| self.sqlite().fetch_all(conn).await)
-                .await?
-                .into_iter()
-                .map(DbRow::Sqlite)
-                .collect(),
+            Exec::Readers(readers) => readers.read(&self, None).await?.into_iter().map(DbRow::Read).collect(),
             Exec::PgPool(pool) => self.postgres().fetch_all(pool).await?.into_iter().map(DbRow::Postgres).collect(),
             Exec::Postgres(conn) => self.postgres().fetch_all(conn).await?.into_iter().map(DbRow::Postgres).collect(),
         })
@@ -215,10 +131,7 @@ impl<'q> DbQuery<'q> {
         Ok(match on.into() {
             Exec::SqlitePool(pool) => self.sqlite().fetch_optional(pool).await?.map(DbRow::Sqlite),
             Exec::Sqlite(conn) => self.sqlite().fetch_optional(conn).await?.map(DbRow::Sqlite),
-            Exec::Readers(readers) => readers
-                .run(async move |conn: &mut SqliteConnection| self.sqlite().fetch_optional(conn).await)
-                .await?
-                .map(DbRow::Sqlite),
+            Exec::Readers(readers) => readers.read(&self, Some(1)).await?.pop().map(DbRow::Read),
             Exec::PgPool(pool) => self.postgres().fetch_optional(pool).await?.map(DbRow::Postgres),
             Exec::Postgres(conn) => self.postgres().fetch_optional(conn).await?.map(DbRow::Postgres),
         })
@@ -230,10 +143,38 @@ impl<'q> DbQuery<'q> {
     }
 }
 
+/// `query` with `values` bound, in order, by the driver of `DB`.
+fn bound<'q, DB: sqlx::Database>(
+    mut query: sqlx::query::Query<'q, DB, <DB as sqlx::Database>::Arguments<'q>>,
+    values: Vec<Value<'q>>,
+) -> sqlx::query::Query<'q, DB, <DB as sqlx::Database>::Arguments<'q>>
+where
+    Option<i64>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    Option<i32>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    Option<f64>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    Option<bool>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    Option<Cow<'q, str>>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    Option<Vec<u8>>: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    for value in values {
+        query = match value {
+            Value::Int(v) => query.bind(v),
+            Value::Int4(v) => query.bind(v),
+            Value::Real(v) => query.bind(v),
+            Value::Bool(v) => query.bind(v),
+            Value::Text(v) => query.bind(v),
+            Value::Bytes(v) => query.bind(v),
+        };
+    }
+    query
+}
+
 /// A row as its backend's driver read it.
 pub(crate) enum DbRow {
-    /// Read from SQLite.
+    /// Read from SQLite by sqlx (the writer).
     Sqlite(SqliteRow),
+    /// Read from SQLite by a read-only connection ([`crate::sqlite_reads`]).
+    Read(ReadRow),
     /// Read from PostgreSQL.
     Postgres(PgRow),
 }
@@ -242,6 +183,7 @@ impl std::fmt::Debug for DbRow {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let (backend, columns) = match self {
             DbRow::Sqlite(row) => ("SQLite", sqlx::Row::len(row)),
+            DbRow::Read(row) => ("SQLite", row.len()),
             DbRow::Postgres(row) => ("PostgreSQL", sqlx::Row::len(row)),
         };
         write!(f, "a {backend} row of {columns} columns")
@@ -252,11 +194,16 @@ impl DbRow {
     /// The value of column `index` (a name or a position), decoded by the row's own driver.
     pub(crate) fn try_get<'r, T, I>(&'r self, index: I) -> Result<T, sqlx::Error>
     where
-        T: sqlx::Decode<'r, Sqlite> + sqlx::Type<Sqlite> + sqlx::Decode<'r, Postgres> + sqlx::Type<Postgres>,
-        I: sqlx::ColumnIndex<SqliteRow> + sqlx::ColumnIndex<PgRow>,
+        T: sqlx::Decode<'r, Sqlite>
+            + sqlx::Type<Sqlite>
+            + sqlx::Decode<'r, Postgres>
+            + sqlx::Type<Postgres>
+            + rusqlite::types::FromSql,
+        I: sqlx::ColumnIndex<SqliteRow> + sqlx::ColumnIndex<PgRow> + sqlx::ColumnIndex<ReadRow>,
     {
         match self {
             DbRow::Sqlite(row) => sqlx::Row::try_get(row, index),
+            DbRow::Read(row) => row.get(index.index(row)?),
             DbRow::Postgres(row) => sqlx::Row::try_get(row, index),
         }
     }
@@ -410,6 +357,7 @@ impl Conn {
     }
 
     /// Where statements on this connection run.
+    #[cfg(any(test, feature = "testing"))]
     pub(crate) fn exec(&mut self) -> Exec<'_> {
         self.into()
     }
@@ -483,15 +431,13 @@ pub(crate) fn pool_options<DB: sqlx::Database>() -> PoolOptions<DB> {
 const READER_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The connections for reads that stand alone: on PostgreSQL the writer's pool, on SQLite
-/// read-only connections beside the writer (WAL allows them) lent by `deadpool`'s unmanaged
-/// pool. `&Readers` is a place to run a statement ([`Exec`]) like `&Pool`.
+/// read-only connections beside the writer (WAL allows them), stepped on the calling thread
+/// ([`crate::sqlite_reads`]) and lent by `deadpool`'s unmanaged pool. `&Readers` is a place to
+/// run a statement ([`Exec`]) like `&Pool`.
 ///
-/// sqlx's pool pings every connection given back, in a task spawned for it: on SQLite a round
-/// trip to the connection's thread, as much work as a read of one row. A read-only SQLite
-/// connection keeps nothing between statements that the ping would flush: it never opens a
-/// transaction (`query_only`), and the driver's thread resets a statement whose reader went
-/// away before it runs the next command. So these connections go back as they are; one whose
-/// thread has gone (`WorkerCrashed`) is dropped and replaced by a new one.
+/// A read-only SQLite connection keeps nothing between statements (it never opens a
+/// transaction, and a statement is reset once its rows are read), so it goes back to the pool
+/// as it is, with no ping.
 #[derive(Debug, Clone)]
 pub(crate) enum Readers {
     /// PostgreSQL: the writer's pool.
@@ -503,18 +449,16 @@ pub(crate) enum Readers {
 /// SQLite's read-only connections ([`Readers::Sqlite`]).
 #[derive(Debug, Clone)]
 pub(crate) struct SqliteReaders {
-    connections: deadpool::unmanaged::Pool<SqliteConnection>,
-    url: std::sync::Arc<str>,
+    connections: deadpool::unmanaged::Pool<Reader>,
+    /// How long one read may step ([`READ_BOUND`]; shorter in tests).
+    bound: std::time::Duration,
 }
 
 impl Readers {
     /// Opens `count` read-only connections to the SQLite database at `url`.
-    pub(crate) async fn sqlite(url: &str, count: usize) -> Result<Self, sqlx::Error> {
-        let mut connections = Vec::with_capacity(count);
-        for _ in 0..count {
-            connections.push(open_reader(url).await?);
-        }
-        Ok(Self::Sqlite(SqliteReaders { connections: connections.into(), url: url.into() }))
+    pub(crate) fn sqlite(url: &str, count: usize) -> Result<Self, sqlx::Error> {
+        let connections = (0..count).map(|_| Reader::open(url)).collect::<Result<Vec<_>, _>>()?;
+        Ok(Self::Sqlite(SqliteReaders { connections: connections.into(), bound: READ_BOUND }))
     }
 
     /// Connections open now and those of them not lent out.
@@ -535,11 +479,10 @@ impl Readers {
             Readers::Shared(pool) => close_pool(&Pool::Postgres(pool.clone())).await,
             Readers::Sqlite(readers) => {
                 while readers.connections.status().size > 0 {
-                    // Waits for a connection in use to come back, then takes it out for good.
+                    // Waits for a connection in use to come back, then takes it out for good
+                    // (closed as it is dropped).
                     let Ok(conn) = readers.connections.remove().await else { break };
-                    if let Err(error) = sqlx::Connection::close(conn).await {
-                        tracing::warn!(%error, "closing a read-only SQLite connection");
-                    }
+                    drop(conn);
                 }
                 readers.connections.close();
             }
@@ -548,7 +491,7 @@ impl Readers {
 }
 
 impl SqliteReaders {
-    async fn lend(&self) -> Result<deadpool::unmanaged::Object<SqliteConnection>, sqlx::Error> {
+    async fn lend(&self) -> Result<deadpool::unmanaged::Object<Reader>, sqlx::Error> {
         match tokio::time::timeout(READER_WAIT, self.connections.get()).await {
             Ok(Ok(conn)) => Ok(conn),
             Ok(Err(_)) => Err(sqlx::Error::PoolClosed),
@@ -556,39 +499,26 @@ impl SqliteReaders {
         }
     }
 
-    /// Runs `statement` on a lent connection, then gives the connection back ([`Self::settle`]).
-    async fn run<T>(
-        &self,
-        statement: impl AsyncFnOnce(&mut SqliteConnection) -> Result<T, sqlx::Error>,
-    ) -> Result<T, sqlx::Error> {
+    /// Runs `query` on a lent connection and answers its rows, at most `limit` of them. The
+    /// read steps on a thread of tokio's blocking pool: one hand-off there and back per read,
+    /// where sqlx's driver made one per row, and the runtime's workers go on serving meanwhile.
+    /// A caller that goes away leaves the read to finish (within its bound) and the connection
+    /// to come back.
+    async fn read(&self, query: &DbQuery<'_>, limit: Option<usize>) -> Result<Vec<ReadRow>, sqlx::Error> {
         let mut conn = self.lend().await?;
-        let result = statement(&mut conn).await;
-        self.settle(conn, result).await
+        let sql = query.sql.to_owned();
+        let values: Vec<Value<'static>> = query.values.iter().map(Value::to_static).collect();
+        let (persistent, bound) = (query.persistent, self.bound);
+        tokio::task::spawn_blocking(move || conn.read(&sql, &values, persistent, limit, bound))
+            .await
+            .map_err(|e| sqlx::Error::Io(std::io::Error::other(format!("a read on a blocking thread: {e}"))))?
     }
 
-    /// Gives `conn` back after a statement that ended with `result`; a connection whose thread
-    /// has gone is replaced instead.
-    async fn settle<T>(
-        &self,
-        conn: deadpool::unmanaged::Object<SqliteConnection>,
-        result: Result<T, sqlx::Error>,
-    ) -> Result<T, sqlx::Error> {
-        if matches!(result, Err(sqlx::Error::WorkerCrashed)) {
-            drop(deadpool::unmanaged::Object::take(conn));
-            tracing::warn!("a read-only SQLite connection's thread ended; opening another");
-            let replacement = open_reader(&self.url).await?;
-            // Refused only once the pool is closed: the new connection is then dropped.
-            let _ = self.connections.try_add(replacement);
-        }
-        result
+    /// The same connections with reads bounded by `bound` instead of [`READ_BOUND`].
+    #[cfg(test)]
+    pub(crate) fn bounded(&self, bound: std::time::Duration) -> Self {
+        Self { connections: self.connections.clone(), bound }
     }
-}
-
-/// A read-only connection to the SQLite database at `url`.
-async fn open_reader(url: &str) -> Result<SqliteConnection, sqlx::Error> {
-    let mut conn = <SqliteConnection as sqlx::Connection>::connect(url).await?;
-    sqlx::Executor::execute(&mut conn, "PRAGMA query_only = ON").await?;
-    Ok(conn)
 }
 
 /// Begins a transaction on a connection of `pool`, in a task of its own so that it completes
@@ -789,37 +719,38 @@ mod tests {
         }
     }
 
-    /// A read whose caller went away while SQLite was still stepping it (a request cut off)
-    /// leaves its connection usable without the ping sqlx's pool would make: the connection
-    /// goes back at once, and its next statement waits until the driver has reset the old one.
+    /// A read that steps past its bound is interrupted by SQLite and fails; its connection
+    /// goes back and answers the next read, and every other connection still answers.
     #[tokio::test]
-    async fn a_read_dropped_half_way_leaves_its_connection_usable() {
-        let url = crate::testing::fresh_sqlite_url("dropped_read");
-        let store = crate::Store::connect(&url).await.expect("an SQLite store");
-        // A hundred million rows, handed over as they are stepped.
-        let endless = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000000) \
-                       SELECT i FROM n";
-        for _ in 0..4 {
-            let mut read = std::pin::pin!(query(endless).fetch_all(&store.reads));
-            assert!(read.as_mut().now_or_never().is_none(), "the read is under way");
-        }
-        assert_eq!(store.reads.usage(), (4, 4), "every connection came back");
-        every_reader_answers(&store).await;
-        store.close().await;
-    }
-
-    /// A read-only connection whose driver thread has ended is dropped and replaced, so the
-    /// readers keep their number and every one answers.
-    #[tokio::test]
-    async fn a_reader_whose_thread_ended_is_replaced() {
-        let url = crate::testing::fresh_sqlite_url("crashed_reader");
+    async fn a_read_past_its_bound_is_interrupted_and_its_connection_answers_after() {
+        let url = crate::testing::fresh_sqlite_url("bounded_read");
         let store = crate::Store::connect(&url).await.expect("an SQLite store");
         let super::Readers::Sqlite(readers) = &store.reads else { panic!("SQLite has its own readers") };
-        let conn = readers.lend().await.expect("a connection");
-        assert_eq!(store.reads.usage(), (4, 3));
-        let result: Result<(), sqlx::Error> = readers.settle(conn, Err(sqlx::Error::WorkerCrashed)).await;
-        assert!(matches!(result, Err(sqlx::Error::WorkerCrashed)), "the error is still the caller's");
-        assert_eq!(store.reads.usage(), (4, 4));
+        let bound = std::time::Duration::from_millis(200);
+        let bounded = super::Readers::Sqlite(readers.bounded(bound));
+        // A hundred million rows: far more than 200 ms of stepping.
+        let endless = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000000) \
+                       SELECT i FROM n";
+        for _ in 0..6 {
+            let started = std::time::Instant::now();
+            let read = query(endless).fetch_all(&bounded).await;
+            let took = started.elapsed();
+            let error = read.expect_err("the read is interrupted");
+            assert!(crate::sqlite_reads::ReadError::interrupted(&error), "{error}");
+            assert!(took >= bound && took < bound * 10, "interrupted after {took:?}");
+        }
+        assert_eq!(store.reads.usage(), (4, 4), "every connection came back");
+        // Callers that go away while their reads step (requests cut off) leave the reads to
+        // end at their bound, and the connections come back.
+        for _ in 0..4 {
+            let mut read = std::pin::pin!(query(endless).fetch_all(&bounded));
+            assert!(read.as_mut().now_or_never().is_none(), "the read is under way");
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while store.reads.usage() != (4, 4) {
+            assert!(std::time::Instant::now() < deadline, "the connections came back: {:?}", store.reads.usage());
+            tokio::task::yield_now().await;
+        }
         every_reader_answers(&store).await;
         store.close().await;
         assert_eq!(store.reads.usage(), (0, 0), "closed");
@@ -827,8 +758,59 @@ mod tests {
         assert!(matches!(after, Err(sqlx::Error::PoolClosed)), "{:?}", after.err());
     }
 
+    /// On SQLite's read-only connections, as on the writer, `$N` binds the N-th value wherever it
+    /// stands and however often, `?` binds values in order, and rows decode the same.
+    #[tokio::test]
+    async fn the_readers_bind_and_decode_as_the_writer() {
+        let url = crate::testing::fresh_sqlite_url("reader_binds");
+        let store = crate::Store::connect(&url).await.expect("an SQLite store");
+        let numbered = "SELECT $2 AS b, $1 AS a, $2 + $1 AS sum, $3 AS text, $4 AS absent, $5 AS flag, $6 AS real";
+        let anonymous = "SELECT ? AS a, ? AS b";
+        for on in [super::Exec::from(&store.pool), super::Exec::from(&store.reads)] {
+            let reader = matches!(on, super::Exec::Readers(_));
+            let row = query(numbered)
+                .bind(1i64)
+                .bind(40i64)
+                .bind("text")
+                .bind(None::<String>)
+                .bind(true)
+                .bind(2.5f64)
+                .fetch_one(on)
+                .await
+                .expect("a row");
+            assert_eq!(matches!(row, super::DbRow::Read(_)), reader);
+            assert_eq!(row.try_get::<i64, _>("a").expect("a"), 1);
+            assert_eq!(row.try_get::<i64, _>("b").expect("b"), 40);
+            assert_eq!(row.try_get::<i64, _>("sum").expect("sum"), 41);
+            assert_eq!(row.try_get::<i64, _>(2).expect("by position"), 41);
+            assert_eq!(row.try_get::<String, _>("text").expect("text"), "text");
+            assert_eq!(row.try_get::<Option<String>, _>("absent").expect("absent"), None);
+            if reader {
+                // A null decodes only into an option (the store reads no nullable column as a
+                // plain value).
+                assert!(row.try_get::<String, _>("absent").is_err(), "a null is not a string");
+                assert!(row.try_get::<i64, _>("absent").is_err(), "a null is not a number");
+            }
+            assert!(row.try_get::<bool, _>("flag").expect("flag"));
+            assert!((row.try_get::<f64, _>("real").expect("real") - 2.5).abs() < f64::EPSILON);
+            assert!(row.try_get::<i64, _>("missing").is_err(), "no such column");
+            assert!(row.try_get::<i64, _>(99).is_err(), "no such position");
+        }
+        let on_reader = query(anonymous).bind(7i64).bind(8i64).fetch_one(&store.reads).await.expect("a row");
+        assert_eq!(
+            (on_reader.try_get::<i64, _>("a").expect("a"), on_reader.try_get::<i64, _>("b").expect("b")),
+            (7, 8)
+        );
+        let none = query("SELECT 1 AS n WHERE $1 = 2").bind(1i64).fetch_optional(&store.reads).await.expect("a read");
+        assert!(none.is_none());
+        let short = query("SELECT $1 AS a, $2 AS b").bind(1i64).fetch_one(&store.reads).await;
+        assert!(short.is_err(), "a value missing is an error, not a null");
+        store.close().await;
+    }
+
     /// No other module of the store runs a statement or begins a transaction through sqlx
-    /// itself, and only `dialect.rs` (which opens each backend's pools) names a driver's types:
+    /// itself, and only `dialect.rs` (which opens each backend's pools) and `sqlite_reads.rs`
+    /// (SQLite's read-only connections, on `rusqlite`) name a driver's types:
     /// every statement goes through [`super::query`] and runs on the driver of the connection it
     /// is given.
     #[test]
@@ -852,7 +834,10 @@ mod tests {
                 // Transactions begin through `db::begin` only (sqlx's own is not cancel-safe).
                 let mut needles =
                     vec!["sqlx::query", "sqlx::Row", "sqlx::Any", "sqlx::any", "AnyPool", "AnyRow", ".begin()"];
-                if path != src.join("dialect.rs") {
+                if path != src.join("sqlite_reads.rs") {
+                    needles.push("rusqlite");
+                }
+                if path != src.join("dialect.rs") && path != src.join("sqlite_reads.rs") {
                     needles.extend([
                         "sqlx::Sqlite",
                         "sqlx::sqlite",

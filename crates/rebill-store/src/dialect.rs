@@ -120,7 +120,7 @@ impl Backend {
     /// connections beside the writer (WAL allows them), on PostgreSQL the writer's pool.
     pub(crate) async fn open_readers(self, url: &str, writer: &Pool) -> Result<Readers, StoreError> {
         Ok(match self {
-            Backend::Sqlite => Readers::sqlite(url, 4).await?,
+            Backend::Sqlite => Readers::sqlite(url, 4)?,
             Backend::Postgres => match writer {
                 Pool::Postgres(pool) => Readers::Shared(pool.clone()),
                 Pool::Sqlite(_) => return Err(StoreError::Invalid("a SQLite pool for a PostgreSQL store".into())),

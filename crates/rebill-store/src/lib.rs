@@ -102,10 +102,12 @@ pub mod refunds;
 pub mod settings;
 pub mod shipped_lines;
 pub mod shipping_addresses;
+mod sqlite_reads;
 pub mod subscriptions;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tokens;
+mod values;
 pub mod webhooks;
 pub mod work;
 
