@@ -530,6 +530,9 @@ async fn run(backend: Backend, url: &str, n: u32, stripe: Option<&str>, webhook:
 
     let seeding = Instant::now();
     template_subscription(&api, &site.public_key).await.context("the template subscription")?;
+    // The benchmark's own connection (seeding and checks) goes through sqlx's `Any` driver,
+    // whatever the store uses.
+    sqlx::any::install_default_drivers();
     let mut db = AnyConnection::connect(url).await?;
     copy_template(&mut db, site.id, n - 1).await.context("copying the template subscription")?;
     // The seeding's events are not notified (with or without an endpoint, so that both runs
