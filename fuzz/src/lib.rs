@@ -1,8 +1,8 @@
 //! What the fuzz targets share: the selector byte of the API version and site features, and a
-//! service state (`AppState` on an in-memory SQLite database, made once per process) for the
-//! targets that run the service's own request functions. The protocol layers and the token
-//! endpoint's form reading take an `AppState` only for its settings and clock; no target reaches
-//! the database.
+//! service state (`AppState` on a SQLite database in a temporary file, made once per process)
+//! for the targets that run the service's own request functions. The protocol layers and the
+//! token endpoint's form reading take an `AppState` only for its settings and clock; no target
+//! reaches the database.
 
 use std::sync::{Arc, OnceLock};
 
@@ -44,8 +44,12 @@ pub fn runtime() -> &'static tokio::runtime::Runtime {
 pub fn state() -> &'static AppState {
     static STATE: OnceLock<AppState> = OnceLock::new();
     STATE.get_or_init(|| {
-        let store =
-            runtime().block_on(rebill_store::Store::connect("sqlite::memory:")).expect("an in-memory SQLite store");
+        let path = std::env::temp_dir().join(format!("rebill-fuzz-{}.db", std::process::id()));
+        for stale in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{stale}", path.display()));
+        }
+        let url = format!("sqlite://{}", path.display());
+        let store = runtime().block_on(rebill_store::Store::connect(&url)).expect("a SQLite store in a temporary file");
         let config = Config {
             deprecations: vec![
                 Deprecation { version: ApiVersion::V2_2, sunset: 0 },

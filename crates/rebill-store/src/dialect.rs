@@ -3,7 +3,7 @@
 //!
 //! | What | SQLite | PostgreSQL |
 //! |---|---|---|
-//! | URL | `sqlite:PATH` (`mode=rwc` added: the file is created) | `postgres://…`, `postgresql://…` |
+//! | URL | `sqlite:PATH` (`mode=rwc` added: the file is created; not in memory: the connections share the file) | `postgres://…`, `postgresql://…` |
 //! | Connections | one writer (plus read-only readers, `PRAGMA query_only`) | a pool of 16 for both |
 //! | Durability | `PRAGMA journal_mode = WAL`, `synchronous = NORMAL` on every connection | `synchronous_commit` off only for counters ([`Backend::relaxed_commit`]) |
 //! | Claims | the one writer serialises them | `FOR UPDATE SKIP LOCKED`: rows another transaction holds count as taken |
@@ -41,7 +41,12 @@ impl Backend {
     /// The backend of a database URL, and the URL to connect with.
     pub(crate) fn of_url(url: &str) -> Result<(Backend, String), StoreError> {
         if let Some(rest) = url.strip_prefix("sqlite:") {
-            let url = if rest.contains("mode=") || rest.contains(":memory:") {
+            // The store's connections (the writer, the readers, the checkpointer) share one
+            // database file; an in-memory database is private to the connection that made it.
+            if rest.contains(":memory:") || rest.contains("mode=memory") {
+                return Err(StoreError::UnsupportedUrl(url.to_owned()));
+            }
+            let url = if rest.contains("mode=") {
                 url.to_owned()
             } else if rest.contains('?') {
                 format!("{url}&mode=rwc")
@@ -369,7 +374,8 @@ mod tests {
             Backend::of_url("sqlite://./x.db?cache=shared").expect("sqlite"),
             (Backend::Sqlite, "sqlite://./x.db?cache=shared&mode=rwc".into())
         );
-        assert_eq!(Backend::of_url("sqlite::memory:").expect("memory").1, "sqlite::memory:");
+        assert!(matches!(Backend::of_url("sqlite::memory:"), Err(StoreError::UnsupportedUrl(_))));
+        assert!(matches!(Backend::of_url("sqlite://x.db?mode=memory"), Err(StoreError::UnsupportedUrl(_))));
         assert_eq!(Backend::of_url("postgresql://h/db").expect("pg"), (Backend::Postgres, "postgresql://h/db".into()));
         assert!(matches!(Backend::of_url("mysql://h/db"), Err(StoreError::UnsupportedUrl(_))));
     }
