@@ -99,7 +99,7 @@ const STORE: Layers = Layers {
         &["dialect", "document", "keys", "list", "testing", "work"],
         &["lib"],
         &["checkpoints", "db"],
-        &["sqlite_reads"],
+        &["sqlite"],
         &["values"],
     ],
 };

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use tokio::sync::{Mutex, watch};
 
-use crate::db::Conn;
+use crate::sqlite::SqliteConn;
 
 /// How often the checkpointer copies the log into the database.
 const EVERY: Duration = Duration::from_millis(100);
@@ -35,7 +35,7 @@ struct Running {
 impl Checkpointer {
     /// Opens the checkpointer's connection to the SQLite database at `url` and starts it.
     pub(crate) async fn start(url: &str) -> Result<Self, sqlx::Error> {
-        let conn = Conn::connect(url).await?;
+        let conn = SqliteConn::checkpointer(url)?;
         let (stop, stopped) = watch::channel(false);
         let task = tokio::spawn(run(conn, stopped));
         Ok(Self(Arc::new(Running { stop, task: Mutex::new(Some(task)) })))
@@ -53,27 +53,43 @@ impl Checkpointer {
     }
 }
 
-async fn run(mut conn: Conn, mut stopped: watch::Receiver<bool>) {
+async fn run(conn: SqliteConn, mut stopped: watch::Receiver<bool>) {
+    let mut conn = Some(conn);
     let mut failing = false;
     loop {
         // Stopped, or every handle dropped (the sender with them): done.
         if tokio::time::timeout(EVERY, stopped.wait_for(|stop| *stop)).await.is_ok() {
             break;
         }
-        match crate::db::query("PRAGMA wal_checkpoint(PASSIVE)").execute(&mut conn).await {
-            Ok(_) => failing = false,
-            Err(error) => {
-                // Once per run of failures; the writer's own bound holds meanwhile.
-                if !failing {
-                    tracing::warn!(%error, "checkpointing the SQLite write-ahead log");
+        let Some(mut checkpointer) = conn.take() else { break };
+        // A checkpoint copies pages and syncs the file: on a thread of the blocking pool.
+        let copied = tokio::task::spawn_blocking(move || {
+            let copied = checkpointer.checkpoint();
+            (checkpointer, copied)
+        })
+        .await;
+        match copied {
+            Ok((checkpointer, copied)) => {
+                conn = Some(checkpointer);
+                match copied {
+                    Ok(_) => failing = false,
+                    Err(error) => {
+                        // Once per run of failures; the writer's own bound holds meanwhile.
+                        if !failing {
+                            tracing::warn!(%error, "checkpointing the SQLite write-ahead log");
+                        }
+                        failing = true;
+                    }
                 }
-                failing = true;
+            }
+            Err(error) => {
+                tracing::warn!(%error, "the SQLite checkpoint's thread ended badly; checkpoints stop");
+                break;
             }
         }
     }
-    if let Err(error) = conn.close().await {
-        tracing::warn!(%error, "closing the SQLite checkpointer's connection");
-    }
+    // Closed as it is dropped.
+    drop(conn);
 }
 
 #[cfg(test)]

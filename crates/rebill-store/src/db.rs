@@ -1,22 +1,25 @@
-//! The one module that names the database drivers: the pool, connection, transaction, row and
-//! query types every other module of the store goes through. Each backend runs on its own sqlx
-//! driver (`sqlx-sqlite`, `sqlx-postgres`), chosen by the URL when the store opens; a statement
-//! is written once ([`query`]), its values kept as [`Value`]s until it runs, and then bound and
-//! run on the driver of the connection it is given ([`Exec`]). A row stays the driver's own row
-//! ([`DbRow`]) and is decoded from it directly: nothing is converted into a third, common form
-//! (the cost `sqlx::Any` had on every row: a list of column descriptions built again and every
-//! value copied into it). SQL text that differs between the backends lives in [`crate::dialect`].
+//! The one module that runs statements: the pool, connection, transaction, row and query types
+//! every other module of the store goes through. PostgreSQL runs on sqlx's driver
+//! (`sqlx-postgres`), SQLite on connections of the store's own that step a statement where it
+//! is called ([`crate::sqlite`], on `rusqlite` over the SQLite sqlx bundles; sqlx's SQLite
+//! driver only migrates the database when the store opens). A statement is written once
+//! ([`query`]), its values kept as [`Value`]s until it runs, and then bound and run on the
+//! connection it is given ([`Exec`]). A row stays its driver's own row ([`DbRow`]) and is
+//! decoded from it directly: nothing is converted into a third, common form (the cost
+//! `sqlx::Any` had on every row). SQL text that differs between the backends lives in
+//! [`crate::dialect`].
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
+use sqlx::Postgres;
 #[cfg(test)]
 use sqlx::pool::PoolConnection;
 use sqlx::pool::PoolOptions;
 use sqlx::postgres::{PgArguments, PgConnection, PgPool, PgRow};
-use sqlx::sqlite::{SqliteArguments, SqliteConnection, SqlitePool, SqliteRow};
-use sqlx::{Postgres, Sqlite};
+use tokio::sync::{Mutex, OwnedMappedMutexGuard, OwnedMutexGuard};
 
-use crate::sqlite_reads::{READ_BOUND, ReadRow, Reader};
+use crate::sqlite::{READ_BOUND, Row, SqliteConn, WRITE_BOUND};
 pub(crate) use crate::values::Value;
 
 /// Counts of values up to which every statement built from the count stays in the connection's
@@ -93,20 +96,29 @@ impl<'q> DbQuery<'q> {
         self
     }
 
-    /// The statement for SQLite's driver.
-    fn sqlite(self) -> sqlx::query::Query<'q, Sqlite, SqliteArguments<'q>> {
-        bound(sqlx::query::<Sqlite>(self.sql).persistent(self.persistent), self.values)
-    }
-
     /// The statement for PostgreSQL's driver.
     fn postgres(self) -> sqlx::query::Query<'q, Postgres, PgArguments> {
         bound(sqlx::query::<Postgres>(self.sql).persistent(self.persistent), self.values)
     }
+    /// Runs the statement on SQLite's writer connection `conn` (where it is called: the
+    /// statements of the request path take microseconds, and a hand-off to another thread and
+    /// back would cost more than they do).
+    fn on_writer(&self, conn: &mut SqliteConn, limit: Option<usize>) -> Result<(Vec<Row>, u64), sqlx::Error> {
+        conn.run(self.sql, &self.values, self.persistent, limit, WRITE_BOUND)
+    }
+
+    /// Runs the statement on SQLite's writer, borrowed for it or in a transaction.
+    async fn on_sqlite(&self, on: SqliteWrite<'_>, limit: Option<usize>) -> Result<(Vec<Row>, u64), sqlx::Error> {
+        match on {
+            SqliteWrite::Lent(writer) => self.on_writer(&mut *writer.lend().await?, limit),
+            SqliteWrite::Held(conn) => self.on_writer(conn, limit),
+        }
+    }
+
     /// Runs the statement and answers what it did.
     pub(crate) async fn execute<'e>(self, on: impl Into<Exec<'e>>) -> Result<Done, sqlx::Error> {
         let rows_affected = match on.into() {
-            Exec::SqlitePool(pool) => self.sqlite().execute(pool).await?.rows_affected(),
-            Exec::Sqlite(conn) => self.sqlite().execute(conn).await?.rows_affected(),
+            Exec::Sqlite(on) => self.on_sqlite(on, None).await?.1,
             // Read-only: a statement run there changes no row.
             Exec::Readers(readers) => readers.read(&self, None).await.map(|_| 0)?,
             Exec::PgPool(pool) => self.postgres().execute(pool).await?.rows_affected(),
@@ -118,9 +130,8 @@ impl<'q> DbQuery<'q> {
     /// Runs the statement and answers every row it returned.
     pub(crate) async fn fetch_all<'e>(self, on: impl Into<Exec<'e>>) -> Result<Vec<DbRow>, sqlx::Error> {
         Ok(match on.into() {
-            Exec::SqlitePool(pool) => self.sqlite().fetch_all(pool).await?.into_iter().map(DbRow::Sqlite).collect(),
-            Exec::Sqlite(conn) => self.sqlite().fetch_all(conn).await?.into_iter().map(DbRow::Sqlite).collect(),
-            Exec::Readers(readers) => readers.read(&self, None).await?.into_iter().map(DbRow::Read).collect(),
+            Exec::Sqlite(on) => self.on_sqlite(on, None).await?.0.into_iter().map(DbRow::Sqlite).collect(),
+            Exec::Readers(readers) => readers.read(&self, None).await?.into_iter().map(DbRow::Sqlite).collect(),
             Exec::PgPool(pool) => self.postgres().fetch_all(pool).await?.into_iter().map(DbRow::Postgres).collect(),
             Exec::Postgres(conn) => self.postgres().fetch_all(conn).await?.into_iter().map(DbRow::Postgres).collect(),
         })
@@ -129,9 +140,10 @@ impl<'q> DbQuery<'q> {
     /// Runs the statement and answers its first row, if it returned one.
     pub(crate) async fn fetch_optional<'e>(self, on: impl Into<Exec<'e>>) -> Result<Option<DbRow>, sqlx::Error> {
         Ok(match on.into() {
-            Exec::SqlitePool(pool) => self.sqlite().fetch_optional(pool).await?.map(DbRow::Sqlite),
-            Exec::Sqlite(conn) => self.sqlite().fetch_optional(conn).await?.map(DbRow::Sqlite),
-            Exec::Readers(readers) => readers.read(&self, Some(1)).await?.pop().map(DbRow::Read),
+            // A write's changes are all made by its first step (SQLite's `RETURNING`), so a
+            // write whose first row is all that is asked for is complete too.
+            Exec::Sqlite(on) => self.on_sqlite(on, Some(1)).await?.0.pop().map(DbRow::Sqlite),
+            Exec::Readers(readers) => readers.read(&self, Some(1)).await?.pop().map(DbRow::Sqlite),
             Exec::PgPool(pool) => self.postgres().fetch_optional(pool).await?.map(DbRow::Postgres),
             Exec::Postgres(conn) => self.postgres().fetch_optional(conn).await?.map(DbRow::Postgres),
         })
@@ -143,7 +155,7 @@ impl<'q> DbQuery<'q> {
     }
 }
 
-/// `query` with `values` bound, in order, by the driver of `DB`.
+/// `query` with `values` bound, in order, by the driver of `DB` (PostgreSQL's).
 fn bound<'q, DB: sqlx::Database>(
     mut query: sqlx::query::Query<'q, DB, <DB as sqlx::Database>::Arguments<'q>>,
     values: Vec<Value<'q>>,
@@ -171,10 +183,8 @@ where
 
 /// A row as its backend's driver read it.
 pub(crate) enum DbRow {
-    /// Read from SQLite by sqlx (the writer).
-    Sqlite(SqliteRow),
-    /// Read from SQLite by a read-only connection ([`crate::sqlite_reads`]).
-    Read(ReadRow),
+    /// Read from SQLite ([`crate::sqlite`]).
+    Sqlite(Row),
     /// Read from PostgreSQL.
     Postgres(PgRow),
 }
@@ -182,8 +192,7 @@ pub(crate) enum DbRow {
 impl std::fmt::Debug for DbRow {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let (backend, columns) = match self {
-            DbRow::Sqlite(row) => ("SQLite", sqlx::Row::len(row)),
-            DbRow::Read(row) => ("SQLite", row.len()),
+            DbRow::Sqlite(row) => ("SQLite", row.len()),
             DbRow::Postgres(row) => ("PostgreSQL", sqlx::Row::len(row)),
         };
         write!(f, "a {backend} row of {columns} columns")
@@ -194,16 +203,11 @@ impl DbRow {
     /// The value of column `index` (a name or a position), decoded by the row's own driver.
     pub(crate) fn try_get<'r, T, I>(&'r self, index: I) -> Result<T, sqlx::Error>
     where
-        T: sqlx::Decode<'r, Sqlite>
-            + sqlx::Type<Sqlite>
-            + sqlx::Decode<'r, Postgres>
-            + sqlx::Type<Postgres>
-            + rusqlite::types::FromSql,
-        I: sqlx::ColumnIndex<SqliteRow> + sqlx::ColumnIndex<PgRow> + sqlx::ColumnIndex<ReadRow>,
+        T: sqlx::Decode<'r, Postgres> + sqlx::Type<Postgres> + rusqlite::types::FromSql,
+        I: sqlx::ColumnIndex<PgRow> + sqlx::ColumnIndex<Row>,
     {
         match self {
-            DbRow::Sqlite(row) => sqlx::Row::try_get(row, index),
-            DbRow::Read(row) => row.get(index.index(row)?),
+            DbRow::Sqlite(row) => row.get(index.index(row)?),
             DbRow::Postgres(row) => sqlx::Row::try_get(row, index),
         }
     }
@@ -215,10 +219,8 @@ impl DbRow {
 /// Where a statement runs: a pool, a connection (a transaction's, a pooled one, one of its own)
 /// or SQLite's read-only connections.
 pub(crate) enum Exec<'e> {
-    /// A connection of SQLite's writer pool.
-    SqlitePool(&'e SqlitePool),
-    /// A SQLite connection.
-    Sqlite(&'e mut SqliteConnection),
+    /// SQLite's writer.
+    Sqlite(SqliteWrite<'e>),
     /// One of SQLite's read-only connections.
     Readers(&'e SqliteReaders),
     /// A connection of PostgreSQL's pool.
@@ -230,7 +232,7 @@ pub(crate) enum Exec<'e> {
 impl<'e> From<&'e Pool> for Exec<'e> {
     fn from(pool: &'e Pool) -> Self {
         match pool {
-            Pool::Sqlite(pool) => Exec::SqlitePool(pool),
+            Pool::Sqlite(writer) => Exec::Sqlite(SqliteWrite::Lent(writer)),
             Pool::Postgres(pool) => Exec::PgPool(pool),
         }
     }
@@ -248,18 +250,16 @@ impl<'e> From<&'e Readers> for Exec<'e> {
 impl<'e> From<&'e mut Tx> for Exec<'e> {
     fn from(tx: &'e mut Tx) -> Self {
         match tx {
-            Tx::Sqlite(tx) => Exec::Sqlite(tx),
+            Tx::Sqlite(tx) => Exec::Sqlite(SqliteWrite::Held(&mut tx.conn)),
             Tx::Postgres(tx) => Exec::Postgres(tx),
         }
     }
 }
 
+#[cfg(any(test, feature = "testing"))]
 impl<'e> From<&'e mut Conn> for Exec<'e> {
     fn from(conn: &'e mut Conn) -> Self {
-        match conn {
-            Conn::Sqlite(conn) => Exec::Sqlite(conn),
-            Conn::Postgres(conn) => Exec::Postgres(conn),
-        }
+        Exec::Postgres(&mut conn.0)
     }
 }
 
@@ -267,9 +267,61 @@ impl<'e> From<&'e mut Conn> for Exec<'e> {
 impl<'e> From<&'e mut PooledConn> for Exec<'e> {
     fn from(conn: &'e mut PooledConn) -> Self {
         match conn {
-            PooledConn::Sqlite(conn) => Exec::Sqlite(conn),
+            PooledConn::Sqlite(conn) => Exec::Sqlite(SqliteWrite::Held(conn)),
             PooledConn::Postgres(conn) => Exec::Postgres(conn),
         }
+    }
+}
+
+/// SQLite's writer where a statement runs: borrowed for the statement, or held (by a
+/// transaction).
+pub(crate) enum SqliteWrite<'e> {
+    /// The writer, borrowed for this statement.
+    Lent(&'e SqliteWriter),
+    /// The writer's connection, held by the caller.
+    Held(&'e mut SqliteConn),
+}
+
+/// How long a write waits for SQLite's writer (sqlx's pools wait as long).
+const WRITER_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The writer's connection while it is lent: the mutex's guard, mapped to the open connection.
+type LentWriter = OwnedMappedMutexGuard<Option<SqliteConn>, SqliteConn>;
+
+/// SQLite's one writer connection ([`SqliteConn::writer`]), lent to one transaction or
+/// statement at a time; its statements run on the thread that calls them. `None` once closed.
+#[derive(Debug, Clone)]
+pub(crate) struct SqliteWriter {
+    conn: Arc<Mutex<Option<SqliteConn>>>,
+}
+
+impl SqliteWriter {
+    /// Opens the writer of the SQLite database at `url` (migrated already).
+    pub(crate) fn open(url: &str) -> Result<Self, sqlx::Error> {
+        let conn = SqliteConn::writer(url, crate::checkpoints::WRITER_CHECKPOINT_PAGES)?;
+        Ok(Self { conn: Arc::new(Mutex::new(Some(conn))) })
+    }
+
+    /// The writer's connection, once no one else holds it.
+    async fn lend(&self) -> Result<LentWriter, sqlx::Error> {
+        let guard = tokio::time::timeout(WRITER_WAIT, self.conn.clone().lock_owned())
+            .await
+            .map_err(|_| sqlx::Error::PoolTimedOut)?;
+        OwnedMutexGuard::try_map(guard, Option::as_mut).map_err(|_| sqlx::Error::PoolClosed)
+    }
+
+    /// Whether the connection is open, and whether no one holds it.
+    fn state(&self) -> (bool, bool) {
+        match self.conn.try_lock() {
+            Ok(conn) => (conn.is_some(), conn.is_some()),
+            Err(_) => (true, false),
+        }
+    }
+
+    /// Closes the connection once it is given back.
+    async fn close(&self) {
+        let conn = self.conn.lock().await.take();
+        drop(conn);
     }
 }
 
@@ -277,7 +329,7 @@ impl<'e> From<&'e mut PooledConn> for Exec<'e> {
 #[derive(Debug, Clone)]
 pub(crate) enum Pool {
     /// SQLite: the one writer connection.
-    Sqlite(SqlitePool),
+    Sqlite(SqliteWriter),
     /// PostgreSQL: the connections for writes and reads.
     Postgres(PgPool),
 }
@@ -287,7 +339,7 @@ impl Pool {
     #[cfg(test)]
     pub(crate) async fn acquire(&self) -> Result<PooledConn, sqlx::Error> {
         Ok(match self {
-            Pool::Sqlite(pool) => PooledConn::Sqlite(pool.acquire().await?),
+            Pool::Sqlite(writer) => PooledConn::Sqlite(writer.lend().await?),
             Pool::Postgres(pool) => PooledConn::Postgres(pool.acquire().await?),
         })
     }
@@ -295,7 +347,7 @@ impl Pool {
     /// Connections open now.
     pub(crate) fn size(&self) -> u32 {
         match self {
-            Pool::Sqlite(pool) => pool.size(),
+            Pool::Sqlite(writer) => u32::from(writer.state().0),
             Pool::Postgres(pool) => pool.size(),
         }
     }
@@ -303,7 +355,7 @@ impl Pool {
     /// Connections open and not lent out.
     pub(crate) fn num_idle(&self) -> usize {
         match self {
-            Pool::Sqlite(pool) => pool.num_idle(),
+            Pool::Sqlite(writer) => usize::from(writer.state().1),
             Pool::Postgres(pool) => pool.num_idle(),
         }
     }
@@ -311,7 +363,7 @@ impl Pool {
     /// Closes the pool once its connections have come back (see [`close_pool`]).
     pub(crate) async fn close(&self) {
         match self {
-            Pool::Sqlite(pool) => pool.close().await,
+            Pool::Sqlite(writer) => writer.close().await,
             Pool::Postgres(pool) => pool.close().await,
         }
     }
@@ -322,7 +374,7 @@ impl Pool {
 #[derive(Debug)]
 pub(crate) enum PooledConn {
     /// SQLite's writer.
-    Sqlite(PoolConnection<Sqlite>),
+    Sqlite(LentWriter),
     /// A PostgreSQL connection.
     Postgres(PoolConnection<Postgres>),
 }
@@ -335,40 +387,26 @@ impl PooledConn {
     }
 }
 
-/// A connection of its own, outside every pool (SQLite's checkpointer, administration of test
-/// databases).
+/// A PostgreSQL connection of its own, outside every pool (administration of test databases).
+#[cfg(any(test, feature = "testing"))]
 #[derive(Debug)]
-pub(crate) enum Conn {
-    /// A SQLite connection.
-    Sqlite(SqliteConnection),
-    /// A PostgreSQL connection.
-    Postgres(PgConnection),
-}
+pub(crate) struct Conn(PgConnection);
 
+#[cfg(any(test, feature = "testing"))]
 impl Conn {
-    /// Connects to the database at `url` (`sqlite:…` or `postgres://…`).
-    pub(crate) async fn connect(url: &str) -> Result<Self, sqlx::Error> {
-        use sqlx::Connection;
-        if url.starts_with("sqlite:") {
-            Ok(Conn::Sqlite(SqliteConnection::connect(url).await?))
-        } else {
-            Ok(Conn::Postgres(PgConnection::connect(url).await?))
-        }
+    /// Connects to the PostgreSQL database at `url`.
+    pub(crate) async fn postgres(url: &str) -> Result<Self, sqlx::Error> {
+        Ok(Conn(<PgConnection as sqlx::Connection>::connect(url).await?))
     }
 
     /// Where statements on this connection run.
-    #[cfg(any(test, feature = "testing"))]
     pub(crate) fn exec(&mut self) -> Exec<'_> {
         self.into()
     }
 
     /// Closes the connection cleanly.
     pub(crate) async fn close(self) -> Result<(), sqlx::Error> {
-        use sqlx::Connection;
-        match self {
-            Conn::Sqlite(conn) => conn.close().await,
-            Conn::Postgres(conn) => conn.close().await,
-        }
+        sqlx::Connection::close(self.0).await
     }
 }
 
@@ -376,7 +414,7 @@ impl Conn {
 #[derive(Debug)]
 pub(crate) enum Tx {
     /// On SQLite's writer.
-    Sqlite(sqlx::Transaction<'static, Sqlite>),
+    Sqlite(SqliteTx),
     /// On a PostgreSQL connection.
     Postgres(sqlx::Transaction<'static, Postgres>),
 }
@@ -390,7 +428,7 @@ impl Tx {
     /// Commits the transaction.
     pub(crate) async fn commit(self) -> Result<(), sqlx::Error> {
         match self {
-            Tx::Sqlite(tx) => tx.commit().await,
+            Tx::Sqlite(mut tx) => tx.conn.run("COMMIT", &[], true, None, WRITE_BOUND).map(drop),
             Tx::Postgres(tx) => tx.commit().await,
         }
     }
@@ -398,8 +436,38 @@ impl Tx {
     /// Rolls the transaction back.
     pub(crate) async fn rollback(self) -> Result<(), sqlx::Error> {
         match self {
-            Tx::Sqlite(tx) => tx.rollback().await,
+            Tx::Sqlite(mut tx) => tx.conn.run("ROLLBACK", &[], true, None, WRITE_BOUND).map(drop),
             Tx::Postgres(tx) => tx.rollback().await,
+        }
+    }
+}
+
+/// A transaction on SQLite's writer (`BEGIN IMMEDIATE`: it holds the database's write lock
+/// from its start, so it never fails half way for a write lock another process took), holding
+/// the writer until it ends. Dropped while open (not committed, its caller gone), it is rolled
+/// back there and then.
+#[derive(Debug)]
+pub(crate) struct SqliteTx {
+    conn: LentWriter,
+}
+
+impl SqliteTx {
+    /// Begins a transaction on the writer, once no one else holds it.
+    async fn begin(writer: &SqliteWriter) -> Result<Self, sqlx::Error> {
+        let mut conn = writer.lend().await?;
+        conn.run("BEGIN IMMEDIATE", &[], true, None, WRITE_BOUND)?;
+        Ok(Self { conn })
+    }
+}
+
+impl Drop for SqliteTx {
+    fn drop(&mut self) {
+        // Committed or rolled back already, or ended by SQLite itself (a failure that rolls
+        // the whole transaction back): nothing to undo.
+        if self.conn.in_transaction()
+            && let Err(error) = self.conn.run("ROLLBACK", &[], true, None, WRITE_BOUND)
+        {
+            tracing::error!(%error, "rolling back an abandoned SQLite transaction");
         }
     }
 }
@@ -431,8 +499,8 @@ pub(crate) fn pool_options<DB: sqlx::Database>() -> PoolOptions<DB> {
 const READER_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The connections for reads that stand alone: on PostgreSQL the writer's pool, on SQLite
-/// read-only connections beside the writer (WAL allows them), stepped on the calling thread
-/// ([`crate::sqlite_reads`]) and lent by `deadpool`'s unmanaged pool. `&Readers` is a place to
+/// read-only connections beside the writer (WAL allows them), stepped on a thread of tokio's
+/// blocking pool ([`crate::sqlite`]) and lent by `deadpool`'s unmanaged pool. `&Readers` is a place to
 /// run a statement ([`Exec`]) like `&Pool`.
 ///
 /// A read-only SQLite connection keeps nothing between statements (it never opens a
@@ -449,7 +517,7 @@ pub(crate) enum Readers {
 /// SQLite's read-only connections ([`Readers::Sqlite`]).
 #[derive(Debug, Clone)]
 pub(crate) struct SqliteReaders {
-    connections: deadpool::unmanaged::Pool<Reader>,
+    connections: deadpool::unmanaged::Pool<SqliteConn>,
     /// How long one read may step ([`READ_BOUND`]; shorter in tests).
     bound: std::time::Duration,
 }
@@ -457,7 +525,7 @@ pub(crate) struct SqliteReaders {
 impl Readers {
     /// Opens `count` read-only connections to the SQLite database at `url`.
     pub(crate) fn sqlite(url: &str, count: usize) -> Result<Self, sqlx::Error> {
-        let connections = (0..count).map(|_| Reader::open(url)).collect::<Result<Vec<_>, _>>()?;
+        let connections = (0..count).map(|_| SqliteConn::reader(url)).collect::<Result<Vec<_>, _>>()?;
         Ok(Self::Sqlite(SqliteReaders { connections: connections.into(), bound: READ_BOUND }))
     }
 
@@ -491,7 +559,7 @@ impl Readers {
 }
 
 impl SqliteReaders {
-    async fn lend(&self) -> Result<deadpool::unmanaged::Object<Reader>, sqlx::Error> {
+    async fn lend(&self) -> Result<deadpool::unmanaged::Object<SqliteConn>, sqlx::Error> {
         match tokio::time::timeout(READER_WAIT, self.connections.get()).await {
             Ok(Ok(conn)) => Ok(conn),
             Ok(Err(_)) => Err(sqlx::Error::PoolClosed),
@@ -504,14 +572,16 @@ impl SqliteReaders {
     /// where sqlx's driver made one per row, and the runtime's workers go on serving meanwhile.
     /// A caller that goes away leaves the read to finish (within its bound) and the connection
     /// to come back.
-    async fn read(&self, query: &DbQuery<'_>, limit: Option<usize>) -> Result<Vec<ReadRow>, sqlx::Error> {
+    async fn read(&self, query: &DbQuery<'_>, limit: Option<usize>) -> Result<Vec<Row>, sqlx::Error> {
         let mut conn = self.lend().await?;
         let sql = query.sql.to_owned();
         let values: Vec<Value<'static>> = query.values.iter().map(Value::to_static).collect();
         let (persistent, bound) = (query.persistent, self.bound);
-        tokio::task::spawn_blocking(move || conn.read(&sql, &values, persistent, limit, bound))
-            .await
-            .map_err(|e| sqlx::Error::Io(std::io::Error::other(format!("a read on a blocking thread: {e}"))))?
+        let (rows, _) =
+            tokio::task::spawn_blocking(move || conn.run(&sql, &values, persistent, limit, bound))
+                .await
+                .map_err(|e| sqlx::Error::Io(std::io::Error::other(format!("a read on a blocking thread: {e}"))))??;
+        Ok(rows)
     }
 
     /// The same connections with reads bounded by `bound` instead of [`READ_BOUND`].
@@ -521,8 +591,9 @@ impl SqliteReaders {
     }
 }
 
-/// Begins a transaction on a connection of `pool`, in a task of its own so that it completes
-/// even when the caller is dropped half-way (a client that went away, a timeout).
+/// Begins a transaction on a connection of `pool`. On PostgreSQL it is begun in a task of its
+/// own so that it completes even when the caller is dropped half-way (a client that went away,
+/// a timeout); SQLite's `BEGIN` runs where it is called and cannot be cut in two.
 ///
 /// sqlx's PostgreSQL `BEGIN` is not cancel-safe (sqlx 0.8.6 and 0.9.0): it counts the
 /// transaction only once the server has answered, so a caller dropped while waiting leaves the
@@ -532,21 +603,20 @@ impl SqliteReaders {
 /// transaction whose caller has gone is dropped in the task, and sqlx rolls it back before the
 /// connection goes back to the pool.
 pub(crate) async fn begin(pool: &Pool) -> Result<Tx, sqlx::Error> {
-    let pool = pool.clone();
-    tokio::spawn(async move {
-        Ok(match pool {
-            Pool::Sqlite(pool) => Tx::Sqlite(pool.begin().await?),
-            Pool::Postgres(pool) => Tx::Postgres(pool.begin().await?),
-        })
-    })
-    .await
-    .map_err(|e| sqlx::Error::Io(std::io::Error::other(format!("beginning a transaction: {e}"))))?
+    match pool {
+        Pool::Sqlite(writer) => Ok(Tx::Sqlite(SqliteTx::begin(writer).await?)),
+        Pool::Postgres(pool) => {
+            let pool = pool.clone();
+            tokio::spawn(async move { Ok(Tx::Postgres(pool.begin().await?)) })
+                .await
+                .map_err(|e| sqlx::Error::Io(std::io::Error::other(format!("beginning a transaction: {e}"))))?
+        }
+    }
 }
 
 /// Closes `pool` once the connections in use have come back. sqlx's close waits for them, but
 /// closes only those idle before its last wait: one given back during that wait would stay
-/// open (on SQLite keeping the write-ahead log at exit). So it is closed again until none is
-/// left.
+/// open. So it is closed again until none is left.
 pub(crate) async fn close_pool(pool: &Pool) {
     pool.close().await;
     while pool.size() > 0 {
@@ -638,7 +708,7 @@ mod tests {
         let database = fresh_postgres_database("idle_ping").await;
         let store = crate::Store::connect(database.url()).await.expect("a PostgreSQL store");
         store.sites().await.expect("a read");
-        let mut admin = Conn::connect(database.url()).await.expect("an administrative connection");
+        let mut admin = Conn::postgres(database.url()).await.expect("an administrative connection");
         let killed = query(
             "SELECT CAST(COUNT(pg_terminate_backend(pid)) AS BIGINT) AS n FROM pg_stat_activity \
              WHERE datname = current_database() AND pid <> pg_backend_pid()",
@@ -664,7 +734,7 @@ mod tests {
             super::pool_options().max_connections(1).connect(database.url()).await.expect("a pool"),
         );
         query("CREATE TABLE written (n BIGINT)").execute(&pool).await.expect("a table");
-        let mut admin = Conn::connect(database.url()).await.expect("an administrative connection");
+        let mut admin = Conn::postgres(database.url()).await.expect("an administrative connection");
         for n in 1..=10i64 {
             {
                 let mut begin = std::pin::pin!(super::begin(&pool));
@@ -736,7 +806,8 @@ mod tests {
             let read = query(endless).fetch_all(&bounded).await;
             let took = started.elapsed();
             let error = read.expect_err("the read is interrupted");
-            assert!(crate::sqlite_reads::ReadError::interrupted(&error), "{error}");
+            assert!(crate::sqlite::SqliteError::interrupted(&error), "{error}");
+            assert!(error.to_string().contains("longer than 200ms"), "the message names the bound: {error}");
             assert!(took >= bound && took < bound * 10, "interrupted after {took:?}");
         }
         assert_eq!(store.reads.usage(), (4, 4), "every connection came back");
@@ -758,6 +829,54 @@ mod tests {
         assert!(matches!(after, Err(sqlx::Error::PoolClosed)), "{:?}", after.err());
     }
 
+    /// SQLite's writer: a transaction dropped without its commit (its caller gone) is rolled
+    /// back where it is dropped, and the writer goes on; one that commits is seen by the readers;
+    /// a second transaction waits for the writer until the first ends; a write refused by a
+    /// unique index or a foreign key says so, and leaves its transaction open and usable.
+    #[tokio::test]
+    async fn the_sqlite_writer_rolls_back_what_is_dropped_and_lends_itself_to_one_at_a_time() {
+        let url = crate::testing::fresh_sqlite_url("writer_tx");
+        let store = crate::Store::connect(&url).await.expect("an SQLite store");
+        let count = || async {
+            let row = query("SELECT COUNT(*) AS n FROM written").fetch_one(&store.reads).await.expect("a count");
+            row.try_get::<i64, _>("n").expect("n")
+        };
+        query("CREATE TABLE parents (id INTEGER PRIMARY KEY)").execute(&store.pool).await.expect("a table");
+        query("CREATE TABLE written (n INTEGER NOT NULL UNIQUE, parent INTEGER REFERENCES parents (id))")
+            .execute(&store.pool)
+            .await
+            .expect("a table");
+
+        let mut dropped = super::begin(&store.pool).await.expect("a transaction");
+        query("INSERT INTO written (n) VALUES (1)").execute(dropped.exec()).await.expect("a row");
+        // The writer is held: a second transaction waits for it.
+        let mut second = std::pin::pin!(super::begin(&store.pool));
+        assert!(second.as_mut().now_or_never().is_none(), "the second waits while the first holds the writer");
+        drop(dropped);
+        let mut tx = second.await.expect("the writer, once the first is dropped");
+        assert_eq!(count().await, 0, "the dropped transaction left nothing");
+
+        let inserted = query("INSERT INTO written (n) VALUES (2)").execute(tx.exec()).await.expect("a row");
+        assert_eq!(inserted.rows_affected(), 1);
+        let taken = query("INSERT INTO written (n) VALUES (2)").execute(tx.exec()).await.expect_err("taken");
+        assert!(super::is_unique_violation(&taken), "{taken}");
+        let orphan = query("INSERT INTO written (n, parent) VALUES (3, 99)").execute(tx.exec()).await;
+        assert!(
+            matches!(&orphan, Err(sqlx::Error::Database(e)) if e.is_foreign_key_violation()),
+            "foreign keys are enforced: {orphan:?}"
+        );
+        let returned = query("UPDATE written SET n = n + 10 RETURNING n").fetch_all(tx.exec()).await.expect("rows");
+        assert_eq!(returned.len(), 1);
+        assert_eq!(returned[0].try_get::<i64, _>("n").expect("n"), 12);
+        tx.commit().await.expect("committed");
+        assert_eq!(count().await, 1, "the committed row is seen by the readers");
+        let changed = query("DELETE FROM written").execute(&store.pool).await.expect("outside a transaction");
+        assert_eq!(changed.rows_affected(), 1);
+        store.close().await;
+        let closed = super::begin(&store.pool).await;
+        assert!(matches!(closed, Err(sqlx::Error::PoolClosed)), "{:?}", closed.err());
+    }
+
     /// On SQLite's read-only connections, as on the writer, `$N` binds the N-th value wherever it
     /// stands and however often, `?` binds values in order, and rows decode the same.
     #[tokio::test]
@@ -767,7 +886,6 @@ mod tests {
         let numbered = "SELECT $2 AS b, $1 AS a, $2 + $1 AS sum, $3 AS text, $4 AS absent, $5 AS flag, $6 AS real";
         let anonymous = "SELECT ? AS a, ? AS b";
         for on in [super::Exec::from(&store.pool), super::Exec::from(&store.reads)] {
-            let reader = matches!(on, super::Exec::Readers(_));
             let row = query(numbered)
                 .bind(1i64)
                 .bind(40i64)
@@ -778,19 +896,17 @@ mod tests {
                 .fetch_one(on)
                 .await
                 .expect("a row");
-            assert_eq!(matches!(row, super::DbRow::Read(_)), reader);
+            assert!(matches!(row, super::DbRow::Sqlite(_)));
             assert_eq!(row.try_get::<i64, _>("a").expect("a"), 1);
             assert_eq!(row.try_get::<i64, _>("b").expect("b"), 40);
             assert_eq!(row.try_get::<i64, _>("sum").expect("sum"), 41);
             assert_eq!(row.try_get::<i64, _>(2).expect("by position"), 41);
             assert_eq!(row.try_get::<String, _>("text").expect("text"), "text");
             assert_eq!(row.try_get::<Option<String>, _>("absent").expect("absent"), None);
-            if reader {
-                // A null decodes only into an option (the store reads no nullable column as a
-                // plain value).
-                assert!(row.try_get::<String, _>("absent").is_err(), "a null is not a string");
-                assert!(row.try_get::<i64, _>("absent").is_err(), "a null is not a number");
-            }
+            // A null decodes only into an option (the store reads no nullable column as a plain
+            // value).
+            assert!(row.try_get::<String, _>("absent").is_err(), "a null is not a string");
+            assert!(row.try_get::<i64, _>("absent").is_err(), "a null is not a number");
             assert!(row.try_get::<bool, _>("flag").expect("flag"));
             assert!((row.try_get::<f64, _>("real").expect("real") - 2.5).abs() < f64::EPSILON);
             assert!(row.try_get::<i64, _>("missing").is_err(), "no such column");
@@ -809,8 +925,8 @@ mod tests {
     }
 
     /// No other module of the store runs a statement or begins a transaction through sqlx
-    /// itself, and only `dialect.rs` (which opens each backend's pools) and `sqlite_reads.rs`
-    /// (SQLite's read-only connections, on `rusqlite`) name a driver's types:
+    /// itself, and only `dialect.rs` (which opens each backend's pools and migrates) and
+    /// `sqlite.rs` (SQLite's connections, on `rusqlite`) name a driver's types:
     /// every statement goes through [`super::query`] and runs on the driver of the connection it
     /// is given.
     #[test]
@@ -834,10 +950,10 @@ mod tests {
                 // Transactions begin through `db::begin` only (sqlx's own is not cancel-safe).
                 let mut needles =
                     vec!["sqlx::query", "sqlx::Row", "sqlx::Any", "sqlx::any", "AnyPool", "AnyRow", ".begin()"];
-                if path != src.join("sqlite_reads.rs") {
+                if path != src.join("sqlite.rs") {
                     needles.push("rusqlite");
                 }
-                if path != src.join("dialect.rs") && path != src.join("sqlite_reads.rs") {
+                if path != src.join("dialect.rs") && path != src.join("sqlite.rs") {
                     needles.extend([
                         "sqlx::Sqlite",
                         "sqlx::sqlite",

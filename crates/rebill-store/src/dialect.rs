@@ -61,35 +61,17 @@ impl Backend {
         }
     }
 
-    /// Opens the writer pool (SQLite: one connection in WAL mode) and migrates the database.
+    /// Migrates the database and opens the writer pool (SQLite: one connection in WAL mode).
     pub(crate) async fn open_writer(self, url: &str) -> Result<Pool, StoreError> {
         let pool = match self {
-            // WAL with synchronous=NORMAL: a commit survives a crash of the process (the WAL is
-            // written before the commit returns); only an operating-system crash or power loss
-            // can lose the last commits. The WAL is synced at checkpoints.
+            // Migrated on a connection of sqlx's driver, closed after; the writer itself is the
+            // store's own connection ([`crate::db::SqliteWriter`], set up there).
             Backend::Sqlite => {
-                let pool = pool_options::<sqlx::Sqlite>()
-                    .max_connections(1)
-                    .after_connect(|conn, _| {
-                        Box::pin(async move {
-                            sqlx::Executor::execute(&mut *conn, "PRAGMA journal_mode = WAL").await?;
-                            sqlx::Executor::execute(&mut *conn, "PRAGMA synchronous = NORMAL").await?;
-                            // Statement journals (what undoes one statement of a transaction
-                            // that fails half way) stay in memory: a multi-row statement of a
-                            // renewal batch would otherwise spill its journal to a temporary file.
-                            sqlx::Executor::execute(&mut *conn, "PRAGMA temp_store = MEMORY").await?;
-                            // Checkpoints run beside the writer (`checkpoints`); the writer
-                            // runs one itself only past this bound.
-                            let pages = crate::checkpoints::WRITER_CHECKPOINT_PAGES;
-                            let bound = format!("PRAGMA wal_autocheckpoint = {pages}");
-                            sqlx::Executor::execute(&mut *conn, bound.as_str()).await?;
-                            Ok(())
-                        })
-                    })
-                    .connect(url)
-                    .await?;
-                self.migrator().run(&pool).await?;
-                Pool::Sqlite(pool)
+                let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(url).await?;
+                sqlx::Executor::execute(&mut conn, "PRAGMA journal_mode = WAL").await?;
+                self.migrator().run(&mut conn).await?;
+                sqlx::Connection::close(conn).await?;
+                Pool::Sqlite(crate::db::SqliteWriter::open(url)?)
             }
             // A connection that carried a large batch (a renewal batch's multi-row statements
             // and their returned rows) would keep buffers of that size while idle, and each of
@@ -387,7 +369,9 @@ mod tests {
         let url = crate::testing::fresh_sqlite_url("writer_pragmas");
         let store = crate::Store::connect(&url).await.expect("a SQLite store");
         let mut conn = store.pool.acquire().await.expect("the writer");
-        for (pragma, expected) in [("journal_mode", "wal"), ("synchronous", "1"), ("temp_store", "2")] {
+        for (pragma, expected) in
+            [("journal_mode", "wal"), ("synchronous", "1"), ("temp_store", "2"), ("foreign_keys", "1")]
+        {
             let row = crate::db::query(&format!("SELECT CAST({pragma} AS TEXT) AS v FROM pragma_{pragma}"))
                 .fetch_one(conn.exec())
                 .await

@@ -102,7 +102,7 @@ pub mod refunds;
 pub mod settings;
 pub mod shipped_lines;
 pub mod shipping_addresses;
-mod sqlite_reads;
+mod sqlite;
 pub mod subscriptions;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -50,7 +50,7 @@ pub async fn fresh_postgres_url(tag: &str) -> String {
     let tag: String =
         tag.chars().take(12).map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' }).collect();
     let name = format!("rebill_test_{}", unique(&format!("{tag}_{}", host_marker())));
-    let mut conn = Conn::connect(&admin).await.unwrap_or_else(|e| panic!("PostgreSQL at {admin}: {e}"));
+    let mut conn = Conn::postgres(&admin).await.unwrap_or_else(|e| panic!("PostgreSQL at {admin}: {e}"));
     // One sweep per process is enough: what it looks for are databases of ended processes.
     if !SWEPT.swap(true, std::sync::atomic::Ordering::SeqCst) {
         drop_stale_databases(&mut conn).await;
@@ -101,7 +101,7 @@ async fn forget_database(url: &str) {
     if !name.starts_with("rebill_test_") || !safe_name(name) {
         return;
     }
-    if let Ok(mut conn) = Conn::connect(&postgres_admin_url()).await {
+    if let Ok(mut conn) = Conn::postgres(&postgres_admin_url()).await {
         let _ = crate::db::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&mut conn).await;
         let _ = conn.close().await;
     }
@@ -162,7 +162,7 @@ pub async fn drop_postgres_database(url: &str) {
     let name = url.rsplit('/').next().unwrap_or_default();
     assert!(name.starts_with("rebill_test_"), "only test databases are dropped");
     let admin = postgres_admin_url();
-    let mut conn = Conn::connect(&admin).await.unwrap_or_else(|e| panic!("PostgreSQL at {admin}: {e}"));
+    let mut conn = Conn::postgres(&admin).await.unwrap_or_else(|e| panic!("PostgreSQL at {admin}: {e}"));
     crate::db::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
         .execute(&mut conn)
         .await
