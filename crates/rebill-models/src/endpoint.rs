@@ -134,17 +134,16 @@ impl Endpoint {
         // Room for the template and the values unescaped: one allocation for most paths.
         let mut out = String::with_capacity(self.path.len() + params.iter().map(|p| p.len()).sum::<usize>());
         let mut values = params.iter();
-        for (i, segment) in self.path.split('/').enumerate() {
-            if i > 0 {
-                out.push('/');
-            }
-            if segment.starts_with('{') {
-                let value = values.next().expect("a value for every path parameter");
-                rebill_xml::value::push_path_segment(&mut out, value);
-            } else {
-                out.push_str(segment);
-            }
+        // The text between the parameters as it stands; each `{name}` (a whole segment, as the
+        // schema's loader requires) replaced by its value.
+        let mut rest = self.path;
+        while let Some(start) = rest.find('{') {
+            out.push_str(&rest[..start]);
+            let value = values.next().expect("a value for every path parameter");
+            rebill_xml::value::push_path_segment(&mut out, value);
+            rest = rest[start..].find('/').map_or("", |end| &rest[start + end..]);
         }
+        out.push_str(rest);
         assert!(values.next().is_none(), "more parameters than the path of {} has", self.name);
         out
     }
@@ -200,4 +199,42 @@ pub fn allowed_methods(endpoints: &'static [Endpoint], path: &str, ctx: &WireCon
         }
     }
     methods
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::api::ENDPOINTS;
+
+    fn endpoint(name: &str) -> &'static super::Endpoint {
+        ENDPOINTS.iter().find(|e| e.name == name).expect("an endpoint of the schema")
+    }
+
+    /// Each parameter fills its segment, percent-encoded; the text around them stays as it is.
+    #[test]
+    fn render_fills_each_parameter_segment() {
+        assert_eq!(endpoint("list_accounts").render(&[]), "/v2/accounts");
+        assert_eq!(
+            endpoint("get_shipping_address").render(&["a b/c", "42"]),
+            "/v2/accounts/a%20b%2Fc/shipping_addresses/42"
+        );
+        assert_eq!(endpoint("get_account").render(&["ü"]), "/v2/accounts/%C3%BC");
+        // Every endpoint of the schema, with values that need no encoding: the template with
+        // each `{name}` replaced.
+        for e in ENDPOINTS.iter() {
+            let names: Vec<&str> = e.path.split('/').filter(|s| s.starts_with('{')).collect();
+            let values: Vec<String> = (0..names.len()).map(|i| format!("v{i}")).collect();
+            let refs: Vec<&str> = values.iter().map(String::as_str).collect();
+            let mut expected = e.path.to_owned();
+            for (name, value) in names.iter().zip(&values) {
+                expected = expected.replacen(name, value, 1);
+            }
+            assert_eq!(e.render(&refs), expected, "{}", e.name);
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "more parameters")]
+    fn render_refuses_extra_parameters() {
+        endpoint("get_account").render(&["a", "b"]);
+    }
 }
