@@ -19,7 +19,7 @@ use sqlx::pool::PoolOptions;
 use sqlx::postgres::{PgArguments, PgConnection, PgPool, PgRow};
 use tokio::sync::{Mutex, OwnedMappedMutexGuard, OwnedMutexGuard};
 
-use crate::sqlite::{READ_BOUND, Row, SqliteConn, WRITE_BOUND};
+use crate::sqlite::{READ_BOUND, Row, SqliteConn, SqliteError, WRITE_BOUND};
 pub(crate) use crate::values::Value;
 
 /// Counts of values up to which every statement built from the count stays in the connection's
@@ -107,10 +107,26 @@ impl<'q> DbQuery<'q> {
         conn.run(self.sql, &self.values, self.persistent, limit, WRITE_BOUND)
     }
 
-    /// Runs the statement on SQLite's writer, borrowed for it or in a transaction.
+    /// Runs the statement on SQLite's writer: borrowed for it (waiting, asleep, while another
+    /// process holds the database's write lock), in a transaction, or held by the caller.
     async fn on_sqlite(&self, on: SqliteWrite<'_>, limit: Option<usize>) -> Result<(Vec<Row>, u64), sqlx::Error> {
         match on {
-            SqliteWrite::Lent(writer) => self.on_writer(&mut *writer.lend().await?, limit),
+            SqliteWrite::Lent(writer) => {
+                let mut conn = writer.lend().await?;
+                unless_busy(|| self.on_writer(&mut conn, limit)).await
+            }
+            SqliteWrite::Tx(conn) => {
+                // SQLite ends a transaction by itself when a statement of it fails badly (an
+                // I/O error, a full disk, a statement interrupted at its bound): what follows
+                // must not run on its own, outside it.
+                if !conn.in_transaction() {
+                    return Err(sqlx::Error::Protocol(
+                        "the SQLite transaction was rolled back by a failed statement".into(),
+                    ));
+                }
+                self.on_writer(conn, limit)
+            }
+            #[cfg(test)]
             SqliteWrite::Held(conn) => self.on_writer(conn, limit),
         }
     }
@@ -250,7 +266,7 @@ impl<'e> From<&'e Readers> for Exec<'e> {
 impl<'e> From<&'e mut Tx> for Exec<'e> {
     fn from(tx: &'e mut Tx) -> Self {
         match tx {
-            Tx::Sqlite(tx) => Exec::Sqlite(SqliteWrite::Held(&mut tx.conn)),
+            Tx::Sqlite(tx) => Exec::Sqlite(SqliteWrite::Tx(&mut tx.conn)),
             Tx::Postgres(tx) => Exec::Postgres(tx),
         }
     }
@@ -273,13 +289,37 @@ impl<'e> From<&'e mut PooledConn> for Exec<'e> {
     }
 }
 
-/// SQLite's writer where a statement runs: borrowed for the statement, or held (by a
-/// transaction).
+/// SQLite's writer where a statement runs: borrowed for the statement, in a transaction, or
+/// held by the caller.
 pub(crate) enum SqliteWrite<'e> {
     /// The writer, borrowed for this statement.
     Lent(&'e SqliteWriter),
-    /// The writer's connection, held by the caller.
+    /// The writer's connection, in a transaction ([`SqliteTx`]).
+    Tx(&'e mut SqliteConn),
+    /// The writer's connection, held by the caller outside a transaction (tests).
+    #[cfg(test)]
     Held(&'e mut SqliteConn),
+}
+
+/// How long a write waits for another process's write lock on the database (an administrative
+/// command beside the service; sqlx's default for its connections).
+const WRITER_BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Runs `attempt` until it does not find the database locked by another process, asleep between
+/// tries (1 ms, doubling up to 50 ms), for at most [`WRITER_BUSY_WAIT`]. SQLite itself never
+/// waits on the writer's behalf, which would block the runtime's thread.
+async fn unless_busy<T>(mut attempt: impl FnMut() -> Result<T, sqlx::Error>) -> Result<T, sqlx::Error> {
+    let started = tokio::time::Instant::now();
+    let mut pause = std::time::Duration::from_millis(1);
+    loop {
+        match attempt() {
+            Err(e) if SqliteError::busy(&e) && started.elapsed() < WRITER_BUSY_WAIT => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(std::time::Duration::from_millis(50));
+            }
+            answer => return answer,
+        }
+    }
 }
 
 /// How long a write waits for SQLite's writer (sqlx's pools wait as long).
@@ -302,12 +342,18 @@ impl SqliteWriter {
         Ok(Self { conn: Arc::new(Mutex::new(Some(conn))) })
     }
 
-    /// The writer's connection, once no one else holds it.
+    /// The writer's connection, once no one else holds it, outside any transaction.
     async fn lend(&self) -> Result<LentWriter, sqlx::Error> {
         let guard = tokio::time::timeout(WRITER_WAIT, self.conn.clone().lock_owned())
             .await
             .map_err(|_| sqlx::Error::PoolTimedOut)?;
-        OwnedMutexGuard::try_map(guard, Option::as_mut).map_err(|_| sqlx::Error::PoolClosed)
+        let mut conn = OwnedMutexGuard::try_map(guard, Option::as_mut).map_err(|_| sqlx::Error::PoolClosed)?;
+        // A transaction whose rollback failed when it was dropped is rolled back now; the
+        // writer is never lent inside someone else's transaction.
+        if conn.in_transaction() {
+            conn.run("ROLLBACK", &[], true, None, WRITE_BOUND)?;
+        }
+        Ok(conn)
     }
 
     /// Whether the connection is open, and whether no one holds it.
@@ -436,6 +482,8 @@ impl Tx {
     /// Rolls the transaction back.
     pub(crate) async fn rollback(self) -> Result<(), sqlx::Error> {
         match self {
+            // Rolled back by SQLite already (a statement of it failed badly): nothing to undo.
+            Tx::Sqlite(tx) if !tx.conn.in_transaction() => Ok(()),
             Tx::Sqlite(mut tx) => tx.conn.run("ROLLBACK", &[], true, None, WRITE_BOUND).map(drop),
             Tx::Postgres(tx) => tx.rollback().await,
         }
@@ -455,7 +503,7 @@ impl SqliteTx {
     /// Begins a transaction on the writer, once no one else holds it.
     async fn begin(writer: &SqliteWriter) -> Result<Self, sqlx::Error> {
         let mut conn = writer.lend().await?;
-        conn.run("BEGIN IMMEDIATE", &[], true, None, WRITE_BOUND)?;
+        unless_busy(|| conn.run("BEGIN IMMEDIATE", &[], true, None, WRITE_BOUND)).await?;
         Ok(Self { conn })
     }
 }
@@ -875,6 +923,38 @@ mod tests {
         store.close().await;
         let closed = super::begin(&store.pool).await;
         assert!(matches!(closed, Err(sqlx::Error::PoolClosed)), "{:?}", closed.err());
+    }
+
+    /// While another process holds the database's write lock, the writer's transactions and
+    /// statements wait for it asleep (the runtime goes on serving), and run once it is let go.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_sqlite_writer_waits_asleep_for_another_process_write_lock() {
+        let url = crate::testing::fresh_sqlite_url("busy_writer");
+        let store = crate::Store::connect(&url).await.expect("an SQLite store");
+        query("CREATE TABLE written (n INTEGER)").execute(&store.pool).await.expect("a table");
+        // Another process's connection, with the write lock.
+        let mut other = crate::sqlite::SqliteConn::writer(&url, 1000).expect("another connection");
+        other.run("BEGIN IMMEDIATE", &[], true, None, crate::sqlite::WRITE_BOUND).expect("the lock");
+        let pool = store.pool.clone();
+        let in_tx = tokio::spawn(async move {
+            let mut tx = super::begin(&pool).await?;
+            query("INSERT INTO written (n) VALUES (1)").execute(tx.exec()).await?;
+            tx.commit().await
+        });
+        let pool = store.pool.clone();
+        let alone = tokio::spawn(async move { query("INSERT INTO written (n) VALUES (2)").execute(&pool).await });
+        // Both wait while the lock is held; the runtime's threads serve other tasks meanwhile.
+        for _ in 0..100 {
+            assert!(tokio::spawn(async { 1 }).await.expect("a task runs") == 1);
+        }
+        assert!(!in_tx.is_finished() && !alone.is_finished(), "the writes wait for the lock");
+        other.run("COMMIT", &[], true, None, crate::sqlite::WRITE_BOUND).expect("the lock let go");
+        in_tx.await.expect("the task").expect("the transaction, once the lock is let go");
+        alone.await.expect("the task").expect("the statement, once the lock is let go");
+        let row = query("SELECT COUNT(*) AS n FROM written").fetch_one(&store.reads).await.expect("a count");
+        assert_eq!(row.try_get::<i64, _>("n").expect("n"), 2);
+        drop(other);
+        store.close().await;
     }
 
     /// On SQLite's read-only connections, as on the writer, `$N` binds the N-th value wherever it

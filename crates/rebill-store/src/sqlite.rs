@@ -38,10 +38,6 @@ pub(crate) const WRITE_BOUND: Duration = Duration::from_secs(5);
 /// restarted or the database recovered).
 const READ_BUSY_WAIT: Duration = Duration::from_secs(1);
 
-/// How long the writer waits for another process's write lock on the database (an
-/// administrative command run beside the service; sqlx's default for its connections).
-const WRITE_BUSY_WAIT: Duration = Duration::from_secs(5);
-
 /// SQLite's virtual-machine steps between two looks at the clock ([`READ_BOUND`]).
 const STEPS_BETWEEN_CHECKS: i32 = 10_000;
 
@@ -127,6 +123,15 @@ impl SqliteError {
         sqlx::Error::Database(Box::new(SqliteError { message, code: code.map(|c| c.to_string()), source }))
     }
 
+    /// Whether the statement found the database locked by another connection (another
+    /// process's write).
+    pub(crate) fn busy(e: &sqlx::Error) -> bool {
+        matches!(e, sqlx::Error::Database(d) if d.try_downcast_ref::<SqliteError>().is_some_and(|r| matches!(
+            &r.source,
+            rusqlite::Error::SqliteFailure(e, _) if e.code == rusqlite::ErrorCode::DatabaseBusy
+        )))
+    }
+
     /// Whether SQLite interrupted the statement at its bound.
     #[cfg(test)]
     pub(crate) fn interrupted(e: &sqlx::Error) -> bool {
@@ -194,7 +199,9 @@ impl SqliteConn {
     /// the checkpointer up to `checkpoint_pages` of log.
     pub(crate) fn writer(url: &str, checkpoint_pages: u32) -> Result<Self, sqlx::Error> {
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let this = Self::open(url, flags, WRITE_BUSY_WAIT)?;
+        // SQLite never waits for a lock on the writer's behalf (it would sleep on the runtime's
+        // thread): the store waits, asleep, and tries again (`db::SqliteWriter`).
+        let this = Self::open(url, flags, Duration::ZERO)?;
         let pragmas = format!(
             "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA temp_store = MEMORY; \
              PRAGMA foreign_keys = ON; PRAGMA wal_autocheckpoint = {checkpoint_pages};"
@@ -266,8 +273,9 @@ impl SqliteConn {
 }
 
 /// Binds `values` to `statement` (`$N` and `?N` by their number, `?` in order) and steps it:
-/// its rows (at most `limit`; without one the statement is stepped to its end), and whether it
-/// changes rows (not read-only).
+/// its rows (at most `limit` of a read; a write is always stepped to its end, so that the
+/// failure of its last step, such as the commit of a write outside a transaction, is its
+/// answer), and whether it changes rows (not read-only).
 fn step(
     statement: &mut Statement<'_>,
     values: &[Value<'_>],
@@ -295,6 +303,7 @@ fn step(
     let count = columns.len();
     let mut rows = statement.raw_query();
     let mut read = Vec::new();
+    let limit = limit.filter(|_| !changes);
     while limit.is_none_or(|l| read.len() < l) {
         let Some(row) = rows.next()? else { break };
         let values = (0..count).map(|i| row.get_ref(i).map(Stored::from)).collect::<Result<Box<[_]>, _>>()?;
