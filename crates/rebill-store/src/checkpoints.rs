@@ -53,24 +53,23 @@ impl Checkpointer {
     }
 }
 
-async fn run(conn: SqliteConn, mut stopped: watch::Receiver<bool>) {
-    let mut conn = Some(conn);
+/// Checkpoints every [`EVERY`] until stopped; the connection is closed as it is dropped.
+async fn run(mut conn: SqliteConn, mut stopped: watch::Receiver<bool>) {
     let mut failing = false;
     loop {
         // Stopped, or every handle dropped (the sender with them): done.
         if tokio::time::timeout(EVERY, stopped.wait_for(|stop| *stop)).await.is_ok() {
             break;
         }
-        let Some(mut checkpointer) = conn.take() else { break };
         // A checkpoint copies pages and syncs the file: on a thread of the blocking pool.
         let copied = tokio::task::spawn_blocking(move || {
-            let copied = checkpointer.checkpoint();
-            (checkpointer, copied)
+            let copied = conn.checkpoint();
+            (conn, copied)
         })
         .await;
         match copied {
-            Ok((checkpointer, copied)) => {
-                conn = Some(checkpointer);
+            Ok((back, copied)) => {
+                conn = back;
                 match copied {
                     Ok(_) => failing = false,
                     Err(error) => {
@@ -88,8 +87,6 @@ async fn run(conn: SqliteConn, mut stopped: watch::Receiver<bool>) {
             }
         }
     }
-    // Closed as it is dropped.
-    drop(conn);
 }
 
 #[cfg(test)]

@@ -100,6 +100,7 @@ impl<'q> DbQuery<'q> {
     fn postgres(self) -> sqlx::query::Query<'q, Postgres, PgArguments> {
         bound(sqlx::query::<Postgres>(self.sql).persistent(self.persistent), self.values)
     }
+
     /// Runs the statement on SQLite's writer connection `conn` (where it is called: the
     /// statements of the request path take microseconds, and a hand-off to another thread and
     /// back would cost more than they do).
@@ -156,8 +157,7 @@ impl<'q> DbQuery<'q> {
     /// Runs the statement and answers its first row, if it returned one.
     pub(crate) async fn fetch_optional<'e>(self, on: impl Into<Exec<'e>>) -> Result<Option<DbRow>, sqlx::Error> {
         Ok(match on.into() {
-            // A write's changes are all made by its first step (SQLite's `RETURNING`), so a
-            // write whose first row is all that is asked for is complete too.
+            // A write is stepped to its end all the same (`sqlite::SqliteConn::run`).
             Exec::Sqlite(on) => self.on_sqlite(on, Some(1)).await?.0.pop().map(DbRow::Sqlite),
             Exec::Readers(readers) => readers.read(&self, Some(1)).await?.pop().map(DbRow::Sqlite),
             Exec::PgPool(pool) => self.postgres().fetch_optional(pool).await?.map(DbRow::Postgres),
@@ -350,9 +350,7 @@ impl SqliteWriter {
         let mut conn = OwnedMutexGuard::try_map(guard, Option::as_mut).map_err(|_| sqlx::Error::PoolClosed)?;
         // A transaction whose rollback failed when it was dropped is rolled back now; the
         // writer is never lent inside someone else's transaction.
-        if conn.in_transaction() {
-            conn.run("ROLLBACK", &[], true, None, WRITE_BOUND)?;
-        }
+        conn.roll_back()?;
         Ok(conn)
     }
 
@@ -482,9 +480,7 @@ impl Tx {
     /// Rolls the transaction back.
     pub(crate) async fn rollback(self) -> Result<(), sqlx::Error> {
         match self {
-            // Rolled back by SQLite already (a statement of it failed badly): nothing to undo.
-            Tx::Sqlite(tx) if !tx.conn.in_transaction() => Ok(()),
-            Tx::Sqlite(mut tx) => tx.conn.run("ROLLBACK", &[], true, None, WRITE_BOUND).map(drop),
+            Tx::Sqlite(mut tx) => tx.conn.roll_back(),
             Tx::Postgres(tx) => tx.rollback().await,
         }
     }
@@ -510,11 +506,8 @@ impl SqliteTx {
 
 impl Drop for SqliteTx {
     fn drop(&mut self) {
-        // Committed or rolled back already, or ended by SQLite itself (a failure that rolls
-        // the whole transaction back): nothing to undo.
-        if self.conn.in_transaction()
-            && let Err(error) = self.conn.run("ROLLBACK", &[], true, None, WRITE_BOUND)
-        {
+        // Nothing to undo once committed or rolled back (by its owner or by SQLite itself).
+        if let Err(error) = self.conn.roll_back() {
             tracing::error!(%error, "rolling back an abandoned SQLite transaction");
         }
     }
@@ -943,10 +936,14 @@ mod tests {
         });
         let pool = store.pool.clone();
         let alone = tokio::spawn(async move { query("INSERT INTO written (n) VALUES (2)").execute(&pool).await });
-        // Both wait while the lock is held; the runtime's threads serve other tasks meanwhile.
-        for _ in 0..100 {
-            assert!(tokio::spawn(async { 1 }).await.expect("a task runs") == 1);
+        // The transaction has taken the writer and is waiting for the lock (the writer is not
+        // idle), and the statement waits behind it; the runtime serves other tasks meanwhile.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while store.pool.num_idle() != 0 {
+            assert!(std::time::Instant::now() < deadline, "the transaction never took the writer");
+            tokio::task::yield_now().await;
         }
+        assert_eq!(tokio::spawn(async { 1 }).await.expect("a task runs"), 1);
         assert!(!in_tx.is_finished() && !alone.is_finished(), "the writes wait for the lock");
         other.run("COMMIT", &[], true, None, crate::sqlite::WRITE_BOUND).expect("the lock let go");
         in_tx.await.expect("the task").expect("the transaction, once the lock is let go");

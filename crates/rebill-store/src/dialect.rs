@@ -65,10 +65,10 @@ impl Backend {
     pub(crate) async fn open_writer(self, url: &str) -> Result<Pool, StoreError> {
         let pool = match self {
             // Migrated on a connection of sqlx's driver, closed after; the writer itself is the
-            // store's own connection ([`crate::db::SqliteWriter`], set up there).
+            // store's own connection ([`crate::db::SqliteWriter`]), which puts the database in
+            // WAL mode.
             Backend::Sqlite => {
                 let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(url).await?;
-                sqlx::Executor::execute(&mut conn, "PRAGMA journal_mode = WAL").await?;
                 self.migrator().run(&mut conn).await?;
                 sqlx::Connection::close(conn).await?;
                 Pool::Sqlite(crate::db::SqliteWriter::open(url)?)

@@ -123,22 +123,24 @@ impl SqliteError {
         sqlx::Error::Database(Box::new(SqliteError { message, code: code.map(|c| c.to_string()), source }))
     }
 
+    /// Whether `e` is SQLite's failure of kind `code`.
+    fn failed_with(e: &sqlx::Error, code: rusqlite::ErrorCode) -> bool {
+        matches!(e, sqlx::Error::Database(d) if d.try_downcast_ref::<SqliteError>().is_some_and(|r| matches!(
+            &r.source,
+            rusqlite::Error::SqliteFailure(failure, _) if failure.code == code
+        )))
+    }
+
     /// Whether the statement found the database locked by another connection (another
     /// process's write).
     pub(crate) fn busy(e: &sqlx::Error) -> bool {
-        matches!(e, sqlx::Error::Database(d) if d.try_downcast_ref::<SqliteError>().is_some_and(|r| matches!(
-            &r.source,
-            rusqlite::Error::SqliteFailure(e, _) if e.code == rusqlite::ErrorCode::DatabaseBusy
-        )))
+        Self::failed_with(e, rusqlite::ErrorCode::DatabaseBusy)
     }
 
     /// Whether SQLite interrupted the statement at its bound.
     #[cfg(test)]
     pub(crate) fn interrupted(e: &sqlx::Error) -> bool {
-        matches!(e, sqlx::Error::Database(d) if d.try_downcast_ref::<SqliteError>().is_some_and(|r| matches!(
-            &r.source,
-            rusqlite::Error::SqliteFailure(e, _) if e.code == rusqlite::ErrorCode::OperationInterrupted
-        )))
+        Self::failed_with(e, rusqlite::ErrorCode::OperationInterrupted)
     }
 }
 
@@ -269,6 +271,15 @@ impl SqliteConn {
     /// Whether a transaction is open on the connection.
     pub(crate) fn in_transaction(&self) -> bool {
         !self.conn.is_autocommit()
+    }
+
+    /// Rolls back the transaction open on the connection, if one is (SQLite may have ended it
+    /// already, when a statement of it failed badly).
+    pub(crate) fn roll_back(&mut self) -> Result<(), sqlx::Error> {
+        if self.in_transaction() {
+            self.run("ROLLBACK", &[], true, None, WRITE_BOUND)?;
+        }
+        Ok(())
     }
 }
 
