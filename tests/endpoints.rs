@@ -2,7 +2,7 @@
 //! every request and response resource exists, and routing by method and path works.
 
 use rebill_models::api::{self, ENDPOINTS, EndpointId};
-use rebill_models::{ApiEndpoint, Body, Method, RESOURCES, allowed_methods, route};
+use rebill_models::{ApiEndpoint, Body, Method, RESOURCES, routes};
 use rebill_xml::ApiVersion;
 
 /// The spec's "HTTP endpoints named" table (`:param` written `{param}`), with since-versions
@@ -127,24 +127,24 @@ fn marker_types_carry_the_body_types() {
 
 #[test]
 fn routing_by_method_and_path() {
-    let (e, params) = route(&ENDPOINTS, Method::Put, "/v2/subscriptions/abc/pause").expect("pause");
+    let (e, params) = routes().route(Method::Put, "/v2/subscriptions/abc/pause").expect("pause");
     assert_eq!((e.name, params), ("pause_subscription", vec!["abc"]));
-    let (e, _) = route(&ENDPOINTS, Method::Post, "/v2/subscriptions/preview").expect("preview");
+    let (e, _) = routes().route(Method::Post, "/v2/subscriptions/preview").expect("preview");
     assert_eq!(e.name, "preview_subscription", "a literal segment wins over a parameter");
-    let (e, params) = route(&ENDPOINTS, Method::Post, "/v2/subscriptions/abc/preview").expect("change preview");
+    let (e, params) = routes().route(Method::Post, "/v2/subscriptions/abc/preview").expect("change preview");
     assert_eq!((e.name, params), ("preview_subscription_change", vec!["abc"]));
-    let (e, _) = route(&ENDPOINTS, Method::Post, "/v2/accounts/a%2Fb/shipping_addresses/").expect("trailing slash");
+    let (e, _) = routes().route(Method::Post, "/v2/accounts/a%2Fb/shipping_addresses/").expect("trailing slash");
     assert_eq!(e.name, "create_shipping_address");
-    assert!(route(&ENDPOINTS, Method::Get, "/v2/nothing").is_none());
-    assert!(route(&ENDPOINTS, Method::Get, "/v2/accounts//invoices").is_none());
+    assert!(routes().route(Method::Get, "/v2/nothing").is_none());
+    assert!(routes().route(Method::Get, "/v2/accounts//invoices").is_none());
     let ctx =
         |v: &str| rebill_xml::WireContext::new(ApiVersion::parse(v).expect("v"), rebill_xml::Features::none(), "");
     let mut allowed: Vec<_> =
-        allowed_methods(&ENDPOINTS, "/v2/accounts/abc", &ctx("2.0")).iter().map(|m| m.as_str()).collect();
+        routes().allowed_methods("/v2/accounts/abc", &ctx("2.0")).iter().map(|m| m.as_str()).collect();
     allowed.sort_unstable();
     assert_eq!(allowed, ["DELETE", "GET", "PUT"]);
-    assert!(allowed_methods(&ENDPOINTS, "/v2/subscriptions/abc/pause", &ctx("2.10")).is_empty(), "pause is 2.11");
-    assert_eq!(allowed_methods(&ENDPOINTS, "/v2/subscriptions/abc/pause", &ctx("2.11")), [Method::Put]);
+    assert!(routes().allowed_methods("/v2/subscriptions/abc/pause", &ctx("2.10")).is_empty(), "pause is 2.11");
+    assert_eq!(routes().allowed_methods("/v2/subscriptions/abc/pause", &ctx("2.11")), [Method::Put]);
 }
 
 #[test]

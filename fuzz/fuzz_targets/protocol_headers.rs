@@ -21,6 +21,7 @@ use axum::http::{HeaderName, HeaderValue, Method, StatusCode, Uri};
 use axum::middleware::{from_fn, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
 use libfuzzer_sys::fuzz_target;
+use rebill_server::layers::Rule;
 use rebill_server::{AppState, layers, respond};
 use tower::ServiceExt;
 
@@ -51,13 +52,14 @@ fn router() -> &'static Router {
     static ROUTER: OnceLock<Router> = OnceLock::new();
     ROUTER.get_or_init(|| {
         let state = rebill_fuzz::state().clone();
+        let limit = state.config.body_limit;
         Router::new()
             .fallback(inner)
             .layer(from_fn(layers::etag))
-            .layer(from_fn(layers::content_type))
+            .layer(Rule::new(layers::content_type))
             .layer(from_fn_with_state(state.clone(), layers::api_version))
-            .layer(from_fn(layers::accept))
-            .layer(from_fn_with_state(state.clone(), layers::body_limit))
+            .layer(Rule::new(layers::accept))
+            .layer(Rule::new(move |request: &mut Request| layers::body_limit(limit, request)))
             .with_state(state)
     })
 }

@@ -101,31 +101,6 @@ impl Endpoint {
         matches!(self.response, Body::List(_))
     }
 
-    /// The raw (still percent-encoded) parameter values when `path` fits the template.
-    pub fn match_path<'p>(&self, path: &'p str) -> Option<Vec<&'p str>> {
-        let path = path.strip_suffix('/').filter(|p| !p.is_empty()).unwrap_or(path);
-        // Templates of another length are passed over before a parameter is collected.
-        if segments(self.path) != segments(path) {
-            return None;
-        }
-        let mut params = Vec::new();
-        let mut template = self.path.split('/');
-        let mut actual = path.split('/');
-        loop {
-            match (template.next(), actual.next()) {
-                (None, None) => return Some(params),
-                (Some(t), Some(a)) if t.starts_with('{') => {
-                    if a.is_empty() {
-                        return None;
-                    }
-                    params.push(a);
-                }
-                (Some(t), Some(a)) if t == a => {}
-                _ => return None,
-            }
-        }
-    }
-
     /// The path with `params` filled in (each percent-encoded as one segment).
     ///
     /// # Panics
@@ -171,38 +146,112 @@ pub trait LaterResponse: ApiEndpoint {
     }
 }
 
-/// How many `/`-separated segments `path` has.
-fn segments(path: &str) -> usize {
-    path.bytes().filter(|b| *b == b'/').count()
+/// The endpoints of a table indexed by method and path: one radix tree per method (`matchit`),
+/// so a request is routed by walking its path once instead of trying every template.
+///
+/// No path fits two templates of one method (the table is refused otherwise), so which template
+/// a path takes never depends on a priority between them. A parameter fits one whole, non-empty
+/// segment; one trailing `/` is ignored (`/v2/accounts/` is `/v2/accounts`).
+pub struct Routes {
+    /// Indexed by [`Method`] (`Get`, `Post`, `Put`, `Delete`).
+    by_method: [matchit::Router<&'static Endpoint>; 4],
 }
 
-/// The endpoint for a method and path, with its raw path parameters. Literal segments win over
-/// parameters (`/v2/subscriptions/preview` before `/v2/subscriptions/{uuid}`).
-pub fn route<'p>(
-    endpoints: &'static [Endpoint],
-    method: Method,
-    path: &'p str,
-) -> Option<(&'static Endpoint, Vec<&'p str>)> {
-    endpoints
-        .iter()
-        .filter(|e| e.method == method)
-        .filter_map(|e| e.match_path(path).map(|params| (e, params)))
-        .min_by_key(|(e, params)| (params.len(), e.path.len()))
+/// The routes of the generated table ([`crate::api::ENDPOINTS`]), built on first use.
+pub fn routes() -> &'static Routes {
+    static ROUTES: std::sync::LazyLock<Routes> = std::sync::LazyLock::new(|| {
+        Routes::new(&crate::api::ENDPOINTS).expect("the generated endpoint table routes without conflicts")
+    });
+    &ROUTES
 }
 
-/// The methods of the endpoints at `path` that exist in `ctx` (for a 405 `Allow` header).
-pub fn allowed_methods(endpoints: &'static [Endpoint], path: &str, ctx: &WireContext) -> Vec<Method> {
-    let mut methods: Vec<Method> = Vec::new();
-    for e in endpoints.iter().filter(|e| e.available(ctx) && e.match_path(path).is_some()) {
-        if !methods.contains(&e.method) {
-            methods.push(e.method);
-        }
+/// Why a table cannot be routed (a schema error).
+#[derive(Debug, thiserror::Error)]
+pub enum RouteConflict {
+    #[error("endpoints {first} ({first_path}) and {second} ({second_path}) are both {method} and fit the same paths")]
+    Overlap {
+        method: &'static str,
+        first: &'static str,
+        first_path: &'static str,
+        second: &'static str,
+        second_path: &'static str,
+    },
+    #[error("endpoint {name} ({method} {path}) cannot be routed: {source}")]
+    Template { name: &'static str, method: &'static str, path: &'static str, source: matchit::InsertError },
+}
+
+const METHODS: [Method; 4] = [Method::Get, Method::Post, Method::Put, Method::Delete];
+
+fn method_index(method: Method) -> usize {
+    match method {
+        Method::Get => 0,
+        Method::Post => 1,
+        Method::Put => 2,
+        Method::Delete => 3,
     }
-    methods
+}
+
+/// Whether some path fits both templates: as many segments, and in each place the same text or
+/// a parameter in either.
+fn overlap(a: &str, b: &str) -> bool {
+    let param = |s: &str| s.starts_with('{');
+    a.split('/').count() == b.split('/').count()
+        && a.split('/').zip(b.split('/')).all(|(x, y)| x == y || param(x) || param(y))
+}
+
+impl Routes {
+    /// Indexes `endpoints` by method and path template.
+    pub fn new(endpoints: &'static [Endpoint]) -> Result<Self, RouteConflict> {
+        for (at, first) in endpoints.iter().enumerate() {
+            if let Some(second) =
+                endpoints[at + 1..].iter().find(|e| e.method == first.method && overlap(first.path, e.path))
+            {
+                return Err(RouteConflict::Overlap {
+                    method: first.method.as_str(),
+                    first: first.name,
+                    first_path: first.path,
+                    second: second.name,
+                    second_path: second.path,
+                });
+            }
+        }
+        let mut by_method: [matchit::Router<&'static Endpoint>; 4] = Default::default();
+        for endpoint in endpoints {
+            by_method[method_index(endpoint.method)].insert(endpoint.path, endpoint).map_err(|source| {
+                RouteConflict::Template {
+                    name: endpoint.name,
+                    method: endpoint.method.as_str(),
+                    path: endpoint.path,
+                    source,
+                }
+            })?;
+        }
+        Ok(Self { by_method })
+    }
+
+    /// The endpoint for a method and path, with its raw (still percent-encoded) path parameters
+    /// in template order.
+    pub fn route<'p>(&self, method: Method, path: &'p str) -> Option<(&'static Endpoint, Vec<&'p str>)> {
+        let path = path.strip_suffix('/').filter(|p| !p.is_empty()).unwrap_or(path);
+        let found = self.by_method[method_index(method)].at(path).ok()?;
+        let params: Vec<&'p str> = found.params.iter().map(|(_, value)| value).collect();
+        // `matchit` lets a parameter fit an empty segment (`/v2/accounts//notes`); no identifier
+        // is empty.
+        if params.iter().any(|p| p.is_empty()) {
+            return None;
+        }
+        Some((*found.value, params))
+    }
+
+    /// The methods whose endpoint at `path` exists in `ctx` (for a 405 `Allow` header).
+    pub fn allowed_methods(&self, path: &str, ctx: &WireContext) -> Vec<Method> {
+        METHODS.into_iter().filter(|m| self.route(*m, path).is_some_and(|(e, _)| e.available(ctx))).collect()
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::Method;
     use crate::api::ENDPOINTS;
 
     fn endpoint(name: &str) -> &'static super::Endpoint {
@@ -229,6 +278,121 @@ mod tests {
                 expected = expected.replacen(name, value, 1);
             }
             assert_eq!(e.render(&refs), expected, "{}", e.name);
+        }
+    }
+
+    /// The rule [`super::Routes`] keeps, written out plainly: among the templates of the
+    /// method whose segments all fit the path (a parameter fits one non-empty segment), the one
+    /// with the fewest parameters, then the shortest template.
+    fn by_rule<'p>(method: Method, path: &'p str) -> Option<(&'static super::Endpoint, Vec<&'p str>)> {
+        let path = path.strip_suffix('/').filter(|p| !p.is_empty()).unwrap_or(path);
+        let fits = |e: &super::Endpoint| -> Option<Vec<&'p str>> {
+            let (template, actual): (Vec<&str>, Vec<&str>) = (e.path.split('/').collect(), path.split('/').collect());
+            if template.len() != actual.len() {
+                return None;
+            }
+            let mut params = Vec::new();
+            for (t, a) in template.iter().zip(actual) {
+                if t.starts_with('{') && !a.is_empty() {
+                    params.push(a);
+                } else if *t != a {
+                    return None;
+                }
+            }
+            Some(params)
+        };
+        ENDPOINTS
+            .iter()
+            .filter(|e| e.method == method)
+            .filter_map(|e| fits(e).map(|params| (e, params)))
+            .min_by_key(|(e, params)| (params.len(), e.path.len()))
+    }
+
+    /// Every template filled with a plain value, and with each literal segment of the table in
+    /// each parameter's place (where literal and parameter templates overlap), routes as the rule
+    /// says; so do the same paths with a trailing `/`, an empty or a split parameter, a segment
+    /// more or a segment less.
+    #[test]
+    fn routes_follow_the_rule_for_every_template() {
+        let routes = super::routes();
+        let mut literals: Vec<&str> =
+            ENDPOINTS.iter().flat_map(|e| e.path.split('/')).filter(|s| !s.is_empty() && !s.starts_with('{')).collect();
+        literals.sort_unstable();
+        literals.dedup();
+        let mut paths: Vec<String> = vec!["/".into(), "".into(), "/v2".into(), "/v2/".into(), "//".into()];
+        for e in ENDPOINTS.iter() {
+            let segments: Vec<&str> = e.path.split('/').collect();
+            let params: Vec<usize> = (0..segments.len()).filter(|i| segments[*i].starts_with('{')).collect();
+            let fill = |at: Option<usize>, with: &str| -> String {
+                let filled: Vec<&str> = segments
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| {
+                        if !s.starts_with('{') {
+                            s
+                        } else if Some(i) == at {
+                            with
+                        } else {
+                            "v%20x"
+                        }
+                    })
+                    .collect();
+                filled.join("/")
+            };
+            let plain = fill(None, "");
+            paths.extend([plain.clone(), format!("{plain}/"), format!("{plain}//"), format!("{plain}/extra")]);
+            paths.push(plain.rsplit_once('/').map_or(String::new(), |(head, _)| head.to_owned()));
+            for at in &params {
+                paths.extend([fill(Some(*at), ""), fill(Some(*at), "a/b")]);
+                paths.extend(literals.iter().map(|literal| fill(Some(*at), literal)));
+            }
+        }
+        let mut routed = 0;
+        for path in &paths {
+            for method in super::METHODS {
+                let got = routes.route(method, path).map(|(e, params)| (e.name, params));
+                let want = by_rule(method, path).map(|(e, params)| (e.name, params));
+                assert_eq!(got, want, "{} {path}", method.as_str());
+                routed += usize::from(got.is_some());
+            }
+        }
+        // Most of these paths route somewhere: the comparison is not between two empty answers.
+        assert!(routed > paths.len() / 2, "{routed} of {} paths routed", paths.len());
+    }
+
+    #[test]
+    fn routes_answer_raw_parameters_and_allow_lists_what_exists() {
+        let routes = super::routes();
+        let (e, params) = routes.route(Method::Post, "/v2/subscriptions/preview").expect("a route");
+        assert_eq!((e.name, params.len()), ("preview_subscription", 0));
+        let (e, params) = routes.route(Method::Get, "/v2/accounts/a%2Fb/").expect("a route");
+        assert_eq!((e.name, params), ("get_account", vec!["a%2Fb"]));
+        assert!(routes.route(Method::Get, "/v2/accounts//").is_none());
+        let ctx = rebill_xml::WireContext::new(
+            rebill_xml::ApiVersion::new(2, 11),
+            rebill_xml::Features::none(),
+            "http://localhost",
+        );
+        let allowed = routes.allowed_methods("/v2/accounts/abc", &ctx);
+        assert_eq!(allowed, vec![Method::Get, Method::Put, Method::Delete]);
+        assert!(routes.allowed_methods("/v2/nothing", &ctx).is_empty());
+    }
+
+    /// Two templates of one method that some path fits (the same, or a literal where the other
+    /// has a parameter) are refused when the table is read; of two methods, they are not.
+    #[test]
+    fn templates_of_one_method_that_fit_one_path_are_refused() {
+        fn table(second_path: &'static str, method: Method) -> &'static [super::Endpoint] {
+            let one = *endpoint("get_account");
+            Box::leak(Box::new([one, super::Endpoint { name: "second", path: second_path, method, ..one }]))
+        }
+        for path in ["/v2/accounts/{other}", "/v2/accounts/mine", "/v2/{things}/{code}"] {
+            let refused = super::Routes::new(table(path, Method::Get)).err().expect("an overlap");
+            assert!(refused.to_string().contains("get_account") && refused.to_string().contains(path), "{refused}");
+            assert!(super::Routes::new(table(path, Method::Post)).is_ok(), "{path} as POST");
+        }
+        for path in ["/v2/accounts/{code}/notes", "/v2/accounts", "/v2/plans/mine"] {
+            assert!(super::Routes::new(table(path, Method::Get)).is_ok(), "{path}");
         }
     }
 

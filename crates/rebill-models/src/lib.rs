@@ -42,7 +42,7 @@ pub mod validate;
 #[rustfmt::skip]
 mod generated;
 
-pub use endpoint::{ApiEndpoint, BelowSince, Body, Endpoint, LaterResponse, Method, allowed_methods, route};
+pub use endpoint::{ApiEndpoint, BelowSince, Body, Endpoint, LaterResponse, Method, RouteConflict, Routes, routes};
 pub use generated::*;
 
 use std::fmt::Debug;

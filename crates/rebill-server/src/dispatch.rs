@@ -8,8 +8,8 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
-use rebill_models::api::{ENDPOINTS, EndpointId};
-use rebill_models::{allowed_methods, route};
+use rebill_models::api::EndpointId;
+use rebill_models::routes;
 
 use crate::handlers;
 use crate::request::Call;
@@ -46,7 +46,7 @@ fn forbidden_query_parameter(query: Option<&str>) -> Option<String> {
 
 /// The endpoint of the table a method and path route to (`None`: no route).
 pub(crate) fn endpoint_of(method: &axum::http::Method, path: &str) -> Option<EndpointId> {
-    let (endpoint, _) = route(&ENDPOINTS, table_method(method)?, path)?;
+    let (endpoint, _) = routes().route(table_method(method)?, path)?;
     EndpointId::of(endpoint)
 }
 
@@ -56,10 +56,9 @@ pub(crate) async fn dispatch(State(state): State<AppState>, request: Request<Bod
         return respond::internal(&"request reached routing without a context");
     };
     let not_found = || respond::not_found(&format!("Couldn't find anything at {path}."));
-    let found = table_method(request.method()).and_then(|m| route(&ENDPOINTS, m, &path));
+    let found = table_method(request.method()).and_then(|m| routes().route(m, &path));
     let Some((endpoint, raw_params)) = found else {
-        let allowed: Vec<&str> =
-            allowed_methods(&ENDPOINTS, &path, &ctx.wire).into_iter().map(|m| m.as_str()).collect();
+        let allowed: Vec<&str> = routes().allowed_methods(&path, &ctx.wire).into_iter().map(|m| m.as_str()).collect();
         if allowed.is_empty() {
             return not_found();
         }

@@ -37,7 +37,10 @@ macro_rules! handlers {
                 $(EndpointId::$id => match Routed::<api::$id>::bind(&$call) {
                     Some(routed) => {
                         let $c = &routed;
-                        $handler.await
+                        // Each handler's future on the heap at its own size: held inline,
+                        // every request's future would be as large as the largest handler's
+                        // (tens of kilobytes, allocated and copied on every request).
+                        Box::pin($handler).await
                     }
                     None => respond::internal(&format!("{} routed as {}", $call.endpoint.name, stringify!($id))),
                 },)*

@@ -4,6 +4,10 @@
 //! site standing (402), read-only keys (403), `Content-Type` on writes (415; a body without one
 //! is read as XML), and innermost `ETag` / `If-None-Match` (304) on GETs.
 //!
+//! A rule that decides from the request alone (body size, `Accept`, standing, read-only keys,
+//! `Content-Type`) is a [`Rule`] layer, which neither boxes its inner service nor its future; a
+//! rule that awaits something or changes the response is an `axum` `from_fn` layer.
+//!
 //! Around every route (the API, `/js/v1` and `/sandbox/clock`): the request log
 //! ([`request_log`], one line per request at info). Innermost, just before the handler, the body
 //! deadline ([`body_deadline`]: the whole body must arrive within `Config::body_timeout`, else
@@ -36,19 +40,69 @@ pub(crate) fn panic_response(_cause: Box<dyn std::any::Any + Send + 'static>) ->
     respond::internal(&"a request handler panicked")
 }
 
-/// 413 for a declared body over the limit (bodies are also cut off while read).
-pub async fn body_limit(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let limit = state.config.body_limit;
+/// A protocol rule that decides from the request alone: it answers a request it refuses, or
+/// lets it through (possibly marking it). As a layer ([`Rule::layer`]) it costs nothing per
+/// request beyond the check: its future is the inner service's, or the refusal, never boxed.
+#[derive(Clone)]
+pub struct Rule<F>(F);
+
+impl<F> Rule<F>
+where
+    F: Fn(&mut Request) -> Option<Response> + Clone,
+{
+    /// The layer of the rule `check`: `Some` is the answer to a refused request.
+    pub fn new(check: F) -> Self {
+        Self(check)
+    }
+}
+
+impl<S, F: Clone> tower::Layer<S> for Rule<F> {
+    type Service = RuleService<S, F>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RuleService { inner, check: self.0.clone() }
+    }
+}
+
+/// The service of a [`Rule`] around `S`.
+#[derive(Clone)]
+pub struct RuleService<S, F> {
+    inner: S,
+    check: F,
+}
+
+impl<S, F> tower::Service<Request> for RuleService<S, F>
+where
+    S: tower::Service<Request, Response = Response, Error = std::convert::Infallible>,
+    F: Fn(&mut Request) -> Option<Response>,
+{
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future = futures_util::future::Either<std::future::Ready<Result<Response, Self::Error>>, S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: Request) -> Self::Future {
+        match (self.check)(&mut request) {
+            Some(refused) => futures_util::future::Either::Left(std::future::ready(Ok(refused))),
+            None => futures_util::future::Either::Right(self.inner.call(request)),
+        }
+    }
+}
+
+/// 413 for a declared body over `limit` bytes (bodies are also cut off while read).
+pub fn body_limit(limit: usize, request: &mut Request) -> Option<Response> {
     let declared =
         request.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|len| len > limit as u64) {
-        return respond::error(
+    declared.is_some_and(|len| len > limit as u64).then(|| {
+        respond::error(
             StatusCode::PAYLOAD_TOO_LARGE,
             "request_too_large",
             &format!("Request bodies are limited to {limit} bytes."),
-        );
-    }
-    next.run(request).await
+        )
+    })
 }
 
 fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
@@ -61,21 +115,21 @@ fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
 
 /// 406 unless the client accepts `application/xml`, or `application/pdf` on the lookup of an
 /// invoice (its PDF; errors are still XML documents, as clients read them).
-pub async fn accept(mut request: Request, next: Next) -> Response {
+pub fn accept(request: &mut Request) -> Option<Response> {
     if !accepts(request.headers(), "application/xml") {
         let invoice_lookup = request.method() == axum::http::Method::GET
             && crate::dispatch::endpoint_of(request.method(), request.uri().path())
                 == Some(rebill_models::api::EndpointId::GetInvoice);
         if !(invoice_lookup && accepts(request.headers(), "application/pdf")) {
-            return respond::error(
+            return Some(respond::error(
                 StatusCode::NOT_ACCEPTABLE,
                 "not_acceptable",
                 "The Accept header must be application/xml (or application/pdf for an invoice).",
-            );
+            ));
         }
         request.extensions_mut().insert(WantsPdf);
     }
-    next.run(request).await
+    None
 }
 
 /// Parses `X-Api-Version` (absent: 2.0). An unsupported version, or a deprecated one past its
@@ -225,31 +279,27 @@ pub(crate) async fn rate_limit(State(state): State<AppState>, request: Request, 
 }
 
 /// 402 for a production site not in good standing.
-pub(crate) async fn standing(request: Request, next: Next) -> Response {
-    if let Some(ctx) = context(&request)
-        && ctx.site.mode == SiteMode::Production
-        && !ctx.site.good_standing
-    {
-        return respond::error(
+pub(crate) fn standing(request: &mut Request) -> Option<Response> {
+    let ctx = context(request)?;
+    (ctx.site.mode == SiteMode::Production && !ctx.site.good_standing).then(|| {
+        respond::error(
             StatusCode::PAYMENT_REQUIRED,
             "payment_required",
             "This site is not in good standing (unpaid invoices); the API is unavailable until it is.",
-        );
-    }
-    next.run(request).await
+        )
+    })
 }
 
 /// 403 for a write with a read-only key.
-pub(crate) async fn read_only(request: Request, next: Next) -> Response {
+pub(crate) fn read_only(request: &mut Request) -> Option<Response> {
     let read = matches!(*request.method(), Method::GET | Method::HEAD);
-    if !read && context(&request).is_some_and(|ctx| ctx.key.read_only) {
-        return respond::error(
+    (!read && context(request).is_some_and(|ctx| ctx.key.read_only)).then(|| {
+        respond::error(
             StatusCode::FORBIDDEN,
             "forbidden",
             "This API key is read-only: it may only make GET and HEAD requests.",
-        );
-    }
-    next.run(request).await
+        )
+    })
 }
 
 /// Whether a request has a body (HTTP/1.1: without Content-Length or Transfer-Encoding it has none).
@@ -265,26 +315,25 @@ pub fn has_body(headers: &HeaderMap) -> bool {
 /// 415 when a POST or PUT body says it is something other than `application/xml` in UTF-8. A
 /// body without a Content-Type is read as XML (released clients send one so), and an empty
 /// action PUT such as `…/cancel` needs none.
-pub async fn content_type(request: Request, next: Next) -> Response {
+pub fn content_type(request: &mut Request) -> Option<Response> {
     let writes = matches!(*request.method(), Method::POST | Method::PUT);
-    if writes && has_body(request.headers()) {
-        let Some(given) = request.headers().get(header::CONTENT_TYPE) else { return next.run(request).await };
-        let ok = given.to_str().ok().is_some_and(|ct| {
-            let mut parts = ct.split(';').map(str::trim);
-            let media = parts.next().unwrap_or_default();
-            media.eq_ignore_ascii_case("application/xml")
-                && parts
-                    .all(|p| !p.to_ascii_lowercase().starts_with("charset=") || p.eq_ignore_ascii_case("charset=utf-8"))
-        });
-        if !ok {
-            return respond::error(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
-                "POST and PUT bodies must be sent as application/xml; charset=utf-8.",
-            );
-        }
+    if !writes || !has_body(request.headers()) {
+        return None;
     }
-    next.run(request).await
+    let given = request.headers().get(header::CONTENT_TYPE)?;
+    let ok = given.to_str().ok().is_some_and(|ct| {
+        let mut parts = ct.split(';').map(str::trim);
+        let media = parts.next().unwrap_or_default();
+        media.eq_ignore_ascii_case("application/xml")
+            && parts.all(|p| !p.to_ascii_lowercase().starts_with("charset=") || p.eq_ignore_ascii_case("charset=utf-8"))
+    });
+    (!ok).then(|| {
+        respond::error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "POST and PUT bodies must be sent as application/xml; charset=utf-8.",
+        )
+    })
 }
 
 /// `ETag` on every successful GET (a strong validator: 128 bits of the body's BLAKE3 hash; the

@@ -81,7 +81,9 @@ pub mod webhook_poster;
 pub mod wire;
 
 use axum::Router;
+use axum::extract::Request;
 use axum::middleware::{from_fn, from_fn_with_state};
+use layers::Rule;
 use tower::ServiceBuilder;
 
 pub use rebill_app::{Clock, FileClock, Services, SystemClock};
@@ -120,17 +122,21 @@ pub fn router(state: AppState) -> Router {
 /// The API (`/v2/…`): the protocol layers, outermost first, around the dispatch over the
 /// endpoint table.
 fn api_router(state: AppState) -> Router {
+    // The endpoint table's routes, built now: a table that cannot be routed stops the service
+    // at its start, not at its first request.
+    rebill_models::routes();
     let dispatch = Router::new().fallback(dispatch::dispatch).with_state(state.clone());
+    let body_limit = state.config.body_limit;
     Router::new().fallback_service(
         ServiceBuilder::new()
-            .layer(from_fn_with_state(state.clone(), layers::body_limit))
-            .layer(from_fn(layers::accept))
+            .layer(Rule::new(move |request: &mut Request| layers::body_limit(body_limit, request)))
+            .layer(Rule::new(layers::accept))
             .layer(from_fn_with_state(state.clone(), layers::api_version))
             .layer(from_fn_with_state(state.clone(), layers::authenticate))
             .layer(from_fn_with_state(state.clone(), layers::rate_limit))
-            .layer(from_fn(layers::standing))
-            .layer(from_fn(layers::read_only))
-            .layer(from_fn(layers::content_type))
+            .layer(Rule::new(layers::standing))
+            .layer(Rule::new(layers::read_only))
+            .layer(Rule::new(layers::content_type))
             .layer(from_fn(layers::etag))
             .layer(from_fn_with_state(state, layers::body_deadline))
             .service(dispatch),

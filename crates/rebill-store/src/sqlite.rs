@@ -60,8 +60,51 @@ impl std::fmt::Debug for SqliteConn {
 /// row's values.
 #[derive(Debug)]
 pub(crate) struct Row {
-    columns: Arc<[Box<str>]>,
+    columns: Arc<Columns>,
     values: Box<[Stored]>,
+}
+
+/// The column names of a statement's rows, in one text shared by all its rows: a row of thirty
+/// columns costs one allocation for its names, not thirty.
+#[derive(Debug)]
+struct Columns {
+    names: String,
+    /// Where each name ends in `names`.
+    ends: Box<[usize]>,
+}
+
+impl Columns {
+    fn of(statement: &Statement<'_>) -> rusqlite::Result<Self> {
+        let count = statement.column_count();
+        let mut names = String::new();
+        let mut ends = Vec::with_capacity(count);
+        for i in 0..count {
+            names.push_str(statement.column_name(i)?);
+            ends.push(names.len());
+        }
+        Ok(Self { names, ends: ends.into() })
+    }
+
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    fn name(&self, index: usize) -> Option<&str> {
+        let end = *self.ends.get(index)?;
+        let start = index.checked_sub(1).map_or(0, |before| self.ends[before]);
+        self.names.get(start..end)
+    }
+
+    fn position(&self, name: &str) -> Option<usize> {
+        let mut start = 0;
+        for (index, &end) in self.ends.iter().enumerate() {
+            if end - start == name.len() && self.names.as_bytes()[start..end] == *name.as_bytes() {
+                return Some(index);
+            }
+            start = end;
+        }
+        None
+    }
 }
 
 impl Row {
@@ -70,7 +113,7 @@ impl Row {
         let value =
             self.values.get(index).ok_or(sqlx::Error::ColumnIndexOutOfBounds { index, len: self.values.len() })?;
         T::column_result(ValueRef::from(value)).map_err(|e| sqlx::Error::ColumnDecode {
-            index: self.columns.get(index).map(|c| c.to_string()).unwrap_or_else(|| index.to_string()),
+            index: self.columns.name(index).map(str::to_owned).unwrap_or_else(|| index.to_string()),
             source: Box::new(e),
         })
     }
@@ -83,7 +126,7 @@ impl Row {
 
 impl sqlx::ColumnIndex<Row> for &'_ str {
     fn index(&self, row: &Row) -> Result<usize, sqlx::Error> {
-        row.columns.iter().position(|c| **c == **self).ok_or_else(|| sqlx::Error::ColumnNotFound(self.to_string()))
+        row.columns.position(self).ok_or_else(|| sqlx::Error::ColumnNotFound(self.to_string()))
     }
 }
 
@@ -310,15 +353,61 @@ fn step(
         }
     }
     let changes = !statement.readonly();
-    let columns: Arc<[Box<str>]> = statement.column_names().into_iter().map(Box::from).collect();
-    let count = columns.len();
     let mut rows = statement.raw_query();
     let mut read = Vec::new();
+    let mut columns: Option<Arc<Columns>> = None;
     let limit = limit.filter(|_| !changes);
     while limit.is_none_or(|l| read.len() < l) {
         let Some(row) = rows.next()? else { break };
-        let values = (0..count).map(|i| row.get_ref(i).map(Stored::from)).collect::<Result<Box<[_]>, _>>()?;
-        read.push(Row { columns: columns.clone(), values });
+        // The names are read once the statement has stepped: SQLite prepares a statement again
+        // at its first step after a change of schema, which may change its columns (`SELECT *`).
+        let columns = match &columns {
+            Some(columns) => columns.clone(),
+            None => columns.insert(Arc::new(Columns::of(row.as_ref())?)).clone(),
+        };
+        let values = (0..columns.len()).map(|i| row.get_ref(i).map(Stored::from)).collect::<Result<Box<[_]>, _>>()?;
+        read.push(Row { columns, values });
     }
     Ok((read, changes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Columns;
+
+    /// Each name is found at its place and by itself, never as part of a neighbour.
+    #[test]
+    fn column_names_share_one_text_and_are_found_whole() {
+        let conn = rusqlite::Connection::open_in_memory().expect("an in-memory database");
+        let statement = conn.prepare("SELECT 1 AS a, 'x' AS bb, NULL AS ccc, 2 AS é").expect("a statement");
+        let columns = Columns::of(&statement).expect("its columns");
+        assert_eq!(columns.len(), 4);
+        let names: Vec<Option<&str>> = (0..5).map(|i| columns.name(i)).collect();
+        assert_eq!(names, [Some("a"), Some("bb"), Some("ccc"), Some("é"), None]);
+        assert_eq!(columns.position("bb"), Some(1));
+        assert_eq!(columns.position("é"), Some(3));
+        assert_eq!(columns.position("b"), None);
+        assert_eq!(columns.position("abb"), None);
+    }
+
+    /// A statement kept prepared answers the names its columns have when it runs, also after a
+    /// change of schema renamed or added one.
+    #[test]
+    fn a_prepared_statement_answers_the_names_its_columns_have_now() {
+        let conn = rusqlite::Connection::open_in_memory().expect("an in-memory database");
+        let mut conn = super::SqliteConn { conn };
+        let bound = std::time::Duration::from_secs(5);
+        let mut run = |sql: &str| conn.run(sql, &[], true, None, bound).expect("a statement").0;
+        run("CREATE TABLE t (a INTEGER)");
+        run("INSERT INTO t VALUES (1)");
+        let first = run("SELECT * FROM t");
+        assert_eq!((first[0].columns.position("a"), first[0].get::<i64>(0).expect("a")), (Some(0), 1));
+        run("ALTER TABLE t RENAME COLUMN a TO c");
+        let renamed = run("SELECT * FROM t");
+        assert_eq!((renamed[0].columns.position("a"), renamed[0].columns.position("c")), (None, Some(0)));
+        run("ALTER TABLE t ADD COLUMN b TEXT DEFAULT 'x'");
+        let added = run("SELECT * FROM t");
+        assert_eq!((added[0].len(), added[0].columns.position("b")), (2, Some(1)));
+        assert_eq!(added[0].get::<String>(1).expect("b"), "x");
+    }
 }
