@@ -41,7 +41,7 @@ pub(crate) fn panic_response(_cause: Box<dyn std::any::Any + Send + 'static>) ->
 }
 
 /// A protocol rule that decides from the request alone: it answers a request it refuses, or
-/// lets it through (possibly marking it). As a layer ([`Rule::layer`]) it costs nothing per
+/// lets it through (possibly marking it). As a layer ([`Rule::new`]) it costs nothing per
 /// request beyond the check: its future is the inner service's, or the refusal, never boxed.
 #[derive(Clone)]
 pub struct Rule<F>(F);
