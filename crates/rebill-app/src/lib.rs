@@ -82,7 +82,7 @@ pub mod subscriptions;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use rebill_billing::gateway::{Decline, Gateway, GatewayFuture, Outcome};
+use rebill_billing::gateway::{Decline, Gateway, GatewayFuture, Outcome, Pending};
 use rebill_billing::vault::Vault;
 use rebill_store::Store;
 
@@ -169,13 +169,13 @@ impl Services {
     }
 
     /// Waits for a gateway call at most [`Services::gateway_timeout`]. A call that does not answer
-    /// in time is a decline of the `communication` category (`gateway_timeout`), as the gateway
-    /// contract treats every failure to reach the gateway: the transaction is recorded declined
-    /// and, like any decline, never retried under its own idempotency key.
+    /// in time has an unknown outcome ([`Outcome::Pending`], `gateway_timeout`): the gateway may
+    /// still act on it, so it is never taken for a decline; the transaction stays `processing`
+    /// until the gateway's own record settles it.
     pub async fn bounded(&self, call: GatewayFuture<'_>) -> Outcome {
         match tokio::time::timeout(self.gateway_timeout, call).await {
             Ok(outcome) => outcome,
-            Err(_) => Outcome::Declined(timed_out()),
+            Err(_) => Outcome::Pending(Pending::new("gateway_timeout")),
         }
     }
 
@@ -186,7 +186,8 @@ impl Services {
     }
 }
 
-/// The decline of a gateway call that did not answer within [`Services::gateway_timeout`].
+/// The decline of a call that stores a payment method (no money moves) and did not answer
+/// within [`Services::gateway_timeout`].
 pub(crate) fn timed_out() -> Decline {
     Decline { code: "gateway_timeout", gateway_error_code: None, cvv_result: None, avs_result: None, reference: None }
 }

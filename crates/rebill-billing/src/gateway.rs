@@ -105,10 +105,15 @@ pub struct PaymentRequest<'a> {
     /// A key unique to the charge (e.g. the uuid of the transaction recorded before the call),
     /// so that a gateway that supports it charges once however often the call is repeated.
     pub idempotency_key: Option<&'a str>,
-    /// The transaction was recorded by an earlier run that may have reached the gateway before
-    /// it stopped: a gateway that can find what it did under [`PaymentRequest::idempotency_key`]
-    /// answers that instead of charging again.
+    /// The transaction was recorded by an earlier call whose outcome is not known (it may have
+    /// reached the gateway, and may still be running there): a gateway that can find what it
+    /// did under [`PaymentRequest::idempotency_key`] answers that instead of charging again.
     pub resumed: bool,
+    /// With [`PaymentRequest::resumed`]: whether the request may still be sent again under its
+    /// idempotency key when nothing is found (the gateway still keeps the key's first result, so
+    /// sending again cannot charge twice). `false` once the key may have been forgotten
+    /// (Stripe keeps keys 24 hours): then only a look-up is made, and nothing found is a decline.
+    pub may_resend: bool,
     /// What the charge pays (an invoice number), for the gateway's own records.
     pub invoice: Option<&'a str>,
     /// The stored payment method (its reference) that a verified new one will replace: a
@@ -215,16 +220,60 @@ impl Decline {
     }
 }
 
+/// A call whose outcome is not known: no definite answer came (a time-out, a connection lost
+/// after sending, a 5xx, a request with the same key still running at the gateway, or a
+/// payment the gateway still shows as moving). The gateway may have acted or may still act, so
+/// the transaction is neither approved nor declined: it stays `processing` until the gateway's
+/// own record settles it (the caller asks again with [`PaymentRequest::resumed`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pending {
+    /// Why it is not known, as a code of the transaction error table's `communication`
+    /// category (`gateway_timeout`, `gateway_unavailable`, `gateway_error`, …).
+    pub code: &'static str,
+    /// The gateway's reference of the attempt, when one is known.
+    pub reference: Option<String>,
+}
+
+impl Pending {
+    /// An unknown outcome for `code`, with no reference.
+    pub fn new(code: &'static str) -> Self {
+        Self { code, reference: None }
+    }
+}
+
 /// What a gateway answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     Approved(Approval),
     Declined(Decline),
+    /// Not known yet: neither approved nor declined (see [`Pending`]).
+    Pending(Pending),
 }
 
 impl Outcome {
     pub fn is_approved(&self) -> bool {
         matches!(self, Outcome::Approved(_))
+    }
+
+    /// Whether the outcome is not known yet.
+    pub fn is_pending(&self) -> bool {
+        matches!(self, Outcome::Pending(_))
+    }
+
+    /// The outcome of a call that moves no money (a verification, a security-code check): an
+    /// unknown outcome is a decline with its code, since nothing is left for the gateway to
+    /// settle. Never for purchases, refunds or voids.
+    pub fn or_declined(self) -> Outcome {
+        match self {
+            Outcome::Pending(p) => Outcome::Declined(Decline {
+                code: p.code,
+                gateway_error_code: None,
+                cvv_result: None,
+                avs_result: None,
+                reference: p.reference,
+            }),
+            definite => definite,
+        }
     }
 }
 
@@ -234,10 +283,12 @@ pub type GatewayFuture<'a> = Pin<Box<dyn Future<Output = Outcome> + Send + 'a>>;
 /// The future of storing a payment method: its opaque reference, or why the gateway refused it.
 pub type StoreFuture<'a> = Pin<Box<dyn Future<Output = Result<String, Box<Decline>>> + Send + 'a>>;
 
-/// A payment gateway. Every call answers an [`Outcome`]; failures to reach the gateway are
-/// declines of the `communication` category (`gateway_unavailable`, `gateway_timeout`, …). A
-/// call that never answers is the caller's to bound: the use cases wait at most their
-/// configured gateway timeout and record a `gateway_timeout` decline.
+/// A payment gateway. Every call answers an [`Outcome`]. A failure to reach the gateway before
+/// anything was sent is a decline of the `communication` category (`gateway_unavailable`, …);
+/// a call of a purchase, refund or void that may have reached the gateway without a definite
+/// answer is [`Outcome::Pending`], never a decline. A call that never answers is the caller's
+/// to bound: the use cases wait at most their configured gateway timeout and then hold the
+/// outcome as pending too.
 pub trait Gateway: Send + Sync {
     /// The `gateway_type` written on transactions (`test` for the sandbox).
     fn kind(&self) -> &'static str;
@@ -707,6 +758,7 @@ mod tests {
             recurring,
             idempotency_key: None,
             resumed: false,
+            may_resend: false,
             invoice: None,
             replacing: None,
         }
@@ -727,7 +779,7 @@ mod tests {
         assert_eq!(declined_code(&check("999")), "fraud_security_code");
         match check("123") {
             Outcome::Approved(a) => assert_eq!(a.cvv_result.map(|c| c.code).as_deref(), Some("M")),
-            Outcome::Declined(d) => panic!("declined: {d:?}"),
+            other => panic!("not approved: {other:?}"),
         }
         assert!(check("9999").is_approved());
     }
@@ -735,7 +787,7 @@ mod tests {
     fn declined_code(outcome: &Outcome) -> &'static str {
         match outcome {
             Outcome::Declined(d) => d.code,
-            Outcome::Approved(a) => panic!("approved: {a:?}"),
+            other => panic!("not declined: {other:?}"),
         }
     }
 
@@ -1007,7 +1059,7 @@ mod tests {
                 assert_eq!(d.error().category, "hard", "{what}");
                 assert!(d.gateway_error_code.is_some() && d.cvv_result.is_none() && d.avs_result.is_none(), "{what}");
             }
-            Outcome::Approved(a) => panic!("{what}: approved {a:?}"),
+            other => panic!("{what}: not declined {other:?}"),
         }
     }
 

@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use rebill_testkit::localstripe::{DroppingProxy, LocalStripe};
+use rebill_testkit::localstripe::{LocalStripe, StripeProxy};
 use rebill_testkit::*;
 use serde_json::Value;
 
@@ -520,7 +520,7 @@ fn production_without_a_gateway_declines_no_gateway() {
 /// site stays in sandbox mode: a sandbox site with a gateway set charges through it.
 fn lost_answer(db: &str) {
     let stripe = LocalStripe::start();
-    let proxy = DroppingProxy::start(&stripe.base);
+    let proxy = StripeProxy::start(&stripe.base);
     let mut site = Site::sandbox_on_stripe(db, &proxy.base);
     site.plan("gold", 1000);
     let r = site.customer("c1", "4242424242424242");
@@ -550,7 +550,7 @@ fn a_lost_answer_charges_once() {
 fn killed_during_renewals(db: &str) {
     const CUSTOMERS: usize = 12;
     let stripe = LocalStripe::start();
-    let proxy = DroppingProxy::start(&stripe.base);
+    let proxy = StripeProxy::start(&stripe.base);
     let mut site = Site::on_stripe(db, &proxy.base);
     site.plan("gold", 1000);
     for n in 0..CUSTOMERS {

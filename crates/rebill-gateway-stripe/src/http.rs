@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use rebill_billing::gateway::Decline;
+use rebill_billing::gateway::{Decline, Pending};
 use serde_json::Value;
 
 use crate::errors::{decline, decline_from_error, text};
@@ -46,13 +46,25 @@ pub(crate) enum Lost {
 }
 
 impl Lost {
-    /// The decline answered when nothing more can be learnt.
+    /// The decline answered when nothing more can be learnt, for a call that moves no money.
     pub(crate) fn decline(self) -> Decline {
         match self {
             Lost::Timeout => decline("gateway_timeout", "timeout"),
             Lost::Unavailable => decline("gateway_unavailable", "connection"),
         }
     }
+
+    /// The unknown outcome of a call that may have moved money (`reference`: the object it
+    /// concerns, when known).
+    pub(crate) fn pending(self, reference: Option<String>) -> Pending {
+        Pending { code: self.decline().code, reference }
+    }
+}
+
+/// The unknown outcome of a money call that got `failure` (a lost answer, or one Stripe says to
+/// retry: a 409 `idempotency_key_in_use`, a 429, a 5xx) and could not learn more.
+pub(crate) fn pending_after(failure: &Decline, reference: Option<String>) -> Pending {
+    Pending { code: failure.code, reference: reference.or_else(|| failure.reference.clone()) }
 }
 
 /// An answer Stripe gave.

@@ -2,12 +2,12 @@
 //! (PaymentIntents), with the look-up that keeps a purchase from charging twice.
 
 use rebill_billing::card::Card;
-use rebill_billing::gateway::{Approval, AvsAddress, Decline, Outcome, PaymentMethod, PaymentRequest};
+use rebill_billing::gateway::{Approval, AvsAddress, Decline, Outcome, PaymentMethod, PaymentRequest, Pending};
 use serde_json::Value;
 
 use crate::StripeGateway;
 use crate::errors::{card_checks, charge_checks, decline, decline_from_error, text};
-use crate::http::{Answer, Form, Lost, MAX_RETRIES, Method, Sent, backoff, form};
+use crate::http::{Answer, Form, Lost, MAX_RETRIES, Method, Sent, backoff, form, pending_after};
 use crate::reference::{StoredMethod, id_with_prefix, is_id};
 
 /// Pages of 100 PaymentIntents scanned by a look-up, at most.
@@ -19,6 +19,12 @@ pub(crate) fn token_not_found() -> Decline {
 
 pub(crate) fn no_bank_accounts() -> Decline {
     decline("ach_transactions_not_supported", "bank_accounts_not_supported")
+}
+
+/// A resumed attempt found nothing made under its key, and its key may be forgotten: nothing
+/// reached Stripe that will still act, so nothing was charged.
+pub(crate) fn not_found() -> Decline {
+    decline("gateway_timeout", "attempt_not_found")
 }
 
 pub(crate) fn invalid_amount() -> Decline {
@@ -243,8 +249,9 @@ impl StripeGateway {
                 {
                     match self.find_intent(key, None).await {
                         Ok(Found::Object(intent)) => return self.answer_intent(intent, request).await,
-                        Ok(Found::Nothing) => {}
-                        Err(lost) => return Outcome::Declined(lost.decline()),
+                        Ok(Found::Nothing) if request.may_resend => {}
+                        Ok(Found::Nothing) => return Outcome::Declined(not_found()),
+                        Err(lost) => return Outcome::Pending(lost.pending(None)),
                     }
                 }
                 // The card is stored under the replaced method's customer when there is one,
@@ -273,9 +280,13 @@ impl StripeGateway {
         {
             match self.find_intent(key, Some(&stored.customer)).await {
                 Ok(Found::Object(intent)) => return self.answer_intent(intent, request).await,
-                Ok(Found::Nothing) => {}
-                // What the earlier run did cannot be learnt: charging now might charge twice.
-                Err(lost) => return Outcome::Declined(lost.decline()),
+                // Sent again under the same key: Stripe answers the first request's result (or
+                // 409 while it still runs) instead of charging again.
+                Ok(Found::Nothing) if request.may_resend => {}
+                // The key may be forgotten by now, and nothing was made under it.
+                Ok(Found::Nothing) => return Outcome::Declined(not_found()),
+                // What the earlier call did cannot be learnt yet.
+                Err(lost) => return Outcome::Pending(lost.pending(None)),
             }
         }
         match self.authorize(stored, request).await {
@@ -321,9 +332,9 @@ impl StripeGateway {
                 Sent::Lost(lost) => lost.decline(),
             };
             // The PaymentIntent may exist: without a key there is nothing to look it up by, so
-            // nothing more is tried.
+            // nothing more is tried, and the outcome is not known.
             let Some(key) = key else {
-                return Err(Outcome::Declined(failure));
+                return Err(Outcome::Pending(pending_after(&failure, None)));
             };
             tracing::warn!(
                 code = failure.code,
@@ -336,7 +347,8 @@ impl StripeGateway {
                     tokio::time::sleep(backoff(tries)).await;
                     tries += 1;
                 }
-                Ok(Found::Nothing) | Err(_) => return Err(Outcome::Declined(failure)),
+                // The create may still be running at Stripe, or have been made: not known.
+                Ok(Found::Nothing) | Err(_) => return Err(Outcome::Pending(pending_after(&failure, None))),
             }
         }
     }
@@ -399,21 +411,23 @@ impl StripeGateway {
                         tokio::time::sleep(backoff(tries - 1)).await;
                     }
                 }
-                _ => {
-                    let mut d = failure;
-                    d.reference = d.reference.or(Some(id));
-                    return Outcome::Declined(d);
-                }
+                // The step may have been taken, or may still be: not known.
+                _ => return Outcome::Pending(pending_after(&failure, Some(id))),
             }
         }
     }
 
-    /// Looks up the PaymentIntent of an attempt: the most recent intents, 100 a page and at
-    /// most [`LOOKUP_PAGES`] pages, whose `metadata.rebill_attempt` is `key` (and whose
-    /// customer is `customer`, when given); a canceled one does not count. `Err` when the list
-    /// could not be read.
+    /// Looks up the PaymentIntent of an attempt: the customer's intents (`GET
+    /// /v1/payment_intents?customer=…`, newest first, read-after-write consistent), or without
+    /// a customer the account's most recent ones, 100 a page and at most [`LOOKUP_PAGES`]
+    /// pages, whose `metadata.rebill_attempt` is `key`; a canceled one does not count. `Err`
+    /// when the list could not be read.
     pub(crate) async fn find_intent(&self, key: &str, customer: Option<&str>) -> Result<Found, Lost> {
-        self.scan("/v1/payment_intents", &Form::new(), |intent| {
+        let filters = match customer {
+            Some(customer) => form([("customer", customer)]),
+            None => Form::new(),
+        };
+        self.scan("/v1/payment_intents", &filters, |intent| {
             text(&intent["metadata"], "rebill_attempt") == Some(key)
                 && customer.is_none_or(|c| text(intent, "customer") == Some(c))
                 && text(intent, "status") != Some("canceled")
@@ -475,11 +489,12 @@ pub(crate) fn intent_outcome(intent: &Value) -> Outcome {
         _ => (None, None),
     };
     match text(intent, "status") {
-        // `processing`: card payments settle through Stripe, which reports a failure later.
         // `requires_capture`: authorized for an intent captured by hand (never made here).
-        Some("succeeded" | "processing" | "requires_capture") => {
+        Some("succeeded" | "requires_capture") => {
             Outcome::Approved(Approval { cvv_result, avs_result, ..approval(id) })
         }
+        // Still moving at Stripe: settled when it has moved on.
+        Some("processing") => Outcome::Pending(Pending { code: "gateway_timeout", reference: Some(id) }),
         Some("requires_action") => Outcome::Declined(Decline {
             cvv_result,
             avs_result,
@@ -528,7 +543,10 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        assert!(intent_outcome(&json!({"id": "pi_1", "status": "processing", "latest_charge": "ch_1"})).is_approved());
+        match intent_outcome(&json!({"id": "pi_1", "status": "processing", "latest_charge": "ch_1"})) {
+            Outcome::Pending(p) => assert_eq!(p.reference.as_deref(), Some("pi_1")),
+            other => panic!("a processing intent is not settled: {other:?}"),
+        }
         let d = declined(intent_outcome(&json!({"id": "pi_2", "status": "requires_action", "latest_charge": null})));
         assert_eq!((d.code, d.reference.as_deref()), ("three_d_secure_action_required", Some("pi_2")));
         let d = declined(intent_outcome(&json!({"id": "pi_3", "status": "requires_payment_method",

@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use crate::StripeGateway;
 use crate::errors::{decline, text};
-use crate::http::{Answer, Form, MAX_RETRIES, Method, Sent, backoff, form};
+use crate::http::{Answer, Form, MAX_RETRIES, Method, Sent, backoff, form, pending_after};
 use crate::payments::{Found, approval, invalid_amount};
 use crate::reference::id_with_prefix;
 
@@ -69,7 +69,7 @@ impl StripeGateway {
         };
         match self.give_back(intent, Some(request.amount_in_cents), request.idempotency_key, Purpose::Refund).await {
             Ok(refund_id) => Outcome::Approved(approval(refund_id)),
-            Err(d) => Outcome::Declined(*d),
+            Err(outcome) => outcome,
         }
     }
 
@@ -84,15 +84,18 @@ impl StripeGateway {
         let path = format!("/v1/payment_intents/{intent}");
         let current = match self.http.call(Method::Get, &path, &Form::new(), None).await {
             Sent::Answered(a) if a.is_success() => a.body,
+            Sent::Answered(a) if a.retry_safe() => {
+                return Outcome::Pending(pending_after(&refused(&a, Purpose::Void), None));
+            }
             Sent::Answered(a) => return Outcome::Declined(refused(&a, Purpose::Void)),
-            Sent::Lost(lost) => return Outcome::Declined(lost.decline()),
+            Sent::Lost(lost) => return Outcome::Pending(lost.pending(None)),
         };
         let voided = || Outcome::Approved(approval(intent.to_owned()));
         match text(&current, "status") {
             Some("canceled") => voided(),
             Some("succeeded") => match self.give_back(intent, None, request.idempotency_key, Purpose::Void).await {
                 Ok(_) => voided(),
-                Err(d) => Outcome::Declined(*d),
+                Err(outcome) => outcome,
             },
             // Nothing captured: the intent is canceled and no money moves.
             Some("requires_capture" | "requires_confirmation" | "requires_action" | "requires_payment_method") => {
@@ -100,8 +103,11 @@ impl StripeGateway {
                 let header = request.idempotency_key.map(|k| format!("{}{k}", Purpose::Void.key_prefix()));
                 match self.http.call(Method::Post, &path, &Form::new(), header.as_deref()).await {
                     Sent::Answered(a) if a.is_success() => voided(),
+                    Sent::Answered(a) if a.retry_safe() => {
+                        Outcome::Pending(pending_after(&refused(&a, Purpose::Void), Some(intent.to_owned())))
+                    }
                     Sent::Answered(a) => Outcome::Declined(refused(&a, Purpose::Void)),
-                    Sent::Lost(lost) => Outcome::Declined(lost.decline()),
+                    Sent::Lost(lost) => Outcome::Pending(lost.pending(Some(intent.to_owned()))),
                 }
             }
             status => Outcome::Declined(decline("transaction_cannot_be_voided", status.unwrap_or("unknown_status"))),
@@ -111,19 +117,22 @@ impl StripeGateway {
     /// Refunds (`amount`, or all that is left) of a PaymentIntent, once per idempotency key:
     /// with a key, a refund of the intent made under it earlier is answered instead (looked up
     /// before the first try and whenever an answer is lost); a lost answer is tried again at
-    /// most [`MAX_RETRIES`] times. Answers the refund's id.
+    /// most [`MAX_RETRIES`] times. Answers the refund's id, or the outcome otherwise: a decline
+    /// when Stripe refused it, [`Outcome::Pending`] when no definite answer came (the refund
+    /// may have been made, or may still be).
     async fn give_back(
         &self,
         intent: &str,
         amount: Option<i64>,
         key: Option<&str>,
         purpose: Purpose,
-    ) -> Result<String, Box<Decline>> {
+    ) -> Result<String, Outcome> {
+        let settled = |found: Result<String, Box<Decline>>| found.map_err(|d| Outcome::Declined(*d));
         if let Some(key) = key {
             match self.find_refund(intent, key).await {
-                Ok(Found::Object(refund)) => return refund_outcome(&refund, purpose),
+                Ok(Found::Object(refund)) => return settled(refund_outcome(&refund, purpose)),
                 Ok(Found::Nothing) => {}
-                Err(lost) => return Err(Box::new(lost.decline())),
+                Err(lost) => return Err(Outcome::Pending(lost.pending(None))),
             }
         }
         let mut params = form([("payment_intent", intent)]);
@@ -137,13 +146,13 @@ impl StripeGateway {
         let mut tries = 0;
         loop {
             let failure = match self.http.once(Method::Post, "/v1/refunds", &params, header.as_deref()).await {
-                Sent::Answered(a) if a.is_success() => return refund_outcome(&a.body, purpose),
-                Sent::Answered(a) if !a.retry_safe() => return Err(Box::new(refused(&a, purpose))),
+                Sent::Answered(a) if a.is_success() => return settled(refund_outcome(&a.body, purpose)),
+                Sent::Answered(a) if !a.retry_safe() => return Err(Outcome::Declined(refused(&a, purpose))),
                 Sent::Answered(a) => refused(&a, purpose),
                 Sent::Lost(lost) => lost.decline(),
             };
             let Some(key) = key else {
-                return Err(Box::new(failure));
+                return Err(Outcome::Pending(pending_after(&failure, None)));
             };
             tracing::warn!(
                 code = failure.code,
@@ -151,12 +160,13 @@ impl StripeGateway {
                 "stripe: a refund without a usable answer; looking it up"
             );
             match self.find_refund(intent, key).await {
-                Ok(Found::Object(refund)) => return refund_outcome(&refund, purpose),
+                Ok(Found::Object(refund)) => return settled(refund_outcome(&refund, purpose)),
                 Ok(Found::Nothing) if tries < MAX_RETRIES => {
                     tokio::time::sleep(backoff(tries)).await;
                     tries += 1;
                 }
-                Ok(Found::Nothing) | Err(_) => return Err(Box::new(failure)),
+                // The refund may have been made, or may still be: not known.
+                Ok(Found::Nothing) | Err(_) => return Err(Outcome::Pending(pending_after(&failure, None))),
             }
         }
     }

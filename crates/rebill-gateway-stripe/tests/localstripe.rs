@@ -13,7 +13,7 @@ use rebill_billing::gateway::{
 };
 use rebill_gateway_stripe::reference::StoredMethod;
 use rebill_gateway_stripe::{StripeConfig, StripeGateway};
-use rebill_testkit::localstripe::{API_KEY, DroppingProxy, LocalStripe};
+use rebill_testkit::localstripe::{API_KEY, LocalStripe, StripeProxy};
 use serde_json::Value;
 
 fn gateway(base: &str) -> StripeGateway {
@@ -42,6 +42,7 @@ fn request<'a>(method: PaymentMethod<'a>, amount_in_cents: i64, key: Option<&'a 
         recurring: true,
         idempotency_key: key,
         resumed: false,
+        may_resend: false,
         invoice: None,
         replacing: None,
     }
@@ -50,14 +51,21 @@ fn request<'a>(method: PaymentMethod<'a>, amount_in_cents: i64, key: Option<&'a 
 fn approved(outcome: Outcome) -> Approval {
     match outcome {
         Outcome::Approved(a) => a,
-        Outcome::Declined(d) => panic!("declined: {d:?}"),
+        other => panic!("not approved: {other:?}"),
     }
 }
 
 fn declined(outcome: Outcome) -> Decline {
     match outcome {
         Outcome::Declined(d) => d,
-        Outcome::Approved(a) => panic!("approved: {a:?}"),
+        other => panic!("not declined: {other:?}"),
+    }
+}
+
+fn pending(outcome: Outcome) -> rebill_billing::gateway::Pending {
+    match outcome {
+        Outcome::Pending(p) => p,
+        other => panic!("not pending: {other:?}"),
     }
 }
 
@@ -94,7 +102,9 @@ fn refunds_of(stripe: &LocalStripe, intent: &str) -> Vec<Value> {
 #[tokio::test]
 async fn a_stored_card_is_charged_with_its_attempt_and_invoice_in_the_metadata() {
     let stripe = LocalStripe::start();
-    let gateway = gateway(&stripe.base);
+    // Through a proxy that keeps Stripe's documented behaviour (idempotency, the list's customer filter).
+    let front = StripeProxy::start(&stripe.base);
+    let gateway = gateway(&front.base);
     let reference = store(&gateway, "4242424242424242").await;
     let stored = StoredMethod::parse(&reference).expect("cus_…/pm_…");
     assert!(!reference.contains("4242"), "{reference}");
@@ -134,7 +144,9 @@ async fn a_stored_card_is_charged_with_its_attempt_and_invoice_in_the_metadata()
 #[tokio::test]
 async fn a_card_purchase_stores_the_card_first() {
     let stripe = LocalStripe::start();
-    let gateway = gateway(&stripe.base);
+    // Through a proxy that keeps Stripe's documented behaviour (idempotency, the list's customer filter).
+    let front = StripeProxy::start(&stripe.base);
+    let gateway = gateway(&front.base);
     let c = card("4242424242424242");
     let approval = approved(gateway.purchase(&request(PaymentMethod::Card(&c), 1200, Some("c-1"))).await);
     let stored = StoredMethod::parse(approval.stored.as_deref().expect("the stored card")).expect("a reference");
@@ -153,7 +165,9 @@ async fn a_card_purchase_stores_the_card_first() {
 #[tokio::test]
 async fn a_declining_card_is_refused_when_stored_or_verified() {
     let stripe = LocalStripe::start();
-    let gateway = gateway(&stripe.base);
+    // Through a proxy that keeps Stripe's documented behaviour (idempotency, the list's customer filter).
+    let front = StripeProxy::start(&stripe.base);
+    let gateway = gateway(&front.base);
     let c = card("4000000000000002");
     let d = gateway.store_payment_method(PaymentMethod::Card(&c), None).await.expect_err("refused");
     assert_eq!((d.code, d.gateway_error_code.as_deref()), ("declined", Some("card_declined")));
@@ -167,7 +181,9 @@ async fn a_declining_card_is_refused_when_stored_or_verified() {
 #[tokio::test]
 async fn a_card_that_stores_but_cannot_be_charged_declines_the_purchase() {
     let stripe = LocalStripe::start();
-    let gateway = gateway(&stripe.base);
+    // Through a proxy that keeps Stripe's documented behaviour (idempotency, the list's customer filter).
+    let front = StripeProxy::start(&stripe.base);
+    let gateway = gateway(&front.base);
     let reference = store(&gateway, "4000000000000341").await;
     let d =
         declined(gateway.purchase(&request(PaymentMethod::Stored { reference: &reference }, 900, Some("d-1"))).await);
@@ -188,7 +204,9 @@ async fn a_card_that_stores_but_cannot_be_charged_declines_the_purchase() {
 #[tokio::test]
 async fn three_d_secure_cards_need_the_customer() {
     let stripe = LocalStripe::start();
-    let gateway = gateway(&stripe.base);
+    // Through a proxy that keeps Stripe's documented behaviour (idempotency, the list's customer filter).
+    let front = StripeProxy::start(&stripe.base);
+    let gateway = gateway(&front.base);
     let reference = store(&gateway, "4000000000003220").await;
     let d =
         declined(gateway.purchase(&request(PaymentMethod::Stored { reference: &reference }, 700, Some("t-1"))).await);
@@ -203,7 +221,9 @@ async fn three_d_secure_cards_need_the_customer() {
 #[tokio::test]
 async fn verifications_store_the_card_and_retire_the_replaced_one() {
     let stripe = LocalStripe::start();
-    let gateway = gateway(&stripe.base);
+    // Through a proxy that keeps Stripe's documented behaviour (idempotency, the list's customer filter).
+    let front = StripeProxy::start(&stripe.base);
+    let gateway = gateway(&front.base);
     let old = store(&gateway, "4242424242424242").await;
     let old_method = StoredMethod::parse(&old).expect("a reference");
     let c = card("4242424242424242");
@@ -245,7 +265,9 @@ async fn verifications_store_the_card_and_retire_the_replaced_one() {
 #[tokio::test]
 async fn bank_accounts_are_refused_by_name() {
     let stripe = LocalStripe::start();
-    let gateway = gateway(&stripe.base);
+    // Through a proxy that keeps Stripe's documented behaviour (idempotency, the list's customer filter).
+    let front = StripeProxy::start(&stripe.base);
+    let gateway = gateway(&front.base);
     let account = BankAccount {
         routing_number: "110000000".to_owned(),
         account_number: "000123456789".to_owned(),
@@ -263,7 +285,9 @@ async fn bank_accounts_are_refused_by_name() {
 #[tokio::test]
 async fn a_purchase_is_refunded_in_parts_once_per_key() {
     let stripe = LocalStripe::start();
-    let gateway = gateway(&stripe.base);
+    // Through a proxy that keeps Stripe's documented behaviour (idempotency, the list's customer filter).
+    let front = StripeProxy::start(&stripe.base);
+    let gateway = gateway(&front.base);
     let reference = store(&gateway, "4242424242424242").await;
     let purchase =
         approved(gateway.purchase(&request(PaymentMethod::Stored { reference: &reference }, 5000, Some("p-1"))).await);
@@ -307,7 +331,9 @@ async fn a_purchase_is_refunded_in_parts_once_per_key() {
 #[tokio::test]
 async fn a_void_refunds_the_whole_purchase_once() {
     let stripe = LocalStripe::start();
-    let gateway = gateway(&stripe.base);
+    // Through a proxy that keeps Stripe's documented behaviour (idempotency, the list's customer filter).
+    let front = StripeProxy::start(&stripe.base);
+    let gateway = gateway(&front.base);
     let reference = store(&gateway, "4242424242424242").await;
     let purchase =
         approved(gateway.purchase(&request(PaymentMethod::Stored { reference: &reference }, 4200, Some("p-1"))).await);
@@ -339,7 +365,7 @@ async fn a_void_refunds_the_whole_purchase_once() {
 #[tokio::test]
 async fn a_purchase_whose_answer_is_lost_is_found_not_charged_again() {
     let stripe = LocalStripe::start();
-    let proxy = DroppingProxy::start(&stripe.base);
+    let proxy = StripeProxy::start(&stripe.base);
     let gateway = gateway(&proxy.base);
     let reference = store(&gateway, "4242424242424242").await;
     proxy.drop_answers("POST", "/v1/payment_intents", 1);
@@ -357,13 +383,13 @@ async fn a_purchase_whose_answer_is_lost_is_found_not_charged_again() {
     assert_eq!(intents[0]["status"], "succeeded", "the authorization found was captured");
 
     // The purchase's answer and the answers of its look-up (a GET tried three times) are lost:
-    // nothing is sent again, and the attempt is declined as Stripe could not be heard.
+    // nothing is sent again, and the attempt's outcome is not known (never a decline).
     proxy.drop_answers("POST", "/v1/payment_intents", 1);
     proxy.drop_answers("GET", "/v1/payment_intents", 3);
-    let d = declined(
+    let p = pending(
         gateway.purchase(&request(PaymentMethod::Stored { reference: &reference }, 1500, Some("lost-2"))).await,
     );
-    assert_eq!(d.code, "gateway_unavailable");
+    assert_eq!(p.code, "gateway_unavailable");
     assert_eq!(proxy.count("POST", "/v1/payment_intents"), 3, "the create once, no capture");
     assert_eq!(proxy.count("GET", "/v1/payment_intents"), 4);
     let authorized = intents_of(&stripe, "lost-2");
@@ -372,6 +398,7 @@ async fn a_purchase_whose_answer_is_lost_is_found_not_charged_again() {
     // A resumed run of the attempt finds that authorization and captures it.
     let resumed = PaymentRequest {
         resumed: true,
+        may_resend: true,
         ..request(PaymentMethod::Stored { reference: &reference }, 1500, Some("lost-2"))
     };
     assert_eq!(approved(gateway.purchase(&resumed).await).reference, authorized[0]["id"].as_str().expect("an id"));
@@ -383,19 +410,21 @@ async fn a_purchase_whose_answer_is_lost_is_found_not_charged_again() {
 #[tokio::test]
 async fn a_purchase_without_a_key_whose_answer_is_lost_is_not_sent_again() {
     let stripe = LocalStripe::start();
-    let proxy = DroppingProxy::start(&stripe.base);
+    let proxy = StripeProxy::start(&stripe.base);
     let gateway = gateway(&proxy.base);
     let reference = store(&gateway, "4242424242424242").await;
     proxy.drop_answers("POST", "/v1/payment_intents", 1);
-    let d = declined(gateway.purchase(&request(PaymentMethod::Stored { reference: &reference }, 1500, None)).await);
-    assert_eq!(d.code, "gateway_unavailable");
+    let p = pending(gateway.purchase(&request(PaymentMethod::Stored { reference: &reference }, 1500, None)).await);
+    assert_eq!(p.code, "gateway_unavailable", "it may have charged: not known");
     assert_eq!(proxy.count("POST", "/v1/payment_intents"), 1);
 }
 
 #[tokio::test]
 async fn a_resumed_purchase_answers_the_earlier_charge() {
     let stripe = LocalStripe::start();
-    let gateway = gateway(&stripe.base);
+    // Through a proxy that keeps Stripe's documented behaviour (idempotency, the list's customer filter).
+    let front = StripeProxy::start(&stripe.base);
+    let gateway = gateway(&front.base);
     let reference = store(&gateway, "4242424242424242").await;
     let first =
         approved(gateway.purchase(&request(PaymentMethod::Stored { reference: &reference }, 800, Some("r-1"))).await);
@@ -404,9 +433,16 @@ async fn a_resumed_purchase_answers_the_earlier_charge() {
     assert_eq!(approved(gateway.purchase(&resumed).await).reference, first.reference);
     assert_eq!(intents_of(&stripe, "r-1").len(), 1);
 
-    // A resumed attempt that never reached Stripe charges now.
-    let never =
-        PaymentRequest { resumed: true, ..request(PaymentMethod::Stored { reference: &reference }, 800, Some("r-2")) };
+    // A resumed attempt that never reached Stripe charges now, while Stripe still keeps its key.
+    let never = PaymentRequest {
+        resumed: true,
+        may_resend: true,
+        ..request(PaymentMethod::Stored { reference: &reference }, 800, Some("r-2"))
+    };
+    // Once the key may be forgotten, nothing is sent: an attempt found nowhere is declined.
+    let late = PaymentRequest { may_resend: false, idempotency_key: Some("r-3"), ..never };
+    assert_eq!(declined(gateway.purchase(&late).await).gateway_error_code.as_deref(), Some("attempt_not_found"));
+    assert!(intents_of(&stripe, "r-3").is_empty());
     let charged = approved(gateway.purchase(&never).await);
     assert_ne!(charged.reference, first.reference);
     assert_eq!(intents_of(&stripe, "r-2").len(), 1);
@@ -415,7 +451,7 @@ async fn a_resumed_purchase_answers_the_earlier_charge() {
 #[tokio::test]
 async fn a_refund_whose_answer_is_lost_is_found_not_made_again() {
     let stripe = LocalStripe::start();
-    let proxy = DroppingProxy::start(&stripe.base);
+    let proxy = StripeProxy::start(&stripe.base);
     let gateway = gateway(&proxy.base);
     let reference = store(&gateway, "4242424242424242").await;
     let purchase =
@@ -447,12 +483,13 @@ async fn a_key_stripe_refuses_is_a_configuration_decline_without_the_key() {
 }
 
 #[tokio::test]
-async fn an_unreachable_or_silent_stripe_is_a_communication_decline() {
+async fn an_unreachable_or_silent_stripe_leaves_a_purchase_unknown_and_declines_a_store() {
     // Nothing listens on the port.
     let port = rebill_testkit::localstripe::free_port();
     let gateway = gateway_with(&format!("http://127.0.0.1:{port}"), API_KEY, Duration::from_secs(2));
     let r = request(PaymentMethod::Stored { reference: "cus_1/pm_1" }, 100, Some("u-1"));
-    assert_eq!(declined(gateway.purchase(&r).await).code, "gateway_unavailable");
+    // A purchase without an answer is never taken for a decline: its outcome is not known.
+    assert_eq!(pending(gateway.purchase(&r).await).code, "gateway_unavailable");
     let d = gateway.store_payment_method(PaymentMethod::Card(&card("4242424242424242")), None).await.expect_err("down");
     assert_eq!(d.code, "gateway_unavailable");
 
@@ -467,9 +504,9 @@ async fn an_unreachable_or_silent_stripe_is_a_communication_decline() {
     });
     let gateway = gateway_with(&format!("http://{addr}"), API_KEY, Duration::from_millis(300));
     let started = Instant::now();
-    assert_eq!(declined(gateway.purchase(&r).await).code, "gateway_timeout");
+    assert_eq!(pending(gateway.purchase(&r).await).code, "gateway_timeout");
     let without_key = request(PaymentMethod::Stored { reference: "cus_1/pm_1" }, 100, None);
-    assert_eq!(declined(gateway.purchase(&without_key).await).code, "gateway_timeout");
+    assert_eq!(pending(gateway.purchase(&without_key).await).code, "gateway_timeout");
     assert!(started.elapsed() < Duration::from_secs(10), "bounded: {:?}", started.elapsed());
     holder.abort();
 }

@@ -326,6 +326,11 @@ impl Store {
     /// transaction with the same idempotency key exists, it is answered instead (whatever its
     /// status), and nothing is written. The flag tells which: `true` when it was recorded by an
     /// earlier call (one that may have reached the gateway before it stopped).
+    ///
+    /// A purchase of an invoice is never begun while another purchase of the same invoice is
+    /// still `processing` (its outcome unknown): that one is answered instead, flagged `true`
+    /// like a recorded one, and nothing is written. The invoice is locked first (PostgreSQL
+    /// `FOR UPDATE`), so two attempts begun at once see each other.
     pub async fn begin_transaction(
         &self,
         site_id: i64,
@@ -333,6 +338,24 @@ impl Store {
         now: i64,
     ) -> Result<(Transaction, bool), StoreError> {
         let mut work = self.begin_work().await?;
+        if let Some(invoice_id) = new.invoice_id.filter(|_| new.action == "purchase") {
+            work.lock_invoice(invoice_id).await?;
+            let sql = format!(
+                "SELECT {} FROM transactions WHERE invoice_id = $1 AND action = 'purchase' AND status = '{}' \
+                 AND idempotency_key <> $2 ORDER BY id LIMIT 1",
+                transaction_columns(),
+                TransactionStatus::Processing.as_str()
+            );
+            let row = crate::db::query(&sql)
+                .bind(invoice_id)
+                .bind(new.idempotency_key.clone())
+                .fetch_optional(work.tx.exec())
+                .await?;
+            if let Some(row) = row {
+                // Dropped: rolled back, nothing written.
+                return Ok((transaction_from_row(&row)?, true));
+            }
+        }
         let mut recorded = work.record_transactions(site_id, &[(new, now)], Duplicate::Answer).await?;
         work.commit().await?;
         recorded
@@ -351,13 +374,45 @@ impl Store {
         now: i64,
         events: &[NewEvent],
     ) -> Result<Transaction, StoreError> {
+        Ok(self.settle_transaction(id, result, now, events).await?.0)
+    }
+
+    /// [`Store::complete_transaction`], also answering whether this call recorded the result
+    /// (`false`: the transaction was no longer processing, someone else settled it first, and
+    /// what follows its result is theirs to do).
+    pub async fn settle_transaction(
+        &self,
+        id: i64,
+        result: &TransactionResult,
+        now: i64,
+        events: &[NewEvent],
+    ) -> Result<(Transaction, bool), StoreError> {
         let mut work = self.begin_work().await?;
-        work.complete_transactions(&[(id, result, now, events)]).await?;
+        let recorded = work.complete_transactions(&[(id, result, now, events)]).await? == 1;
         let sql =
             format!("SELECT {} FROM transactions WHERE id = {}", transaction_columns(), work.backend.params(1, 1));
         let row = crate::db::query(&sql).bind(id).fetch_one(work.tx.exec()).await?;
         work.commit().await?;
-        transaction_from_row(&row)
+        Ok((transaction_from_row(&row)?, recorded))
+    }
+
+    /// The site's transactions still `processing` that were begun before `before` (site time),
+    /// oldest first, at most `limit`: attempts whose outcome is not known, or whose process
+    /// stopped before it recorded one.
+    pub async fn processing_transactions(
+        &self,
+        site_id: i64,
+        before: i64,
+        limit: i64,
+    ) -> Result<Vec<Transaction>, StoreError> {
+        let sql = format!(
+            "SELECT {} FROM transactions WHERE site_id = $1 AND status = '{}' AND created_at < $2 \
+             ORDER BY created_at, id LIMIT $3",
+            transaction_columns(),
+            TransactionStatus::Processing.as_str()
+        );
+        let rows = crate::db::query(&sql).bind(site_id).bind(before).bind(limit).fetch_all(&self.pool).await?;
+        rows.iter().map(transaction_from_row).collect()
     }
 
     /// The site's transaction with this uuid.

@@ -216,6 +216,7 @@ mod tests {
             gateway_type: MANUAL_GATEWAY_TYPE.into(),
             description: Some("Check 1234".into()),
             original_transaction_id: None,
+            payment_reference: None,
             account: AccountSnapshot { account_code: invoice.account_code.clone(), ..AccountSnapshot::default() },
             billing: BillingFields::default(),
         }

@@ -2,12 +2,14 @@
 //! `rebill serve` on a database, send raw HTTP/1.1 requests (so the exact bytes on the wire are
 //! visible), run the `rebill` CLI, run a scenario on both backends, an SMTP sink ([`sink`]), a
 //! webhook receiver ([`receiver`]), cached Python virtualenvs for suites that run Python programs
-//! ([`python_venv`]), and a real Stripe peer, `localstripe`, behind a proxy that can lose its answers ([`localstripe`]).
+//! ([`python_venv`]), and a real Stripe peer, `localstripe` ([`localstripe`]), behind a proxy
+//! that behaves as Stripe does where localstripe does not and makes faults ([`stripe_proxy`]).
 
 pub mod localstripe;
 mod python;
 pub mod receiver;
 pub mod sink;
+pub mod stripe_proxy;
 
 pub use python::{python_venv, target_dir};
 

@@ -1,9 +1,18 @@
 //! A fake Stripe for the end-to-end suites of the card gateway: [`LocalStripe`] runs
 //! [localstripe](https://github.com/adrienverge/localstripe) (a Python program that serves
 //! Stripe's API from memory, pinned in `python/localstripe-requirements.txt` and installed into a
-//! cached virtualenv by [`crate::python_venv`]), and [`DroppingProxy`] stands between the service
-//! and it to lose answers (the request reached Stripe and acted, the service never hears back)
-//! or to hold requests (so that a `kill -9` lands in the middle of a batch).
+//! cached virtualenv by [`crate::python_venv`]), and [`StripeProxy`] stands between the service
+//! and it to add what Stripe does and localstripe does not (idempotency keys, the intents list
+//! newest first with its `customer` and `created` filters), to lose answers (the request
+//! reached Stripe and acted, the service never hears back), to hold requests or answers (so that
+//! a `kill -9` lands in the middle of a batch) and to fail them.
+//!
+//! What localstripe does on its own: it ignores `Idempotency-Key` (every request acts); it lists
+//! in the order it made the objects (oldest first), except refunds (newest first by the second
+//! they were made, those of one second oldest first); `GET /v1/payment_intents` refuses
+//! `customer` and `created` (400 `Unexpected customer`); `GET /v1/refunds?payment_intent=pi_…`
+//! works for an intent that was charged, and answers a plain-text 500 for one that never was
+//! (it reads the intent's `latest_charge`).
 //!
 //! localstripe takes any key that starts with `sk_test_` ([`API_KEY`] here) and starts empty with
 //! `--from-scratch`. It keeps its objects in memory and also writes all of them to
@@ -23,7 +32,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-pub use proxy::DroppingProxy;
+pub use crate::stripe_proxy::{DroppingProxy, StripeProxy};
 
 /// The pinned requirements of the localstripe virtualenv.
 pub const REQUIREMENTS: &str = include_str!("../python/localstripe-requirements.txt");
@@ -206,8 +215,47 @@ fn read_log(log: &Path) -> String {
 /// One request to a Stripe-like API at `addr` with [`API_KEY`] (`Connection: close`; a non-empty
 /// body is sent form-encoded): the status and the body.
 pub fn stripe_request(addr: &str, method: &str, path: &str, form_body: &str) -> std::io::Result<(u16, String)> {
+    stripe_send(addr, method, path, form_body, &[]).map(|answer| (answer.status, answer.body))
+}
+
+/// An answer of a Stripe-like API, as [`stripe_send`] reads it.
+#[derive(Clone, Debug)]
+pub struct StripeAnswer {
+    pub status: u16,
+    /// Every header, in order, as sent.
+    pub headers: Vec<(String, String)>,
+    /// Everything after the head (the proxy and localstripe delimit it by `Content-Length` and
+    /// close).
+    pub body: String,
+}
+
+impl StripeAnswer {
+    /// The value of the first header named `name` (compared without case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+
+    /// The body as JSON; panics when it is not.
+    #[track_caller]
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {} {}", self.status, self.body))
+    }
+}
+
+/// [`stripe_request`] with `headers` added to the request (e.g. `Idempotency-Key`), answering
+/// the headers too.
+pub fn stripe_send(
+    addr: &str,
+    method: &str,
+    path: &str,
+    form_body: &str,
+    headers: &[(&str, &str)],
+) -> std::io::Result<StripeAnswer> {
     let mut request =
         format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {API_KEY}\r\nConnection: close\r\n");
+    for (name, value) in headers {
+        let _ = write!(request, "{name}: {value}\r\n");
+    }
     if !form_body.is_empty() {
         request.push_str("Content-Type: application/x-www-form-urlencoded\r\n");
     }
@@ -220,8 +268,14 @@ pub fn stripe_request(addr: &str, method: &str, path: &str, form_body: &str) -> 
     let invalid = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_owned());
     let split = bytes.windows(4).position(|w| w == b"\r\n\r\n").ok_or_else(|| invalid("an answer without a head"))?;
     let head = String::from_utf8_lossy(&bytes[..split]);
-    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).ok_or_else(|| invalid("no status"))?;
-    Ok((status, String::from_utf8_lossy(&bytes[split + 4..]).into_owned()))
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().unwrap_or_default();
+    let status = status_line.split(' ').nth(1).and_then(|s| s.parse().ok()).ok_or_else(|| invalid("no status"))?;
+    let headers = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(name, value)| (name.trim().to_owned(), value.trim().to_owned()))
+        .collect();
+    Ok(StripeAnswer { status, headers, body: String::from_utf8_lossy(&bytes[split + 4..]).into_owned() })
 }
 
 /// `application/x-www-form-urlencoded` of `fields` (`a=1&b=x+y`).
@@ -238,7 +292,8 @@ pub fn form_encode(fields: &[(&str, &str)]) -> String {
     out
 }
 
-fn encode_into(out: &mut String, text: &str) {
+/// Appends `text` percent-encoded as a name or value of a form or a query (`+` for a space).
+pub(crate) fn encode_into(out: &mut String, text: &str) {
     for byte in text.bytes() {
         match byte {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'*' => out.push(char::from(byte)),
@@ -267,416 +322,6 @@ fn unique_temp_dir(prefix: &str) -> PathBuf {
     ));
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
     dir
-}
-
-mod proxy {
-    //! The forwarding proxy behind [`DroppingProxy`].
-
-    use std::sync::{Arc, Mutex};
-    use std::time::Duration;
-
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    use tokio::net::TcpStream;
-
-    /// Requests larger than this (head and body) are refused.
-    const MAX_REQUEST: usize = 64 * 1024 * 1024;
-
-    /// An HTTP/1.1 forwarding proxy on `127.0.0.1` in front of one upstream, which can lose the
-    /// upstream's answers and hold requests. It runs on a thread of its own (so sync tests can use
-    /// it) and stops when dropped.
-    ///
-    /// Client connections may be kept alive; each request goes upstream on a connection of its
-    /// own (`Connection: close`, `Host` set to the upstream), its body sent with
-    /// `Content-Length` (chunked request bodies are answered 501), and the upstream's answer is
-    /// read to its end before it is passed on. An upstream that cannot be reached is answered
-    /// 502 by the proxy. Dropping it closes every connection; requests still held then are not
-    /// forwarded.
-    pub struct DroppingProxy {
-        /// `http://127.0.0.1:PORT`: give this to the service instead of the upstream.
-        pub base: String,
-        /// `127.0.0.1:PORT`.
-        pub addr: String,
-        state: Arc<State>,
-        shutdown: Option<tokio::sync::oneshot::Sender<()>>,
-        thread: Option<std::thread::JoinHandle<()>>,
-    }
-
-    impl Drop for DroppingProxy {
-        fn drop(&mut self) {
-            if let Some(shutdown) = self.shutdown.take() {
-                let _ = shutdown.send(());
-            }
-            if let Some(thread) = self.thread.take() {
-                let _ = thread.join();
-            }
-        }
-    }
-
-    struct State {
-        /// `host:port` of the upstream.
-        upstream: String,
-        rules: Mutex<Rules>,
-    }
-
-    #[derive(Default)]
-    struct Rules {
-        drops: Vec<DropRule>,
-        delays: Vec<(String, String, Duration)>,
-        /// Method and target of each request received, in order.
-        received: Vec<(String, String)>,
-        /// Method and target of each request whose upstream answer was read in full.
-        forwarded: Vec<(String, String)>,
-    }
-
-    struct DropRule {
-        method: String,
-        prefix: String,
-        remaining: usize,
-    }
-
-    fn matches(method: &str, target: &str, rule_method: &str, prefix: &str) -> bool {
-        method.eq_ignore_ascii_case(rule_method) && target.starts_with(prefix)
-    }
-
-    impl State {
-        fn rules(&self) -> std::sync::MutexGuard<'_, Rules> {
-            self.rules.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-        }
-    }
-
-    impl DroppingProxy {
-        /// Starts a proxy forwarding to `upstream_base` (`http://host:port`, no path).
-        pub fn start(upstream_base: &str) -> DroppingProxy {
-            let upstream = upstream_base
-                .strip_prefix("http://")
-                .map(|rest| rest.trim_end_matches('/'))
-                .filter(|authority| !authority.is_empty() && !authority.contains('/'))
-                .unwrap_or_else(|| panic!("the proxy's upstream is http://host:port, not {upstream_base:?}"))
-                .to_owned();
-            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the proxy on 127.0.0.1");
-            let addr = listener.local_addr().expect("the proxy's address").to_string();
-            listener.set_nonblocking(true).expect("a non-blocking listener for the proxy");
-            let state = Arc::new(State { upstream, rules: Mutex::new(Rules::default()) });
-            let (shutdown, stop) = tokio::sync::oneshot::channel::<()>();
-            let shared = state.clone();
-            let thread = std::thread::Builder::new()
-                .name(format!("proxy-{addr}"))
-                .spawn(move || {
-                    let runtime = tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
-                        .expect("a runtime for the proxy");
-                    runtime.block_on(async move {
-                        let listener =
-                            tokio::net::TcpListener::from_std(listener).expect("the proxy's listener on tokio");
-                        let accept = async {
-                            loop {
-                                match listener.accept().await {
-                                    Ok((client, _)) => {
-                                        tokio::spawn(connection(client, shared.clone()));
-                                    }
-                                    Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
-                                }
-                            }
-                        };
-                        tokio::select! {
-                            _ = stop => {}
-                            () = accept => {}
-                        }
-                    });
-                    // Dropping the runtime ends the connections still open.
-                })
-                .expect("start the proxy's thread");
-            DroppingProxy {
-                base: format!("http://{addr}"),
-                addr,
-                state,
-                shutdown: Some(shutdown),
-                thread: Some(thread),
-            }
-        }
-
-        /// The next `count` requests whose method is `method` and whose target (path and query)
-        /// starts with `path_prefix` are forwarded upstream in full and the upstream's answer is
-        /// read to its end (so the upstream has acted on them); then the client's connection is
-        /// closed without a byte of the answer. Adds to earlier calls.
-        pub fn drop_answers(&self, method: &str, path_prefix: &str, count: usize) {
-            self.state.rules().drops.push(DropRule {
-                method: method.to_owned(),
-                prefix: path_prefix.to_owned(),
-                remaining: count,
-            });
-        }
-
-        /// Requests matching `method` and `path_prefix` are held for `delay` before they are
-        /// forwarded (the longest delay applies when several match; `Duration::ZERO` takes the
-        /// rule away). A held request is forwarded even when its client has gone away meanwhile,
-        /// as when the client died just after sending it: wait for [`count`](Self::count) to
-        /// see it land.
-        pub fn delay(&self, method: &str, path_prefix: &str, delay: Duration) {
-            let mut rules = self.state.rules();
-            rules.delays.retain(|(m, p, _)| !(m.eq_ignore_ascii_case(method) && p == path_prefix));
-            if !delay.is_zero() {
-                rules.delays.push((method.to_owned(), path_prefix.to_owned(), delay));
-            }
-        }
-
-        /// How many requests matching `method` and `path_prefix` were forwarded so far: sent
-        /// upstream and answered by it in full (dropped answers included).
-        pub fn count(&self, method: &str, path_prefix: &str) -> usize {
-            let rules = self.state.rules();
-            rules.forwarded.iter().filter(|(m, t)| matches(m, t, method, path_prefix)).count()
-        }
-
-        /// How many requests matching `method` and `path_prefix` the proxy received so far (held
-        /// ones included, as soon as they are read in full).
-        pub fn received(&self, method: &str, path_prefix: &str) -> usize {
-            let rules = self.state.rules();
-            rules.received.iter().filter(|(m, t)| matches(m, t, method, path_prefix)).count()
-        }
-    }
-
-    /// One request as read from a client.
-    struct Request {
-        method: String,
-        target: String,
-        headers: Vec<(String, String)>,
-        body: Vec<u8>,
-        /// Whether the client keeps the connection after this request.
-        keep_alive: bool,
-    }
-
-    impl Request {
-        fn header(&self, name: &str) -> Option<&str> {
-            self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
-        }
-    }
-
-    enum Read {
-        Request(Request),
-        /// The client closed the connection (between requests or in the middle of one).
-        Closed,
-        /// The request cannot be forwarded: answer this status and reason, then close.
-        Refuse(u16, &'static str),
-    }
-
-    async fn connection(mut client: TcpStream, state: Arc<State>) {
-        let mut buffer = Vec::new();
-        loop {
-            let request = match read_request(&mut client, &mut buffer).await {
-                Read::Request(request) => request,
-                Read::Closed => return,
-                Read::Refuse(status, reason) => {
-                    let _ = client.write_all(simple_answer(status, reason).as_bytes()).await;
-                    return;
-                }
-            };
-            let (delay, drop_answer) = {
-                let mut rules = state.rules();
-                rules.received.push((request.method.clone(), request.target.clone()));
-                let delay = rules
-                    .delays
-                    .iter()
-                    .filter(|(m, p, _)| matches(&request.method, &request.target, m, p))
-                    .map(|(_, _, d)| *d)
-                    .max()
-                    .unwrap_or(Duration::ZERO);
-                // The index of the rule whose answer this request loses (rules are never removed).
-                let drop_answer = rules
-                    .drops
-                    .iter()
-                    .position(|r| r.remaining > 0 && matches(&request.method, &request.target, &r.method, &r.prefix));
-                if let Some(rule) = drop_answer.and_then(|index| rules.drops.get_mut(index)) {
-                    rule.remaining -= 1;
-                }
-                (delay, drop_answer)
-            };
-            if !delay.is_zero() {
-                tokio::time::sleep(delay).await;
-            }
-            let answer = match forward(&state.upstream, &request).await {
-                Ok(answer) => answer,
-                Err(e) => {
-                    // The upstream never answered: the loss of an answer is still to come.
-                    if let Some(index) = drop_answer
-                        && let Some(rule) = state.rules().drops.get_mut(index)
-                    {
-                        rule.remaining += 1;
-                    }
-                    let reason = format!("the proxy could not reach {}: {e}", state.upstream);
-                    let _ = client.write_all(simple_answer(502, &reason).as_bytes()).await;
-                    return;
-                }
-            };
-            state.rules().forwarded.push((request.method.clone(), request.target.clone()));
-            if drop_answer.is_some() {
-                // Dropping the connection closes it: the client gets no byte of the answer.
-                return;
-            }
-            let Some((answer, close)) = pass_on(&answer, &request) else {
-                let reason = format!("the upstream {} sent an answer without a head", state.upstream);
-                let _ = client.write_all(simple_answer(502, &reason).as_bytes()).await;
-                return;
-            };
-            if client.write_all(&answer).await.is_err() || close {
-                return;
-            }
-        }
-    }
-
-    /// Reads one request (head and `Content-Length` body) from the client; bytes read past it
-    /// stay in `buffer` for the next one.
-    async fn read_request(client: &mut TcpStream, buffer: &mut Vec<u8>) -> Read {
-        let head_end = loop {
-            if let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
-                break end;
-            }
-            if buffer.len() > MAX_REQUEST {
-                return Read::Refuse(431, "the request's head is too large for the proxy");
-            }
-            if !read_more(client, buffer).await {
-                return Read::Closed;
-            }
-        };
-        let head = String::from_utf8_lossy(&buffer[..head_end]).into_owned();
-        let mut lines = head.split("\r\n");
-        let mut request_line = lines.next().unwrap_or_default().split(' ');
-        let (Some(method), Some(target), Some(version)) =
-            (request_line.next(), request_line.next(), request_line.next())
-        else {
-            return Read::Refuse(400, "the proxy cannot read the request line");
-        };
-        let headers: Vec<(String, String)> = lines
-            .filter_map(|line| line.split_once(':'))
-            .map(|(name, value)| (name.trim().to_owned(), value.trim().to_owned()))
-            .collect();
-        let mut request = Request {
-            method: method.to_owned(),
-            target: target.to_owned(),
-            headers,
-            body: Vec::new(),
-            keep_alive: false,
-        };
-        let connection = request.header("connection").map(str::to_ascii_lowercase).unwrap_or_default();
-        request.keep_alive = if version.eq_ignore_ascii_case("HTTP/1.1") {
-            !connection.split(',').any(|token| token.trim() == "close")
-        } else {
-            connection.split(',').any(|token| token.trim() == "keep-alive")
-        };
-        if request.header("transfer-encoding").is_some_and(|te| !te.eq_ignore_ascii_case("identity")) {
-            return Read::Refuse(501, "the proxy takes request bodies with Content-Length only");
-        }
-        let length = match request.header("content-length").map(str::parse::<usize>) {
-            None => 0,
-            Some(Ok(length)) if length <= MAX_REQUEST => length,
-            Some(_) => return Read::Refuse(400, "the proxy cannot use the request's Content-Length"),
-        };
-        let body_start = head_end + 4;
-        if length > 0
-            && buffer.len() < body_start + length
-            && request.header("expect").is_some_and(|e| e.eq_ignore_ascii_case("100-continue"))
-            && client.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await.is_err()
-        {
-            return Read::Closed;
-        }
-        while buffer.len() < body_start + length {
-            if !read_more(client, buffer).await {
-                return Read::Closed;
-            }
-        }
-        request.body = buffer[body_start..body_start + length].to_vec();
-        buffer.drain(..body_start + length);
-        Read::Request(request)
-    }
-
-    /// Reads what the client sent next into `buffer`; false when it closed the connection.
-    async fn read_more(client: &mut TcpStream, buffer: &mut Vec<u8>) -> bool {
-        let mut chunk = [0u8; 16 * 1024];
-        match client.read(&mut chunk).await {
-            Ok(0) | Err(_) => false,
-            Ok(n) => {
-                buffer.extend_from_slice(&chunk[..n]);
-                true
-            }
-        }
-    }
-
-    /// Sends `request` upstream on a connection of its own and reads the answer to its end.
-    async fn forward(upstream: &str, request: &Request) -> std::io::Result<Vec<u8>> {
-        const HOP_BY_HOP: [&str; 9] = [
-            "connection",
-            "keep-alive",
-            "proxy-connection",
-            "host",
-            "expect",
-            "content-length",
-            "transfer-encoding",
-            "te",
-            "upgrade",
-        ];
-        let mut head = format!("{} {} HTTP/1.1\r\nHost: {upstream}\r\n", request.method, request.target);
-        for (name, value) in &request.headers {
-            if !HOP_BY_HOP.iter().any(|hop| name.eq_ignore_ascii_case(hop)) {
-                head.push_str(&format!("{name}: {value}\r\n"));
-            }
-        }
-        if !request.body.is_empty() || request.header("content-length").is_some() {
-            head.push_str(&format!("Content-Length: {}\r\n", request.body.len()));
-        }
-        head.push_str("Connection: close\r\n\r\n");
-        let mut stream = TcpStream::connect(upstream).await?;
-        let mut bytes = head.into_bytes();
-        bytes.extend_from_slice(&request.body);
-        stream.write_all(&bytes).await?;
-        let mut answer = Vec::new();
-        stream.read_to_end(&mut answer).await?;
-        Ok(answer)
-    }
-
-    /// The upstream's `answer` as the client gets it, and whether the client's connection closes
-    /// after it: `Connection` headers go, the body gets a `Content-Length` when the upstream
-    /// delimited it by closing, and `Connection: close` is said when the client did not ask to
-    /// keep the connection. None when the answer has no head.
-    fn pass_on(answer: &[u8], request: &Request) -> Option<(Vec<u8>, bool)> {
-        let head_end = answer.windows(4).position(|w| w == b"\r\n\r\n")?;
-        let head = String::from_utf8_lossy(&answer[..head_end]);
-        let body = &answer[head_end + 4..];
-        let mut lines = head.split("\r\n");
-        let status_line = lines.next()?;
-        let status: u16 = status_line.split(' ').nth(1).and_then(|s| s.parse().ok())?;
-        let mut out = format!("{status_line}\r\n");
-        let mut delimited = false;
-        for line in lines {
-            let name = line.split_once(':').map(|(n, _)| n.trim()).unwrap_or(line);
-            if ["connection", "keep-alive"].iter().any(|hop| name.eq_ignore_ascii_case(hop)) {
-                continue;
-            }
-            delimited |= name.eq_ignore_ascii_case("content-length") || name.eq_ignore_ascii_case("transfer-encoding");
-            out.push_str(line);
-            out.push_str("\r\n");
-        }
-        let bodiless = request.method.eq_ignore_ascii_case("HEAD") || status < 200 || status == 204 || status == 304;
-        if !delimited && !bodiless {
-            out.push_str(&format!("Content-Length: {}\r\n", body.len()));
-        }
-        let close = !request.keep_alive;
-        if close {
-            out.push_str("Connection: close\r\n");
-        }
-        out.push_str("\r\n");
-        let mut bytes = out.into_bytes();
-        bytes.extend_from_slice(body);
-        Some((bytes, close))
-    }
-
-    /// A short plain-text answer of the proxy itself, closing the connection.
-    fn simple_answer(status: u16, reason: &str) -> String {
-        format!(
-            "HTTP/1.1 {status} Proxy\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n\
-             Connection: close\r\n\r\n{reason}",
-            reason.len()
-        )
-    }
 }
 
 #[cfg(test)]

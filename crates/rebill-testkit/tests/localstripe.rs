@@ -1,4 +1,4 @@
-//! localstripe and the dropping proxy as the gateway suites use them: localstripe starts empty
+//! localstripe and the Stripe proxy as the gateway suites use them: localstripe starts empty
 //! and makes objects; the proxy forwards requests on kept-alive connections, loses the answers it
 //! is told to lose (the object is made all the same), counts what it forwarded and holds requests.
 
@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use rebill_testkit::localstripe::{API_KEY, DroppingProxy, LocalStripe, form_encode, stripe_request};
+use rebill_testkit::localstripe::{API_KEY, LocalStripe, StripeProxy, form_encode, stripe_request};
 
 /// The emails of the customers localstripe holds.
 fn customer_emails(stripe: &LocalStripe) -> Vec<String> {
@@ -75,7 +75,7 @@ fn two_instances_keep_their_own_objects() {
 #[test]
 fn the_proxy_forwards_requests_on_a_kept_alive_connection() {
     let stripe = LocalStripe::start();
-    let proxy = DroppingProxy::start(&stripe.base);
+    let proxy = StripeProxy::start(&stripe.base);
     let mut stream = TcpStream::connect(&proxy.addr).expect("connect to the proxy");
     stream.set_read_timeout(Some(Duration::from_secs(60))).expect("a read timeout");
     let mut reader = BufReader::new(stream.try_clone().expect("a second handle"));
@@ -113,7 +113,7 @@ fn the_proxy_forwards_requests_on_a_kept_alive_connection() {
 #[test]
 fn a_dropped_answer_closes_the_connection_but_the_object_is_made() {
     let stripe = LocalStripe::start();
-    let proxy = DroppingProxy::start(&stripe.base);
+    let proxy = StripeProxy::start(&stripe.base);
     proxy.drop_answers("POST", "/v1/customers", 1);
 
     // Another kind of request is not affected.
@@ -164,7 +164,7 @@ fn a_dropped_answer_closes_the_connection_but_the_object_is_made() {
 #[test]
 fn a_delayed_request_is_held_then_forwarded() {
     let stripe = LocalStripe::start();
-    let proxy = DroppingProxy::start(&stripe.base);
+    let proxy = StripeProxy::start(&stripe.base);
     let delay = Duration::from_millis(1500);
     proxy.delay("POST", "/v1/customers", delay);
     let addr = proxy.addr.clone();
@@ -199,7 +199,7 @@ fn a_delayed_request_is_held_then_forwarded() {
 #[test]
 fn a_held_request_is_forwarded_after_its_client_went_away() {
     let stripe = LocalStripe::start();
-    let proxy = DroppingProxy::start(&stripe.base);
+    let proxy = StripeProxy::start(&stripe.base);
     proxy.delay("POST", "/v1/customers", Duration::from_millis(300));
     let body = form_encode(&[("email", "orphan@example.com")]);
     let request = format!(
@@ -226,7 +226,7 @@ fn a_held_request_is_forwarded_after_its_client_went_away() {
 #[test]
 fn an_unreachable_upstream_is_answered_502_and_keeps_the_loss_to_come() {
     let port = rebill_testkit::localstripe::free_port();
-    let proxy = DroppingProxy::start(&format!("http://127.0.0.1:{port}"));
+    let proxy = StripeProxy::start(&format!("http://127.0.0.1:{port}"));
     proxy.drop_answers("GET", "/v1/", 1);
     let (status, body) = stripe_request(&proxy.addr, "GET", "/v1/customers", "").expect("an answer");
     assert_eq!(status, 502, "{body}");

@@ -244,6 +244,7 @@ fn transaction(
         gateway_type: MANUAL_GATEWAY_TYPE.to_owned(),
         description: payment.description.clone(),
         original_transaction_id: None,
+        payment_reference: None,
         account: transaction_records::snapshot(account),
         billing: BillingFields::default(),
     }

@@ -108,6 +108,7 @@ pub async fn verify_cvv(services: &Services, ctx: &Context, code: &str, value: &
         gateway_type: gateway.kind().to_owned(),
         description: None,
         original_transaction_id: None,
+        payment_reference: None,
         account: snapshot(&account),
         billing: info.fields.clone(),
     };
@@ -117,12 +118,13 @@ pub async fn verify_cvv(services: &Services, ctx: &Context, code: &str, value: &
         verification_value: value,
         idempotency_key: Some(&begun.uuid),
     };
-    let outcome = services.bounded(gateway.check_cvv(&request)).await;
+    // A check moves no money: an answer that does not come is a decline.
+    let outcome = services.bounded(gateway.check_cvv(&request)).await.or_declined();
     let result = result_of(&outcome, ctx.now);
     let event = transaction_event(services, &begun, &result, ctx.now);
     let recorded = services.store.complete_transaction(begun.id, &result, ctx.now, &[event]).await?;
     match outcome {
         Outcome::Approved(_) => Ok(info),
-        Outcome::Declined(_) => Err(CvvError::Mismatch(Box::new(recorded))),
+        Outcome::Declined(_) | Outcome::Pending(_) => Err(CvvError::Mismatch(Box::new(recorded))),
     }
 }

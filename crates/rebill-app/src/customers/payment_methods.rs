@@ -350,6 +350,7 @@ pub async fn commit(state: &Services, ctx: &Context, account: &Account, prepared
         gateway_type: gateway.kind().to_owned(),
         description: None,
         original_transaction_id: None,
+        payment_reference: None,
         account: transaction_records::snapshot(account),
         billing: fields.clone(),
     };
@@ -362,10 +363,12 @@ pub async fn commit(state: &Services, ctx: &Context, account: &Account, prepared
         recurring: false,
         idempotency_key: Some(&begun.uuid),
         resumed: false,
+        may_resend: false,
         invoice: None,
         replacing: replacing.as_deref(),
     };
-    let outcome = state.bounded(gateway.verify(&request)).await;
+    // A verification moves no money: an answer that does not come is a decline.
+    let outcome = state.bounded(gateway.verify(&request)).await.or_declined();
     let result = transaction_records::result_of(&outcome, ctx.now);
     let event = transaction_records::transaction_event(state, &begun, &result, ctx.now);
     let recorded = state.store.complete_transaction(begun.id, &result, ctx.now, &[event]).await.map_err(failed)?;
@@ -380,6 +383,8 @@ pub async fn commit(state: &Services, ctx: &Context, account: &Account, prepared
         }
         // A gateway that stored the method while it verified it answers its reference.
         Outcome::Approved(approval) => save.run(state, ctx, account, approval.stored.clone()).await.map_err(failed),
+        // `or_declined` above answers every unknown outcome as a decline.
+        Outcome::Pending(_) => Err(Refusal::Declined { transaction: Box::new(recorded), saved: false }),
     }
 }
 

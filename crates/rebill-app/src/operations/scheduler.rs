@@ -80,6 +80,9 @@ async fn run_job(state: &Services, site: Option<&Site>, job: &Job) -> Result<(),
         (crate::billing::invoicing::INVOICE_DUE_JOB, _) => crate::billing::invoicing::run_invoice_due(state, job).await,
         (crate::money_back::refunds::REFUND_JOB, _) => crate::money_back::refunds::run_refund_job(state, job).await,
         (crate::selling::gift_cards::DELIVERY_JOB, _) => crate::selling::gift_cards::run_delivery(state, job).await,
+        (crate::billing::invoicing::SETTLE_JOB, Some(site)) => {
+            crate::collection::settlement::run_settle(state, site, job).await
+        }
         (_, Some(site)) => crate::subscriptions::lifecycle::run_job(state, site, job).await,
         (_, None) => Err(JobError::SiteMissing(job.site_id)),
     }
@@ -117,6 +120,10 @@ pub async fn run_due_with(
     let scope = site.map_or(Awaiting::All, |s| Awaiting::Site(s.id));
     if let Err(e) = crate::collection::reactions::sweep(state, scope).await {
         tracing::warn!(error = %e, "sweeping the reactions to events");
+    }
+    // Payments whose process stopped before it recorded the gateway's answer.
+    if let Err(e) = crate::collection::settlement::sweep(state, site).await {
+        tracing::warn!(error = %e, "sweeping payments still processing");
     }
     let runs = (0..runners.max(1)).map(|_| run_batches(state, site, batch.max(1)));
     let mut ran = 0;

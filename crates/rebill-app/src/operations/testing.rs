@@ -56,6 +56,10 @@ pub enum Script {
     Error,
     /// The call never answers.
     Hang,
+    /// The call is made (as the sandbox would answer it) but its answer is lost: an unknown
+    /// outcome ([`Outcome::Pending`], `gateway_timeout`). Asked again under the same key, the
+    /// gateway answers what it did.
+    Lost,
 }
 
 /// The kinds of gateway calls a script acts on; the calls of each kind are numbered on their own,
@@ -138,6 +142,17 @@ fn answer<'a>(
         Some(Script::Decline) => declined(refused),
         Some(Script::Error) => declined("gateway_unavailable"),
         Some(Script::Hang) => Box::pin(std::future::pending()),
+        Some(Script::Lost) => {
+            let done = sandbox();
+            Box::pin(async move {
+                let outcome = done.await;
+                let reference = match &outcome {
+                    Outcome::Approved(a) => Some(a.reference.clone()),
+                    _ => None,
+                };
+                Outcome::Pending(rebill_billing::gateway::Pending { code: "gateway_timeout", reference })
+            })
+        }
         None => sandbox(),
     }
 }
@@ -385,6 +400,7 @@ mod tests {
             recurring: false,
             idempotency_key: Some(key),
             resumed: false,
+            may_resend: false,
             invoice: None,
             replacing: None,
         };
@@ -404,14 +420,14 @@ mod tests {
     fn approved(outcome: Outcome) -> Approval {
         match outcome {
             Outcome::Approved(a) => a,
-            Outcome::Declined(d) => panic!("declined: {d:?}"),
+            other => panic!("not approved: {other:?}"),
         }
     }
 
     fn declined_code(outcome: &Outcome) -> &'static str {
         match outcome {
             Outcome::Declined(d) => d.code,
-            Outcome::Approved(a) => panic!("approved: {a:?}"),
+            other => panic!("not declined: {other:?}"),
         }
     }
 

@@ -237,6 +237,7 @@ pub(crate) mod tests {
                 gateway_type: "test".into(),
                 description: None,
                 original_transaction_id: None,
+                payment_reference: None,
                 account: AccountSnapshot::default(),
                 billing: BillingFields::default(),
             },

@@ -160,6 +160,7 @@ fn outcome_label(outcome: &Outcome) -> &'static str {
     match outcome {
         Outcome::Approved(_) => "approved",
         Outcome::Declined(decline) => decline_label(decline),
+        Outcome::Pending(_) => "unknown",
     }
 }
 
@@ -497,6 +498,7 @@ mod tests {
             recurring: false,
             idempotency_key: None,
             resumed: false,
+            may_resend: false,
             invoice: None,
             replacing: None,
         }

@@ -25,7 +25,9 @@ pub fn snapshot(account: &Account) -> AccountSnapshot {
     }
 }
 
-/// The stored result of a gateway outcome.
+/// The stored result of a gateway outcome. An unknown outcome ([`Outcome::Pending`]) is still
+/// `processing`: nothing of it is recorded as an answer, and callers leave such a transaction
+/// as it is ([`is_settled`]) for the gateway's own record to settle later.
 pub fn result_of(outcome: &Outcome, at: i64) -> TransactionResult {
     let check = |c: &Option<rebill_billing::gateway::CheckResult>| {
         c.as_ref().map(|c| Check { code: c.code.clone(), message: c.message.clone() })
@@ -62,7 +64,23 @@ pub fn result_of(outcome: &Outcome, at: i64) -> TransactionResult {
                 collected_at: None,
             }
         }
+        Outcome::Pending(p) => TransactionResult {
+            status: TransactionStatus::Processing,
+            reference: p.reference.clone(),
+            approval_code: None,
+            message: None,
+            fraud_review: false,
+            failure: None,
+            cvv: None,
+            avs: None,
+            collected_at: None,
+        },
     }
+}
+
+/// Whether a result is a definite answer to record (not an unknown outcome still pending).
+pub fn is_settled(result: &TransactionResult) -> bool {
+    result.status != TransactionStatus::Processing
 }
 
 /// The event of a transaction's result (subject: its uuid): `transaction.approved` or

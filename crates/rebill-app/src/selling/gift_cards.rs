@@ -216,6 +216,10 @@ pub enum GiftCardError {
     /// The payment was declined: nothing of the card is kept.
     #[error("the payment was declined")]
     Declined(Box<Transaction>),
+    /// The payment's outcome is not known yet (its transaction `processing`): the card is not
+    /// delivered, and the settle job records the payment when the gateway's record shows it.
+    #[error("the payment of the gift card is processing at the gateway; its outcome is not known yet")]
+    Pending(Box<Transaction>),
     /// Redeem: no purchased card with this code.
     #[error("Gift Card with redemption code '{0}' not found")]
     CodeNotFound(String),
@@ -240,6 +244,7 @@ impl From<GiftCardError> for AppError {
         match e {
             GiftCardError::Refused(fields) => AppError::Refused(fields),
             GiftCardError::Declined(t) => AppError::Declined(Some(t)),
+            e @ GiftCardError::Pending(_) => AppError::Conflict(e.to_string()),
             GiftCardError::NotFound(id) => AppError::NotFound(Missing { resource: "GiftCard", key: "id", value: id }),
             GiftCardError::AccountNotFound(code) => AppError::NotFound(Missing::account(&code)),
             GiftCardError::UnknownProduct(code) => {
@@ -417,6 +422,11 @@ pub async fn purchase(services: &Services, ctx: &Context, p: &Purchase) -> Resul
     let keep = approved || transaction.result.failure.as_ref().is_some_and(|f| f.error_code == "declined_saveable");
     if let Some(method) = requested.as_ref().filter(|_| keep) {
         payment_methods::save_requested(services, ctx, &account, method).await?;
+    }
+    if transaction.status() == TransactionStatus::Processing {
+        // The payment's outcome is not known: the card is neither discarded nor delivered
+        // (the settle job records the payment; the card stays unconfirmed, see docs/gateways.md).
+        return Err(GiftCardError::Pending(Box::new(transaction)));
     }
     if !approved {
         services.store.discard_gift_card(card.id).await?;

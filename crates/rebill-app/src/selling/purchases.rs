@@ -638,7 +638,11 @@ async fn write_and_invoice(
     };
     let invoiced = invoicing::invoice(services, &ctx.site, account, draft, ctx.now, collect, source).await?;
     written.adjustments.clear();
-    let settled = invoiced.is_paid() || collect == Collect::Manual || invoiced.invoice.kind != InvoiceKind::Charge;
+    // A payment whose outcome is not known yet stands: the settle job finishes it.
+    let settled = invoiced.is_paid()
+        || collect == Collect::Manual
+        || invoiced.invoice.kind != InvoiceKind::Charge
+        || invoiced.pending().is_some();
     if !settled {
         return Err(PurchaseError::Declined(invoiced.declined().map(|t| Box::new(t.clone()))));
     }

@@ -192,7 +192,8 @@ pub struct Declined {
 
 /// What invoicing a charge did.
 pub enum Collected {
-    /// Invoiced and paid (or nothing to collect, or collected manually later).
+    /// Invoiced and paid (or nothing to collect, or collected manually later, or its payment's
+    /// outcome not known yet: the settle job does what follows it).
     Paid(Option<String>),
     /// Invoiced, but the payment was declined (the transaction), or there is no payment method
     /// to charge (none).
@@ -299,7 +300,7 @@ pub fn charge_draft(details: &Details, origin: InvoiceOrigin, lines: Vec<LineIte
 /// What invoicing a charge did, from its invoice as collected.
 fn collected(invoiced: &invoicing::Invoiced, collect: Collect) -> Collected {
     let number = Some(invoiced.invoice.invoice_number.to_string());
-    if invoiced.is_paid() || collect == Collect::Manual {
+    if invoiced.is_paid() || collect == Collect::Manual || invoiced.pending().is_some() {
         return Collected::Paid(number);
     }
     Collected::Declined(number, invoiced.declined().map(|t| Box::new(t.clone())))

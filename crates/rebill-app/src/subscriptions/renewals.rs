@@ -181,8 +181,12 @@ pub async fn run_renewals(state: &Services, site: &Site, jobs: &[Job]) -> Result
         if result.status == TransactionStatus::Success {
             continue;
         }
-        let Begun { mut planned, charge, invoice, .. } = b;
-        let outcome = renewal_declined(state, site, &mut planned, &charge, &invoice).await;
+        let Begun { mut planned, charge, invoice, transaction } = b;
+        let outcome = if transaction_records::is_settled(result) {
+            renewal_declined(state, site, &mut planned, &charge, &invoice).await
+        } else {
+            renewal_pending(state, site, &planned, &charge, &invoice, &transaction).await
+        };
         if let Err(e) = state.store.release_subscription(&planned.claim).await {
             tracing::warn!(error = %e, "releasing a subscription claim");
         }
@@ -214,7 +218,7 @@ async fn charge_all(
 
 /// One call of [`charge_all`]: the gateway's answer as the transaction's result.
 async fn charge(state: &Services, gateway: &dyn rebill_billing::gateway::Gateway, b: &Begun<'_>) -> TransactionResult {
-    let outcome = invoicing::gateway_purchase(state, gateway, &b.transaction, &b.planned.source, false).await;
+    let outcome = invoicing::gateway_purchase(state, gateway, &b.transaction, &b.planned.source, false, false).await;
     transaction_records::result_of(&outcome, b.planned.at)
 }
 
@@ -339,10 +343,12 @@ async fn finish_renewals(
         })
         .collect();
     let mut work = state.store.begin_work().await?;
+    // An outcome not known yet stays `processing` for the settle job (`renewal_pending`).
     let completed: Vec<(i64, &TransactionResult, i64, &[NewEvent])> = begun
         .iter()
         .zip(results)
         .zip(&outcomes)
+        .filter(|((_, r), _)| transaction_records::is_settled(r))
         .map(|((b, r), events)| (b.transaction.id, r, b.planned.at, &events[..]))
         .collect();
     work.complete_transactions(&completed).await?;
@@ -374,6 +380,27 @@ async fn finish_renewals(
     let done: Vec<&Job> = approved.iter().map(|b| b.planned.job).collect();
     work.complete_jobs(&done, state.clock.now()).await?;
     work.commit().await
+}
+
+/// A renewal whose payment has no known outcome yet: the renewal stands (its charge billed on
+/// its invoice, the subscription's next job scheduled, its claim released), the invoice stays
+/// `pending` with the transaction `processing`, and the settle job
+/// ([`crate::collection::settlement::run_settle`]) learns the outcome from the gateway and does
+/// what a paid or declined renewal invoice does then.
+async fn renewal_pending(
+    state: &Services,
+    site: &Site,
+    planned: &Planned<'_>,
+    charge: &Charge,
+    invoice: &Invoice,
+    transaction: &Transaction,
+) -> Result<(), JobError> {
+    invoicing::schedule_settle(state, transaction, planned.at, 0).await?;
+    let number = invoice.invoice_number.to_string();
+    let now = planned.job.due_at;
+    state.store.mark_charge_billed(charge, Some(&number), now).await?;
+    reschedule(state, site.id, &planned.loaded.sub, Some(planned.job.id)).await?;
+    Ok(())
 }
 
 /// A renewal whose payment was declined, after its transaction is recorded: what

@@ -344,6 +344,10 @@ pub struct NewTransaction {
     pub description: Option<String>,
     /// The purchase a refund gives money back from.
     pub original_transaction_id: Option<i64>,
+    /// The gateway's reference of the stored payment method a purchase charges (never card
+    /// data), so that a purchase whose outcome was not known is asked again with the same
+    /// parameters; `None` for other transactions.
+    pub payment_reference: Option<String>,
     pub account: AccountSnapshot,
     /// The billing info's non-secret fields at charge time.
     pub billing: BillingFields,

@@ -273,7 +273,7 @@ pub(crate) fn bind_invoice<'q>(
 }
 
 /// The columns [`bind_transaction`] binds before the billing fields, in order.
-pub(crate) const TRANSACTION_INSERT: [&str; 27] = [
+pub(crate) const TRANSACTION_INSERT: [&str; 28] = [
     "uuid",
     "idempotency_key",
     "site_id",
@@ -294,6 +294,7 @@ pub(crate) const TRANSACTION_INSERT: [&str; 27] = [
     "gateway_type",
     "description",
     "original_transaction_id",
+    "payment_reference",
     "account_code",
     "account_first_name",
     "account_last_name",
@@ -338,6 +339,7 @@ pub(crate) fn bind_transaction<'q>(
         .bind(new.gateway_type.clone())
         .bind(new.description.clone())
         .bind(new.original_transaction_id)
+        .bind(new.payment_reference.clone())
         .bind(a.account_code.clone())
         .bind(a.first_name.clone())
         .bind(a.last_name.clone())
@@ -354,7 +356,7 @@ pub(crate) const TRANSACTION_BASE_COLUMNS: &str = "id, uuid, idempotency_key, si
      gateway_type, description, reference, approval_code, message, fraud_review, error_code, error_category, \
      merchant_message, customer_message, gateway_error_code, cvv_code, cvv_message, avs_code, avs_message, \
      account_code, account_first_name, account_last_name, account_company, account_email, collected_at, \
-     original_transaction_id, \
+     original_transaction_id, payment_reference, \
      (SELECT o.uuid FROM transactions o WHERE o.id = transactions.original_transaction_id) AS original_transaction_uuid, \
      (SELECT CAST(COALESCE(SUM(r.amount), 0) AS BIGINT) FROM transactions r \
        WHERE r.original_transaction_id = transactions.id AND r.status IN ('success', 'processing')) AS refunded, \
@@ -404,6 +406,7 @@ pub(crate) fn transaction_from_row(row: &DbRow) -> Result<Transaction, StoreErro
             gateway_type: row.try_get("gateway_type")?,
             description: row.try_get("description")?,
             original_transaction_id: row.try_get("original_transaction_id")?,
+            payment_reference: row.try_get("payment_reference")?,
             account: AccountSnapshot {
                 account_code: row.try_get("account_code")?,
                 first_name: row.try_get("account_first_name")?,

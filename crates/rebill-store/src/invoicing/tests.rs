@@ -358,6 +358,7 @@ async fn transactions_are_recorded_before_and_completed_after_the_gateway() {
             gateway_type: "test".into(),
             description: None,
             original_transaction_id: None,
+            payment_reference: None,
             account: AccountSnapshot { account_code: "c1".into(), ..AccountSnapshot::default() },
             billing: BillingFields {
                 first_six: Some("400000".into()),
@@ -478,6 +479,7 @@ async fn work_creates_collects_and_pays_many_invoices_at_once() {
                 gateway_type: "test".into(),
                 description: None,
                 original_transaction_id: None,
+                payment_reference: None,
                 account: payers[0].account.clone(),
                 billing: fields.clone(),
             })

@@ -65,7 +65,7 @@ use serde_json::json;
 use crate::platform::error::BillingError;
 use crate::platform::events;
 use crate::platform::jobs::JobError;
-use crate::platform::transaction_records::{result_of, snapshot, transaction_event};
+use crate::platform::transaction_records::{is_settled, result_of, snapshot, transaction_event};
 use crate::{Context, Services, time};
 
 pub use rebill_billing::collection::Collect;
@@ -136,6 +136,12 @@ impl Invoiced {
     /// The declined transaction of the collection attempt, if it was declined.
     pub fn declined(&self) -> Option<&Transaction> {
         self.transaction.as_ref().filter(|t| t.status() == TransactionStatus::Declined)
+    }
+
+    /// The transaction of the collection attempt while its outcome is not known (`processing`;
+    /// the settle job finishes it).
+    pub fn pending(&self) -> Option<&Transaction> {
+        self.transaction.as_ref().filter(|t| t.status() == TransactionStatus::Processing)
     }
 }
 
@@ -380,6 +386,8 @@ pub(crate) async fn first_collection(
     };
     let outcome = match &transaction {
         Some(t) if t.status() == TransactionStatus::Success => Attempt::Approved,
+        // Not known yet: the invoice stays as it is until the settle job learns the outcome.
+        Some(t) if t.status() == TransactionStatus::Processing => return Ok((invoice, transaction)),
         Some(_) => Attempt::Declined,
         None => Attempt::NoPaymentMethod,
     };
@@ -575,6 +583,13 @@ pub fn attempt_key(invoice: &Invoice, attempt: i64) -> String {
 /// gateway, completes the transaction. A charge made before under the same key answers its
 /// transaction without charging again. `recurring`: a merchant-initiated charge (renewals,
 /// retries), with source `subscription` and origin `recurring`.
+///
+/// The answer is `processing` when the outcome is not this call's to act on: the gateway gave
+/// no definite answer, the attempt was begun by an earlier call whose outcome is not known
+/// (also another attempt of the same invoice still processing, which the store answers instead
+/// of beginning a new one), or the settle job recorded the answer first. Such an attempt is
+/// settled by the settle job alone ([`crate::collection::settlement::run_settle`], scheduled
+/// here), which also does what follows it; the caller changes nothing of the invoice meanwhile.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn charge(
     state: &Services,
@@ -592,10 +607,42 @@ pub(crate) async fn charge(
     if begun.status() != TransactionStatus::Processing {
         return Ok(begun);
     }
-    let outcome = gateway_purchase(state, gateway.as_ref(), &begun, source, resumed).await;
+    if resumed {
+        schedule_settle(state, &begun, at, 0).await?;
+        return Ok(begun);
+    }
+    let outcome = gateway_purchase(state, gateway.as_ref(), &begun, source, false, false).await;
     let result = result_of(&outcome, at);
+    if !is_settled(&result) {
+        schedule_settle(state, &begun, at, 0).await?;
+        return Ok(begun);
+    }
     let event = transaction_event(state, &begun, &result, at);
-    Ok(state.store.complete_transaction(begun.id, &result, at, &[event]).await?)
+    match state.store.settle_transaction(begun.id, &result, at, &[event]).await? {
+        (transaction, true) => Ok(transaction),
+        // The settle job recorded it first: what follows is its to do.
+        (_, false) => Ok(begun),
+    }
+}
+
+/// Kind of the job that settles a transaction whose outcome is not known (subject: its uuid).
+pub const SETTLE_JOB: &str = "settle_payment";
+
+/// Seconds before the settle job asks the gateway again after `tries` unknown outcomes: 30 s,
+/// doubling, at most an hour.
+pub fn settle_backoff(tries: u32) -> i64 {
+    30i64.saturating_mul(1i64 << tries.min(7)).min(3600)
+}
+
+/// Schedules the settle job of a `processing` transaction, [`settle_backoff`]`(tries)` after
+/// `at` (site time).
+pub(crate) async fn schedule_settle(
+    state: &Services,
+    transaction: &Transaction,
+    at: i64,
+    tries: u32,
+) -> Result<(), StoreError> {
+    state.store.schedule_job(transaction.site_id, SETTLE_JOB, &transaction.uuid, at + settle_backoff(tries)).await
 }
 
 /// The transaction charging the invoice's balance to `source` (see [`charge`]).
@@ -626,19 +673,23 @@ pub fn purchase(
         gateway_type: gateway.kind().to_owned(),
         description: None,
         original_transaction_id: None,
+        payment_reference: Some(source.reference.clone()),
         account,
         billing: source.fields.clone(),
     }
 }
 
-/// Calls `gateway` (the site's) for a recorded `processing` transaction; `resumed`: it was
-/// recorded by an earlier run, which may have reached the gateway before it stopped.
+/// Calls `gateway` (the site's) for a recorded `processing` transaction. `resumed`: its outcome
+/// is not known (an earlier call gave no definite answer, or stopped), so the gateway looks up
+/// what it did before anything else, and sends the request again under the same key only with
+/// `may_resend` (see [`PaymentRequest::may_resend`]).
 pub async fn gateway_purchase(
     state: &Services,
     gateway: &dyn Gateway,
     transaction: &Transaction,
     source: &PaymentSource,
     resumed: bool,
+    may_resend: bool,
 ) -> Outcome {
     let invoice = transaction.invoice_number.map(|n| n.to_string());
     let request = PaymentRequest {
@@ -649,12 +700,17 @@ pub async fn gateway_purchase(
         recurring: transaction.new.recurring,
         idempotency_key: Some(&transaction.uuid),
         resumed,
+        may_resend,
         invoice: invoice.as_deref(),
         replacing: None,
     };
     let outcome = state.bounded(gateway.purchase(&request)).await;
     if transaction.new.recurring {
-        let paid = if outcome.is_approved() { "paid" } else { "declined" };
+        let paid = match &outcome {
+            Outcome::Approved(_) => "paid",
+            Outcome::Declined(_) => "declined",
+            Outcome::Pending(_) => "pending",
+        };
         metrics::counter!(crate::platform::metrics::RENEWAL_PAYMENTS, "outcome" => paid).increment(1);
     }
     outcome

@@ -324,6 +324,7 @@ fn outside_refund(
         gateway_type: MANUAL_GATEWAY_TYPE.to_owned(),
         description: outside.description.clone(),
         original_transaction_id: None,
+        payment_reference: None,
         account: transaction_records::snapshot(account),
         billing: Default::default(),
     }

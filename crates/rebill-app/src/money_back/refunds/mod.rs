@@ -599,6 +599,7 @@ pub(crate) fn refund_transaction(
         gateway_type: source.new.gateway_type.clone(),
         description: None,
         original_transaction_id: original.map(|t| t.id),
+        payment_reference: None,
         account: source.new.account.clone(),
         billing: source.new.billing.clone(),
     };
@@ -882,6 +883,17 @@ pub(crate) async fn finish(
         let outcome = services.bounded(gateway.refund(&request)).await;
         results.push(transaction_records::result_of(&outcome, at));
     }
+    if !results.iter().all(transaction_records::is_settled) {
+        // A refund whose outcome is not known may still be made at the gateway: nothing is
+        // decided (no amount kept as credit, none refunded again); the refund's recovery job
+        // asks again under the same keys until every answer is definite.
+        let age = services.clock.now().saturating_sub(refund.created_at).max(1);
+        let tries = u32::try_from((age / 30).max(1).ilog2()).unwrap_or(0);
+        let due = at.max(refund.updated_at) + crate::billing::invoicing::settle_backoff(tries);
+        tracing::warn!(invoice = refund.invoice_number, "a refund's outcome is not known yet; asking again later");
+        services.store.schedule_job(refund.site_id, REFUND_JOB, &refund.uuid, due).await?;
+        return Ok(services.store.invoice_by_id(refund.id).await?.unwrap_or_else(|| refund.clone()));
+    }
     let declined: i64 = waiting
         .iter()
         .zip(&results)
@@ -1060,6 +1072,14 @@ async fn finish_void(
     let gateway = services.gateway(refund.site_id).await?;
     let outcome = services.bounded(gateway.void(&request)).await;
     let result = transaction_records::result_of(&outcome, at);
+    if !transaction_records::is_settled(&result) {
+        // Not known whether the purchase was voided: nothing is decided; the recovery job of the
+        // void asks again (a purchase found voided is settled, one still captured is voided).
+        let subject = format!("{}{VOID_SEPARATOR}{}", refund.uuid, purchase.uuid);
+        let due = at.max(refund.updated_at) + crate::billing::invoicing::settle_backoff(0);
+        services.store.schedule_job(refund.site_id, REFUND_JOB, &subject, due).await?;
+        return Ok(services.store.invoice_by_id(refund.id).await?.unwrap_or_else(|| refund.clone()));
+    }
     if result.status == TransactionStatus::Success {
         let state = given_back_state(refund);
         let voided = [events::new(
