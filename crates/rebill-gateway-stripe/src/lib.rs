@@ -86,7 +86,7 @@
 //! | PaymentIntent status | Outcome |
 //! |---|---|
 //! | `succeeded` | approved, reference = the PaymentIntent's id |
-//! | `processing` | approved: card payments settle through Stripe, which reports a later failure itself |
+//! | `processing` | pending: still moving at Stripe, settled once it has moved on |
 //! | `requires_capture` | captured first (see above), then as its new status |
 //! | `requires_action` | `three_d_secure_action_required`, reference = the PaymentIntent's id |
 //! | `requires_payment_method` and any other | declined from its `last_payment_error` |
@@ -99,38 +99,31 @@
 //!
 //! ## Nobody is charged twice
 //!
-//! An attempt is found again by its key: the look-up lists the most recent PaymentIntents
-//! (`GET /v1/payment_intents?limit=100`, then `starting_after=<last id>` while `has_more`, at
-//! most 20 pages) for one whose `metadata.rebill_attempt` is the key and whose customer is the
-//! stored method's; a canceled one does not count, one still `requires_confirmation` is
-//! confirmed (`POST /v1/payment_intents/{id}/confirm`) and an authorization is captured. The list is not filtered by customer
-//! because `localstripe` refuses that filter; the scan is bounded instead: on Stripe, whose
-//! lists are newest first, it reaches 2,000 intents back; `localstripe` lists oldest first, so
-//! there it sees the first 2,000 intents made (more than any test makes).
+//! An attempt is found again by its key: the look-up lists the customer's PaymentIntents (`GET
+//! /v1/payment_intents?customer=<cus>&limit=100`, newest first, then `starting_after=<last id>`
+//! while `has_more`, at most 20 pages; without a known customer, the account's most recent ones)
+//! for one whose `metadata.rebill_attempt` is the key; a canceled one does not count, one still
+//! `requires_confirmation` is confirmed (`POST /v1/payment_intents/{id}/confirm`) and an
+//! authorization is captured.
 //!
 //! - A **resumed** attempt ([`PaymentRequest::resumed`]) is looked up before anything is
-//!   created; when found, its outcome is answered. A resumed attempt with a card (not a stored
-//!   reference) is looked up by its key alone, before the card is stored again. When the
-//!   look-up cannot be made, the attempt is declined `gateway_timeout`/`gateway_unavailable`
-//!   and nothing is created.
+//!   created; when found, its outcome is answered. Found nowhere, it is sent again under the same
+//!   `Idempotency-Key` only with [`PaymentRequest::may_resend`] (Stripe still keeps the key, so
+//!   it answers the first request's result, or 409 while that still runs); otherwise it is
+//!   declined `gateway_timeout` (`attempt_not_found`). When the look-up cannot be made, the
+//!   outcome is [`Outcome::Pending`] and nothing is created.
 //! - When the create's answer is **lost** (a connection error, a timeout, a body that cannot be
 //!   read after sending) or Stripe says to retry (`Stripe-Should-Retry: true`, 429, 409
 //!   `idempotency_key_in_use`, 5xx), the attempt is looked up before anything else. Found: its
 //!   outcome. Not found: the create is sent again with the same `Idempotency-Key` (at most 2
-//!   more tries, 200 ms · 2ⁿ apart). When no try is answered, or a look-up cannot be made,
-//!   the purchase is declined `gateway_timeout` (timeout) or `gateway_unavailable` (no
-//!   connection, or one closed or reset), and nothing more is sent.
+//!   more tries, 200 ms · 2ⁿ apart). When no try is answered, or a look-up cannot be made, the
+//!   outcome is **pending** (`gateway_timeout`, `gateway_unavailable`, `gateway_error`), never a
+//!   decline: the caller settles it later from Stripe's record. A capture or confirm whose answer
+//!   is lost and that cannot be read back is pending too, with the intent as its reference; an
+//!   intent still `processing` is pending.
 //!
-//! Correctness rests on the look-up, not on the `Idempotency-Key` header (`localstripe`
-//! ignores it; Stripe honours it for 24 hours, which covers a retry racing a slow first try).
-//!
-//! Residual risk: when Stripe made the PaymentIntent but neither its answer nor any look-up
-//! reaches rebill, the purchase is declined with a communication code although the customer
-//! was charged. A later run of the same attempt (`resumed`) finds and answers it; a new
-//! attempt under a new key does not (the intent carries `metadata.rebill_attempt` for
-//! reconciliation). A purchase without an idempotency key cannot be looked up at all and is
-//! never sent twice. The caller's own gateway timeout, when shorter than the tries above,
-//! can likewise cut a purchase short between its create and its look-up.
+//! A purchase without an idempotency key cannot be looked up and is never sent twice; a lost
+//! answer leaves it pending.
 //!
 //! # Refunds and voids
 //!

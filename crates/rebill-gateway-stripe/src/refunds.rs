@@ -69,7 +69,7 @@ impl StripeGateway {
         };
         match self.give_back(intent, Some(request.amount_in_cents), request.idempotency_key, Purpose::Refund).await {
             Ok(refund_id) => Outcome::Approved(approval(refund_id)),
-            Err(outcome) => outcome,
+            Err(outcome) => *outcome,
         }
     }
 
@@ -95,7 +95,7 @@ impl StripeGateway {
             Some("canceled") => voided(),
             Some("succeeded") => match self.give_back(intent, None, request.idempotency_key, Purpose::Void).await {
                 Ok(_) => voided(),
-                Err(outcome) => outcome,
+                Err(outcome) => *outcome,
             },
             // Nothing captured: the intent is canceled and no money moves.
             Some("requires_capture" | "requires_confirmation" | "requires_action" | "requires_payment_method") => {
@@ -126,13 +126,13 @@ impl StripeGateway {
         amount: Option<i64>,
         key: Option<&str>,
         purpose: Purpose,
-    ) -> Result<String, Outcome> {
-        let settled = |found: Result<String, Box<Decline>>| found.map_err(|d| Outcome::Declined(*d));
+    ) -> Result<String, Box<Outcome>> {
+        let settled = |found: Result<String, Box<Decline>>| found.map_err(|d| Box::new(Outcome::Declined(*d)));
         if let Some(key) = key {
             match self.find_refund(intent, key).await {
                 Ok(Found::Object(refund)) => return settled(refund_outcome(&refund, purpose)),
                 Ok(Found::Nothing) => {}
-                Err(lost) => return Err(Outcome::Pending(lost.pending(None))),
+                Err(lost) => return Err(Box::new(Outcome::Pending(lost.pending(None)))),
             }
         }
         let mut params = form([("payment_intent", intent)]);
@@ -147,12 +147,12 @@ impl StripeGateway {
         loop {
             let failure = match self.http.once(Method::Post, "/v1/refunds", &params, header.as_deref()).await {
                 Sent::Answered(a) if a.is_success() => return settled(refund_outcome(&a.body, purpose)),
-                Sent::Answered(a) if !a.retry_safe() => return Err(Outcome::Declined(refused(&a, purpose))),
+                Sent::Answered(a) if !a.retry_safe() => return Err(Box::new(Outcome::Declined(refused(&a, purpose)))),
                 Sent::Answered(a) => refused(&a, purpose),
                 Sent::Lost(lost) => lost.decline(),
             };
             let Some(key) = key else {
-                return Err(Outcome::Pending(pending_after(&failure, None)));
+                return Err(Box::new(Outcome::Pending(pending_after(&failure, None))));
             };
             tracing::warn!(
                 code = failure.code,
@@ -166,7 +166,7 @@ impl StripeGateway {
                     tries += 1;
                 }
                 // The refund may have been made, or may still be: not known.
-                Ok(Found::Nothing) | Err(_) => return Err(Outcome::Pending(pending_after(&failure, None))),
+                Ok(Found::Nothing) | Err(_) => return Err(Box::new(Outcome::Pending(pending_after(&failure, None)))),
             }
         }
     }

@@ -31,7 +31,7 @@ use rebill_store::events::Awaiting;
 use rebill_store::invoices::{Invoice, Transaction};
 
 use crate::billing::invoicing::{
-    Collect, DUNNING_JOB, PaymentSource, SETTLE_JOB, attempt_key, attempted, charge, gateway_purchase, settle_backoff,
+    Collect, DUNNING_JOB, PaymentSource, SETTLE_JOB, attempt_key, attempted, backoff_by_age, charge, gateway_purchase,
     transition_events, without_retry,
 };
 use crate::collection::reactions;
@@ -294,8 +294,7 @@ async fn settle_purchase(state: &Services, site: &Site, transaction: &Transactio
     let result = result_of(&outcome, now);
     if !is_settled(&result) {
         tracing::warn!(transaction = %transaction.uuid, age, "a payment's outcome is still not known; asking again later");
-        let tries = u32::try_from((age.max(1) / 30).max(1).ilog2()).unwrap_or(0);
-        state.store.schedule_job(site.id, SETTLE_JOB, &transaction.uuid, now + settle_backoff(tries)).await?;
+        state.store.schedule_job(site.id, SETTLE_JOB, &transaction.uuid, now + backoff_by_age(age)).await?;
         return Ok(());
     }
     let event = transaction_event(state, transaction, &result, now);

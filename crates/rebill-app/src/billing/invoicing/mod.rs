@@ -634,6 +634,12 @@ pub fn settle_backoff(tries: u32) -> i64 {
     30i64.saturating_mul(1i64 << tries.min(7)).min(3600)
 }
 
+/// [`settle_backoff`] for an attempt `age` seconds old: the pause grows with the time the outcome
+/// has been unknown (about the age itself, from 30 s to an hour).
+pub fn backoff_by_age(age: i64) -> i64 {
+    settle_backoff((age / 30).max(1).ilog2())
+}
+
 /// Schedules the settle job of a `processing` transaction, [`settle_backoff`]`(tries)` after
 /// `at` (site time).
 pub(crate) async fn schedule_settle(

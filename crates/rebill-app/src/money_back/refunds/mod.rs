@@ -887,9 +887,8 @@ pub(crate) async fn finish(
         // A refund whose outcome is not known may still be made at the gateway: nothing is
         // decided (no amount kept as credit, none refunded again); the refund's recovery job
         // asks again under the same keys until every answer is definite.
-        let age = services.clock.now().saturating_sub(refund.created_at).max(1);
-        let tries = u32::try_from((age / 30).max(1).ilog2()).unwrap_or(0);
-        let due = at.max(refund.updated_at) + crate::billing::invoicing::settle_backoff(tries);
+        let age = at.saturating_sub(refund.created_at);
+        let due = at.max(refund.updated_at) + crate::billing::invoicing::backoff_by_age(age);
         tracing::warn!(invoice = refund.invoice_number, "a refund's outcome is not known yet; asking again later");
         services.store.schedule_job(refund.site_id, REFUND_JOB, &refund.uuid, due).await?;
         return Ok(services.store.invoice_by_id(refund.id).await?.unwrap_or_else(|| refund.clone()));
