@@ -74,6 +74,7 @@ mod tests {
             invoice_number: Some(1001),
             new: NewTransaction {
                 idempotency_key: "offline:1".into(),
+                payment_reference: None,
                 account_id: 7,
                 invoice_id: Some(3),
                 subscription_uuid: None,

@@ -362,6 +362,7 @@ mod tests {
             invoice_number: None,
             new: NewTransaction {
                 idempotency_key: "k".into(),
+                payment_reference: None,
                 account_id: 7,
                 invoice_id: None,
                 subscription_uuid: None,

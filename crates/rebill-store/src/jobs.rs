@@ -152,15 +152,23 @@ impl Store {
         Ok(row.try_get("n")?)
     }
 
-    /// How many of the site's jobs due after `after` and at or before `until` are done.
-    pub async fn done_jobs_between(&self, site_id: i64, after: i64, until: i64) -> Result<i64, StoreError> {
+    /// How many of the site's jobs due after `after` and at or before `until` are done, jobs of
+    /// kind `except_kind` left out.
+    pub async fn done_jobs_between(
+        &self,
+        site_id: i64,
+        after: i64,
+        until: i64,
+        except_kind: &str,
+    ) -> Result<i64, StoreError> {
         let row = crate::db::query(
             "SELECT COUNT(*) AS n FROM jobs \
-             WHERE site_id = $1 AND done_at IS NOT NULL AND due_at > $2 AND due_at <= $3",
+             WHERE site_id = $1 AND done_at IS NOT NULL AND due_at > $2 AND due_at <= $3 AND kind <> $4",
         )
         .bind(site_id)
         .bind(after)
         .bind(until)
+        .bind(except_kind)
         .fetch_one(&self.pool)
         .await?;
         Ok(row.try_get("n")?)

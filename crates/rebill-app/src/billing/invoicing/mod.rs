@@ -608,7 +608,8 @@ pub(crate) async fn charge(
         return Ok(begun);
     }
     if resumed {
-        schedule_settle(state, &begun, at, 0).await?;
+        // Begun by a call that stopped or got no answer: the settle job asks at once.
+        state.store.schedule_job(site_id, SETTLE_JOB, &begun.uuid, at).await?;
         return Ok(begun);
     }
     let outcome = gateway_purchase(state, gateway.as_ref(), &begun, source, false, false).await;
