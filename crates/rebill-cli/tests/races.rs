@@ -5,9 +5,12 @@
 //! given back never exceeds what was paid, credit spent never exceeds credit held, a purchase is
 //! voided or refunded but never both, each limit is exact, nothing answers 5xx, and a refused
 //! request leaves nothing behind (no credit invoice, no `processing` row, no recovery job).
-//! Checked through the API and in the database.
+//! Checked through the API and in the database. Some races have clients that hang up at points
+//! of their requests: what those requests did counts all the same.
 
+use std::io::Write;
 use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
 
 use rebill_testkit::*;
 
@@ -17,6 +20,26 @@ const T0: i64 = 1_800_000_000;
 const RACERS: usize = 12;
 /// Rounds of each race (each on fresh records).
 const ROUNDS: usize = 3;
+
+/// Where a racer hangs up (see `hangups.rs`).
+#[derive(Debug, Clone, Copy)]
+enum Cut {
+    /// Right after the request head, before any of the body.
+    AfterHead,
+    /// Half-way through the body.
+    MidBody,
+    /// Right after the last byte of the body.
+    AfterBody,
+    /// This many milliseconds after the body, while rebill works.
+    WhileWorking(u64),
+}
+
+impl Cut {
+    /// Whether a request with a body had arrived whole when its client hung up.
+    fn whole(self) -> bool {
+        matches!(self, Cut::AfterBody | Cut::WhileWorking(_))
+    }
+}
 
 /// One or more `rebill serve` processes on one database, with the site's private key.
 struct Topology {
@@ -63,6 +86,71 @@ impl Topology {
             assert!(r.status < 500, "{method} {path} answered {}\n{}", r.status, r.body);
         }
         replies
+    }
+
+    /// Like [`Topology::race`], but the racers with a [`Cut`] send their request raw and close
+    /// the connection at that point without reading an answer (their reply is `None`).
+    fn race_hanging_up(&self, requests: Vec<(String, String, String, Option<Cut>)>) -> Vec<Option<Reply>> {
+        let barrier = Arc::new(Barrier::new(requests.len()));
+        let replies = std::thread::scope(|scope| {
+            let handles: Vec<_> = requests
+                .iter()
+                .enumerate()
+                .map(|(i, (method, path, body, cut))| {
+                    let barrier = barrier.clone();
+                    let server = &self.servers[i % self.servers.len()];
+                    let key = self.key.as_str();
+                    scope.spawn(move || {
+                        barrier.wait();
+                        match cut {
+                            None => Some(authed_with(server, key, method, path, &xml_at("2.11"), body)),
+                            Some(cut) => {
+                                hang_up(server, key, method, path, body, *cut);
+                                None
+                            }
+                        }
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().expect("racer")).collect::<Vec<Option<Reply>>>()
+        });
+        for (r, (method, path, _, _)) in replies.iter().zip(&requests) {
+            if let Some(r) = r {
+                assert!(r.status < 500, "{method} {path} answered {}\n{}", r.status, r.body);
+            }
+        }
+        replies
+    }
+
+    /// Waits until the servers together have logged `method path` (without the query) `n`
+    /// times — each request is logged when it ends, also when its client went away — and
+    /// answers the statuses.
+    #[track_caller]
+    fn await_logged(&self, method: &str, path: &str, n: usize) -> Vec<u16> {
+        let needle = format!(" method={method} path={path} query=");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let statuses: Vec<u16> = self
+                .servers
+                .iter()
+                .flat_map(|s| {
+                    let log = s.log();
+                    log.lines()
+                        .filter(|line| line.contains(&needle))
+                        .map(|line| {
+                            let status = line.split(" status=").nth(1).and_then(|rest| rest.split(' ').next());
+                            status.and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("a status in {line}"))
+                        })
+                        .collect::<Vec<u16>>()
+                })
+                .collect();
+            if statuses.len() >= n {
+                assert_eq!(statuses.len(), n, "{method} {path} logged more often than sent: {statuses:?}");
+                return statuses;
+            }
+            assert!(Instant::now() < deadline, "{method} {path} logged {} of {n} times", statuses.len());
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     /// The integer answered by one SQL statement.
@@ -151,18 +239,50 @@ fn on_three_topologies(tag: &str, scenario: fn(&Topology)) {
     scenario(&topology(pg2.url(), 2));
 }
 
+/// The servers keep their logs (each request's line, also of requests whose clients hung up).
 fn topology(db: &str, processes: usize) -> Topology {
     let key_file = vault_key_file();
     let args = ["--vault-key-file", key_file.as_str()];
-    let first = start_with(db, Options { clock: Some(T0), args: &args, ..Options::default() });
+    let first = start_with(db, Options { clock: Some(T0), args: &args, capture_stderr: true, ..Options::default() });
     let key = first.key.clone();
     let clock = first.clock.clone();
     let mut servers = vec![first];
     for _ in 1..processes {
-        let options = Options { clock_file: clock.clone(), args: &args, existing_database: true, ..Options::default() };
+        let options = Options {
+            clock_file: clock.clone(),
+            args: &args,
+            existing_database: true,
+            capture_stderr: true,
+            ..Options::default()
+        };
         servers.push(start_with(db, options));
     }
     Topology { servers, key, db: db.to_owned() }
+}
+
+/// Sends `method path` with `key`, the XML headers of version 2.11 and `body` to `server`, and
+/// closes the connection at `cut` without reading a byte of the answer.
+fn hang_up(server: &Server, key: &str, method: &str, path: &str, body: &str, cut: Cut) {
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Basic {}\r\nAccept: application/xml\r\n\
+         Content-Type: application/xml; charset=utf-8\r\nX-Api-Version: 2.11\r\nContent-Length: {}\r\n\r\n",
+        server.addr,
+        basic(key),
+        body.len()
+    );
+    let mut stream = std::net::TcpStream::connect(&server.addr).expect("connect");
+    stream.set_nodelay(true).expect("no delay");
+    stream.write_all(head.as_bytes()).expect("the head");
+    match cut {
+        Cut::AfterHead => {}
+        Cut::MidBody => stream.write_all(&body.as_bytes()[..body.len() / 2]).expect("half the body"),
+        Cut::AfterBody => stream.write_all(body.as_bytes()).expect("the body"),
+        Cut::WhileWorking(ms) => {
+            stream.write_all(body.as_bytes()).expect("the body");
+            std::thread::sleep(Duration::from_millis(ms));
+        }
+    }
+    drop(stream);
 }
 
 fn refund_body(method: &str, amount: Option<i64>) -> String {
@@ -238,6 +358,76 @@ fn mixed_invoice_refunds(t: &Topology) {
 #[test]
 fn invoice_refunds_with_mixed_methods_never_give_back_more_than_was_paid() {
     on_three_topologies("race_mixed", mixed_invoice_refunds);
+}
+
+/// 12 refunds of one paid invoice of 2000 with mixed methods and amounts, where two racers in
+/// three hang up at some point of their request: right after its head, half-way through its
+/// body, right after its body, or while rebill works. A refund whose request was whole is made
+/// whole or refused as any other; one cut before its body was whole does nothing.
+fn refunds_with_hang_ups(t: &Topology) {
+    t.credit_memos();
+    let cuts = [Cut::AfterHead, Cut::MidBody, Cut::AfterBody, Cut::WhileWorking(2), Cut::WhileWorking(8)];
+    for round in 0..ROUNDS {
+        let code = format!("hung{round}");
+        t.customer(&code);
+        let (number, purchase) = t.paid_invoice(&code, 2000);
+        let asks = [
+            ("all_credit", Some(900)),
+            ("credit_first", Some(700)),
+            ("all_transaction", Some(700)),
+            ("all_credit", None),
+            ("all_credit", Some(1500)),
+            ("transaction_first", Some(300)),
+            ("all_transaction", None),
+            ("credit_first", None),
+            ("all_credit", Some(100)),
+            ("all_transaction", Some(1200)),
+            ("transaction_first", None),
+            ("all_credit", Some(2000)),
+        ];
+        let path = format!("/v2/invoices/{number}/refund");
+        let requests: Vec<(String, String, String, Option<Cut>)> = asks
+            .iter()
+            .enumerate()
+            .map(|(i, (method, amount))| {
+                let cut = (i % 3 != 0).then(|| cuts[(i + round) % cuts.len()]);
+                ("POST".to_owned(), path.clone(), refund_body(method, *amount), cut)
+            })
+            .collect();
+        let replies = t.race_hanging_up(requests.clone());
+        for r in replies.iter().flatten() {
+            assert!(matches!(r.status, 201 | 422), "{}\n{}", r.head, r.body);
+        }
+        // What every request did, also those whose clients went away.
+        let statuses = t.await_logged("POST", &path, RACERS);
+        let unread = requests.iter().filter(|(_, _, _, cut)| cut.is_some_and(|c| !c.whole())).count();
+        assert_eq!(
+            statuses.iter().filter(|&&s| s == 400).count(),
+            unread,
+            "cut before the body was whole: {statuses:?}"
+        );
+        assert!(statuses.iter().all(|s| matches!(s, 201 | 400 | 422)), "{statuses:?}");
+        let made = statuses.iter().filter(|&&s| s == 201).count();
+        assert!(made >= 1, "at least one refund is made: {statuses:?}");
+        assert_eq!(
+            t.int(&format!(
+                "SELECT COUNT(*) FROM invoices r JOIN invoices o ON o.id = r.original_invoice_id \
+                 WHERE o.invoice_number = {number}"
+            )),
+            i64::try_from(made).expect("small"),
+            "one credit invoice for each refund made, none for the others"
+        );
+        let given = t.credited(&number);
+        assert!(given <= 2000, "given back {given} on 2000");
+        assert!(t.refunded(&purchase) <= 2000);
+        assert!(t.credit_left(&code) + t.refunded(&purchase) <= 2000);
+        t.nothing_pending();
+    }
+}
+
+#[test]
+fn refunds_whose_clients_hang_up_never_give_back_more_than_was_paid() {
+    on_three_topologies("race_hang_ups", refunds_with_hang_ups);
 }
 
 /// 12 refunds of the only line (quantity 1, 2000) of a paid invoice.

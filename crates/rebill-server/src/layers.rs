@@ -37,7 +37,7 @@ pub(crate) static X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-rat
 
 /// A handler that panicked: a 500 telling the client nothing about the cause.
 pub(crate) fn panic_response(_cause: Box<dyn std::any::Any + Send + 'static>) -> Response {
-    respond::internal(&"a request handler panicked")
+    respond::panicked()
 }
 
 /// A protocol rule that decides from the request alone: it answers a request it refuses, or

@@ -8,7 +8,9 @@
 //! routes newer than the version, 405 with `Allow`, the endpoint's handler, or 501 naming an
 //! endpoint not built yet — never a fake success. [`wire`] serves HTTP/1.1 with header names
 //! spelled as clients expect, at most [`Config::max_connections`] open connections and a 30 s
-//! limit on request heads; around everything, a request body must arrive within
+//! limit on request heads, and runs every request that writes (any method but `GET`, `HEAD` and
+//! `OPTIONS`) to its end in a task of its own, also when its client hangs up; around
+//! everything, a request body must arrive within
 //! [`Config::body_timeout`] (408), a panic is a 500 that names no internals, and every request is
 //! logged in one line (never a header, a body or a query value outside a few list parameters).
 //!
@@ -144,8 +146,9 @@ fn api_router(state: AppState) -> Router {
 }
 
 /// Serves on `listener` until `shutdown` completes, then stops gracefully: no new connection,
-/// requests in flight finish, the scheduler finishes the run it is in — all within
-/// `Config::shutdown_grace`. A scheduler run still going when the grace ends is stopped; the
+/// requests in flight finish (also writes whose clients went away, see [`wire`]), the scheduler
+/// finishes the run it is in — all within `Config::shutdown_grace` from the moment `shutdown`
+/// completed. A scheduler run still going when the grace ends is stopped; the
 /// jobs it held are claimed again when their leases end and run once more (every job is
 /// idempotent, so nothing is billed twice).
 pub async fn serve(
@@ -159,10 +162,15 @@ pub async fn serve(
     let settings = tokio::spawn(state.store.clone().watch_settings());
     let max_connections = state.config.max_connections;
     let grace = state.config.shutdown_grace;
-    let started = tokio::time::Instant::now();
+    // The grace runs from the moment the service is asked to stop.
+    let asked = std::sync::OnceLock::new();
+    let shutdown = async {
+        shutdown.await;
+        let _ = asked.set(tokio::time::Instant::now());
+    };
     let served = wire::serve(listener, router(state), max_connections, shutdown, grace).await;
     let _ = stop.send(true);
-    let left = grace.saturating_sub(started.elapsed().min(grace));
+    let left = grace.saturating_sub(asked.get().map_or(grace, |at| at.elapsed()));
     let abort = scheduler.abort_handle();
     if tokio::time::timeout(left, scheduler).await.is_err() {
         tracing::warn!(

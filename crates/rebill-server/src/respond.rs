@@ -77,6 +77,11 @@ pub fn internal(cause: &dyn std::fmt::Display) -> Response {
     error(StatusCode::INTERNAL_SERVER_ERROR, "internal_server_error", "An internal error occurred; please retry later.")
 }
 
+/// The 500 of a request whose handler panicked: it tells the client nothing about the cause.
+pub(crate) fn panicked() -> Response {
+    internal(&"a request handler panicked")
+}
+
 /// 400 `invalid_xml` or 422 validation errors for a refused request body.
 pub fn rejection(rejection: &Rejection, ctx: &WireContext) -> Response {
     let status = StatusCode::from_u16(rejection.status()).unwrap_or(StatusCode::UNPROCESSABLE_ENTITY);

@@ -469,21 +469,40 @@ impl Tx {
         self.into()
     }
 
-    /// Commits the transaction.
+    /// Commits the transaction. On PostgreSQL the `COMMIT` runs in a task of its own, as
+    /// [`begin`]'s `BEGIN` does, so that it completes even when the caller is dropped half-way;
+    /// SQLite's `COMMIT` runs where it is called, within one poll, and cannot be cut in two.
+    ///
+    /// sqlx's PostgreSQL `COMMIT` is not cancel-safe (sqlx 0.8.6): dropped once it has sent the
+    /// `COMMIT`, the transaction still counts as open, so its drop queues a `ROLLBACK` behind it
+    /// on the same connection (PostgreSQL answers `there is no transaction in progress`), and
+    /// the caller never learns whether its writes were committed.
     pub(crate) async fn commit(self) -> Result<(), sqlx::Error> {
         match self {
             Tx::Sqlite(mut tx) => tx.conn.run("COMMIT", &[], true, None, WRITE_BOUND).map(drop),
-            Tx::Postgres(tx) => tx.commit().await,
+            Tx::Postgres(tx) => to_the_end("committing a transaction", tx.commit()).await,
         }
     }
 
-    /// Rolls the transaction back.
+    /// Rolls the transaction back (on PostgreSQL in a task of its own, as [`Tx::commit`]: a
+    /// `ROLLBACK` cut half-way would be followed by a second one).
     pub(crate) async fn rollback(self) -> Result<(), sqlx::Error> {
         match self {
             Tx::Sqlite(mut tx) => tx.conn.roll_back(),
-            Tx::Postgres(tx) => tx.rollback().await,
+            Tx::Postgres(tx) => to_the_end("rolling a transaction back", tx.rollback()).await,
         }
     }
+}
+
+/// Runs `step` (a `BEGIN`, `COMMIT` or `ROLLBACK` on PostgreSQL) in a task of its own and
+/// answers its result: it runs to its end even when the caller is dropped while waiting for it.
+/// A task that could not finish (it panicked, or the runtime is shutting down) is an I/O error
+/// naming `what`.
+async fn to_the_end<T: Send + 'static>(
+    what: &'static str,
+    step: impl std::future::Future<Output = Result<T, sqlx::Error>> + Send + 'static,
+) -> Result<T, sqlx::Error> {
+    tokio::spawn(step).await.map_err(|e| sqlx::Error::Io(std::io::Error::other(format!("{what}: {e}"))))?
 }
 
 /// A transaction on SQLite's writer (`BEGIN IMMEDIATE`: it holds the database's write lock
@@ -648,9 +667,7 @@ pub(crate) async fn begin(pool: &Pool) -> Result<Tx, sqlx::Error> {
         Pool::Sqlite(writer) => Ok(Tx::Sqlite(SqliteTx::begin(writer).await?)),
         Pool::Postgres(pool) => {
             let pool = pool.clone();
-            tokio::spawn(async move { Ok(Tx::Postgres(pool.begin().await?)) })
-                .await
-                .map_err(|e| sqlx::Error::Io(std::io::Error::other(format!("beginning a transaction: {e}"))))?
+            to_the_end("beginning a transaction", async move { Ok(Tx::Postgres(pool.begin().await?)) }).await
         }
     }
 }
@@ -796,6 +813,58 @@ mod tests {
         .await
         .expect("the sessions");
         assert_eq!(open.try_get::<i64, _>("n").expect("n"), 0, "no session is left in a transaction");
+        super::close_pool(&pool).await;
+    }
+
+    /// A transaction whose caller is dropped while PostgreSQL has not answered its `COMMIT` yet
+    /// is committed all the same, and nothing follows the `COMMIT` on its connection before the
+    /// connection goes back to the pool. (Through sqlx's own `commit` the transaction still
+    /// counts as open when it is dropped, so a `ROLLBACK` follows the `COMMIT` on the same
+    /// connection, answered `there is no transaction in progress`: it is then the last
+    /// statement the connection ran.)
+    #[tokio::test]
+    async fn a_commit_dropped_half_way_commits_and_nothing_follows_it() {
+        let database = fresh_postgres_database("cancelled_commit").await;
+        // One connection: every transaction runs on it, and it is the only other session.
+        let pool = super::Pool::Postgres(
+            super::pool_options().max_connections(1).connect(database.url()).await.expect("a pool"),
+        );
+        query("CREATE TABLE written (n BIGINT)").execute(&pool).await.expect("a table");
+        let mut admin = Conn::postgres(database.url()).await.expect("an administrative connection");
+        for n in 1..=10i64 {
+            let mut tx = super::begin(&pool).await.expect("a transaction");
+            query("INSERT INTO written (n) VALUES ($1)").bind(n).execute(tx.exec()).await.expect("a write");
+            {
+                let mut commit = std::pin::pin!(tx.commit());
+                assert!(commit.as_mut().now_or_never().is_none(), "the COMMIT is under way");
+            }
+            // The connection goes back to the pool once its COMMIT (and whatever followed it)
+            // has been answered.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while pool.num_idle() != 1 {
+                assert!(std::time::Instant::now() < deadline, "the connection never came back to the pool");
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
+            let session = query(
+                "SELECT state || ': ' || query AS last FROM pg_stat_activity \
+                 WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            )
+            .fetch_one(admin.exec())
+            .await
+            .expect("the pool's session");
+            assert_eq!(session.try_get::<String, _>("last").expect("last"), "idle: COMMIT", "round {n}");
+            let row = query("SELECT CAST(COUNT(*) AS BIGINT) AS n FROM written")
+                .fetch_one(admin.exec())
+                .await
+                .expect("the count");
+            assert_eq!(row.try_get::<i64, _>("n").expect("n"), n, "every write is committed");
+        }
+        // The connection is sound: a transaction on it commits.
+        let mut tx = super::begin(&pool).await.expect("a transaction");
+        query("INSERT INTO written (n) VALUES (11)").execute(tx.exec()).await.expect("a write");
+        tx.commit().await.expect("committed");
+        let row = query("SELECT CAST(COUNT(*) AS BIGINT) AS n FROM written").fetch_one(&pool).await.expect("the count");
+        assert_eq!(row.try_get::<i64, _>("n").expect("n"), 11);
         super::close_pool(&pool).await;
     }
 
