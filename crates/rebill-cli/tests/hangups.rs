@@ -12,8 +12,6 @@
 //! (with the status it would have been answered): the tests wait for that line, never for a
 //! fixed time, before they look at what the request did.
 
-use std::io::Write;
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use rebill_testkit::*;
@@ -23,62 +21,14 @@ const T0: i64 = 1_800_000_000;
 /// What a subscription to the plan `monthly` pays for its first period.
 const MONTHLY: i64 = 3000;
 
-/// Where a client hangs up.
-#[derive(Debug, Clone, Copy)]
-enum Cut {
-    /// Right after the request head, before any of the body.
-    AfterHead,
-    /// Half-way through the body.
-    MidBody,
-    /// Right after the last byte of the body.
-    AfterBody,
-    /// This many milliseconds after the last byte of the body, while rebill works.
-    WhileWorking(u64),
-}
-
 /// Every point a client hangs up at in these tests.
 const CUTS: [Cut; 6] =
     [Cut::AfterHead, Cut::MidBody, Cut::AfterBody, Cut::WhileWorking(1), Cut::WhileWorking(5), Cut::WhileWorking(20)];
 
-impl Cut {
-    /// Whether the request with `body` had arrived whole when the client hung up.
-    fn whole(self, body: &str) -> bool {
-        match self {
-            Cut::AfterHead | Cut::MidBody => body.is_empty(),
-            Cut::AfterBody | Cut::WhileWorking(_) => true,
-        }
-    }
-
-    /// The points that differ for a request with `body` (without a body, right after the head
-    /// is right after the body, and there is no half of it).
-    fn all_for(body: &str) -> Vec<Cut> {
-        CUTS.into_iter().filter(|cut| !body.is_empty() || !matches!(cut, Cut::AfterHead | Cut::MidBody)).collect()
-    }
-}
-
-/// Sends `method path` with the site's key, the XML headers of version 2.11 and `body`, and
-/// closes the connection at `cut` without reading a byte of the answer.
-fn hang_up(s: &Server, method: &str, path: &str, body: &str, cut: Cut) {
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Basic {}\r\nAccept: application/xml\r\n\
-         Content-Type: application/xml; charset=utf-8\r\nX-Api-Version: 2.11\r\nContent-Length: {}\r\n\r\n",
-        s.addr,
-        basic(&s.key),
-        body.len()
-    );
-    let mut stream = TcpStream::connect(&s.addr).expect("connect");
-    stream.set_nodelay(true).expect("no delay");
-    stream.write_all(head.as_bytes()).expect("the head");
-    match cut {
-        Cut::AfterHead => {}
-        Cut::MidBody => stream.write_all(&body.as_bytes()[..body.len() / 2]).expect("half the body"),
-        Cut::AfterBody => stream.write_all(body.as_bytes()).expect("the body"),
-        Cut::WhileWorking(ms) => {
-            stream.write_all(body.as_bytes()).expect("the body");
-            std::thread::sleep(Duration::from_millis(ms));
-        }
-    }
-    drop(stream);
+/// The points that differ for a request with `body` (without a body, right after the head is
+/// right after the body, and there is no half of it).
+fn cuts_for(body: &str) -> Vec<Cut> {
+    CUTS.into_iter().filter(|cut| !body.is_empty() || !matches!(cut, Cut::AfterHead | Cut::MidBody)).collect()
 }
 
 /// The statuses of the requests `method path` (without the query) logged so far, in order.
@@ -208,7 +158,7 @@ fn charges(db: &str) {
             "<transaction><amount_in_cents>{amount}</amount_in_cents><currency>USD</currency>\
              <account><account_code>{code}</account_code></account></transaction>"
         );
-        hang_up(&s, "POST", "/v2/transactions", &body, cut);
+        hang_up(&s, &s.key, "POST", "/v2/transactions", &body, cut);
         let status = await_logged(&s, "POST", "/v2/transactions", i + 1)[i];
         let invoices = |condition: &str| {
             int(
@@ -252,11 +202,11 @@ fn a_charge_whose_client_hung_up_is_made_whole_or_not_at_all() {
 fn terminations(db: &str) {
     let s = serve(db);
     monthly_plan(&s);
-    for (i, cut) in Cut::all_for("").into_iter().enumerate() {
+    for (i, cut) in cuts_for("").into_iter().enumerate() {
         let code = format!("term{i}");
         let uuid = subscription(&s, &code);
         let path = format!("/v2/subscriptions/{uuid}/terminate");
-        hang_up(&s, "PUT", &format!("{path}?refund=full"), "", cut);
+        hang_up(&s, &s.key, "PUT", &format!("{path}?refund=full"), "", cut);
         assert_eq!(await_logged(&s, "PUT", &path, 1), [200], "{cut:?}");
         assert_eq!(sql(db, &format!("SELECT state FROM subscriptions WHERE uuid = '{uuid}'")), ["expired"], "{cut:?}");
         assert_eq!(transacted(db, &code, "refund"), MONTHLY, "{cut:?}: what was paid is refunded");
@@ -282,7 +232,7 @@ fn changes(db: &str) {
         let code = format!("change{i}");
         let uuid = subscription(&s, &code);
         let path = format!("/v2/subscriptions/{uuid}");
-        hang_up(&s, "PUT", &path, body, cut);
+        hang_up(&s, &s.key, "PUT", &path, body, cut);
         let status = await_logged(&s, "PUT", &path, 1)[0];
         not_held(db, &uuid);
         let read = ok(authed(&s, "GET", &path, &[("X-Api-Version", "2.11")], ""), 200);
@@ -323,11 +273,11 @@ fn a_change_whose_client_hung_up_lets_its_subscription_go() {
 fn retries(db: &str) {
     let s = serve(db);
     monthly_plan(&s);
-    for (i, cut) in Cut::all_for("").into_iter().chain([Cut::WhileWorking(2), Cut::WhileWorking(10)]).enumerate() {
+    for (i, cut) in cuts_for("").into_iter().chain([Cut::WhileWorking(2), Cut::WhileWorking(10)]).enumerate() {
         let code = format!("retry{i}");
         let uuid = subscription(&s, &code);
         let path = format!("/v2/subscriptions/{uuid}/terminate");
-        hang_up(&s, "PUT", &format!("{path}?refund=full"), "", cut);
+        hang_up(&s, &s.key, "PUT", &format!("{path}?refund=full"), "", cut);
         let retried = authed(&s, "PUT", &format!("{path}?refund=full"), &xml_at("2.11"), "");
         assert!(
             matches!(retried.status, 200 | 422),
@@ -386,7 +336,7 @@ fn a_stopping_service_waits_for_the_writes_of_clients_gone() {
     });
     let path = format!("/v2/invoices/{number}/refund");
     let refund = "<invoice><refund_method>all_transaction</refund_method></invoice>";
-    hang_up(&s, "POST", &path, refund, Cut::AfterBody);
+    hang_up(&s, &s.key, "POST", &path, refund, Cut::AfterBody);
     let waiting =
         "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'";
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -8,7 +8,6 @@
 //! Checked through the API and in the database. Some races have clients that hang up at points
 //! of their requests: what those requests did counts all the same.
 
-use std::io::Write;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
@@ -20,26 +19,6 @@ const T0: i64 = 1_800_000_000;
 const RACERS: usize = 12;
 /// Rounds of each race (each on fresh records).
 const ROUNDS: usize = 3;
-
-/// Where a racer hangs up (see `hangups.rs`).
-#[derive(Debug, Clone, Copy)]
-enum Cut {
-    /// Right after the request head, before any of the body.
-    AfterHead,
-    /// Half-way through the body.
-    MidBody,
-    /// Right after the last byte of the body.
-    AfterBody,
-    /// This many milliseconds after the body, while rebill works.
-    WhileWorking(u64),
-}
-
-impl Cut {
-    /// Whether a request with a body had arrived whole when its client hung up.
-    fn whole(self) -> bool {
-        matches!(self, Cut::AfterBody | Cut::WhileWorking(_))
-    }
-}
 
 /// One or more `rebill serve` processes on one database, with the site's private key.
 struct Topology {
@@ -260,31 +239,6 @@ fn topology(db: &str, processes: usize) -> Topology {
     Topology { servers, key, db: db.to_owned() }
 }
 
-/// Sends `method path` with `key`, the XML headers of version 2.11 and `body` to `server`, and
-/// closes the connection at `cut` without reading a byte of the answer.
-fn hang_up(server: &Server, key: &str, method: &str, path: &str, body: &str, cut: Cut) {
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Basic {}\r\nAccept: application/xml\r\n\
-         Content-Type: application/xml; charset=utf-8\r\nX-Api-Version: 2.11\r\nContent-Length: {}\r\n\r\n",
-        server.addr,
-        basic(key),
-        body.len()
-    );
-    let mut stream = std::net::TcpStream::connect(&server.addr).expect("connect");
-    stream.set_nodelay(true).expect("no delay");
-    stream.write_all(head.as_bytes()).expect("the head");
-    match cut {
-        Cut::AfterHead => {}
-        Cut::MidBody => stream.write_all(&body.as_bytes()[..body.len() / 2]).expect("half the body"),
-        Cut::AfterBody => stream.write_all(body.as_bytes()).expect("the body"),
-        Cut::WhileWorking(ms) => {
-            stream.write_all(body.as_bytes()).expect("the body");
-            std::thread::sleep(Duration::from_millis(ms));
-        }
-    }
-    drop(stream);
-}
-
 fn refund_body(method: &str, amount: Option<i64>) -> String {
     let amount = amount.map(|a| format!("<amount_in_cents>{a}</amount_in_cents>")).unwrap_or_default();
     format!("<invoice><refund_method>{method}</refund_method>{amount}</invoice>")
@@ -294,6 +248,23 @@ fn successes(replies: &[Reply], status: u16) -> usize {
     replies.iter().filter(|r| r.status == status).count()
 }
 
+/// The 12 refunds raced on one paid invoice of 2000: mixed methods and amounts (`None`: all
+/// that is left).
+const MIXED_REFUNDS: [(&str, Option<i64>); RACERS] = [
+    ("all_credit", Some(900)),
+    ("credit_first", Some(700)),
+    ("all_transaction", Some(700)),
+    ("all_credit", None),
+    ("all_credit", Some(1500)),
+    ("transaction_first", Some(300)),
+    ("all_transaction", None),
+    ("credit_first", None),
+    ("all_credit", Some(100)),
+    ("all_transaction", Some(1200)),
+    ("transaction_first", None),
+    ("all_credit", Some(2000)),
+];
+
 /// 12 refunds of one paid invoice of 2000 with mixed methods and amounts.
 fn mixed_invoice_refunds(t: &Topology) {
     t.credit_memos();
@@ -301,20 +272,7 @@ fn mixed_invoice_refunds(t: &Topology) {
         let code = format!("mixed{round}");
         t.customer(&code);
         let (number, purchase) = t.paid_invoice(&code, 2000);
-        let asks = [
-            ("all_credit", Some(900)),
-            ("credit_first", Some(700)),
-            ("all_transaction", Some(700)),
-            ("all_credit", None),
-            ("all_credit", Some(1500)),
-            ("transaction_first", Some(300)),
-            ("all_transaction", None),
-            ("credit_first", None),
-            ("all_credit", Some(100)),
-            ("all_transaction", Some(1200)),
-            ("transaction_first", None),
-            ("all_credit", Some(2000)),
-        ];
+        let asks = MIXED_REFUNDS;
         let requests = asks
             .iter()
             .map(|(method, amount)| {
@@ -371,20 +329,7 @@ fn refunds_with_hang_ups(t: &Topology) {
         let code = format!("hung{round}");
         t.customer(&code);
         let (number, purchase) = t.paid_invoice(&code, 2000);
-        let asks = [
-            ("all_credit", Some(900)),
-            ("credit_first", Some(700)),
-            ("all_transaction", Some(700)),
-            ("all_credit", None),
-            ("all_credit", Some(1500)),
-            ("transaction_first", Some(300)),
-            ("all_transaction", None),
-            ("credit_first", None),
-            ("all_credit", Some(100)),
-            ("all_transaction", Some(1200)),
-            ("transaction_first", None),
-            ("all_credit", Some(2000)),
-        ];
+        let asks = MIXED_REFUNDS;
         let path = format!("/v2/invoices/{number}/refund");
         let requests: Vec<(String, String, String, Option<Cut>)> = asks
             .iter()
@@ -400,7 +345,7 @@ fn refunds_with_hang_ups(t: &Topology) {
         }
         // What every request did, also those whose clients went away.
         let statuses = t.await_logged("POST", &path, RACERS);
-        let unread = requests.iter().filter(|(_, _, _, cut)| cut.is_some_and(|c| !c.whole())).count();
+        let unread = requests.iter().filter(|(_, _, body, cut)| cut.is_some_and(|c| !c.whole(body))).count();
         assert_eq!(
             statuses.iter().filter(|&&s| s == 400).count(),
             unread,

@@ -375,3 +375,53 @@ pub fn sql(db: &str, statement: &str) -> Vec<String> {
             .collect()
     })
 }
+
+/// Where a client hangs up a request it sends ([`hang_up`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cut {
+    /// Right after the request head, before any of the body.
+    AfterHead,
+    /// Half-way through the body.
+    MidBody,
+    /// Right after the last byte of the body.
+    AfterBody,
+    /// This many milliseconds after the last byte of the body, while rebill works: the hang-up
+    /// itself is timed, nothing is awaited.
+    WhileWorking(u64),
+}
+
+impl Cut {
+    /// Whether the request with `body` had arrived whole when the client hung up.
+    pub fn whole(self, body: &str) -> bool {
+        match self {
+            Cut::AfterHead | Cut::MidBody => body.is_empty(),
+            Cut::AfterBody | Cut::WhileWorking(_) => true,
+        }
+    }
+}
+
+/// Sends `method path` to `server` with `key`, the XML headers of version 2.11 and `body`, and
+/// closes the connection at `cut` without reading a byte of the answer.
+pub fn hang_up(server: &Server, key: &str, method: &str, path: &str, body: &str, cut: Cut) {
+    use std::io::Write;
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Basic {}\r\nAccept: application/xml\r\n\
+         Content-Type: application/xml; charset=utf-8\r\nX-Api-Version: 2.11\r\nContent-Length: {}\r\n\r\n",
+        server.addr,
+        basic(key),
+        body.len()
+    );
+    let mut stream = std::net::TcpStream::connect(&server.addr).expect("connect");
+    stream.set_nodelay(true).expect("no delay");
+    stream.write_all(head.as_bytes()).expect("the head");
+    match cut {
+        Cut::AfterHead => {}
+        Cut::MidBody => stream.write_all(&body.as_bytes()[..body.len() / 2]).expect("half the body"),
+        Cut::AfterBody => stream.write_all(body.as_bytes()).expect("the body"),
+        Cut::WhileWorking(ms) => {
+            stream.write_all(body.as_bytes()).expect("the body");
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+        }
+    }
+    drop(stream);
+}
