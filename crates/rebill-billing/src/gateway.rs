@@ -283,6 +283,67 @@ pub type GatewayFuture<'a> = Pin<Box<dyn Future<Output = Outcome> + Send + 'a>>;
 /// The future of storing a payment method: its opaque reference, or why the gateway refused it.
 pub type StoreFuture<'a> = Pin<Box<dyn Future<Output = Result<String, Box<Decline>>> + Send + 'a>>;
 
+/// The future of reading a gateway's own records ([`Gateway::records`]).
+pub type RecordsFuture<'a> = Pin<Box<dyn Future<Output = Result<Records, RecordsError>> + Send + 'a>>;
+
+/// A payment or a refund as the gateway's own record shows it: what reconciliation compares
+/// with rebill's transactions (`crate::reconcile`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewayRecord {
+    pub kind: RecordKind,
+    /// The gateway's id of the record (a Stripe PaymentIntent's or Refund's).
+    pub reference: String,
+    /// The attempt key rebill gave the record (its metadata); `None`: not made by rebill.
+    pub attempt: Option<String>,
+    /// For a refund, the reference of the payment it gives back.
+    pub payment: Option<String>,
+    /// Where the money stands.
+    pub state: RecordState,
+    /// Cents: what moved when [`RecordState::Moved`], else what was asked for.
+    pub amount: i64,
+    /// ISO 4217, upper case.
+    pub currency: String,
+    /// When the gateway made it (epoch seconds, the gateway's clock).
+    pub created_at: i64,
+}
+
+/// What a [`GatewayRecord`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RecordKind {
+    Payment,
+    Refund,
+}
+
+/// Where the money of a [`GatewayRecord`] stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordState {
+    /// Taken (a captured payment) or given back (a refund made, or on its way).
+    Moved,
+    /// Authorized and not captured: the customer's funds are held, nothing taken.
+    Held,
+    /// Still being processed by the gateway.
+    Moving,
+    /// Nothing moved: declined, failed, canceled or never confirmed.
+    Nothing,
+}
+
+/// The gateway's records made since a time ([`Gateway::records`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Records {
+    pub records: Vec<GatewayRecord>,
+    /// False when the listing stopped at its bound before the oldest record of the window.
+    pub complete: bool,
+}
+
+/// Why a gateway's records could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecordsError {
+    #[error("the {0} gateway keeps no records rebill can read")]
+    Unsupported(&'static str),
+    #[error("the gateway's records could not be read: {0}")]
+    Unavailable(String),
+}
+
 /// A payment gateway. Every call answers an [`Outcome`]. A failure to reach the gateway before
 /// anything was sent is a decline of the `communication` category (`gateway_unavailable`, …);
 /// a call of a purchase, refund or void that may have reached the gateway without a definite
@@ -333,6 +394,15 @@ pub trait Gateway: Send + Sync {
     /// Whether the gateway can check a security code against a card it stored earlier.
     fn checks_stored_cvv(&self) -> bool {
         true
+    }
+
+    /// The gateway's own records of payments and refunds made since `since` (epoch seconds),
+    /// for reconciliation. A gateway that keeps none rebill can read answers
+    /// [`RecordsError::Unsupported`].
+    fn records(&self, since: i64) -> RecordsFuture<'_> {
+        let _ = since;
+        let kind = self.kind();
+        Box::pin(async move { Err(RecordsError::Unsupported(kind)) })
     }
 }
 

@@ -39,6 +39,7 @@ pub mod invoice;
 pub mod lifecycle;
 pub mod period;
 pub mod proration;
+pub mod reconcile;
 pub mod refund;
 pub mod settlement;
 pub mod states;

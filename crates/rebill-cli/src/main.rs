@@ -23,6 +23,7 @@
 //! (`tests/races.rs`) and a Stripe stand-in losing answers (`tests/stripe.rs`).
 
 mod gateway;
+mod reconcile;
 mod webhooks;
 
 use anyhow::Context;
@@ -134,6 +135,11 @@ enum Command {
     /// A site's webhook endpoints: where its push notifications go.
     #[command(subcommand)]
     Webhooks(webhooks::WebhooksCommand),
+    /// Compares the site's transactions with its gateway's own records (Stripe's PaymentIntents
+    /// and Refunds, by the attempt key in their metadata) and prints every difference: money at
+    /// the gateway that rebill does not show, and the reverse. Exits 0 when they agree, 3 when
+    /// differences were found.
+    Reconcile(reconcile::ReconcileArgs),
 }
 
 #[derive(Subcommand)]
@@ -555,6 +561,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let state = rebill_server::AppState::new(store, clock, config)
                 .with_vault(vault)
                 .with_gateway_builder(Arc::new(gateway::Builder));
+            // Sites on a real gateway are reconciled with it every hour.
+            if let Err(e) = rebill_app::collection::reconciliation::watch(&state.services).await {
+                tracing::warn!(error = %e, "scheduling the reconciliations with the gateways");
+            }
             let notifier = tokio::spawn(rebill_app::operations::webhooks::run(
                 state.services.clone(),
                 Arc::new(rebill_server::webhook_poster::HttpPoster::new().context("the webhook HTTP client")?),
@@ -697,6 +707,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Gateway(command) => gateway::run(store, &cli.database, clock, now, command).await?,
         Command::Webhooks(command) => webhooks::run(store, &cli.database, clock, now, command).await?,
+        Command::Reconcile(args) => reconcile::run(store, &cli.database, clock, now, args).await?,
         Command::Alerts(AlertsCommand::List { json }) => {
             let alerts = store.alerts().await?;
             let mut values = Vec::new();
@@ -858,6 +869,9 @@ async fn async_main() -> std::process::ExitCode {
     }
     match run(cli).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) if e.downcast_ref::<reconcile::Differences>().is_some() => {
+            std::process::ExitCode::from(reconcile::DIFFERENCES_EXIT)
+        }
         Err(e) => {
             eprintln!("error: {e:#}");
             std::process::ExitCode::FAILURE

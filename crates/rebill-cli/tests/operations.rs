@@ -164,32 +164,6 @@ fn base64_key(key: &str) -> String {
 const T0: i64 = 1_800_000_000;
 const DAY: i64 = 86_400;
 
-/// The sum of the samples of `name` whose labels include `labels` (`None`: no such sample), in a
-/// Prometheus text exposition.
-fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-    let mut found = None;
-    for line in text.lines().filter(|l| !l.starts_with('#')) {
-        let Some(rest) = line.strip_prefix(name) else { continue };
-        let (set, value) = match rest.strip_prefix('{') {
-            Some(inner) => match inner.split_once("} ") {
-                Some((set, value)) => (set, value),
-                None => continue,
-            },
-            None => match rest.strip_prefix(' ') {
-                Some(value) => ("", value),
-                None => continue,
-            },
-        };
-        let pairs: Vec<(&str, &str)> =
-            set.split(',').filter_map(|pair| pair.split_once('=')).map(|(k, v)| (k, v.trim_matches('"'))).collect();
-        if labels.iter().all(|wanted| pairs.contains(wanted)) {
-            let value: f64 = value.trim().parse().unwrap_or_else(|e| panic!("{line}: {e}"));
-            found = Some(found.unwrap_or(0.0) + value);
-        }
-    }
-    found
-}
-
 /// `GET /metrics` on the metrics listener: 200 in the Prometheus text format.
 fn scrape(addr: &str) -> String {
     let reply = raw(addr, "GET /metrics HTTP/1.1\r\nHost: metrics\r\nConnection: close\r\n\r\n");

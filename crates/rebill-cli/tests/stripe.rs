@@ -65,6 +65,8 @@ struct Site {
     s: Server,
     key_file: String,
     secret_file: PathBuf,
+    /// The metrics listener's address, when the service has one.
+    metrics_addr: Option<String>,
     /// Every reply body and CLI output seen, checked for the secret at the end.
     seen: Vec<String>,
 }
@@ -86,6 +88,12 @@ impl Site {
         )
     }
 
+    /// `rebill serve` on a new database `db` on the real clock, with a metrics listener.
+    fn serve_real_time(db: &str, key_file: &str) -> Server {
+        let args = ["--vault-key-file", key_file, "--metrics-listen", "127.0.0.1:0"];
+        start_with(db, Options { args: &args, capture_stderr: true, ..Options::default() })
+    }
+
     /// The sandbox site of a new database, switched to production and put on Stripe at
     /// `api_base`.
     fn on_stripe(db: &str, api_base: &str) -> Site {
@@ -102,12 +110,24 @@ impl Site {
     /// The sandbox site of a new database put on Stripe at `api_base` (after a look at what
     /// production without a gateway says), left in sandbox mode.
     fn sandbox_on_stripe(db: &str, api_base: &str) -> Site {
+        Site::sandbox_on_stripe_with(db, api_base, false)
+    }
+
+    /// [`Site::sandbox_on_stripe`], the service on the real clock with a metrics listener when
+    /// `real_time`.
+    fn sandbox_on_stripe_with(db: &str, api_base: &str, real_time: bool) -> Site {
         let dir = temp_dir("site");
         let key_file = dir.join("vault.key").display().to_string();
-        let s = Site::serve(db, &key_file, None, false);
+        let s = if real_time { Site::serve_real_time(db, &key_file) } else { Site::serve(db, &key_file, None, false) };
+        let metrics_addr = s
+            .banner
+            .iter()
+            .find_map(|l| l.strip_prefix("metrics on http://"))
+            .and_then(|a| a.trim().strip_suffix("/metrics"))
+            .map(str::to_owned);
         let secret_file = dir.join("stripe.key");
         std::fs::write(&secret_file, format!("{SECRET}\n")).expect("secret key file");
-        let mut site = Site { s, key_file, secret_file, seen: Vec::new() };
+        let mut site = Site { s, key_file, secret_file, metrics_addr, seen: Vec::new() };
 
         // Production without a gateway: warned.
         let out = site.cli(&["site", "update", "--name", "sandbox", "--mode", "production", "--json"]);
@@ -303,7 +323,9 @@ fn transactions(db: &str, action: &str, statuses: &str) -> BTreeMap<String, i64>
 /// Token → billing info → subscription → renewals → refunds → void, and Stripe's records agree.
 fn subscription_life(db: &str) {
     let stripe = LocalStripe::start();
-    let mut site = Site::on_stripe(db, &stripe.base);
+    // Through the proxy that keeps Stripe's documented behaviour (its lists' filters included).
+    let proxy = StripeProxy::start(&stripe.base);
+    let mut site = Site::on_stripe(db, &proxy.base);
     site.plan("gold", 1000);
     let r = site.customer("c1", "4242424242424242");
     let r = site.expect(r, 200);
@@ -376,12 +398,151 @@ fn subscription_life(db: &str) {
     ours.insert(void_refund[0].0.clone(), void_refund[0].1);
     assert_eq!(refunds, ours, "Stripe's refunds and rebill's");
     assert_eq!(refunds.values().sum::<i64>(), 300 + 700 + 1000 + 700);
+
+    // `rebill reconcile` says the same: four payments (one voided) and four refunds (one the
+    // void's) agree. The service's clock runs ahead of Stripe's here, so the window is given.
+    let key_file = site.key_file.clone();
+    let report =
+        site.cli_json(&["reconcile", "--site", "sandbox", "--since", "2020-01-01", "--vault-key-file", &key_file]);
+    assert_eq!(report["differences"], serde_json::json!([]), "{report}");
+    assert_eq!((report["matched"].as_u64(), report["pending"].as_u64()), (Some(8), Some(0)), "{report}");
+    assert_eq!(report["complete"], true);
     site.assert_secret_kept();
 }
 
 #[test]
 fn a_subscription_lives_on_stripe() {
     on_both_backends("stripe_life", subscription_life);
+}
+
+/// Runs `rebill reconcile` on the site: (exit code, stdout, stderr).
+fn reconcile(site: &mut Site, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(bin())
+        .args(["--database", &site.s.database, "reconcile", "--site", "sandbox", "--vault-key-file", &site.key_file])
+        .args(args)
+        .output()
+        .expect("run rebill reconcile");
+    let (stdout, stderr) =
+        (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
+    site.seen.push(stdout.clone());
+    site.seen.push(stderr.clone());
+    (out.status.code().unwrap_or(-1), stdout, stderr)
+}
+
+/// `rebill reconcile` and the hourly job: a clean site prints no difference; money moved at
+/// Stripe outside rebill (a charge, a refund, an authorization left held) and a transaction
+/// whose amount is not what Stripe took are each reported, by CLI (text and JSON, exit 3) and
+/// by the job (a warning in the log, the count in `/metrics`). The service runs on the real
+/// clock, as Stripe does.
+fn reconciliation(db: &str) {
+    let stripe = LocalStripe::start();
+    let proxy = StripeProxy::start(&stripe.base);
+    let mut site = Site::sandbox_on_stripe_with(db, &proxy.base, true);
+    site.plan("gold", 1000);
+    let r = site.customer("c1", "4242424242424242");
+    site.expect(r, 200);
+    let r = site.subscribe("c1", "gold");
+    site.expect(r, 201);
+    let body = "<transaction><amount_in_cents>700</amount_in_cents><currency>USD</currency>\
+                <account><account_code>c1</account_code></account></transaction>";
+    let r = post(&site.s, "/v2/transactions", body);
+    let charge = field(&site.expect(r, 201).body, "uuid");
+
+    let (code, out, err) = reconcile(&mut site, &[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("no differences"), "{out}");
+    assert!(out.contains("2 agree, 0 pending, 0 not made by rebill"), "{out}");
+
+    // Money moved at Stripe behind rebill's back, under keys of rebill's form.
+    let reference = sql(db, "SELECT gateway_reference FROM billing_infos")[0].clone();
+    let (customer, method) = reference.split_once('/').expect("cus/pm");
+    let intent = |key: Option<&str>, capture: &str| {
+        let mut fields = vec![
+            ("amount", "1500"),
+            ("currency", "usd"),
+            ("customer", customer),
+            ("payment_method", method),
+            ("confirm", "true"),
+            ("capture_method", capture),
+        ];
+        if let Some(key) = key {
+            fields.push(("metadata[rebill_attempt]", key));
+        }
+        let made = stripe.post_form("/v1/payment_intents", &fields);
+        assert!(made["id"].as_str().is_some_and(|id| id.starts_with("pi_")), "{made}");
+        made
+    };
+    let ghost = intent(Some("ghost-attempt"), "automatic");
+    let held = intent(Some("held-attempt"), "manual");
+    assert_eq!(held["status"], "requires_capture");
+    intent(None, "automatic");
+    let first = sql(db, "SELECT reference FROM transactions WHERE action = 'purchase' AND amount = 1000")[0].clone();
+    let refund = stripe.post_form(
+        "/v1/refunds",
+        &[("payment_intent", first.as_str()), ("amount", "100"), ("metadata[rebill_attempt]", "ghost-refund")],
+    );
+    assert_eq!(refund["status"], "succeeded", "{refund}");
+    // rebill's record of the one-off charge says another amount than Stripe took.
+    sql(db, &format!("UPDATE transactions SET amount = 650 WHERE uuid = '{charge}'"));
+
+    let (code, out, err) = reconcile(&mut site, &["--json"]);
+    assert_eq!(code, 3, "differences exit 3: {out}{err}");
+    let report: Value = serde_json::from_str(&out).expect("json");
+    let found: BTreeSet<(String, String)> = report["differences"]
+        .as_array()
+        .expect("differences")
+        .iter()
+        .map(|d| (d["kind"].as_str().unwrap_or("").to_owned(), d["attempt"].as_str().unwrap_or("").to_owned()))
+        .collect();
+    let expected: BTreeSet<(String, String)> = [
+        ("payment_not_recorded", "ghost-attempt"),
+        ("authorization_held", "held-attempt"),
+        ("amount_differs", charge.as_str()),
+        ("refund_not_recorded", "ghost-refund"),
+    ]
+    .iter()
+    .map(|(k, a)| ((*k).to_owned(), (*a).to_owned()))
+    .collect();
+    assert_eq!(found, expected, "{report}");
+    assert_eq!((report["matched"].as_u64(), report["foreign"].as_u64()), (Some(1), Some(1)), "{report}");
+    let ghosted =
+        report["differences"].as_array().expect("differences").iter().find(|d| d["attempt"] == "ghost-attempt");
+    let ghosted = ghosted.expect("the charge made outside rebill");
+    assert_eq!(ghosted["gateway_references"], serde_json::json!([ghost["id"]]));
+    assert_eq!((ghosted["rebill_cents"].as_i64(), ghosted["gateway_cents"].as_i64()), (Some(0), Some(1500)));
+    assert_eq!(ghosted["transaction"], Value::Null);
+    let differs = report["differences"].as_array().expect("differences").iter().find(|d| d["kind"] == "amount_differs");
+    let differs = differs.expect("the amount");
+    assert_eq!((differs["rebill_cents"].as_i64(), differs["gateway_cents"].as_i64()), (Some(650), Some(700)));
+    let (code, text, _) = reconcile(&mut site, &[]);
+    assert_eq!(code, 3);
+    assert!(
+        text.contains("4 differences:") && text.contains("authorization_held  payment attempt held-attempt"),
+        "{text}"
+    );
+
+    // The hourly job finds the same: its warnings in the log, the count in /metrics. (The
+    // sandbox clock moves the job's hour closer.)
+    site.cli(&["site", "update", "--name", "sandbox", "--mode", "sandbox"]);
+    let r = authed(&site.s, "POST", "/sandbox/clock", &xml(), "<clock><advance>1hour</advance></clock>");
+    site.expect(r, 200);
+    let metrics = site.metrics_addr.clone().expect("a metrics listener");
+    let exposition = raw(&metrics, "GET /metrics HTTP/1.1\r\nHost: metrics\r\nConnection: close\r\n\r\n").body;
+    let site_label = [("site", "sandbox")];
+    assert_eq!(sample(&exposition, "rebill_reconcile_differences", &site_label), Some(4.0), "{exposition}");
+    let runs = [("site", "sandbox"), ("outcome", "differences")];
+    assert_eq!(sample(&exposition, "rebill_reconcile_runs_total", &runs), Some(1.0), "{exposition}");
+    let log = site.s.log();
+    assert!(
+        log.contains("reconciliation:") && log.contains("authorization_held") && log.contains("ghost-refund"),
+        "{log}"
+    );
+    site.assert_secret_kept();
+}
+
+#[test]
+fn reconciliation_finds_what_moved_outside_rebill() {
+    on_both_backends("stripe_reconcile", reconciliation);
 }
 
 /// Declines at attach and at charge, dunning through Stripe, refusals by name.
@@ -483,8 +644,13 @@ fn stripe_declines_are_transaction_errors() {
 /// A production site without a gateway declines charges and refunds with `no_gateway`.
 fn without_gateway(db: &str) {
     let key_file = vault_key_file();
-    let mut site =
-        Site { s: Site::serve(db, &key_file, None, false), key_file, secret_file: PathBuf::new(), seen: Vec::new() };
+    let mut site = Site {
+        s: Site::serve(db, &key_file, None, false),
+        key_file,
+        secret_file: PathBuf::new(),
+        metrics_addr: None,
+        seen: Vec::new(),
+    };
     // Paid on the sandbox gateway while the site is in sandbox mode.
     site.plan("gold", 1000);
     let r = site.customer("c1", "4111111111111111");
@@ -528,8 +694,8 @@ fn lost_answer(db: &str) {
     proxy.drop_answers("POST", "/v1/payment_intents", 1);
     let r = site.subscribe("c1", "gold");
     let r = site.expect(r, 201);
-    // One authorization (whose answer was lost, found by the look-up) and its capture.
-    assert_eq!(proxy.count("POST", "/v1/payment_intents"), 2, "Stripe was asked to authorize once");
+    // One charge, whose answer was lost and which the look-up found.
+    assert_eq!(proxy.count("POST", "/v1/payment_intents"), 1, "Stripe was asked to charge once");
     let intents = succeeded_intents(&stripe);
     assert_eq!(intents.len(), 1, "one payment intent: {intents:?}");
     let txs = site.expect(get(&site.s, "/v2/accounts/c1/transactions"), 200);

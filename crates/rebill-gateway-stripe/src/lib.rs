@@ -65,19 +65,19 @@
 //!
 //! # Purchases
 //!
-//! [`Gateway::purchase`] charges a stored method in two steps, both at once: an authorization
-//! (`POST /v1/payment_intents`: amount, lowercase currency, customer, payment method,
-//! `payment_method_types[]=card`, `capture_method=manual`, `confirm=true`, `off_session=true`
-//! for recurring charges, `metadata[rebill_attempt]` = the idempotency key and
-//! `metadata[rebill_invoice]` = the invoice when given, `expand[]=latest_charge`, header
-//! `Idempotency-Key: rebill-purchase-<key>`), then its capture (`POST
-//! /v1/payment_intents/{id}/capture`, key `rebill-purchase-<key>-capture`). Money moves only at
-//! the capture, and only the intent an attempt finds or made is captured: an authorization
-//! made by a run that died (its request still on its way to Stripe while the next run
-//! looked the attempt up and authorized again) is never captured, and Stripe releases it. A
-//! capture whose answer is lost is read back and sent again only while the intent is still
-//! uncaptured; a capture refused because the intent moved on (another run captured it) is read
-//! back too.
+//! [`Gateway::purchase`] charges a stored method in one call: `POST /v1/payment_intents`
+//! with the amount, lowercase currency, customer, payment method,
+//! `payment_method_types[]=card`, `confirm=true`, `capture_method=automatic` (confirmed and
+//! captured at once), `off_session=true` for recurring charges, `metadata[rebill_attempt]` =
+//! the idempotency key and `metadata[rebill_invoice]` = the invoice when given,
+//! `expand[]=latest_charge`, and header `Idempotency-Key: rebill-purchase-<key>`. Stripe keeps
+//! the key's result for 24 hours, so a second create of the attempt answers the first one's
+//! result (or 409 while it still runs) and never charges again; a charge of a stored card is
+//! thus one call against Stripe's rate limits, and no authorization is ever left uncaptured.
+//! An authorization (`requires_capture`) found by a look-up was made by an earlier rebill that
+//! authorized and captured in two steps (an attempt pending across an upgrade): it is captured
+//! (`POST /v1/payment_intents/{id}/capture`, key `rebill-purchase-<key>-capture`); a capture
+//! whose answer is lost is read back and sent again only while the intent is still uncaptured.
 //! A card is stored first (under the replaced method's customer when there is one, without
 //! detaching the replaced method) and the approval carries the new reference in
 //! [`Approval::stored`]. The invoice goes in the metadata only, not in a `description`, as the
@@ -87,7 +87,7 @@
 //! |---|---|
 //! | `succeeded` | approved, reference = the PaymentIntent's id |
 //! | `processing` | pending: still moving at Stripe, settled once it has moved on |
-//! | `requires_capture` | captured first (see above), then as its new status |
+//! | `requires_capture` (made by an earlier version) | captured first (see above), then as its new status |
 //! | `requires_action` | `three_d_secure_action_required`, reference = the PaymentIntent's id |
 //! | `requires_payment_method` and any other | declined from its `last_payment_error` |
 //! | a 402 answer | declined from the error body (its `payment_intent.id` as the reference) |
@@ -102,9 +102,7 @@
 //! An attempt is found again by its key: the look-up lists the customer's PaymentIntents (`GET
 //! /v1/payment_intents?customer=<cus>&limit=100`, newest first, then `starting_after=<last id>`
 //! while `has_more`, at most 20 pages; without a known customer, the account's most recent ones)
-//! for one whose `metadata.rebill_attempt` is the key; a canceled one does not count, one still
-//! `requires_confirmation` is confirmed (`POST /v1/payment_intents/{id}/confirm`) and an
-//! authorization is captured.
+//! for one whose `metadata.rebill_attempt` is the key; a canceled one does not count.
 //!
 //! - A **resumed** attempt ([`PaymentRequest::resumed`]) is looked up before anything is
 //!   created; when found, its outcome is answered. Found nowhere, it is sent again under the same
@@ -146,6 +144,16 @@
 //! already void. The approval's reference is the voided purchase's (the intent's id); a
 //! refusal is `transaction_cannot_be_voided`.
 //!
+//! # Records for reconciliation
+//!
+//! [`Gateway::records`] lists the PaymentIntents (`GET /v1/payment_intents?created[gte]=…`) and
+//! Refunds (`GET /v1/refunds?created[gte]=…`) made since a time, 100 a page, newest first, every
+//! page (at most 1,000 of each; more is reported incomplete). An intent `succeeded` moved its
+//! `amount_received`; `requires_capture` holds its `amount_capturable`; `processing` is moving;
+//! any other status moved nothing. A refund `failed` or `canceled` moved nothing, one
+//! `requires_action` is moving, any other (`succeeded`, `pending`) moved its amount. Each
+//! record carries its `metadata.rebill_attempt`.
+//!
 //! # Security codes, banks
 //!
 //! Stripe cannot check a stored card's security code again from a server (that takes a
@@ -181,12 +189,14 @@ use std::fmt;
 use std::time::Duration;
 
 use rebill_billing::gateway::{
-    CvvRequest, Gateway, GatewayFuture, Outcome, PaymentMethod, PaymentRequest, RefundRequest, StoreFuture, VoidRequest,
+    CvvRequest, Gateway, GatewayFuture, Outcome, PaymentMethod, PaymentRequest, RecordsFuture, RefundRequest,
+    StoreFuture, VoidRequest,
 };
 
 pub mod errors;
 mod http;
 mod payments;
+mod records;
 pub mod reference;
 mod refunds;
 
@@ -375,6 +385,10 @@ impl Gateway for StripeGateway {
 
     fn checks_stored_cvv(&self) -> bool {
         false
+    }
+
+    fn records(&self, since: i64) -> RecordsFuture<'_> {
+        Box::pin(self.list_records(since))
     }
 }
 

@@ -289,16 +289,18 @@ impl StripeGateway {
                 Err(lost) => return Outcome::Pending(lost.pending(None)),
             }
         }
-        match self.authorize(stored, request).await {
+        match self.create_intent(stored, request).await {
             Ok(intent) => self.answer_intent(intent, request).await,
             Err(outcome) => outcome,
         }
     }
 
-    /// Creates the attempt's PaymentIntent, confirmed at once with manual capture: an
-    /// authorization, which moves no money until it is captured. A lost answer is looked up
-    /// before the create is sent again. `Err`: the outcome to answer as it is.
-    async fn authorize(&self, stored: &StoredMethod, request: &PaymentRequest<'_>) -> Result<Value, Outcome> {
+    /// Creates the attempt's PaymentIntent, confirmed and captured in the one call
+    /// (`confirm=true`, `capture_method=automatic`): the charge is one request, and Stripe's
+    /// `Idempotency-Key` keeps a second request of the attempt from charging again. A lost
+    /// answer is looked up before the create is sent again. `Err`: the outcome to answer as it
+    /// is.
+    async fn create_intent(&self, stored: &StoredMethod, request: &PaymentRequest<'_>) -> Result<Value, Outcome> {
         let key = request.idempotency_key;
         let currency = request.currency.to_ascii_lowercase();
         let amount = request.amount_in_cents.to_string();
@@ -308,7 +310,7 @@ impl StripeGateway {
             ("customer", stored.customer.as_str()),
             ("payment_method", stored.payment_method.as_str()),
             ("payment_method_types[]", "card"),
-            ("capture_method", "manual"),
+            ("capture_method", "automatic"),
             ("confirm", "true"),
             ("expand[]", "latest_charge"),
         ]);
@@ -353,35 +355,28 @@ impl StripeGateway {
         }
     }
 
-    /// The outcome a PaymentIntent stands for, once it is taken as far as it goes: one still
-    /// `requires_confirmation` (created by an attempt that stopped before confirming) is
-    /// confirmed, an authorization (`requires_capture`) is captured. A capture whose answer is
-    /// lost is read back (`GET /v1/payment_intents/{id}`) and sent again only while the intent
-    /// is still uncaptured.
+    /// The outcome a PaymentIntent stands for. rebill's own charges are captured in the call
+    /// that makes them; an authorization (`requires_capture`) found by a look-up was made by a
+    /// rebill that still authorized and captured in two steps (an attempt pending across an
+    /// upgrade), and is captured now, under the key those versions used. A capture whose
+    /// answer is lost is read back (`GET /v1/payment_intents/{id}`) and sent again only while
+    /// the intent is still uncaptured.
     async fn answer_intent(&self, intent: Value, request: &PaymentRequest<'_>) -> Outcome {
         let Some(id) = object_id(&intent, "pi_") else {
             return Outcome::Declined(unexpected("payment_intent"));
         };
         let mut intent = intent;
         let mut tries = 0;
-        loop {
-            let step = match text(&intent, "status") {
-                Some("requires_confirmation") => "confirm",
-                Some("requires_capture") => "capture",
-                _ => return intent_outcome(&intent),
-            };
-            let path = format!("/v1/payment_intents/{id}/{step}");
-            let mut params = form([("expand[]", "latest_charge")]);
-            if step == "confirm" && request.recurring {
-                params.push(("off_session".to_owned(), "true".to_owned()));
-            }
-            let header = request.idempotency_key.map(|k| format!("rebill-purchase-{k}-{step}"));
+        while text(&intent, "status") == Some("requires_capture") {
+            let path = format!("/v1/payment_intents/{id}/capture");
+            let params = form([("expand[]", "latest_charge")]);
+            let header = request.idempotency_key.map(|k| format!("rebill-purchase-{k}-capture"));
             let failure = match self.http.once(Method::Post, &path, &params, header.as_deref()).await {
                 Sent::Answered(a) if a.is_success() => {
                     intent = a.body;
                     continue;
                 }
-                // A refusal of the step itself (a 402): the intent's outcome is that decline.
+                // A refusal of the capture itself (a 402): the intent's outcome is that decline.
                 Sent::Answered(a) if a.status == 402 => {
                     let mut d = a.decline();
                     d.reference = d.reference.or(Some(id));
@@ -390,13 +385,9 @@ impl StripeGateway {
                 Sent::Answered(a) => a.decline(),
                 Sent::Lost(lost) => lost.decline(),
             };
-            // Lost, or refused because the intent moved on (another run took the step): read
-            // it back and go on from what it is now.
-            tracing::warn!(
-                code = failure.code,
-                step,
-                "stripe: a payment step without a usable answer; reading it back"
-            );
+            // Lost, or refused because the intent moved on (another run captured it): read it
+            // back and go on from what it is now.
+            tracing::warn!(code = failure.code, "stripe: a capture without a usable answer; reading it back");
             let read = self
                 .http
                 .call(Method::Get, &format!("/v1/payment_intents/{id}"), &form([("expand[]", "latest_charge")]), None)
@@ -405,16 +396,15 @@ impl StripeGateway {
                 Sent::Answered(a) if a.is_success() && tries < MAX_RETRIES => {
                     intent = a.body;
                     tries += 1;
-                    if text(&intent, "status")
-                        == Some(if step == "confirm" { "requires_confirmation" } else { "requires_capture" })
-                    {
+                    if text(&intent, "status") == Some("requires_capture") {
                         tokio::time::sleep(backoff(tries - 1)).await;
                     }
                 }
-                // The step may have been taken, or may still be: not known.
+                // The capture may have been made, or may still be: not known.
                 _ => return Outcome::Pending(pending_after(&failure, Some(id))),
             }
         }
+        intent_outcome(&intent)
     }
 
     /// Looks up the PaymentIntent of an attempt: the customer's intents (`GET

@@ -115,7 +115,11 @@ async fn a_stored_card_is_charged_with_its_attempt_and_invoice_in_the_metadata()
         invoice: Some("1001"),
         ..request(PaymentMethod::Stored { reference: &reference }, 2500, Some("a-1"))
     };
+    let calls = |method| front.received(method, "/v1/");
+    let before = (calls("POST"), calls("GET"));
     let approval = approved(gateway.purchase(&r).await);
+    // The calls per charge of a stored card (docs/gateways.md): one, confirmed and captured.
+    assert_eq!((calls("POST") - before.0, calls("GET") - before.1), (1, 0), "one call per charge");
     assert!(approval.reference.starts_with("pi_"), "{approval:?}");
     assert_eq!(approval.code, "approved");
     let intents = intents_of(&stripe, "a-1");
@@ -148,7 +152,11 @@ async fn a_card_purchase_stores_the_card_first() {
     let front = StripeProxy::start(&stripe.base);
     let gateway = gateway(&front.base);
     let c = card("4242424242424242");
+    let calls = |method| front.received(method, "/v1/");
     let approval = approved(gateway.purchase(&request(PaymentMethod::Card(&c), 1200, Some("c-1"))).await);
+    // The calls per charge of a new card (docs/gateways.md): the customer, the payment method,
+    // its attach, the charge.
+    assert_eq!((calls("POST"), calls("GET")), (4, 0), "four calls for a charge of a new card");
     let stored = StoredMethod::parse(approval.stored.as_deref().expect("the stored card")).expect("a reference");
     let intents = intents_of(&stripe, "c-1");
     assert_eq!(intents.len(), 1);
@@ -298,8 +306,12 @@ async fn a_purchase_is_refunded_in_parts_once_per_key() {
         idempotency_key: key,
     };
 
+    let calls = |method| front.received(method, "/v1/");
+    let before = (calls("POST"), calls("GET"));
     let first = approved(gateway.refund(&refund(2000, Some("r-1"))).await);
     assert!(first.reference.starts_with("re_"), "{first:?}");
+    // The calls per refund (docs/gateways.md): the look-up of one made under its key, the refund.
+    assert_eq!((calls("POST") - before.0, calls("GET") - before.1), (1, 1), "two calls per refund");
     // Asked again under the same key, the refund made is answered.
     assert_eq!(approved(gateway.refund(&refund(2000, Some("r-1"))).await).reference, first.reference);
     let rest = approved(gateway.refund(&refund(3000, Some("r-2"))).await);
@@ -375,12 +387,8 @@ async fn a_purchase_whose_answer_is_lost_is_found_not_charged_again() {
     let intents = intents_of(&stripe, "lost-1");
     assert_eq!(intents.len(), 1, "exactly one PaymentIntent: {intents:?}");
     assert_eq!(intents[0]["id"], approval.reference.as_str());
-    assert_eq!(
-        proxy.count("POST", "/v1/payment_intents"),
-        2,
-        "the create was not sent again (one create, then the capture of what the look-up found)"
-    );
-    assert_eq!(intents[0]["status"], "succeeded", "the authorization found was captured");
+    assert_eq!(proxy.count("POST", "/v1/payment_intents"), 1, "the create was not sent again: the look-up found it");
+    assert_eq!(intents[0]["status"], "succeeded", "charged in the one call");
 
     // The purchase's answer and the answers of its look-up (a GET tried three times) are lost:
     // nothing is sent again, and the attempt's outcome is not known (never a decline).
@@ -390,21 +398,20 @@ async fn a_purchase_whose_answer_is_lost_is_found_not_charged_again() {
         gateway.purchase(&request(PaymentMethod::Stored { reference: &reference }, 1500, Some("lost-2"))).await,
     );
     assert_eq!(p.code, "gateway_unavailable");
-    assert_eq!(proxy.count("POST", "/v1/payment_intents"), 3, "the create once, no capture");
+    assert_eq!(proxy.count("POST", "/v1/payment_intents"), 2, "the create once");
     assert_eq!(proxy.count("GET", "/v1/payment_intents"), 4);
-    let authorized = intents_of(&stripe, "lost-2");
-    assert_eq!(authorized.len(), 1, "authorized once");
-    assert_eq!(authorized[0]["status"], "requires_capture", "authorized, not charged");
-    // A resumed run of the attempt finds that authorization and captures it.
+    let charged = intents_of(&stripe, "lost-2");
+    assert_eq!(charged.len(), 1, "charged once");
+    assert_eq!(charged[0]["status"], "succeeded", "the money moved though rebill did not hear of it");
+    // A resumed run of the attempt finds that charge and answers it, making nothing.
     let resumed = PaymentRequest {
         resumed: true,
         may_resend: true,
         ..request(PaymentMethod::Stored { reference: &reference }, 1500, Some("lost-2"))
     };
-    assert_eq!(approved(gateway.purchase(&resumed).await).reference, authorized[0]["id"].as_str().expect("an id"));
-    let charged = intents_of(&stripe, "lost-2");
-    assert_eq!((charged.len(), charged[0]["status"].as_str()), (1, Some("succeeded")));
-    assert_eq!(proxy.count("POST", "/v1/payment_intents"), 4, "the resumed run created none, it captured");
+    assert_eq!(approved(gateway.purchase(&resumed).await).reference, charged[0]["id"].as_str().expect("an id"));
+    assert_eq!(intents_of(&stripe, "lost-2").len(), 1);
+    assert_eq!(proxy.count("POST", "/v1/payment_intents"), 2, "the resumed run sent nothing");
 }
 
 #[tokio::test]

@@ -224,7 +224,7 @@ async fn a_purchase_goes_on_the_wire_as_stripe_reads_it() {
     assert_eq!(value("customer"), Some("cus_A1"));
     assert_eq!(value("payment_method"), Some("pm_B2"));
     assert_eq!(value("confirm"), Some("true"));
-    assert_eq!(value("capture_method"), Some("manual"), "authorized, then captured");
+    assert_eq!(value("capture_method"), Some("automatic"), "charged in the one call");
     assert_eq!(value("off_session"), Some("true"));
     assert_eq!(value("metadata[rebill_attempt]"), Some("k-1"));
     assert_eq!(value("metadata[rebill_invoice]"), Some("1042"));
@@ -268,16 +268,20 @@ async fn a_card_is_sent_in_bracket_notation_and_its_code_only_when_it_has_one() 
 }
 
 #[tokio::test]
-async fn an_authorization_is_captured_and_every_call_of_a_verification_carries_a_key() {
+async fn an_authorization_found_is_captured_and_every_call_of_a_verification_carries_a_key() {
+    // An attempt resumed across an upgrade finds the authorization an earlier rebill made (it
+    // authorized and captured in two steps), and captures it under that version's key.
     let authorized = SUCCEEDED.replace(r#""status":"succeeded""#, r#""status":"requires_capture""#);
+    let list = format!(r#"{{"object":"list","has_more":false,"data":[{authorized}]}}"#);
     let server = Server::start(vec![
         rule("POST", "/v1/payment_intents/pi_OK1/capture", 1, 200, SUCCEEDED),
-        rule("POST", "/v1/payment_intents", 1, 200, &authorized),
+        rule("GET", "/v1/payment_intents", 1, 200, &list),
     ])
     .await;
-    let outcome = gateway(&server.base).purchase(&purchase_request(Some("k-1"))).await;
+    let resumed = PaymentRequest { resumed: true, ..purchase_request(Some("k-1")) };
+    let outcome = gateway(&server.base).purchase(&resumed).await;
     assert!(outcome.is_approved(), "{outcome:?}");
-    assert_eq!(server.calls(), ["POST /v1/payment_intents", "POST /v1/payment_intents/pi_OK1/capture"]);
+    assert_eq!(server.calls(), ["GET /v1/payment_intents", "POST /v1/payment_intents/pi_OK1/capture"]);
     assert_eq!(server.seen()[1].header("idempotency-key"), Some("rebill-purchase-k-1-capture"));
 
     let server = Server::start(vec![
@@ -357,24 +361,22 @@ async fn a_create_found_by_the_look_up_is_not_sent_again() {
 }
 
 #[tokio::test]
-async fn the_look_up_pages_and_confirms_an_unconfirmed_intent() {
+async fn the_look_up_pages_to_the_attempts_intent() {
     let first_page = r#"{"object":"list","has_more":true,"data":[{"id":"pi_p1","status":"succeeded","customer":"cus_A1","metadata":{}}]}"#;
-    let second_page = r#"{"object":"list","has_more":false,"data":[
-        {"id":"pi_TODO","status":"requires_confirmation","customer":"cus_A1","metadata":{"rebill_attempt":"k-1"}}]}"#;
+    let second_page = SUCCEEDED.replace("pi_OK1", "pi_FOUND");
+    let second_page = format!(r#"{{"object":"list","has_more":false,"data":[{second_page}]}}"#);
     let server = Server::start(vec![
         rule("GET", "/v1/payment_intents", 1, 200, first_page),
-        rule("GET", "/v1/payment_intents", 1, 200, second_page),
-        rule("POST", "/v1/payment_intents/pi_TODO/confirm", 1, 200, &SUCCEEDED.replace("pi_OK1", "pi_TODO")),
+        rule("GET", "/v1/payment_intents", 1, 200, &second_page),
     ])
     .await;
     let r = PaymentRequest { resumed: true, ..purchase_request(Some("k-1")) };
     let outcome = gateway(&server.base).purchase(&r).await;
     let Outcome::Approved(approval) = outcome else { panic!("{outcome:?}") };
-    assert_eq!(approval.reference, "pi_TODO");
+    assert_eq!(approval.reference, "pi_FOUND");
     let seen = server.seen();
     assert_eq!(seen[1].target, "/v1/payment_intents?customer=cus_A1&limit=100&starting_after=pi_p1");
-    assert_eq!(seen[2].target, "/v1/payment_intents/pi_TODO/confirm");
-    assert_eq!(seen.len(), 3, "nothing was created");
+    assert_eq!(seen.len(), 2, "nothing was created");
 }
 
 #[tokio::test]

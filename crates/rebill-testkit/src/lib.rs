@@ -425,3 +425,29 @@ pub fn hang_up(server: &Server, key: &str, method: &str, path: &str, body: &str,
     }
     drop(stream);
 }
+
+/// The sum of the samples of `name` whose labels include `labels` (`None`: no such sample), in a
+/// Prometheus text exposition.
+pub fn sample(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    let mut found = None;
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let Some(rest) = line.strip_prefix(name) else { continue };
+        let (set, value) = match rest.strip_prefix('{') {
+            Some(inner) => match inner.split_once("} ") {
+                Some((set, value)) => (set, value),
+                None => continue,
+            },
+            None => match rest.strip_prefix(' ') {
+                Some(value) => ("", value),
+                None => continue,
+            },
+        };
+        let pairs: Vec<(&str, &str)> =
+            set.split(',').filter_map(|pair| pair.split_once('=')).map(|(k, v)| (k, v.trim_matches('"'))).collect();
+        if labels.iter().all(|wanted| pairs.contains(wanted)) {
+            let value: f64 = value.trim().parse().unwrap_or_else(|e| panic!("{line}: {e}"));
+            found = Some(found.unwrap_or(0.0) + value);
+        }
+    }
+    found
+}

@@ -19,16 +19,18 @@
 //!   answers last until [`StripeProxy::expire_keys`] (Stripe prunes keys after 24 hours).
 //!   Requests of other methods, and those without the header, are never saved, replayed or
 //!   refused for a key.
-//! - **`GET /v1/payment_intents`**, which localstripe answers oldest first and without the
-//!   `customer` and `created` filters (it refuses both: 400 `Unexpected customer`), is answered
-//!   by the proxy from localstripe's whole list (asked for 100 at a time, `starting_after` the
-//!   last id while `has_more`, with the client's headers and its `expand[]`): newest first (by
-//!   `created`, then the later made first), filtered by `customer` and by `created`
-//!   (`created=N`, `created[gt|gte|lt|lte]=N`), then cut by `starting_after` or `ending_before`
-//!   and `limit` (1 to 100, default 10) into `{"object":"list","data":[…],"has_more":…,
-//!   "url":"/v1/payment_intents"}`. Another parameter, a bad value or a cursor naming no intent is
-//!   answered 400 `invalid_request_error` as Stripe does; an error answer of localstripe's
-//!   (e.g. 401) is passed on as it is.
+//! - **`GET /v1/payment_intents` and `GET /v1/refunds`**, which localstripe answers oldest
+//!   first and without the `created` filter (nor `customer` for intents: it refuses them, 400
+//!   `Unexpected customer`), are answered by the proxy from localstripe's whole list (asked for
+//!   100 at a time, `starting_after` the last id while `has_more`, with the client's headers and
+//!   its `expand[]`): newest first (by `created`, then the later made first), filtered by
+//!   `customer` (intents) or `payment_intent` (refunds) and by `created` (`created=N`,
+//!   `created[gt|gte|lt|lte]=N`), then cut by `starting_after` or `ending_before` and `limit`
+//!   (1 to 100, default 10) into `{"object":"list","data":[…],"has_more":…,"url":…}`. Another
+//!   parameter, a bad value or a cursor naming no object is answered 400
+//!   `invalid_request_error` as Stripe does; an error answer of localstripe's (e.g. 401) is
+//!   passed on as it is. Intents in these lists carry `amount_received` (what the intent
+//!   collected: its amount once `succeeded`, else 0), which localstripe leaves out.
 //!
 //! The faults it makes on request ([`StripeProxy::drop_answers`], [`hold_before`],
 //! [`hold_after`], [`fail_before`], [`fail_after`]) each take the next `count` requests whose
@@ -74,13 +76,10 @@ use tokio::net::TcpStream;
 use crate::localstripe::encode_into;
 use http::{Answer, BadAnswer, Read, Request};
 use keys::{Admission, Fingerprint, Keys, Scope};
-use lists::ListQuery;
+use lists::{ListQuery, Listed};
 
 /// The former name of [`StripeProxy`], kept for the suites that still use it.
 pub type DroppingProxy = StripeProxy;
-
-/// The path whose list the proxy answers itself.
-const INTENTS: &str = "/v1/payment_intents";
 
 /// An HTTP/1.1 forwarding proxy on `127.0.0.1` in front of one upstream (a Stripe peer) that
 /// behaves as Stripe does where localstripe does not (see the [module](self) documentation), and
@@ -239,8 +238,8 @@ struct Plan {
 enum Route {
     /// The upstream's answer to the request itself.
     Forward,
-    /// The intents list made from the upstream's whole list.
-    Intents(ListQuery),
+    /// A list (intents, refunds) made from the upstream's whole list.
+    List(ListQuery),
 }
 
 /// What the proxy does with a request it read.
@@ -256,9 +255,9 @@ enum Admitted {
 enum UpstreamError {
     Unreachable(std::io::Error),
     Unreadable(BadAnswer),
-    /// A page of the intents list that is not a JSON list.
+    /// A page of a list that is not a JSON list.
     NotAList(String),
-    /// A page of the intents list whose `starting_after` was already asked for.
+    /// A page of a list whose `starting_after` was already asked for.
     Endless(String),
 }
 
@@ -267,9 +266,9 @@ impl fmt::Display for UpstreamError {
         match self {
             UpstreamError::Unreachable(e) => write!(f, "the proxy could not reach the upstream: {e}"),
             UpstreamError::Unreadable(e) => write!(f, "the upstream sent {e}"),
-            UpstreamError::NotAList(why) => write!(f, "the upstream's page of {INTENTS} is not a list: {why}"),
+            UpstreamError::NotAList(why) => write!(f, "the upstream's page of a list is not a list: {why}"),
             UpstreamError::Endless(id) => {
-                write!(f, "the upstream's pages of {INTENTS} come back to {id}: they would never end")
+                write!(f, "the upstream's pages of a list come back to {id}: they would never end")
             }
         }
     }
@@ -446,13 +445,13 @@ fn admit(state: &State, request: &Request) -> Admitted {
     let mut inner = state.inner();
     let record = (request.method.clone(), request.target.clone());
     inner.received.push(record.clone());
-    let route = if request.method.eq_ignore_ascii_case("GET") && request.path() == INTENTS {
-        match lists::parse_query(request.query()) {
-            Ok(query) => Route::Intents(query),
+    let listed = Listed::of(request.path()).filter(|_| request.method.eq_ignore_ascii_case("GET"));
+    let route = match listed {
+        Some(listed) => match lists::parse_query(listed, request.query()) {
+            Ok(query) => Route::List(query),
             Err(e) => return Admitted::Answer(Answer::json(400, &e.to_json())),
-        }
-    } else {
-        Route::Forward
+        },
+        None => Route::Forward,
     };
     let key =
         request.header("idempotency-key").filter(|key| request.method.eq_ignore_ascii_case("POST") && !key.is_empty());
@@ -542,7 +541,7 @@ async fn handle(state: &State, request: &Request) -> Option<Answer> {
     }
     let answered = match &route {
         Route::Forward => forward(&state.upstream, request).await,
-        Route::Intents(query) => intents(&state.upstream, request, query).await,
+        Route::List(query) => list(&state.upstream, request, query).await,
     };
     let answer = match answered {
         Ok(answer) => answer,
@@ -567,14 +566,15 @@ async fn forward(upstream: &str, request: &Request) -> Result<Answer, UpstreamEr
     Answer::parse(&bytes).map_err(UpstreamError::Unreadable)
 }
 
-/// The intents list for `query`, made from every page of the upstream's list (see the module
+/// The list for `query`, made from every page of the upstream's list (see the module
 /// documentation); an answer of the upstream that is not a 2xx is passed on as it is.
-async fn intents(upstream: &str, request: &Request, query: &ListQuery) -> Result<Answer, UpstreamError> {
+async fn list(upstream: &str, request: &Request, query: &ListQuery) -> Result<Answer, UpstreamError> {
+    let path = query.listed.path();
     let mut all: Vec<Value> = Vec::new();
     let mut after: Option<String> = None;
     let mut asked: Vec<String> = Vec::new();
     loop {
-        let mut target = format!("{INTENTS}?limit={}", lists::MAX_LIMIT);
+        let mut target = format!("{path}?limit={}", lists::MAX_LIMIT);
         if let Some(after) = &after {
             target.push_str("&starting_after=");
             encode_into(&mut target, after);
@@ -595,7 +595,7 @@ async fn intents(upstream: &str, request: &Request, query: &ListQuery) -> Result
         };
         let more = page["has_more"].as_bool() == Some(true);
         let last = data.last().and_then(|object| object["id"].as_str()).map(str::to_owned);
-        all.extend(data);
+        all.extend(data.into_iter().map(|object| query.listed.complete(object)));
         match last {
             Some(last) if more => {
                 if asked.contains(&last) {
@@ -608,7 +608,7 @@ async fn intents(upstream: &str, request: &Request, query: &ListQuery) -> Result
             _ => break,
         }
     }
-    Ok(match lists::page(all, query, INTENTS) {
+    Ok(match lists::page(all, query, path) {
         Ok(page) => Answer::json(200, &page),
         Err(e) => Answer::json(400, &e.to_json()),
     })

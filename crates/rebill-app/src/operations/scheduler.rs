@@ -83,6 +83,9 @@ async fn run_job(state: &Services, site: Option<&Site>, job: &Job) -> Result<(),
         (crate::billing::invoicing::SETTLE_JOB, Some(site)) => {
             crate::collection::settlement::run_settle(state, site, job).await
         }
+        (crate::platform::gateways::RECONCILE_JOB, Some(site)) => {
+            crate::collection::reconciliation::run_job(state, site).await
+        }
         (_, Some(site)) => crate::subscriptions::lifecycle::run_job(state, site, job).await,
         (_, None) => Err(JobError::SiteMissing(job.site_id)),
     }

@@ -18,8 +18,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use rebill_billing::gateway::{
-    CvvRequest, Decline, Gateway, GatewayFuture, Outcome, PaymentMethod, PaymentRequest, RefundRequest, SandboxGateway,
-    StoreFuture, VoidRequest,
+    CvvRequest, Decline, Gateway, GatewayFuture, Outcome, PaymentMethod, PaymentRequest, RecordsFuture, RefundRequest,
+    SandboxGateway, StoreFuture, VoidRequest,
 };
 use rebill_billing::vault::Vault;
 use rebill_store::gateways::{NewSiteGateway, SiteGateway};
@@ -117,6 +117,18 @@ impl Services {
         };
         Ok(Arc::new(Measured(gateway)))
     }
+}
+
+/// The job that reconciles a site's transactions with its gateway's records every
+/// [`RECONCILE_EVERY`] seconds (subject: the site's id; run by `collection::reconciliation`).
+pub const RECONCILE_JOB: &str = "reconcile_gateway";
+/// Seconds between two reconciliations of a site (the site's clock).
+pub const RECONCILE_EVERY: i64 = 3600;
+
+/// The due time of the reconciliation after `site_now`: the next full hour of the site's
+/// clock, so that every process schedules the same row.
+pub fn next_reconcile(site_now: i64) -> i64 {
+    site_now.div_euclid(RECONCILE_EVERY) * RECONCILE_EVERY + RECONCILE_EVERY
 }
 
 /// A gateway whose every call is counted and timed ([`metrics::GATEWAY_CALLS`],
@@ -230,6 +242,10 @@ impl Gateway for Measured {
     fn checks_stored_cvv(&self) -> bool {
         self.0.checks_stored_cvv()
     }
+
+    fn records(&self, since: i64) -> RecordsFuture<'_> {
+        self.0.records(since)
+    }
 }
 
 /// Why a gateway configuration was refused.
@@ -298,6 +314,8 @@ pub async fn set(
     let last4: String = key.chars().rev().take(4).collect::<Vec<_>>().into_iter().rev().collect();
     let new = NewSiteGateway { kind, secret_sealed: &sealed, key_last4: &last4, api_base: base };
     let stored = services.store.set_site_gateway(site.id, &new, now).await?;
+    // Its records are compared with rebill's every hour from now on.
+    services.store.schedule_job(site.id, RECONCILE_JOB, &site.id.to_string(), next_reconcile(site.now(now))).await?;
     Ok(view(&stored, stripe_test_key(key)))
 }
 

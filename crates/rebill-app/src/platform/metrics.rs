@@ -47,6 +47,10 @@ pub const WEBHOOK_QUEUE: &str = "rebill_webhook_queue_depth";
 pub const SCHEDULER_LAG: &str = "rebill_scheduler_lag_seconds";
 /// Database connections, by pool and state.
 pub const DB_CONNECTIONS: &str = "rebill_db_connections";
+/// Differences the last reconciliation of a site found between rebill and its gateway.
+pub const RECONCILE_DIFFERENCES: &str = "rebill_reconcile_differences";
+/// Periodic reconciliations run, by site and outcome.
+pub const RECONCILE_RUNS: &str = "rebill_reconcile_runs_total";
 
 /// Histogram buckets in seconds: 1 ms to 60 s (a gateway call may take up to its timeout).
 pub const BUCKETS: &[f64] = &[0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
@@ -131,6 +135,20 @@ pub const CATALOGUE: &[Metric] = &[
         labels: &["pool", "state"],
         help: "This process's database connections. pool: main (every statement; on SQLite the writer) or \
                reads (SQLite's read-only connections); state: in_use or idle.",
+    },
+    Metric {
+        name: RECONCILE_DIFFERENCES,
+        kind: Kind::Gauge,
+        labels: &["site"],
+        help: "Differences between rebill's transactions and the gateway's records found by the last periodic \
+               reconciliation of the site that this process ran (0: they agree).",
+    },
+    Metric {
+        name: RECONCILE_RUNS,
+        kind: Kind::Counter,
+        labels: &["site", "outcome"],
+        help: "Periodic reconciliations with the gateway. outcome: clean, differences, or failed (the \
+               gateway's records could not be read).",
     },
 ];
 

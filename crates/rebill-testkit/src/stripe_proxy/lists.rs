@@ -1,5 +1,6 @@
-//! `GET /v1/payment_intents` as Stripe answers it, made from localstripe's whole list: newest
-//! first, filtered by `customer` and by `created`, then cut at a cursor into a page.
+//! `GET /v1/payment_intents` and `GET /v1/refunds` as Stripe answers them, made from
+//! localstripe's whole list: newest first, filtered (by `customer` for intents, by
+//! `payment_intent` for refunds, by `created` for both), then cut at a cursor into a page.
 
 use std::fmt;
 
@@ -11,11 +12,57 @@ pub(crate) const MAX_LIMIT: usize = 100;
 /// How many objects a page holds when the request does not say.
 const DEFAULT_LIMIT: usize = 10;
 
+/// A list the proxy answers itself.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Listed {
+    /// `GET /v1/payment_intents`: filtered by `customer`.
+    #[default]
+    Intents,
+    /// `GET /v1/refunds`: filtered by `payment_intent`.
+    Refunds,
+}
+
+impl Listed {
+    /// The list's path.
+    pub(crate) fn path(self) -> &'static str {
+        match self {
+            Listed::Intents => "/v1/payment_intents",
+            Listed::Refunds => "/v1/refunds",
+        }
+    }
+
+    /// The list answered for a request path, if the proxy answers it.
+    pub(crate) fn of(path: &str) -> Option<Listed> {
+        [Listed::Intents, Listed::Refunds].into_iter().find(|l| l.path() == path)
+    }
+
+    /// The name of the list's filter by owner (`customer`, `payment_intent`).
+    fn owner(self) -> &'static str {
+        match self {
+            Listed::Intents => "customer",
+            Listed::Refunds => "payment_intent",
+        }
+    }
+
+    /// An object as Stripe shows it where localstripe leaves a field out: a PaymentIntent's
+    /// `amount_received` (what it collected: its amount once `succeeded`, else 0).
+    pub(crate) fn complete(self, mut object: Value) -> Value {
+        if self == Listed::Intents && object.get("amount_received").is_none() {
+            let received = if object["status"] == "succeeded" { object["amount"].as_i64().unwrap_or(0) } else { 0 };
+            object["amount_received"] = json!(received);
+        }
+        object
+    }
+}
+
 /// A list request's parameters.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct ListQuery {
-    /// `customer`: only the objects whose `customer` is this id.
-    pub(crate) customer: Option<String>,
+    /// Which list.
+    pub(crate) listed: Listed,
+    /// `customer` (intents) or `payment_intent` (refunds): only the objects whose field of
+    /// that name is this id.
+    pub(crate) owner: Option<String>,
     /// `created`, `created[gt]`, `created[gte]`, `created[lt]`, `created[lte]`.
     pub(crate) created: Created,
     /// `limit` (1 to [`MAX_LIMIT`], [`DEFAULT_LIMIT`] when absent).
@@ -117,8 +164,8 @@ impl ListError {
 
 /// Reads the query of a list request (the part after `?`, percent-encoded, `+` for a space).
 /// An empty value is taken as an absent parameter, as Stripe takes it.
-pub(crate) fn parse_query(query: &str) -> Result<ListQuery, ListError> {
-    let mut out = ListQuery { limit: DEFAULT_LIMIT, ..ListQuery::default() };
+pub(crate) fn parse_query(listed: Listed, query: &str) -> Result<ListQuery, ListError> {
+    let mut out = ListQuery { listed, limit: DEFAULT_LIMIT, ..ListQuery::default() };
     let mut seen: Vec<String> = Vec::new();
     let mut starting_after = None;
     let mut ending_before = None;
@@ -132,19 +179,19 @@ pub(crate) fn parse_query(query: &str) -> Result<ListQuery, ListError> {
             }
             seen.push(name.clone());
         }
-        let known = matches!(
-            name.as_str(),
-            "customer"
-                | "limit"
-                | "starting_after"
-                | "ending_before"
-                | "created"
-                | "created[gt]"
-                | "created[gte]"
-                | "created[lt]"
-                | "created[lte]"
-                | "expand[]"
-        );
+        let known = name == listed.owner()
+            || matches!(
+                name.as_str(),
+                "limit"
+                    | "starting_after"
+                    | "ending_before"
+                    | "created"
+                    | "created[gt]"
+                    | "created[gte]"
+                    | "created[lt]"
+                    | "created[lte]"
+                    | "expand[]"
+            );
         if !known {
             return Err(ListError::UnknownParameter(name));
         }
@@ -152,7 +199,7 @@ pub(crate) fn parse_query(query: &str) -> Result<ListQuery, ListError> {
             continue;
         }
         match name.as_str() {
-            "customer" => out.customer = Some(value),
+            "customer" | "payment_intent" => out.owner = Some(value),
             "limit" => {
                 let limit = integer(&name, &value)?;
                 out.limit = usize::try_from(limit)
@@ -228,7 +275,7 @@ pub(crate) fn page(all: Vec<Value>, query: &ListQuery, url: &str) -> Result<Valu
             .ok_or_else(|| ListError::NoSuchObject { param, id: id.to_owned() })
     };
     let kept = |object: &&Value| {
-        query.customer.as_deref().is_none_or(|customer| customer_of(object) == Some(customer))
+        query.owner.as_deref().is_none_or(|owner| owner_of(object, query.listed.owner()) == Some(owner))
             && query.created.contains(created(object))
     };
     let (data, has_more): (Vec<Value>, bool) = match &query.cursor {
@@ -255,10 +302,11 @@ fn created(object: &Value) -> i64 {
     object["created"].as_i64().unwrap_or(0)
 }
 
-/// An object's customer id: `customer` as an id, or the `id` of an expanded customer.
-fn customer_of(object: &Value) -> Option<&str> {
-    let customer = &object["customer"];
-    customer.as_str().or_else(|| customer["id"].as_str())
+/// An object's owner of the field `field` (`customer`, `payment_intent`): the field as an id,
+/// or the `id` of the expanded object.
+fn owner_of<'a>(object: &'a Value, field: &str) -> Option<&'a str> {
+    let owner = &object[field];
+    owner.as_str().or_else(|| owner["id"].as_str())
 }
 
 #[cfg(test)]
@@ -285,25 +333,37 @@ mod tests {
     }
 
     fn query(text: &str) -> ListQuery {
-        parse_query(text).expect("a valid query")
+        super::parse_query(Listed::Intents, text).expect("a valid query")
+    }
+
+    fn parse_query(text: &str) -> Result<ListQuery, ListError> {
+        super::parse_query(Listed::Intents, text)
     }
 
     #[test]
     fn queries_are_read() {
         assert_eq!(query(""), ListQuery { limit: 10, ..ListQuery::default() });
+        let refunds = super::parse_query(Listed::Refunds, "payment_intent=pi_1&created[gte]=3").expect("valid");
+        assert_eq!((refunds.owner.as_deref(), refunds.created.gte), (Some("pi_1"), Some(3)));
+        assert_eq!(
+            super::parse_query(Listed::Refunds, "customer=cus_a"),
+            Err(ListError::UnknownParameter("customer".to_owned())),
+            "refunds are not listed by customer"
+        );
+        assert_eq!(parse_query("payment_intent=pi_1"), Err(ListError::UnknownParameter("payment_intent".to_owned())));
         let q = query(concat!(
             "customer=cus_a&limit=100&starting_after=pi_1&created%5Bgte%5D=5&created[lt]=9",
             "&expand%5B%5D=data.latest_charge&expand[]=data.customer",
         ));
-        assert_eq!(q.customer.as_deref(), Some("cus_a"));
+        assert_eq!(q.owner.as_deref(), Some("cus_a"));
         assert_eq!(q.limit, 100);
         assert_eq!(q.cursor, Some(Cursor::StartingAfter("pi_1".to_owned())));
         assert_eq!(q.created, Created { gte: Some(5), lt: Some(9), ..Created::default() });
         assert_eq!(q.expand, ["data.latest_charge", "data.customer"]);
         assert_eq!(query("created=7").created, Created { gte: Some(7), lte: Some(7), ..Created::default() });
         assert_eq!(query("ending_before=pi_2&customer=").cursor, Some(Cursor::EndingBefore("pi_2".to_owned())));
-        assert_eq!(query("customer=").customer, None, "an empty value is no value");
-        assert_eq!(query("customer=a+b%2Bc").customer.as_deref(), Some("a b+c"));
+        assert_eq!(query("customer=").owner, None, "an empty value is no value");
+        assert_eq!(query("customer=a+b%2Bc").owner.as_deref(), Some("a b+c"));
 
         assert_eq!(parse_query("email=x"), Err(ListError::UnknownParameter("email".to_owned())));
         assert_eq!(parse_query("created[eq]=1"), Err(ListError::UnknownParameter("created[eq]".to_owned())));
@@ -344,6 +404,23 @@ mod tests {
         assert_eq!(range("created[lt]=200"), "pi_1");
         assert_eq!(range("created=200"), "pi_3,pi_2");
         assert_eq!(range("created[gte]=200&created[lt]=400&customer=cus_a"), "pi_3");
+    }
+
+    #[test]
+    fn refunds_are_filtered_by_their_intent_and_intents_show_what_they_received() {
+        let refund =
+            |id: &str, intent: &str, created: i64| json!({"id": id, "payment_intent": intent, "created": created});
+        let all = vec![refund("re_1", "pi_1", 100), refund("re_2", "pi_2", 200), refund("re_3", "pi_1", 300)];
+        let q = super::parse_query(Listed::Refunds, "payment_intent=pi_1").expect("valid");
+        assert_eq!(ids(&page(all, &q, "/v1/refunds").expect("a page")), ["re_3", "re_1"]);
+
+        let succeeded = json!({"id": "pi_1", "status": "succeeded", "amount": 700});
+        assert_eq!(Listed::Intents.complete(succeeded)["amount_received"], 700);
+        let declined = json!({"id": "pi_2", "status": "requires_payment_method", "amount": 700});
+        assert_eq!(Listed::Intents.complete(declined)["amount_received"], 0);
+        let partial = json!({"id": "pi_3", "status": "succeeded", "amount": 700, "amount_received": 500});
+        assert_eq!(Listed::Intents.complete(partial)["amount_received"], 500, "a value given is kept");
+        assert!(Listed::Refunds.complete(refund("re_1", "pi_1", 1)).get("amount_received").is_none());
     }
 
     #[test]

@@ -1061,7 +1061,7 @@ async fn finish_void(
     at: i64,
 ) -> Result<Invoice, RefundError> {
     let reference = purchase.result.reference.clone().unwrap_or_default();
-    let key = format!("void:{}", purchase.uuid);
+    let key = rebill_billing::reconcile::void_key(&purchase.uuid);
     let request = rebill_billing::gateway::VoidRequest {
         reference: &reference,
         amount_in_cents: purchase.new.amount,
