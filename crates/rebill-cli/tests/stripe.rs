@@ -532,6 +532,9 @@ fn reconciliation(db: &str) {
     assert_eq!(sample(&exposition, "rebill_reconcile_differences", &site_label), Some(4.0), "{exposition}");
     let runs = [("site", "sandbox"), ("outcome", "differences")];
     assert_eq!(sample(&exposition, "rebill_reconcile_runs_total", &runs), Some(1.0), "{exposition}");
+    for name in ["rebill_reconcile_differences", "rebill_reconcile_runs_total"] {
+        assert!(exposition.contains(&format!("# HELP {name} ")), "{name} is described:\n{exposition}");
+    }
     let log = site.s.log();
     assert!(
         log.contains("reconciliation:") && log.contains("authorization_held") && log.contains("ghost-refund"),
