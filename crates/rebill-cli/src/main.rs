@@ -535,7 +535,6 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 None => None,
             };
-            println!("listening on http://{}", listener.local_addr()?);
             let config = rebill_server::Config {
                 deprecations,
                 public_url,
@@ -565,6 +564,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             if let Err(e) = rebill_app::collection::reconciliation::watch(&state.services).await {
                 tracing::warn!(error = %e, "scheduling the reconciliations with the gateways");
             }
+            // Once the process is ready: a supervisor (and the tests) wait for this line.
+            println!("listening on http://{}", listener.local_addr()?);
             let notifier = tokio::spawn(rebill_app::operations::webhooks::run(
                 state.services.clone(),
                 Arc::new(rebill_server::webhook_poster::HttpPoster::new().context("the webhook HTTP client")?),

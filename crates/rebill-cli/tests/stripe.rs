@@ -94,6 +94,12 @@ impl Site {
         start_with(db, Options { args: &args, capture_stderr: true, ..Options::default() })
     }
 
+    /// `rebill serve` on the existing database `db` on the real clock.
+    fn serve_real_time_on(db: &str, key_file: &str) -> Server {
+        let args = ["--vault-key-file", key_file];
+        start_with(db, Options { args: &args, existing_database: true, ..Options::default() })
+    }
+
     /// The sandbox site of a new database, switched to production and put on Stripe at
     /// `api_base`.
     fn on_stripe(db: &str, api_base: &str) -> Site {
@@ -541,6 +547,18 @@ fn reconciliation(db: &str) {
         "{log}"
     );
     site.assert_secret_kept();
+
+    // The run scheduled the next one, an hour on; a restarted service schedules a site's job when
+    // none is waiting (a gateway set by an earlier version), the same row on every process.
+    let waiting = "SELECT CAST(COUNT(*) AS TEXT) FROM jobs WHERE kind = 'reconcile_gateway' AND done_at IS NULL";
+    assert_eq!(sql(db, waiting), ["1"]);
+    sql(db, "DELETE FROM jobs WHERE kind = 'reconcile_gateway'");
+    let Site { s, key_file, .. } = site;
+    drop(s);
+    let first = Site::serve_real_time_on(db, &key_file);
+    let second = Site::serve_real_time_on(db, &key_file);
+    assert_eq!(sql(db, waiting), ["1"], "one job for the site, whichever process scheduled it");
+    drop((first, second));
 }
 
 #[test]
