@@ -262,10 +262,11 @@ pub fn compare(entries: &[Entry], records: &[GatewayRecord]) -> Comparison {
     // What rebill shows in the window that the gateway has no record of.
     for e in entries.iter().filter(|e| e.in_window) {
         match (e.action, e.status) {
-            (_, EntryStatus::Processing) => {
-                if !payments.contains_key(e.uuid.as_str()) && !refunds.contains_key(e.uuid.as_str()) {
-                    out.pending += 1;
-                }
+            // Counted above when the gateway has a record of it.
+            (_, EntryStatus::Processing)
+                if !payments.contains_key(e.uuid.as_str()) && !refunds.contains_key(e.uuid.as_str()) =>
+            {
+                out.pending += 1;
             }
             (EntryAction::Purchase, EntryStatus::Success | EntryStatus::Void) => {
                 if !payments.contains_key(e.uuid.as_str()) {

@@ -101,8 +101,12 @@
 //!
 //! An attempt is found again by its key: the look-up lists the customer's PaymentIntents (`GET
 //! /v1/payment_intents?customer=<cus>&limit=100`, newest first, then `starting_after=<last id>`
-//! while `has_more`, at most 20 pages; without a known customer, the account's most recent ones)
-//! for one whose `metadata.rebill_attempt` is the key; a canceled one does not count.
+//! while `has_more`, at most 20 pages) for one whose `metadata.rebill_attempt` is the key; a
+//! canceled one does not count. The account's intents are never paged through: a resumed
+//! purchase of a raw card learns its customer by storing the card again under the same keys
+//! (Stripe answers each call with what the first made), which it may do only with
+//! [`PaymentRequest::may_resend`]; without it the outcome is pending (rebill itself charges
+//! stored methods only, whose reference names the customer).
 //!
 //! - A **resumed** attempt ([`PaymentRequest::resumed`]) is looked up before anything is
 //!   created; when found, its outcome is answered. Found nowhere, it is sent again under the same

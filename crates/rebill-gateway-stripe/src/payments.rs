@@ -242,17 +242,15 @@ impl StripeGateway {
                 None => Outcome::Declined(token_not_found()),
             },
             PaymentMethod::Card(card) => {
-                // A resumed attempt may have stored the card and charged it already: that
-                // customer is unknown here, so the attempt is looked up by its key alone.
-                if request.resumed
-                    && let Some(key) = request.idempotency_key
-                {
-                    match self.find_intent(key, None).await {
-                        Ok(Found::Object(intent)) => return self.answer_intent(intent, request).await,
-                        Ok(Found::Nothing) if request.may_resend => {}
-                        Ok(Found::Nothing) => return Outcome::Declined(not_found()),
-                        Err(lost) => return Outcome::Pending(lost.pending(None)),
-                    }
+                // A resumed attempt may have stored the card and charged it already. Its
+                // customer is learnt by storing the card again under the same keys: while
+                // Stripe keeps them, each call answers what the first one made (the same
+                // customer and payment method), and the charge is then looked up by that
+                // customer. Once the keys may be forgotten, the customer cannot be learnt
+                // from a look-up Stripe offers (no paging through the account's intents): the
+                // outcome is not known. (rebill itself charges stored methods only.)
+                if request.resumed && request.idempotency_key.is_some() && !request.may_resend {
+                    return Outcome::Pending(Pending { code: "gateway_error", reference: None });
                 }
                 // The card is stored under the replaced method's customer when there is one,
                 // but the replaced method is kept: the purchase does not replace it.
@@ -262,8 +260,7 @@ impl StripeGateway {
                         Ok((stored, _)) => stored,
                         Err(d) => return Outcome::Declined(*d),
                     };
-                let resumed = PaymentRequest { resumed: false, ..*request };
-                match self.charge(&stored, &resumed).await {
+                match self.charge(&stored, request).await {
                     Outcome::Approved(a) => Outcome::Approved(Approval { stored: Some(stored.reference()), ..a }),
                     declined => declined,
                 }
@@ -278,7 +275,7 @@ impl StripeGateway {
         if request.resumed
             && let Some(key) = key
         {
-            match self.find_intent(key, Some(&stored.customer)).await {
+            match self.find_intent(key, &stored.customer).await {
                 Ok(Found::Object(intent)) => return self.answer_intent(intent, request).await,
                 // Sent again under the same key: Stripe answers the first request's result (or
                 // 409 while it still runs) instead of charging again.
@@ -343,7 +340,7 @@ impl StripeGateway {
                 tries = tries + 1,
                 "stripe: a purchase without a usable answer; looking it up"
             );
-            match self.find_intent(key, Some(&stored.customer)).await {
+            match self.find_intent(key, &stored.customer).await {
                 Ok(Found::Object(intent)) => return Ok(intent),
                 Ok(Found::Nothing) if tries < MAX_RETRIES => {
                     tokio::time::sleep(backoff(tries)).await;
@@ -408,18 +405,14 @@ impl StripeGateway {
     }
 
     /// Looks up the PaymentIntent of an attempt: the customer's intents (`GET
-    /// /v1/payment_intents?customer=…`, newest first, read-after-write consistent), or without
-    /// a customer the account's most recent ones, 100 a page and at most [`LOOKUP_PAGES`]
-    /// pages, whose `metadata.rebill_attempt` is `key`; a canceled one does not count. `Err`
-    /// when the list could not be read.
-    pub(crate) async fn find_intent(&self, key: &str, customer: Option<&str>) -> Result<Found, Lost> {
-        let filters = match customer {
-            Some(customer) => form([("customer", customer)]),
-            None => Form::new(),
-        };
+    /// /v1/payment_intents?customer=…`, newest first, read-after-write consistent), 100 a page
+    /// and at most [`LOOKUP_PAGES`] pages, whose `metadata.rebill_attempt` is `key`; a canceled
+    /// one does not count. `Err` when the list could not be read.
+    pub(crate) async fn find_intent(&self, key: &str, customer: &str) -> Result<Found, Lost> {
+        let filters = form([("customer", customer)]);
         self.scan("/v1/payment_intents", &filters, |intent| {
             text(&intent["metadata"], "rebill_attempt") == Some(key)
-                && customer.is_none_or(|c| text(intent, "customer") == Some(c))
+                && text(intent, "customer") == Some(customer)
                 && text(intent, "status") != Some("canceled")
         })
         .await

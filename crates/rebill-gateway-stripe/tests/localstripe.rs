@@ -162,12 +162,22 @@ async fn a_card_purchase_stores_the_card_first() {
     assert_eq!(intents.len(), 1);
     assert_eq!(intents[0]["customer"], stored.customer.as_str());
 
-    // Resumed, the attempt is found by its key before the card is stored again.
+    // Resumed while Stripe keeps its keys, the attempt stores the card again under them (Stripe
+    // answers what the first calls made) and finds its charge by that customer: nothing new is
+    // made, and the account's intents are not paged through.
     let customers = list_all(&stripe, "/v1/customers").len();
-    let resumed = PaymentRequest { resumed: true, ..request(PaymentMethod::Card(&c), 1200, Some("c-1")) };
+    let resumed =
+        PaymentRequest { resumed: true, may_resend: true, ..request(PaymentMethod::Card(&c), 1200, Some("c-1")) };
+    let before = (calls("POST"), front.replayed("POST", "/v1/"));
     assert_eq!(approved(gateway.purchase(&resumed).await).reference, approval.reference);
     assert_eq!(list_all(&stripe, "/v1/customers").len(), customers);
     assert_eq!(intents_of(&stripe, "c-1").len(), 1);
+    assert_eq!(front.replayed("POST", "/v1/") - before.1, 3, "the customer, method and attach replayed");
+    assert_eq!(calls("POST") - before.0, 3, "no charge sent: the look-up found it");
+    assert!(front.received("GET", "/v1/payment_intents?customer=") >= 1, "looked up by its customer");
+    // Once the keys may be forgotten, the customer cannot be learnt: not known.
+    let late = PaymentRequest { resumed: true, ..request(PaymentMethod::Card(&c), 1200, Some("c-1")) };
+    assert_eq!(pending(gateway.purchase(&late).await).code, "gateway_error");
 }
 
 #[tokio::test]
