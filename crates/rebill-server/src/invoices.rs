@@ -1049,7 +1049,9 @@ pub(crate) async fn create_transaction(
         Err(ChargeError::Billing(e)) => return billing_error(e),
         Err(e) => return respond::internal(&e),
     };
-    if transaction.status() != TransactionStatus::Success {
+    // Approved, or still processing at the gateway (its outcome not known yet: docs/gateways.md):
+    // 201 with the transaction as it is. Only a decline is the transaction error document.
+    if !matches!(transaction.status(), TransactionStatus::Success | TransactionStatus::Processing) {
         return views::decline_response(ctx, &transaction, TRANSACTION_DECLINE);
     }
     let location = EndpointId::GetTransaction.endpoint().render(&[&transaction.uuid]);
