@@ -138,7 +138,7 @@ const APP_INSIDE: &[Layers] = &[
     Layers {
         src: APP_SRC,
         within: &["collection"],
-        layers: &[&["settlement", "offline_payments"], &["reactions"], &["mod"]],
+        layers: &[&["settlement", "offline_payments", "reconciliation"], &["reactions"], &["mod"]],
     },
     Layers {
         src: APP_SRC,

@@ -2,7 +2,7 @@
 //!
 //! | Endpoint | Behaviour |
 //! |---|---|
-//! | `POST /v2/gift_cards` | buys a card for the gifter account: 201, `Location: …/v2/gift_cards/{id}`; a decline is the 422 transaction error document |
+//! | `POST /v2/gift_cards` | buys a card for the gifter account: 201, `Location: …/v2/gift_cards/{id}`; a decline is the 422 transaction error document; a payment still processing at the gateway is 201 with the card waiting for it (no redemption code, no `redeem` anchor, not delivered) |
 //! | `POST /v2/gift_cards/preview` | the same checks, nothing written: 200 with the card as it would be (no id, empty redemption code, nil dates) |
 //! | `GET /v2/gift_cards` | list (HEAD counts); filters `gifter_account_code`, `recipient_account_code` |
 //! | `GET /v2/gift_cards/{id}` | one card |
@@ -68,10 +68,13 @@ fn delivery_view(d: &Delivery) -> DeliveryView {
     }
 }
 
-/// The card as the API shows it.
+/// The card as the API shows it. A card whose payment is still processing at the gateway (not
+/// purchased yet) shows no redemption code and no `redeem` anchor: it cannot be redeemed, and
+/// goes again if the payment is declined.
 fn view(card: &GiftCard) -> View {
     let purchase = card.purchase_invoice_number.to_string();
     let redeemed = card.redeemed_at.is_some();
+    let purchased = card.purchased_at.is_some();
     View {
         gifter_account_href: Some(href(EndpointId::GetAccount, &[&card.gifter_account_code])),
         invoice: Some(href(EndpointId::GetInvoice, &[&purchase])),
@@ -79,7 +82,7 @@ fn view(card: &GiftCard) -> View {
         redemption_invoice: card.redemption_invoice_number.map(|n| href(EndpointId::GetInvoice, &[&n.to_string()])),
         recipient_account: card.recipient_account_code.as_deref().map(|c| href(EndpointId::GetAccount, &[c])),
         id: Some(card.id),
-        redemption_code: Some(card.redemption_code.clone()),
+        redemption_code: Some(if purchased { card.redemption_code.clone() } else { String::new() }),
         balance_in_cents: if redeemed { Some(card.balance.unwrap_or_default()) } else { None },
         product_code: Some(card.product_code.clone()),
         unit_amount_in_cents: Some(card.unit_amount),
@@ -91,7 +94,7 @@ fn view(card: &GiftCard) -> View {
         redeemed_at: card.redeemed_at.and_then(time),
         canceled_at: card.canceled_at.and_then(time),
         gifter_account: None,
-        redeem_action: (!redeemed).then(|| href(EndpointId::RedeemGiftCard, &[&card.redemption_code])),
+        redeem_action: (purchased && !redeemed).then(|| href(EndpointId::RedeemGiftCard, &[&card.redemption_code])),
     }
 }
 
@@ -312,5 +315,17 @@ mod tests {
         assert_eq!(after.recipient_account.as_ref().map(Href::as_str), Some("/v2/accounts/taker"));
         assert_eq!(after.redemption_invoice.as_ref().map(Href::as_str), Some("/v2/invoices/1004"));
         assert_eq!(after.redeem_action, None);
+    }
+
+    /// While its payment is processing at the gateway the card shows neither its code nor the
+    /// redeem anchor, and is not delivered; its purchase invoice is linked.
+    #[test]
+    fn a_card_waiting_for_its_payment_shows_no_code() {
+        let waiting = view(&GiftCard { purchased_at: None, delivered_at: None, ..card() });
+        assert_eq!(waiting.redemption_code.as_deref(), Some(""));
+        assert_eq!(waiting.redeem_action, None);
+        assert_eq!(waiting.delivered_at, None);
+        assert_eq!(waiting.id, Some(7));
+        assert_eq!(waiting.purchase_invoice.as_ref().map(Href::as_str), Some("/v2/invoices/1003"));
     }
 }

@@ -598,6 +598,12 @@ async fn settle(state: &AppState, call: &Call, how: Settlement) -> Result<(Invoi
         Err(SettleError::NotOpen) => {
             return Err(invalid_transition("Only a pending or past due invoice can be settled or collected."));
         }
+        Err(SettleError::PaymentProcessing(_)) => {
+            return Err(invalid_transition(
+                "A payment of this invoice is processing at the payment gateway; the invoice can be marked paid or \
+                 failed once its outcome is known.",
+            ));
+        }
         Err(SettleError::Failed(e)) => return Err(respond::internal(&e)),
     };
     let mut written_off = Vec::new();

@@ -3,8 +3,9 @@
 //!
 //! - A card is written with its purchase invoice in one database transaction
 //!   ([`Store::create_gift_card_purchase`]) but exists for the API only once it is purchased
-//!   ([`Store::confirm_gift_card`], after the payment was approved: `purchased_at`); a declined
-//!   payment removes it again ([`Store::discard_gift_card`]), so nothing of it is kept.
+//!   ([`Store::confirm_gift_card`], after the payment was approved: `purchased_at`), or while
+//!   its payment is still `processing` at the gateway; a declined payment removes it again
+//!   ([`Store::discard_gift_card`]), so nothing of it is kept.
 //! - Delivery sets `delivered_at` once ([`Store::deliver_gift_card`]).
 //! - Redemption ([`Store::redeem_gift_card`]) is a compare-and-set on a card not yet redeemed,
 //!   made in the database transaction that creates the invoice holding its credit (a credit
@@ -129,6 +130,12 @@ const COLUMNS: &str = "id, site_id, redemption_code, product_code, currency, uni
      delivery_gifter_name, delivery_message, delivery_address1, delivery_address2, delivery_city, delivery_state, \
      delivery_zip, delivery_country, delivery_phone, deliver_at, purchased_at, delivered_at, redeemed_at, \
      canceled_at, created_at, updated_at";
+
+/// The cards the API shows: purchased ones, and those whose purchase payment is still
+/// `processing` at the gateway (its outcome not known yet; the settle job then confirms the card
+/// or discards it). A card whose purchase was never charged (a crash in between) stays hidden.
+const SHOWN: &str = "(purchased_at IS NOT NULL OR EXISTS (SELECT 1 FROM transactions t \
+     WHERE t.invoice_id = gift_cards.purchase_invoice_id AND t.action = 'purchase' AND t.status = 'processing'))";
 
 fn from_row(row: &DbRow) -> Result<GiftCard, StoreError> {
     Ok(GiftCard {
@@ -517,11 +524,19 @@ impl Store {
         Ok(true)
     }
 
-    /// The site's purchased card with this id.
+    /// The site's card with this id: purchased, or waiting for a payment still processing at the
+    /// gateway ([`SHOWN`]).
     pub async fn gift_card(&self, site_id: i64, id: i64) -> Result<Option<GiftCard>, StoreError> {
-        let sql =
-            format!("SELECT {COLUMNS} FROM gift_cards WHERE site_id = $1 AND id = $2 AND purchased_at IS NOT NULL");
+        let sql = format!("SELECT {COLUMNS} FROM gift_cards WHERE site_id = $1 AND id = $2 AND {SHOWN}");
         let row = crate::db::query(&sql).bind(site_id).bind(id).fetch_optional(&self.pool).await?;
+        row.as_ref().map(from_row).transpose()
+    }
+
+    /// The card waiting for the payment of its purchase invoice `invoice_id` (not purchased yet),
+    /// if there is one.
+    pub async fn gift_card_awaiting(&self, invoice_id: i64) -> Result<Option<GiftCard>, StoreError> {
+        let sql = format!("SELECT {COLUMNS} FROM gift_cards WHERE purchase_invoice_id = $1 AND purchased_at IS NULL");
+        let row = crate::db::query(&sql).bind(invoice_id).fetch_optional(&self.pool).await?;
         row.as_ref().map(from_row).transpose()
     }
 
@@ -548,7 +563,8 @@ impl Store {
         row.as_ref().map(from_row).transpose()
     }
 
-    /// A page of the site's purchased cards.
+    /// A page of the site's cards: purchased, or waiting for a payment still processing at the
+    /// gateway ([`SHOWN`]).
     pub async fn list_gift_cards(
         &self,
         site_id: i64,
@@ -557,7 +573,7 @@ impl Store {
     ) -> Result<Page<GiftCard>, StoreError> {
         let mut conditions = Conditions::default();
         conditions.eq("site_id", Arg::Int(site_id));
-        conditions.push("purchased_at IS NOT NULL".to_owned());
+        conditions.push(SHOWN.to_owned());
         if let Some(id) = filter.gifter_account_id {
             conditions.eq("gifter_account_id", Arg::Int(id));
         }

@@ -15,6 +15,10 @@
 //!   idempotency key is unique: beginning a transaction again with the same key answers the
 //!   recorded one, so a repeated charge can see whether it already happened. A transaction keeps
 //!   a snapshot of the account and of the billing info's non-secret fields (never a card number).
+//!   A purchase attempt also keeps the service's time it was begun at and whether it charges a
+//!   payment method to save ([`Store::begin_attempt`], [`AttemptFacts`]), for the settle job.
+//!   While a purchase of an invoice is `processing`, [`Store::close_invoice`] refuses to settle
+//!   the invoice by hand.
 //!
 //! Money is integer cents, times UTC epoch seconds, booleans 0/1 (one integer type for both
 //! backends, bound and decoded the same way by either driver). Lists use the keyset paging of [`crate::list`].
@@ -136,6 +140,38 @@ impl Store {
         }
         work.commit().await?;
         self.invoice_by_id(id).await
+    }
+
+    /// [`Store::set_invoice_state`], refused while a purchase of the invoice is still
+    /// `processing` at the gateway (its outcome not known: it may still pay the invoice). The
+    /// invoice is locked first, as [`Store::begin_transaction`] locks it, so a purchase begun at
+    /// the same time and this change see each other: one of them comes second.
+    pub async fn close_invoice(
+        &self,
+        id: i64,
+        from: &[InvoiceState],
+        change: InvoiceChange,
+        now: i64,
+        events: &[NewEvent],
+    ) -> Result<Closing, StoreError> {
+        let mut work = self.begin_work().await?;
+        work.lock_invoice(id).await?;
+        let sql = format!(
+            "SELECT {} FROM transactions WHERE invoice_id = $1 AND action = 'purchase' AND status = '{}' \
+             ORDER BY id LIMIT 1",
+            transaction_columns(),
+            TransactionStatus::Processing.as_str()
+        );
+        if let Some(row) = crate::db::query(&sql).bind(id).fetch_optional(work.tx.exec()).await? {
+            // Dropped: rolled back, nothing written.
+            return Ok(Closing::Paying(Box::new(transaction_from_row(&row)?)));
+        }
+        let changed = work.set_invoice_states(from, &[InvoiceStateChange { id, change, now, events }]).await?;
+        if changed.is_empty() {
+            return Ok(Closing::NotInState);
+        }
+        work.commit().await?;
+        Ok(self.invoice_by_id(id).await?.map_or(Closing::NotInState, |i| Closing::Closed(Box::new(i))))
     }
 
     /// A page of the site's invoices, with the number matching `filter` and the time range.
@@ -337,6 +373,19 @@ impl Store {
         new: &NewTransaction,
         now: i64,
     ) -> Result<(Transaction, bool), StoreError> {
+        self.begin_attempt(site_id, new, now, AttemptFacts::default()).await
+    }
+
+    /// [`Store::begin_transaction`] of a purchase attempt, recording `facts` with it
+    /// ([`Store::attempt_of`] reads them back). A transaction answered instead (recorded by an
+    /// earlier call) keeps the facts it was recorded with.
+    pub async fn begin_attempt(
+        &self,
+        site_id: i64,
+        new: &NewTransaction,
+        now: i64,
+        facts: AttemptFacts,
+    ) -> Result<(Transaction, bool), StoreError> {
         let mut work = self.begin_work().await?;
         if let Some(invoice_id) = new.invoice_id.filter(|_| new.action == "purchase") {
             work.lock_invoice(invoice_id).await?;
@@ -356,7 +405,7 @@ impl Store {
                 return Ok((transaction_from_row(&row)?, true));
             }
         }
-        let mut recorded = work.record_transactions(site_id, &[(new, now)], Duplicate::Answer).await?;
+        let mut recorded = work.record_transactions(site_id, &[(new, now)], Duplicate::Answer, facts).await?;
         work.commit().await?;
         recorded
             .pop()
@@ -413,6 +462,22 @@ impl Store {
         );
         let rows = crate::db::query(&sql).bind(site_id).bind(before).bind(limit).fetch_all(&self.pool).await?;
         rows.iter().map(transaction_from_row).collect()
+    }
+
+    /// What the purchase attempt of the transaction with this id was recorded with
+    /// ([`Store::begin_attempt`]); `None` when there is no such transaction.
+    pub async fn attempt_of(&self, id: i64) -> Result<Option<AttemptFacts>, StoreError> {
+        let row = crate::db::query("SELECT begun_service_at, saves_payment_method FROM transactions WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|row| {
+            Ok(AttemptFacts {
+                begun_service_at: row.try_get("begun_service_at")?,
+                saves_payment_method: crate::get_flag(&row, "saves_payment_method")?,
+            })
+        })
+        .transpose()
     }
 
     /// The site's transaction with this uuid.
@@ -670,21 +735,34 @@ impl Work {
         site_id: i64,
         new: &[(&NewTransaction, i64)],
     ) -> Result<Vec<Transaction>, StoreError> {
-        Ok(self.record_transactions(site_id, new, Duplicate::Fail).await?.into_iter().map(|(t, _)| t).collect())
+        self.begin_attempts(site_id, new, AttemptFacts::default()).await
     }
 
-    /// The one statement recording new transactions ([`Work::begin_transactions`],
-    /// [`Store::begin_transaction`]); answers them in the order given.
+    /// [`Work::begin_transactions`] of purchase attempts, each recorded with `facts` (see
+    /// [`Store::begin_attempt`]).
+    pub async fn begin_attempts(
+        &mut self,
+        site_id: i64,
+        new: &[(&NewTransaction, i64)],
+        facts: AttemptFacts,
+    ) -> Result<Vec<Transaction>, StoreError> {
+        Ok(self.record_transactions(site_id, new, Duplicate::Fail, facts).await?.into_iter().map(|(t, _)| t).collect())
+    }
+
+    /// The one statement recording new transactions ([`Work::begin_attempts`],
+    /// [`Store::begin_attempt`]), each with `facts`; answers them in the order given.
     async fn record_transactions(
         &mut self,
         site_id: i64,
         new: &[(&NewTransaction, i64)],
         duplicate: Duplicate,
+        facts: AttemptFacts,
     ) -> Result<Vec<(Transaction, bool)>, StoreError> {
         if new.is_empty() {
             return Ok(Vec::new());
         }
-        let columns = transaction_insert();
+        let mut columns = transaction_insert();
+        columns.extend(["begun_service_at", "saves_payment_method"]);
         let on_conflict = match duplicate {
             Duplicate::Fail => "",
             Duplicate::Answer => " ON CONFLICT (idempotency_key) DO NOTHING",
@@ -697,7 +775,9 @@ impl Work {
         );
         let mut query = crate::db::counted(&sql, new.len());
         for (t, now) in new {
-            query = bind_transaction(query, new_uuid(), site_id, t, *now);
+            query = bind_transaction(query, new_uuid(), site_id, t, *now)
+                .bind(facts.begun_service_at)
+                .bind(flag(facts.saves_payment_method));
         }
         let mut made =
             query.fetch_all(self.tx.exec()).await?.iter().map(transaction_from_row).collect::<Result<Vec<_>, _>>()?;

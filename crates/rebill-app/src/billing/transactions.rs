@@ -3,7 +3,8 @@
 //! ([`Collect::Once`]): approved, the invoice is paid; declined, it fails (the declined
 //! transaction and its `failed` invoice are kept). A requested billing info (token or card
 //! fields) is charged and, when approved (or declined with `declined_saveable`), becomes the
-//! account's billing info; without one the stored billing info is charged.
+//! account's billing info — when the outcome is not known at once, when the settle job learns
+//! it; without one the stored billing info is charged.
 //!
 //! The account's open credit pays the invoice first, as it pays every new charge invoice; what
 //! it leaves is charged. A charge the credit pays wholly makes no transaction
@@ -75,7 +76,7 @@ pub async fn charge_once(services: &Services, ctx: &Context, charge: &OneOffChar
         None => None,
     };
     let source = match &requested {
-        Some(m) => Some(PaymentSource { kind: m.kind, fields: m.fields.clone(), reference: m.reference.clone() }),
+        Some(m) => Some(PaymentSource::of_requested(m)),
         None => PaymentSource::of_account(services, &account).await?,
     };
     let source = source.ok_or(ChargeError::BillingInfoRequired)?;
@@ -107,6 +108,8 @@ pub async fn charge_once(services: &Services, ctx: &Context, charge: &OneOffChar
         None if invoiced.is_paid() => return Ok(Charged::ByCredit(Box::new(invoiced.invoice))),
         None => return Err(ChargeError::NoTransaction),
     };
+    // A charge whose outcome is not known yet saves nothing now: the settle job saves the
+    // requested method when the late answer calls for it.
     let approved = transaction.status() == TransactionStatus::Success;
     let keep = approved || transaction.result.failure.as_ref().is_some_and(|f| f.error_code == "declined_saveable");
     if let Some(method) = requested.as_ref().filter(|_| keep) {

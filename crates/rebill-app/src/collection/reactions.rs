@@ -8,12 +8,25 @@
 //! behind. A reaction runs at least once: one interrupted before its mark runs again, which is
 //! harmless because reactions are idempotent (a recovered subscription is not past due any
 //! more, an expired one stays expired); once marked it never runs again.
+//!
+//! What an invoice paid for follows its payment too: a gift card waiting for its purchase
+//! invoice is purchased and delivered when that invoice is paid, and discarded when its payment
+//! is declined ([`gift_card_purchased`], [`gift_card_settled`]), alike whether the answer came at
+//! once (the purchase's own call) or later (the settle job).
 
+use rebill_store::StoreError;
 use rebill_store::events::{Awaiting, Event};
+use rebill_store::gift_cards::GiftCard;
+use rebill_store::invoices::Invoice;
+use serde_json::json;
 
 use crate::Services;
-use crate::platform::events::{INVOICE_FAILED, INVOICE_PAID};
+use crate::platform::events::{self, GIFT_CARD_DELIVERED, GIFT_CARD_PURCHASED, INVOICE_FAILED, INVOICE_PAID};
 use crate::platform::jobs::JobError;
+
+/// Kind of the job delivering a gift card at its `deliver_at` (subject: the card's id; run by
+/// `selling::gift_cards::run_delivery`).
+pub const GIFT_CARD_DELIVERY_JOB: &str = "gift_card_delivery";
 
 /// Events delivered at a time by [`drain`].
 const DRAIN_BATCH: i64 = 100;
@@ -66,4 +79,41 @@ async fn deliver(services: &Services, event: &Event) -> Result<(), JobError> {
         // No subscriber reacts to other kinds (they are never recorded as awaiting).
         _ => Ok(()),
     }
+}
+
+/// A gift card whose purchase invoice was paid: purchased at `at` (`gift_card.purchased`), and
+/// delivered then (`gift_card.delivered`) when no `deliver_at` was asked or that time has passed
+/// already (a payment whose answer came late), else by its delivery job at `deliver_at`. The
+/// purchase's own call and the settle job confirm a card alike. `None` when the card was not
+/// waiting for its purchase (confirmed already, or discarded).
+pub async fn gift_card_purchased(
+    services: &Services,
+    card: &GiftCard,
+    at: i64,
+) -> Result<Option<GiftCard>, StoreError> {
+    let deliver_at = card.delivery.deliver_at.filter(|due| *due > at);
+    let delivered = deliver_at.is_none().then_some(at);
+    let mut recorded = vec![events::gift_card(services, GIFT_CARD_PURCHASED, at, card, json!({}))];
+    if delivered.is_some() {
+        recorded.push(events::gift_card(services, GIFT_CARD_DELIVERED, at, card, json!({})));
+    }
+    if let Some(due) = deliver_at {
+        // The job first: a crash after it leaves a job that finds the card purchased or not.
+        services.store.schedule_job(card.site_id, GIFT_CARD_DELIVERY_JOB, &card.id.to_string(), due).await?;
+    }
+    services.store.confirm_gift_card(card.id, at, delivered, &recorded).await
+}
+
+/// The gift card waiting for the payment of `invoice` (its purchase invoice), once that payment
+/// is known after the call that made it (the settle job): paid, the card is purchased
+/// ([`gift_card_purchased`]); declined, it is discarded, and nothing of it is kept, as when the
+/// purchase is declined at once. An invoice no card waits for needs nothing.
+pub async fn gift_card_settled(services: &Services, invoice: &Invoice, paid: bool, at: i64) -> Result<(), StoreError> {
+    let Some(card) = services.store.gift_card_awaiting(invoice.id).await? else { return Ok(()) };
+    if paid {
+        gift_card_purchased(services, &card, at).await?;
+    } else {
+        services.store.discard_gift_card(card.id).await?;
+    }
+    Ok(())
 }

@@ -14,12 +14,29 @@
 //! same parameters and key (`resumed`: the gateway looks up what it did first, and sends the
 //! request again only while it still keeps the key's first answer, [`RESEND_SECONDS`]), and
 //! until the answer is definite it asks again later ([`crate::billing::invoicing::settle_backoff`]
-//! of the attempt's age). A definite answer is recorded, and then what would have followed it
-//! at the time follows now: approved, the invoice is paid (its subscriptions recover); declined,
-//! an automatic attempt is counted as [`attempted`] counts it (past due with the next retry, or
-//! failed: a signup's or one-off charge's invoice fails, and its subscriptions expire), and a
-//! merchant's `collect` leaves the invoice as it was. Only the call that records the answer does
-//! what follows it ([`rebill_store::Store::settle_transaction`]).
+//! of the attempt's age). The attempt's age is real time, the service's clock since the attempt
+//! was begun ([`rebill_store::invoices::AttemptFacts::begun_service_at`]), not the site's: a
+//! sandbox site's clock may be moved ahead, while the gateway keeps a key for a span of real
+//! time. A definite answer is recorded, and then what would have followed it at the time
+//! follows now:
+//! - a payment method the request named is saved as the account's billing info when the charge
+//!   is approved (or declined `declined_saveable`), as the one-off charge, gift card or purchase
+//!   would have saved it ([`rebill_store::invoices::AttemptFacts::saves_payment_method`]), unless
+//!   the account's billing info changed after the attempt began;
+//! - approved, the invoice is paid (past-due subscriptions recover when a retry or a collect was
+//!   approved), and a gift card waiting for the invoice is purchased and delivered
+//!   ([`reactions::gift_card_settled`]);
+//! - declined, an automatic attempt is counted as [`attempted`] counts it (past due with the next
+//!   retry, or failed); a first collection's subscriptions are left as the invoicing call leaves
+//!   them ([`lifecycle::on_first_collection_declined`]: a renewal's fall past due, a signup's
+//!   expire), a gift card waiting for the invoice is discarded; a merchant's `collect` leaves the
+//!   invoice as it was.
+//!
+//! Only the call that records the answer does what follows it
+//! ([`rebill_store::Store::settle_transaction`]).
+//!
+//! While a purchase of an invoice is `processing`, the invoice is neither marked paid nor failed
+//! ([`SettleError::PaymentProcessing`]): the charge may still pay it.
 //!
 //! [`sweep`] finds what a stopped process left: transactions still `processing` more than
 //! [`STALE_SECONDS`] after they were begun get their settle job.
@@ -28,16 +45,18 @@ use rebill_billing::collection::Attempt;
 use rebill_billing::states::{InvoiceState, InvoiceTransition, TransactionStatus};
 use rebill_store::Site;
 use rebill_store::events::Awaiting;
-use rebill_store::invoices::{Invoice, Transaction};
+use rebill_store::invoices::{AttemptFacts, Closing, Invoice, Transaction};
 
 use crate::billing::invoicing::{
     Collect, DUNNING_JOB, PaymentSource, SETTLE_JOB, attempt_key, attempted, backoff_by_age, charge, gateway_purchase,
     transition_events, without_retry,
 };
 use crate::collection::reactions;
+use crate::customers::payment_methods::{self, RequestedMethod};
 use crate::platform::error::AppError;
 use crate::platform::jobs::JobError;
 use crate::platform::transaction_records::{is_settled, result_of, transaction_event};
+use crate::subscriptions::lifecycle;
 use crate::{Context, Services};
 
 /// Collected now (`collect`).
@@ -93,38 +112,68 @@ pub async fn run_dunning(state: &Services, job: &rebill_store::jobs::Job) -> Res
     react(state, &invoice).await
 }
 
+/// Why an open invoice was not settled by [`mark_paid`], [`mark_failed`] or a late answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unsettled {
+    /// The invoice is not pending or past due.
+    NotOpen,
+    /// A purchase of the invoice is still `processing` at the gateway (this one): its outcome is
+    /// not known, and it may still pay the invoice.
+    Paying(Box<Transaction>),
+}
+
 /// Marks an open invoice paid (`mark_successful`): no more retries; its subscriptions recover.
-/// `None` when the invoice is not pending or past due.
-pub async fn mark_paid(state: &Services, invoice: &Invoice, at: i64) -> Result<Option<Invoice>, JobError> {
-    close(state, invoice, InvoiceTransition::Pay, SETTLED_BY_MARK, at).await
+/// Refused while a purchase of the invoice is processing at the gateway.
+pub async fn mark_paid(state: &Services, invoice: &Invoice, at: i64) -> Result<Result<Invoice, Unsettled>, JobError> {
+    close(state, invoice, InvoiceTransition::Pay, SETTLED_BY_MARK, at, UnlessPaying::Refuse).await
 }
 
 /// Marks an open invoice failed (`mark_failed`): no more retries; its subscriptions expire.
-/// `None` when the invoice is not pending or past due.
-pub async fn mark_failed(state: &Services, invoice: &Invoice, at: i64) -> Result<Option<Invoice>, JobError> {
-    close(state, invoice, InvoiceTransition::Fail, SETTLED_BY_MARK, at).await
+/// Refused while a purchase of the invoice is processing at the gateway.
+pub async fn mark_failed(state: &Services, invoice: &Invoice, at: i64) -> Result<Result<Invoice, Unsettled>, JobError> {
+    close(state, invoice, InvoiceTransition::Fail, SETTLED_BY_MARK, at, UnlessPaying::Refuse).await
+}
+
+/// Whether [`close`] is refused while a purchase of the invoice is processing at the gateway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum UnlessPaying {
+    /// Marking by hand: refused ([`Unsettled::Paying`]).
+    Refuse,
+    /// Settled by a payment the gateway approved: that money is taken, whatever else runs.
+    Close,
 }
 
 /// Settles an open invoice by `transition` (`by` says how), drops its retries and runs the
-/// reactions to it (its subscriptions recover or expire). `None` when the invoice was not in a
-/// state the transition starts from.
+/// reactions to it (its subscriptions recover or expire). Nothing is written when the invoice
+/// was not in a state the transition starts from, nor, with [`UnlessPaying::Refuse`], while a
+/// purchase of it is processing at the gateway ([`rebill_store::Store::close_invoice`], under
+/// the invoice's lock).
 async fn close(
     state: &Services,
     invoice: &Invoice,
     transition: InvoiceTransition,
     by: &str,
     at: i64,
-) -> Result<Option<Invoice>, JobError> {
+    unless_paying: UnlessPaying,
+) -> Result<Result<Invoice, Unsettled>, JobError> {
     let events = transition_events(state, invoice, transition, by, at);
     let change = without_retry(transition);
-    let Some(closed) = state.store.set_invoice_state(invoice.id, transition.from_states(), change, at, &events).await?
-    else {
-        return Ok(None);
+    let from = transition.from_states();
+    let closed = match unless_paying {
+        UnlessPaying::Refuse => match state.store.close_invoice(invoice.id, from, change, at, &events).await? {
+            Closing::Closed(closed) => *closed,
+            Closing::NotInState => return Ok(Err(Unsettled::NotOpen)),
+            Closing::Paying(t) => return Ok(Err(Unsettled::Paying(t))),
+        },
+        UnlessPaying::Close => match state.store.set_invoice_state(invoice.id, from, change, at, &events).await? {
+            Some(closed) => closed,
+            None => return Ok(Err(Unsettled::NotOpen)),
+        },
     };
     state.store.cancel_jobs(DUNNING_JOB, &invoice.uuid).await?;
     react(state, &closed).await?;
     // As the reactions left it (a write-off pays a failed invoice's balance).
-    Ok(Some(state.store.invoice_by_id(closed.id).await?.unwrap_or(closed)))
+    Ok(Ok(state.store.invoice_by_id(closed.id).await?.unwrap_or(closed)))
 }
 
 /// Collects a past-due invoice now (`collect`): one attempt with the stored payment method,
@@ -149,9 +198,9 @@ pub async fn collect_now(
     if t.status() != TransactionStatus::Success {
         return Ok(Some((invoice.clone(), Some(t))));
     }
-    let paid = close(state, invoice, InvoiceTransition::Pay, SETTLED_BY_COLLECTION, at)
+    let paid = close(state, invoice, InvoiceTransition::Pay, SETTLED_BY_COLLECTION, at, UnlessPaying::Close)
         .await?
-        .unwrap_or_else(|| invoice.clone());
+        .unwrap_or_else(|_| invoice.clone());
     Ok(Some((paid, Some(t))))
 }
 
@@ -177,6 +226,11 @@ pub enum SettleError {
     /// The collection was declined (the invoice stays past due with its retries).
     #[error("the collection was declined")]
     Declined(Box<Transaction>),
+    /// Marking paid or failed: a purchase of the invoice is processing at the gateway (this
+    /// transaction), whose outcome is not known yet. Marked now, the invoice could be paid twice,
+    /// or failed under a charge that then succeeds; it can be marked once the outcome is known.
+    #[error("a payment of the invoice is processing at the gateway; its outcome is not known yet")]
+    PaymentProcessing(Box<Transaction>),
     #[error(transparent)]
     Failed(#[from] JobError),
 }
@@ -188,18 +242,26 @@ pub async fn settle_invoice(
     invoice: &Invoice,
     how: Settlement,
 ) -> Result<Invoice, SettleError> {
-    let changed = match how {
+    let marked = match how {
         Settlement::Paid => mark_paid(services, invoice, ctx.now).await?,
         Settlement::Failed => mark_failed(services, invoice, ctx.now).await?,
-        Settlement::Collect => match collect_now(services, &ctx.site, invoice, ctx.now).await? {
-            Some((_, Some(t))) if t.status() == TransactionStatus::Declined => {
-                return Err(SettleError::Declined(Box::new(t)));
-            }
-            Some((_, None)) => return Err(SettleError::NoBillingInfo),
-            found => found.map(|(i, _)| i),
-        },
+        Settlement::Collect => return collect(services, ctx, invoice).await,
     };
-    changed.ok_or(SettleError::NotOpen)
+    match marked {
+        Ok(invoice) => Ok(invoice),
+        Err(Unsettled::NotOpen) => Err(SettleError::NotOpen),
+        Err(Unsettled::Paying(t)) => Err(SettleError::PaymentProcessing(t)),
+    }
+}
+
+/// [`settle_invoice`]'s collect now.
+async fn collect(services: &Services, ctx: &Context, invoice: &Invoice) -> Result<Invoice, SettleError> {
+    match collect_now(services, &ctx.site, invoice, ctx.now).await? {
+        Some((_, Some(t))) if t.status() == TransactionStatus::Declined => Err(SettleError::Declined(Box::new(t))),
+        Some((_, None)) => Err(SettleError::NoBillingInfo),
+        Some((invoice, _)) => Ok(invoice),
+        None => Err(SettleError::NotOpen),
+    }
 }
 
 impl From<SettleError> for AppError {
@@ -208,6 +270,7 @@ impl From<SettleError> for AppError {
             SettleError::NotOpen => Self::Conflict(e.to_string()),
             SettleError::NoBillingInfo => Self::refused("billing_info", "blank", e.to_string()),
             SettleError::Declined(transaction) => Self::Declined(Some(transaction)),
+            e @ SettleError::PaymentProcessing(_) => Self::Conflict(e.to_string()),
             SettleError::Failed(e) => e.into(),
         }
     }
@@ -287,8 +350,20 @@ async fn settle_purchase(state: &Services, site: &Site, transaction: &Transactio
             source.map(|s| s.reference).unwrap_or_default()
         }
     };
-    let source = PaymentSource { kind: transaction.new.kind, fields: transaction.new.billing.clone(), reference };
-    let age = now - transaction.created_at;
+    let source = PaymentSource {
+        kind: transaction.new.kind,
+        fields: transaction.new.billing.clone(),
+        reference,
+        requested: false,
+    };
+    let facts = state.store.attempt_of(transaction.id).await?.unwrap_or_default();
+    // Real time since the attempt began (the gateway keeps its key that long), on the service's
+    // clock: a sandbox site's clock may have been moved ahead meanwhile. A transaction recorded
+    // without its service time is judged by the site's clock.
+    let age = match facts.begun_service_at {
+        Some(begun) => state.clock.now() - begun,
+        None => now - transaction.created_at,
+    };
     let gateway = state.gateway(site.id).await?;
     let outcome = gateway_purchase(state, gateway.as_ref(), transaction, &source, true, age < RESEND_SECONDS).await;
     let result = result_of(&outcome, now);
@@ -302,7 +377,39 @@ async fn settle_purchase(state: &Services, site: &Site, transaction: &Transactio
     if !recorded {
         return Ok(());
     }
+    save_requested_method(state, site, &invoice, facts, &settled, now).await?;
     follow_payment(state, &invoice, &settled, now).await
+}
+
+/// Saves the payment method an attempt settled late charged as the account's billing info, when
+/// the request named it ([`AttemptFacts::saves_payment_method`]) and the answer calls for it
+/// (approved, or declined `declined_saveable`), as the call that charged it saves it when the
+/// answer comes at once: the method the gateway stored for the charge (the transaction's
+/// `payment_reference`) with the transaction's billing snapshot. A billing info changed after the
+/// attempt began stands (it would have replaced this one).
+async fn save_requested_method(
+    state: &Services,
+    site: &Site,
+    invoice: &Invoice,
+    facts: AttemptFacts,
+    settled: &Transaction,
+    at: i64,
+) -> Result<(), JobError> {
+    let approved = settled.status() == TransactionStatus::Success;
+    let saveable = settled.result.failure.as_ref().is_some_and(|f| f.error_code == "declined_saveable");
+    if !facts.saves_payment_method || !(approved || saveable) {
+        return Ok(());
+    }
+    let Some(reference) = settled.new.payment_reference.clone() else { return Ok(()) };
+    let Some(account) = state.store.account(site.id, &invoice.account_code).await? else { return Ok(()) };
+    if state.store.billing_info(account.id).await?.is_some_and(|b| b.updated_at > settled.created_at) {
+        tracing::info!(transaction = %settled.uuid, "billing info changed after a charge began; the later one stays");
+        return Ok(());
+    }
+    let ctx = Context { site: site.clone(), now: at };
+    let method = RequestedMethod { kind: settled.new.kind, fields: settled.new.billing.clone(), reference };
+    payment_methods::save_requested(state, &ctx, &account, &method).await?;
+    Ok(())
 }
 
 /// What follows a purchase of `invoice` settled late, as its answer would have been followed at
@@ -319,11 +426,23 @@ async fn follow_payment(state: &Services, invoice: &Invoice, settled: &Transacti
         None => SETTLED_BY_COLLECTION,
     };
     if settled.status() == TransactionStatus::Success {
-        close(state, invoice, InvoiceTransition::Pay, by, at).await?;
+        if close(state, invoice, InvoiceTransition::Pay, by, at, UnlessPaying::Close).await?.is_err() {
+            tracing::warn!(transaction = %settled.uuid, "a payment approved late found its invoice settled otherwise");
+        }
+        // Paid: a gift card bought with the invoice is purchased (and delivered) now.
+        reactions::gift_card_settled(state, invoice, true, at).await?;
         return Ok(());
     }
     let Some(attempt) = attempt else { return Ok(()) };
-    attempted(state, invoice, late_collection(invoice), attempt, Attempt::Declined, by, at).await?;
+    let collect = late_collection(invoice);
+    attempted(state, invoice, collect, attempt, Attempt::Declined, by, at).await?;
+    if attempt == 0 && collect != Collect::Manual {
+        // The invoicing call, had it learnt the decline, would have left the invoice's
+        // subscriptions past due (a renewal) or refused them (a signup, a purchase), and
+        // discarded a gift card bought with it.
+        lifecycle::on_first_collection_declined(state, invoice, collect == Collect::Once, at).await?;
+        reactions::gift_card_settled(state, invoice, false, at).await?;
+    }
     react(state, invoice).await
 }
 

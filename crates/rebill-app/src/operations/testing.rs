@@ -60,6 +60,11 @@ pub enum Script {
     /// outcome ([`Outcome::Pending`], `gateway_timeout`). Asked again under the same key, the
     /// gateway answers what it did.
     Lost,
+    /// The request never reaches the gateway and no answer comes: an unknown outcome
+    /// ([`Outcome::Pending`], `gateway_timeout`), with nothing done. Asked again under the same
+    /// key, the gateway finds nothing: it charges when the request may be sent again
+    /// ([`PaymentRequest::may_resend`]), else declines it (`attempt_not_found`), as Stripe does.
+    Unsent,
 }
 
 /// The kinds of gateway calls a script acts on; the calls of each kind are numbered on their own,
@@ -97,6 +102,10 @@ pub struct Scripted {
     pub purchases: Mutex<Vec<i64>>,
     /// The idempotency key of every purchase call, in order.
     pub keys: Mutex<Vec<String>>,
+    /// `resumed` and `may_resend` of every purchase call, in order.
+    resumed: Mutex<Vec<(bool, bool)>>,
+    /// The keys of the purchases the gateway did (approved or declined).
+    done: Mutex<Vec<String>>,
     refunds: Mutex<Vec<GiveBackCall>>,
     voids: Mutex<Vec<GiveBackCall>>,
 }
@@ -121,9 +130,14 @@ fn distinct<'k>(keys: impl Iterator<Item = &'k str>) -> usize {
 
 /// A decline of the scripted gateway.
 fn declined<'a>(code: &'static str) -> GatewayFuture<'a> {
+    declined_as(code, "scripted")
+}
+
+/// A decline of the scripted gateway with the gateway's own code.
+fn declined_as<'a>(code: &'static str, gateway_error_code: &str) -> GatewayFuture<'a> {
     let decline = Decline {
         code,
-        gateway_error_code: Some("scripted".into()),
+        gateway_error_code: Some(gateway_error_code.into()),
         cvv_result: None,
         avs_result: None,
         reference: None,
@@ -142,6 +156,10 @@ fn answer<'a>(
         Some(Script::Decline) => declined(refused),
         Some(Script::Error) => declined("gateway_unavailable"),
         Some(Script::Hang) => Box::pin(std::future::pending()),
+        Some(Script::Unsent) => Box::pin(std::future::ready(Outcome::Pending(rebill_billing::gateway::Pending {
+            code: "gateway_timeout",
+            reference: None,
+        }))),
         Some(Script::Lost) => {
             let done = sandbox();
             Box::pin(async move {
@@ -176,6 +194,8 @@ impl Scripted {
             decline_amounts: Mutex::new(Vec::new()),
             purchases: Mutex::new(Vec::new()),
             keys: Mutex::new(Vec::new()),
+            resumed: Mutex::new(Vec::new()),
+            done: Mutex::new(Vec::new()),
             refunds: Mutex::new(Vec::new()),
             voids: Mutex::new(Vec::new()),
         })
@@ -195,6 +215,12 @@ impl Scripted {
     pub fn distinct_keys(&self) -> usize {
         let keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
         distinct(keys.iter().map(String::as_str))
+    }
+
+    /// `(resumed, may_resend)` of every purchase call, in order ([`PaymentRequest::resumed`],
+    /// [`PaymentRequest::may_resend`]).
+    pub fn resumed_calls(&self) -> Vec<(bool, bool)> {
+        self.resumed.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
     /// Refund calls so far.
@@ -250,8 +276,21 @@ impl Gateway for Scripted {
         if let (Ok(mut keys), Some(key)) = (self.keys.lock(), request.idempotency_key) {
             keys.push(key.to_owned());
         }
+        if let Ok(mut resumed) = self.resumed.lock() {
+            resumed.push((request.resumed, request.may_resend));
+        }
         let by_amount = self.decline_amounts.lock().is_ok_and(|a| a.contains(&request.amount_in_cents));
         let script = if by_amount { Some(Script::Decline) } else { self.script_of(Call::Purchase, n) };
+        let mut done = self.done.lock().unwrap_or_else(PoisonError::into_inner);
+        let found = request.idempotency_key.is_some_and(|key| done.iter().any(|d| d == key));
+        if script.is_none() && request.resumed && !request.may_resend && !found {
+            // Nothing done under the key, which may be forgotten: not sent again.
+            return declined_as("gateway_timeout", "attempt_not_found");
+        }
+        if let (Some(key), None | Some(Script::Decline | Script::Lost)) = (request.idempotency_key, script) {
+            done.push(key.to_owned());
+        }
+        drop(done);
         answer(script, "declined", || SandboxGateway.purchase(request))
     }
 

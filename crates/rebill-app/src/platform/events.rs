@@ -58,6 +58,12 @@ pub const INVOICE_REFUNDED: &str = "invoice.refunded";
 pub const INVOICE_REFUND_FAILED: &str = "invoice.refund_failed";
 /// A credit payment made (see `rebill_store::credits`).
 pub const CREDIT_PAYMENT_CREATED: &str = rebill_store::credits::CREDIT_PAYMENT_CREATED;
+/// A gift card bought: its payment approved (subject: the card's id).
+pub const GIFT_CARD_PURCHASED: &str = "gift_card.purchased";
+/// A gift card delivered (subject: the card's id).
+pub const GIFT_CARD_DELIVERED: &str = "gift_card.delivered";
+/// A gift card redeemed onto a recipient account (subject: the card's id).
+pub const GIFT_CARD_REDEEMED: &str = "gift_card.redeemed";
 
 /// An event of `kind` at `at` (site clock) with `payload`, recorded now (service clock); it
 /// awaits a reaction when a subscriber reacts to it.
@@ -69,6 +75,27 @@ pub fn new(services: &Services, kind: &str, at: i64, payload: Value) -> NewEvent
         awaits_reaction: reacts_to(kind, &payload),
         payload: payload.to_string(),
     }
+}
+
+/// An event of a gift card (`gift_card.*`): the payload names its gifter account, product,
+/// currency and face value, and whatever `extra` adds.
+pub fn gift_card(
+    services: &Services,
+    kind: &str,
+    at: i64,
+    card: &rebill_store::gift_cards::GiftCard,
+    extra: Value,
+) -> NewEvent {
+    let mut payload = json!({
+        "gifter_account_code": card.gifter_account_code,
+        "product_code": card.product_code,
+        "currency": card.currency,
+        "unit_amount_in_cents": card.unit_amount,
+    });
+    if let (Some(map), Some(more)) = (payload.as_object_mut(), extra.as_object()) {
+        map.extend(more.clone());
+    }
+    new(services, kind, at, payload)
 }
 
 /// An event of an account (`account.*`, `billing_info.*`): the payload names the account.

@@ -7,7 +7,11 @@
 //!   `purchase`) with one gift-card line, not taxed, not discounted and paid through the gateway
 //!   only (never with credit). Approved, the card exists with a 16-character redemption code
 //!   (CSPRNG); declined, nothing of the card is kept and the decline is answered with its
-//!   transaction.
+//!   transaction. A payment whose outcome is not known yet (its transaction `processing`) is
+//!   answered like an approved one, with the card waiting for it: neither purchased nor
+//!   delivered, not redeemable, shown without its code; the settle job confirms and delivers it
+//!   when the gateway approved, or discards it when the gateway declined
+//!   ([`crate::collection::reactions::gift_card_settled`]), exactly as an answer at once would.
 //! - **Delivery**: at purchase when no `deliver_at` was asked, else by the [`DELIVERY_JOB`] job
 //!   at `deliver_at` (site clock), which sets `delivered_at`.
 //! - **Redemption** ([`redeem`]): the recipient account gets the whole face value as credit — a
@@ -37,6 +41,7 @@ pub use rebill_store::gift_cards::{Delivery, GiftCard, GiftCardFilter, GiftCardP
 
 use crate::billing::adjustments::{self, LineOrigin, NewCharge};
 use crate::billing::invoicing::{self, Draft, PaymentSource};
+use crate::collection::reactions;
 use crate::customers::payment_methods::{self, BillingRequest, PaymentMethodError, valid_currency};
 use crate::customers::shipping_addresses::ShippingChoice;
 use crate::platform::error::BillingError;
@@ -47,11 +52,9 @@ use crate::subscriptions::lifecycle::{CreateError, Loaded, Subscribe};
 use crate::{Context, Services};
 
 /// Kind of the job delivering a card at its `deliver_at` (subject: the card's id).
-pub const DELIVERY_JOB: &str = "gift_card_delivery";
+pub use crate::collection::reactions::GIFT_CARD_DELIVERY_JOB as DELIVERY_JOB;
 
-pub const GIFT_CARD_PURCHASED: &str = "gift_card.purchased";
-pub const GIFT_CARD_DELIVERED: &str = "gift_card.delivered";
-pub const GIFT_CARD_REDEEMED: &str = "gift_card.redeemed";
+pub use crate::platform::events::{GIFT_CARD_DELIVERED, GIFT_CARD_PURCHASED, GIFT_CARD_REDEEMED};
 pub const GIFT_CARD_PRODUCT_ADDED: &str = "gift_card_product.added";
 pub const GIFT_CARD_PRODUCT_REMOVED: &str = "gift_card_product.removed";
 
@@ -216,10 +219,6 @@ pub enum GiftCardError {
     /// The payment was declined: nothing of the card is kept.
     #[error("the payment was declined")]
     Declined(Box<Transaction>),
-    /// The payment's outcome is not known yet (its transaction `processing`): the card is not
-    /// delivered, and the settle job records the payment when the gateway's record shows it.
-    #[error("the payment of the gift card is processing at the gateway; its outcome is not known yet")]
-    Pending(Box<Transaction>),
     /// Redeem: no purchased card with this code.
     #[error("Gift Card with redemption code '{0}' not found")]
     CodeNotFound(String),
@@ -244,7 +243,6 @@ impl From<GiftCardError> for AppError {
         match e {
             GiftCardError::Refused(fields) => AppError::Refused(fields),
             GiftCardError::Declined(t) => AppError::Declined(Some(t)),
-            e @ GiftCardError::Pending(_) => AppError::Conflict(e.to_string()),
             GiftCardError::NotFound(id) => AppError::NotFound(Missing { resource: "GiftCard", key: "id", value: id }),
             GiftCardError::AccountNotFound(code) => AppError::NotFound(Missing::account(&code)),
             GiftCardError::UnknownProduct(code) => {
@@ -371,7 +369,10 @@ pub async fn preview(services: &Services, ctx: &Context, p: &Purchase) -> Result
     check(services, ctx, p).await
 }
 
-/// A card bought: the card, its paid purchase invoice and the approved transaction.
+/// A card bought: the card, its purchase invoice and its transaction — approved (the invoice
+/// paid, the card purchased), or still `processing` at the gateway (the invoice pending, the card
+/// waiting for the outcome: `purchased_at` and `delivered_at` unset; the settle job confirms or
+/// discards it).
 #[derive(Debug, Clone)]
 pub struct Bought {
     pub card: GiftCard,
@@ -394,7 +395,7 @@ pub async fn purchase(services: &Services, ctx: &Context, p: &Purchase) -> Resul
         None => None,
     };
     let source = match &requested {
-        Some(m) => Some(PaymentSource { kind: m.kind, fields: m.fields.clone(), reference: m.reference.clone() }),
+        Some(m) => Some(PaymentSource::of_requested(m)),
         None => PaymentSource::of_account(services, &account).await?,
     };
     let Some(source) = source else {
@@ -424,27 +425,18 @@ pub async fn purchase(services: &Services, ctx: &Context, p: &Purchase) -> Resul
         payment_methods::save_requested(services, ctx, &account, method).await?;
     }
     if transaction.status() == TransactionStatus::Processing {
-        // The payment's outcome is not known: the card is neither discarded nor delivered
-        // (the settle job records the payment; the card stays unconfirmed, see docs/gateways.md).
-        return Err(GiftCardError::Pending(Box::new(transaction)));
+        // The payment's outcome is not known: the card waits for it, neither purchased nor
+        // discarded; the settle job does either, and saves the requested payment method when
+        // the charge is approved (see docs/gateways.md).
+        return Ok(Bought { card, invoice, transaction });
     }
     if !approved {
         services.store.discard_gift_card(card.id).await?;
         return Err(GiftCardError::Declined(Box::new(transaction)));
     }
-    let delivered = checked.delivery.deliver_at.is_none().then_some(ctx.now);
-    let mut recorded = vec![card_event(services, GIFT_CARD_PURCHASED, ctx.now, &card, json!({}))];
-    if delivered.is_some() {
-        recorded.push(card_event(services, GIFT_CARD_DELIVERED, ctx.now, &card, json!({})));
-    }
-    if let Some(due) = checked.delivery.deliver_at {
-        // The job first: a crash after it leaves a job that finds the card purchased or not.
-        services.store.schedule_job(ctx.site.id, DELIVERY_JOB, &card.id.to_string(), due).await?;
-    }
-    let card =
-        services.store.confirm_gift_card(card.id, ctx.now, delivered, &recorded).await?.ok_or_else(|| {
-            GiftCardError::Internal(format!("gift card {} was not waiting for its purchase", card.id))
-        })?;
+    let card = reactions::gift_card_purchased(services, &card, ctx.now)
+        .await?
+        .ok_or_else(|| GiftCardError::Internal(format!("gift card {} was not waiting for its purchase", card.id)))?;
     Ok(Bought { card, invoice, transaction })
 }
 
@@ -534,25 +526,6 @@ async fn write_purchase(
     Err(GiftCardError::Internal("no free redemption code after 5 draws".into()))
 }
 
-fn card_event(
-    services: &Services,
-    kind: &str,
-    at: i64,
-    card: &GiftCard,
-    extra: serde_json::Value,
-) -> rebill_store::events::NewEvent {
-    let mut payload = json!({
-        "gifter_account_code": card.gifter_account_code,
-        "product_code": card.product_code,
-        "currency": card.currency,
-        "unit_amount_in_cents": card.unit_amount,
-    });
-    if let (Some(map), Some(more)) = (payload.as_object_mut(), extra.as_object()) {
-        map.extend(more.clone());
-    }
-    events::new(services, kind, at, payload)
-}
-
 // ---------------------------------------------------------------------------------------------
 // Delivery
 
@@ -564,7 +537,7 @@ pub async fn run_delivery(services: &Services, job: &Job) -> Result<(), JobError
     if card.delivered_at.is_some() {
         return Ok(());
     }
-    let event = card_event(services, GIFT_CARD_DELIVERED, job.due_at, &card, json!({}));
+    let event = events::gift_card(services, GIFT_CARD_DELIVERED, job.due_at, &card, json!({}));
     services.store.deliver_gift_card(id, job.due_at, &[event]).await?;
     Ok(())
 }
@@ -699,7 +672,7 @@ async fn redeem_card(
     if let (Some(map), Some(uuid)) = (extra.as_object_mut(), subscription_uuid) {
         map.insert("subscription_uuid".to_owned(), uuid.into());
     }
-    let redeemed = card_event(services, GIFT_CARD_REDEEMED, ctx.now, card, extra);
+    let redeemed = events::gift_card(services, GIFT_CARD_REDEEMED, ctx.now, card, extra);
     let redemption = rebill_store::gift_cards::Redemption {
         card_id: card.id,
         recipient_account_id: account.id,

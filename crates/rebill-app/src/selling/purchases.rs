@@ -462,14 +462,12 @@ pub async fn purchase(services: &Services, ctx: &Context, p: Purchase, mode: Mod
         },
         None => None,
     };
-    let source = requested.as_ref().map(|m| PaymentSource {
-        kind: m.kind,
-        fields: m.fields.clone(),
-        reference: m.reference.clone(),
-    });
+    let source = requested.as_ref().map(PaymentSource::of_requested);
     let outcome = write_and_invoice(services, ctx, &p, &account, &mut written, mode, source).await;
     let save = match &outcome {
-        Ok(_) => true,
+        // A payment whose outcome is not known yet: the settle job saves the method when the
+        // answer calls for it, as the purchase's call would have.
+        Ok(invoiced) => invoiced.pending().is_none(),
         Err(PurchaseError::Declined(Some(t))) => {
             t.result.failure.as_ref().is_some_and(|f| f.error_code == "declined_saveable")
         }

@@ -553,6 +553,36 @@ pub async fn on_invoice_settled(state: &Services, event: &Event) -> Result<(), J
     }
 }
 
+/// The subscriptions billed on `invoice`, whose first collection the gateway declined after the
+/// call that invoiced it had returned (the settle job learnt the answer late), left as that call
+/// leaves them when it learns the decline at once, as near as can be: the subscriptions of a
+/// later charge (a renewal, a change, a termination) fall past due ([`fall_past_due`], its
+/// event at `at`); a new subscription (`first_payment`: a signup's or purchase's invoice), whose
+/// creation that call would have refused, expires for non-payment as when its invoice fails
+/// ([`on_invoice_failed`]). Idempotent: a subscription past due or expired already is left as
+/// it is.
+pub async fn on_first_collection_declined(
+    state: &Services,
+    invoice: &Invoice,
+    first_payment: bool,
+    at: i64,
+) -> Result<(), JobError> {
+    let uuids = invoice_subscriptions(state, invoice).await?;
+    if uuids.is_empty() {
+        return Ok(());
+    }
+    if first_payment {
+        return on_invoice_failed(state, invoice.site_id, &uuids, at).await;
+    }
+    for_invoice_subscriptions(state, invoice.site_id, &uuids, at, |sub| {
+        if sub.past_due {
+            return None;
+        }
+        lifecycle::fail_renewal(sub).ok().map(|failed| (failed, events::SUBSCRIPTION_PAST_DUE, None))
+    })
+    .await
+}
+
 /// An invoice of subscription charges was paid (at last): its subscriptions are no longer past
 /// due.
 async fn on_invoice_paid(

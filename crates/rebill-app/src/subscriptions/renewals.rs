@@ -21,8 +21,8 @@ use rebill_billing::states::InvoiceTransition;
 use rebill_billing::states::{InvoiceState, TransactionStatus};
 use rebill_store::events::NewEvent;
 use rebill_store::invoices::{
-    AccountSnapshot, Adjustment, Invoice, InvoiceChange, InvoiceDraft, InvoiceStateChange, NewTransaction, Payer,
-    Transaction, TransactionResult,
+    AccountSnapshot, Adjustment, AttemptFacts, Invoice, InvoiceChange, InvoiceDraft, InvoiceStateChange,
+    NewTransaction, Payer, Transaction, TransactionResult,
 };
 use rebill_store::jobs::Job;
 use rebill_store::subscriptions::{
@@ -301,7 +301,8 @@ async fn begin_renewals<'a>(
         })
         .collect();
     let recorded: Vec<(&NewTransaction, i64)> = purchases.iter().zip(&planned).map(|(t, p)| (t, p.at)).collect();
-    let transactions = work.begin_transactions(site.id, &recorded).await?;
+    let facts = AttemptFacts { begun_service_at: Some(service_now), saves_payment_method: false };
+    let transactions = work.begin_attempts(site.id, &recorded, facts).await?;
     work.commit().await?;
     let mut begun = Vec::with_capacity(planned.len());
     for ((planned, (invoice, _)), transaction) in planned.into_iter().zip(invoices).zip(transactions) {

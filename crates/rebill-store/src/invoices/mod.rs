@@ -353,6 +353,33 @@ pub struct NewTransaction {
     pub billing: BillingFields,
 }
 
+/// What [`Store::close_invoice`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Closing {
+    /// Changed: the invoice as it is now.
+    Closed(Box<Invoice>),
+    /// Not in a state the change starts from: nothing was written.
+    NotInState,
+    /// A purchase of the invoice is still `processing` at the gateway (this one): nothing was
+    /// written.
+    Paying(Box<Transaction>),
+}
+
+/// What a purchase attempt keeps beyond its transaction ([`Store::begin_attempt`],
+/// [`Store::attempt_of`]), for the settle job that finishes it when the gateway's answer was not
+/// known.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AttemptFacts {
+    /// The service's time (not the site's) when the attempt was begun: a gateway keeps an
+    /// idempotency key for a span of real time, while a sandbox site's clock may be moved ahead.
+    /// `None` for transactions recorded without it.
+    pub begun_service_at: Option<i64>,
+    /// The attempt charges a payment method the request named (stored with the gateway for the
+    /// charge, not the account's billing info yet), which becomes the account's billing info once
+    /// the charge is approved (or declined `declined_saveable`), whenever that answer comes.
+    pub saves_payment_method: bool,
+}
+
 /// Why a transaction was declined.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TransactionFailure {

@@ -56,12 +56,13 @@ use rebill_store::billing_info::{BillingFields, PaymentKind};
 use rebill_store::events::NewEvent;
 use rebill_store::invoices::CreditUse;
 use rebill_store::invoices::{
-    AccountSnapshot, Adjustment, AdjustmentKind, CollectionMethod, EngineKey, Invoice, InvoiceAmounts, InvoiceChange,
-    InvoiceKind, InvoiceTerms, NewAdjustment, NewInvoice, NewTransaction, StoredPayment, Transaction,
+    AccountSnapshot, Adjustment, AdjustmentKind, AttemptFacts, CollectionMethod, EngineKey, Invoice, InvoiceAmounts,
+    InvoiceChange, InvoiceKind, InvoiceTerms, NewAdjustment, NewInvoice, NewTransaction, StoredPayment, Transaction,
 };
 use rebill_store::{Site, StoreError};
 use serde_json::json;
 
+use crate::customers::payment_methods;
 use crate::platform::error::BillingError;
 use crate::platform::events;
 use crate::platform::jobs::JobError;
@@ -82,6 +83,12 @@ pub struct PaymentSource {
     pub kind: PaymentKind,
     pub fields: BillingFields,
     pub reference: String,
+    /// A payment method the request named ([`payment_methods::RequestedMethod`]: stored with
+    /// the gateway for this charge, not the account's billing info yet). It becomes the billing
+    /// info once the charge is approved (or declined `declined_saveable`): at once by the caller,
+    /// or by the settle job when the answer comes late (the attempt records it,
+    /// [`rebill_store::invoices::AttemptFacts::saves_payment_method`]).
+    pub requested: bool,
 }
 
 impl PaymentSource {
@@ -94,7 +101,22 @@ impl PaymentSource {
 
     /// A stored payment method read with its account (`None` without a gateway reference).
     pub fn of_stored(stored: StoredPayment) -> Option<Self> {
-        stored.gateway_reference.map(|reference| PaymentSource { kind: stored.kind, fields: stored.fields, reference })
+        stored.gateway_reference.map(|reference| PaymentSource {
+            kind: stored.kind,
+            fields: stored.fields,
+            reference,
+            requested: false,
+        })
+    }
+
+    /// The payment method a request named, stored with the gateway for the charge.
+    pub fn of_requested(method: &payment_methods::RequestedMethod) -> Self {
+        PaymentSource {
+            kind: method.kind,
+            fields: method.fields.clone(),
+            reference: method.reference.clone(),
+            requested: true,
+        }
     }
 }
 
@@ -579,8 +601,9 @@ pub fn attempt_key(invoice: &Invoice, attempt: i64) -> String {
     format!("invoice:{}:{attempt}", invoice.uuid)
 }
 
-/// Charges the invoice's balance to `source`: records the transaction under `key`, calls the
-/// gateway, completes the transaction. A charge made before under the same key answers its
+/// Charges the invoice's balance to `source`: records the transaction under `key` (with the
+/// service's time it began at and whether `source` is a requested method to save,
+/// [`AttemptFacts`]), calls the gateway, completes the transaction. A charge made before under the same key answers its
 /// transaction without charging again. `recurring`: a merchant-initiated charge (renewals,
 /// retries), with source `subscription` and origin `recurring`.
 ///
@@ -603,7 +626,8 @@ pub(crate) async fn charge(
 ) -> Result<Transaction, BillingError> {
     let gateway = state.gateway(site_id).await?;
     let new = purchase(gateway.as_ref(), account.id, snapshot(account), invoice, source, key, recurring);
-    let (begun, resumed) = state.store.begin_transaction(site_id, &new, at).await?;
+    let facts = AttemptFacts { begun_service_at: Some(state.clock.now()), saves_payment_method: source.requested };
+    let (begun, resumed) = state.store.begin_attempt(site_id, &new, at, facts).await?;
     if begun.status() != TransactionStatus::Processing {
         return Ok(begun);
     }
