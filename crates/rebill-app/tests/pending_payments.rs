@@ -656,3 +656,55 @@ async fn a_request_is_sent_again_under_its_key_by_real_time_not_by_the_sites_clo
         assert_eq!(code.as_deref(), Some("attempt_not_found"), "{backend:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_offline_payment_is_entered_while_a_charge_of_the_invoice_is_processing() {
+    use rebill_app::billing::{adjustments, invoicing};
+    use rebill_app::collection::offline_payments::{self, OfflinePayment, OfflinePaymentError};
+    use rebill_store::invoices::{CollectionMethod, InvoiceTerms};
+    for store in both_backends("app_pending_offline").await {
+        let backend = store.backend();
+        // Purchase 1 is the signup; the merchant's collect of the manual invoice (2) is lost.
+        let gateway = Scripted::following(&[(2, Script::Lost)]);
+        let clock = TestClock::starting(T0);
+        let (services, ctx) = subscribers(store, gateway.clone(), clock.clone(), 1).await;
+        let account = services.store.account(ctx.site.id, "a0").await.expect("read").expect("a0");
+        let charge = adjustments::NewCharge {
+            unit_amount_in_cents: 4000,
+            currency: "USD".into(),
+            description: Some("Consulting".into()),
+            ..adjustments::NewCharge::default()
+        };
+        adjustments::create(&services, &ctx, &account, &charge).await.expect("adjustment");
+        let terms =
+            InvoiceTerms { collection_method: CollectionMethod::Manual, net_terms: 30, ..InvoiceTerms::default() };
+        let invoice = invoicing::invoice_pending(&services, &ctx, &account, terms).await.expect("invoice").invoice;
+        let collected = settle_invoice(&services, &ctx, &invoice, Settlement::Collect).await.expect("collect");
+        assert_eq!(collected.state, InvoiceState::Pending, "{backend:?}: the charge's outcome is not known");
+        let charging = processing(&services, ctx.site.id).await.expect("read");
+        assert_eq!(charging.len(), 1, "{backend:?}");
+
+        let check = OfflinePayment {
+            payment_method: Some("check".into()),
+            amount_in_cents: Some(4000),
+            ..OfflinePayment::default()
+        };
+        let number = invoice.invoice_number.to_string();
+        match offline_payments::enter(&services, &ctx, &number, &check).await {
+            Err(OfflinePaymentError::PaymentProcessing(uuid)) => {
+                assert_eq!(uuid, charging[0].uuid, "{backend:?}: names the charge processing")
+            }
+            other => panic!("{backend:?}: a check entered while the card charge is processing: {other:?}"),
+        }
+        let unchanged = services.store.invoice_by_id(invoice.id).await.expect("read").expect("invoice");
+        assert_eq!((unchanged.state, unchanged.amounts.balance), (InvoiceState::Pending, 4000), "{backend:?}");
+
+        // The charge went through: the invoice is paid once, and a check finds it paid.
+        clock.set(T0 + 31);
+        scheduler::run_due(&services, Some(&ctx.site)).await.expect("settled");
+        let paid = services.store.invoice_by_id(invoice.id).await.expect("read").expect("invoice");
+        assert_eq!((paid.state, paid.amounts.balance), (InvoiceState::Paid, 0), "{backend:?}");
+        let late = offline_payments::enter(&services, &ctx, &number, &check).await;
+        assert!(matches!(late, Err(OfflinePaymentError::NotOpen(_))), "{backend:?}: {late:?}");
+    }
+}

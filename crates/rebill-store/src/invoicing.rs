@@ -36,6 +36,22 @@ use rebill_billing::states::{InvoiceState, TransactionStatus};
 use crate::invoices::rows::*;
 use crate::invoices::*;
 
+impl Work {
+    /// The invoice's purchase still `processing` at the gateway, if any (the first begun). Read
+    /// under the invoice's lock ([`Work::lock_invoice`]), which beginning an attempt takes too,
+    /// so an attempt and a payment entered otherwise never cross.
+    pub async fn processing_purchase(&mut self, invoice_id: i64) -> Result<Option<Transaction>, StoreError> {
+        let sql = format!(
+            "SELECT {} FROM transactions WHERE invoice_id = $1 AND action = 'purchase' AND status = '{}' \
+             ORDER BY id LIMIT 1",
+            transaction_columns(),
+            TransactionStatus::Processing.as_str()
+        );
+        let row = crate::db::query(&sql).bind(invoice_id).fetch_optional(self.tx.exec()).await?;
+        row.as_ref().map(transaction_from_row).transpose()
+    }
+}
+
 impl Store {
     // ---- invoices ----
 
@@ -156,15 +172,9 @@ impl Store {
     ) -> Result<Closing, StoreError> {
         let mut work = self.begin_work().await?;
         work.lock_invoice(id).await?;
-        let sql = format!(
-            "SELECT {} FROM transactions WHERE invoice_id = $1 AND action = 'purchase' AND status = '{}' \
-             ORDER BY id LIMIT 1",
-            transaction_columns(),
-            TransactionStatus::Processing.as_str()
-        );
-        if let Some(row) = crate::db::query(&sql).bind(id).fetch_optional(work.tx.exec()).await? {
+        if let Some(paying) = work.processing_purchase(id).await? {
             // Dropped: rolled back, nothing written.
-            return Ok(Closing::Paying(Box::new(transaction_from_row(&row)?)));
+            return Ok(Closing::Paying(Box::new(paying)));
         }
         let changed = work.set_invoice_states(from, &[InvoiceStateChange { id, change, now, events }]).await?;
         if changed.is_empty() {

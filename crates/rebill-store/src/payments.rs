@@ -69,6 +69,9 @@ pub enum PaymentRecord {
     /// Nothing written: the invoice is no longer in the state or balance the payment was decided
     /// on (as it is now), or it is gone (`None`).
     Changed(Option<Box<Invoice>>),
+    /// Nothing written: a purchase of the invoice is processing at the gateway (its outcome not
+    /// known yet), and the invoice could be paid twice.
+    Paying(Box<Transaction>),
 }
 
 impl Work {
@@ -84,6 +87,10 @@ impl Work {
         let Some(invoice) = self.invoice(payment.invoice_id).await?.filter(|i| i.site_id == site_id) else {
             return Ok(PaymentRecord::Changed(None));
         };
+        self.lock_invoice(invoice.id).await?;
+        if let Some(paying) = self.processing_purchase(invoice.id).await? {
+            return Ok(PaymentRecord::Paying(Box::new(paying)));
+        }
         if invoice.state != payment.state || invoice.amounts.balance != payment.balance {
             return Ok(PaymentRecord::Changed(Some(Box::new(invoice))));
         }

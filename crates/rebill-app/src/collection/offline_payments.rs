@@ -137,6 +137,10 @@ pub enum OfflinePaymentError {
     /// Other payments kept changing the invoice; nothing was entered.
     #[error("the invoice kept changing while the payment was entered; try again")]
     Busy,
+    /// A charge of the invoice is processing at the payment gateway (the transaction's uuid):
+    /// entered now, the invoice could be paid twice.
+    #[error("a payment of the invoice (transaction {0}) is processing at the payment gateway")]
+    PaymentProcessing(String),
     #[error("the invoice's account is missing")]
     AccountMissing,
     #[error(transparent)]
@@ -156,6 +160,11 @@ impl From<OfflinePaymentError> for AppError {
             OfflinePaymentError::NotOpen(_) => {
                 refused("base", "invalid_transition", "can only be entered on a pending or past due invoice".into())
             }
+            OfflinePaymentError::PaymentProcessing(_) => refused(
+                "base",
+                "invalid_transition",
+                "can be entered once the payment processing at the gateway for this invoice has an outcome".into(),
+            ),
             OfflinePaymentError::NotManual => refused(
                 "base",
                 "invalid_collection_method",
@@ -323,6 +332,7 @@ pub async fn enter(
             // Another payment came first: decide again on the invoice as it is now.
             PaymentRecord::Changed(Some(now)) => invoice = *now,
             PaymentRecord::Changed(None) => return Err(OfflinePaymentError::NotFound(invoice_number.to_owned())),
+            PaymentRecord::Paying(paying) => return Err(OfflinePaymentError::PaymentProcessing(paying.uuid)),
         }
     }
     Err(OfflinePaymentError::Busy)
