@@ -708,3 +708,66 @@ async fn no_offline_payment_is_entered_while_a_charge_of_the_invoice_is_processi
         assert!(matches!(late, Err(OfflinePaymentError::NotOpen(_))), "{backend:?}: {late:?}");
     }
 }
+
+/// A settle job whose process stopped after it recorded the gateway's answer, before what
+/// follows it: the job is claimed again and finds the transaction settled; what the invoice shows
+/// was not done is done then — the approved charge pays its invoice, the declined one-off charge
+/// fails its invoice — and only once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settle_job_stopped_after_recording_the_answer_does_what_follows_when_run_again() {
+    use rebill_app::platform::transaction_records::result_of;
+    use rebill_billing::gateway::{Approval, Decline, Outcome};
+    for store in both_backends("app_pending_follow_up").await {
+        let backend = store.backend();
+        // Purchase 1 is the signup; the answers of the one-off charges (2, 3) are lost.
+        let gateway = Scripted::following(&[(2, Script::Lost), (3, Script::Lost)]);
+        let clock = TestClock::starting(T0);
+        let (services, ctx) = subscribers(store, gateway.clone(), clock.clone(), 1).await;
+        let approved = charge(&services, &ctx, 2500).await;
+        let declined = charge(&services, &ctx, 700).await;
+        for t in [&approved, &declined] {
+            assert_eq!(t.status(), TransactionStatus::Processing, "{backend:?}");
+        }
+
+        // What the settle job's first run recorded before it stopped.
+        let approval = Approval {
+            reference: "ref-approved".into(),
+            code: "approved",
+            cvv_result: None,
+            avs_result: None,
+            chargeback_expected: false,
+            stored: None,
+        };
+        let decline =
+            Decline { code: "declined", gateway_error_code: None, cvv_result: None, avs_result: None, reference: None };
+        let at = T0 + 30;
+        for (t, outcome) in [(&approved, Outcome::Approved(approval)), (&declined, Outcome::Declined(decline))] {
+            let (_, recorded) =
+                services.store.settle_transaction(t.id, &result_of(&outcome, at), at, &[]).await.expect("recorded");
+            assert!(recorded, "{backend:?}");
+            let (_, invoice) = reread(&services, t).await;
+            assert_eq!(invoice.state, InvoiceState::Pending, "{backend:?}: stopped before what follows");
+        }
+
+        // Claimed again: the jobs find the answers recorded and do what follows.
+        clock.set(T0 + 31);
+        scheduler::run_due(&services, Some(&ctx.site)).await.expect("run");
+        let (_, paid) = reread(&services, &approved).await;
+        let (_, failed) = reread(&services, &declined).await;
+        assert_eq!((paid.state, failed.state), (InvoiceState::Paid, InvoiceState::Failed), "{backend:?}");
+        let paid_events = kinds(&services, ctx.site.id, &paid.invoice_number.to_string()).await;
+        assert_eq!(paid_events.iter().filter(|k| *k == "invoice.paid").count(), 1, "{backend:?}: {paid_events:?}");
+        assert_eq!(gateway.purchases(), 3, "{backend:?}: the gateway was not asked again");
+
+        // Run again (another job of the transaction), nothing more happens.
+        for t in [&approved, &declined] {
+            services.store.schedule_job(ctx.site.id, "settle_payment", &t.uuid, T0 + 40).await.expect("scheduled");
+        }
+        clock.set(T0 + 41);
+        scheduler::run_due(&services, Some(&ctx.site)).await.expect("run");
+        let again = kinds(&services, ctx.site.id, &paid.invoice_number.to_string()).await;
+        assert_eq!(again, paid_events, "{backend:?}: nothing recorded twice");
+        let failed_again = kinds(&services, ctx.site.id, &failed.invoice_number.to_string()).await;
+        assert_eq!(failed_again.iter().filter(|k| *k == "invoice.failed").count(), 1, "{backend:?}: {failed_again:?}");
+    }
+}

@@ -312,10 +312,13 @@ pub async fn sweep(state: &Services, site: Option<&Site>) -> Result<usize, rebil
 /// is settled already, or gone, needs nothing.
 pub async fn run_settle(state: &Services, site: &Site, job: &rebill_store::jobs::Job) -> Result<(), JobError> {
     let Some(transaction) = state.store.transaction(site.id, &job.subject).await? else { return Ok(()) };
-    if transaction.status() != TransactionStatus::Processing {
-        return Ok(());
-    }
     let now = site.now(state.clock.now()).max(job.due_at);
+    if transaction.status() != TransactionStatus::Processing {
+        // Settled already. A run of this job that recorded the answer and stopped before what
+        // follows it (the job is claimed again when its lease ends) left that owed: it is done
+        // now, once the invoice shows it was not.
+        return follow_owed(state, site, &transaction, now).await;
+    }
     match transaction.new.action.as_str() {
         "purchase" => settle_purchase(state, site, &transaction, now).await,
         // A refund's (and a void's) own recovery job settles it with its refund invoice.
@@ -412,14 +415,51 @@ async fn save_requested_method(
     Ok(())
 }
 
+/// The number of the automatic collection attempt a purchase was (0: the first charge), from
+/// its key `invoice:<uuid>:<attempt>` ([`crate::billing::invoicing::attempt_key`]); `None` for
+/// other purchases (a merchant's collect), whose decline changes nothing of the invoice.
+fn automatic_attempt(purchase: &Transaction) -> Option<i64> {
+    let key = purchase.new.idempotency_key.as_str();
+    key.strip_prefix("invoice:").and_then(|rest| rest.rsplit_once(':')).and_then(|(_, n)| n.parse::<i64>().ok())
+}
+
+/// Whether what follows a settled purchase is still to be done on `invoice`: approved, the
+/// invoice is still open; declined as automatic attempt `n`, the invoice does not count it yet
+/// (still `pending` after the first charge; after a retry, fewer retries counted than `n`).
+fn follow_up_owed(invoice: &Invoice, settled: &Transaction) -> bool {
+    if !invoice.state.is_open() {
+        return false;
+    }
+    match (settled.status(), automatic_attempt(settled)) {
+        (TransactionStatus::Success, _) => true,
+        (TransactionStatus::Processing, _) | (_, None) => false,
+        (_, Some(0)) => invoice.state == InvoiceState::Pending,
+        (_, Some(n)) => invoice.collection_attempts < n,
+    }
+}
+
+/// [`run_settle`] of a transaction settled already: what follows a purchase, when the invoice
+/// shows it was not done ([`follow_up_owed`]). The steps are those of [`settle_purchase`], each
+/// guarded by the state it changes, so doing one again changes nothing.
+async fn follow_owed(state: &Services, site: &Site, settled: &Transaction, now: i64) -> Result<(), JobError> {
+    if settled.new.action != "purchase" {
+        return Ok(());
+    }
+    let Some(invoice_id) = settled.new.invoice_id else { return Ok(()) };
+    let Some(invoice) = state.store.invoice_by_id(invoice_id).await? else { return Ok(()) };
+    if !follow_up_owed(&invoice, settled) {
+        return Ok(());
+    }
+    tracing::warn!(transaction = %settled.uuid, "a settled payment's consequences were not all recorded; recording them");
+    let facts = state.store.attempt_of(settled.id).await?.unwrap_or_default();
+    save_requested_method(state, site, &invoice, facts, settled, now).await?;
+    follow_payment(state, &invoice, settled, now).await
+}
+
 /// What follows a purchase of `invoice` settled late, as its answer would have been followed at
 /// the time (see the module documentation).
 async fn follow_payment(state: &Services, invoice: &Invoice, settled: &Transaction, at: i64) -> Result<(), JobError> {
-    let key = settled.new.idempotency_key.as_str();
-    // Automatic attempts are keyed `invoice:<uuid>:<attempt>` (`attempt_key`); others
-    // (a merchant's collect) change nothing of the invoice when declined.
-    let attempt =
-        key.strip_prefix("invoice:").and_then(|rest| rest.rsplit_once(':')).and_then(|(_, n)| n.parse::<i64>().ok());
+    let attempt = automatic_attempt(settled);
     let by = match attempt {
         Some(0) => crate::platform::events::SETTLED_BY_INVOICING,
         Some(_) => SETTLED_BY_DUNNING,
