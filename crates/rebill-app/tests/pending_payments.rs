@@ -771,3 +771,40 @@ async fn a_settle_job_stopped_after_recording_the_answer_does_what_follows_when_
         assert_eq!(failed_again.iter().filter(|k| *k == "invoice.failed").count(), 1, "{backend:?}: {failed_again:?}");
     }
 }
+
+/// A charge a request makes has its settle job from the start, due once the call is long over
+/// (no job runs the request again if its process stops between recording the answer and what
+/// follows it): after a charge answered at once it finds everything done and does nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_charge_a_request_made_is_looked_at_again_once_its_call_is_long_over() {
+    for store in both_backends("app_pending_guard").await {
+        let backend = store.backend();
+        // Purchase 1 is the signup; the one-off charge 2 is approved, 3 declined, at once.
+        let gateway = Scripted::following(&[(3, Script::Decline)]);
+        let clock = TestClock::starting(T0);
+        let (services, ctx) = subscribers(store, gateway.clone(), clock.clone(), 1).await;
+        let approved = charge(&services, &ctx, 2500).await;
+        let declined = charge(&services, &ctx, 700).await;
+        assert_eq!(declined.status(), TransactionStatus::Declined, "{backend:?}: declined at once");
+        let mut before = Vec::new();
+        for t in [&approved, &declined] {
+            let jobs = services.store.pending_jobs(&t.uuid).await.expect("jobs");
+            let due: Vec<(&str, i64)> = jobs.iter().map(|j| (j.kind.as_str(), j.due_at)).collect();
+            assert_eq!(due, [("settle_payment", T0 + STALE_SECONDS)], "{backend:?}");
+            let (_, invoice) = reread(&services, t).await;
+            before.push((invoice.state, kinds(&services, ctx.site.id, &invoice.invoice_number.to_string()).await));
+        }
+        assert_eq!((before[0].0, before[1].0), (InvoiceState::Paid, InvoiceState::Failed), "{backend:?}");
+
+        clock.set(T0 + STALE_SECONDS + 1);
+        scheduler::run_due(&services, Some(&ctx.site)).await.expect("run");
+        for (t, (state, events)) in [&approved, &declined].into_iter().zip(&before) {
+            let (_, invoice) = reread(&services, t).await;
+            assert_eq!(invoice.state, *state, "{backend:?}");
+            let after = kinds(&services, ctx.site.id, &invoice.invoice_number.to_string()).await;
+            assert_eq!(&after, events, "{backend:?}: nothing more recorded");
+            assert!(services.store.pending_jobs(&t.uuid).await.expect("jobs").is_empty(), "{backend:?}");
+        }
+        assert_eq!(gateway.purchases(), 3, "{backend:?}: the gateway was not asked again");
+    }
+}

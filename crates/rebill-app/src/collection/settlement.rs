@@ -276,9 +276,7 @@ impl From<SettleError> for AppError {
     }
 }
 
-/// Seconds after it was begun that a transaction still `processing` is taken for one whose
-/// process stopped ([`sweep`]): well past the longest a call waits for the gateway.
-pub const STALE_SECONDS: i64 = 600;
+pub use crate::billing::invoicing::STALE_SECONDS;
 
 /// Seconds after an attempt was begun during which its request may be sent to the gateway again
 /// under the same key when nothing is found: Stripe keeps a key's first answer for 24 hours, so

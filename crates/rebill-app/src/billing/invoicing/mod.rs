@@ -636,6 +636,14 @@ pub(crate) async fn charge(
         state.store.schedule_job(site_id, SETTLE_JOB, &begun.uuid, at).await?;
         return Ok(begun);
     }
+    if !recurring {
+        // A charge a request made (no job runs it again if its process stops): its settle job,
+        // due once the call is long over, finishes what the call did not — the answer if it was
+        // never recorded, what follows it if the process stopped right after recording it — and
+        // finds nothing to do otherwise. (The sweep schedules the same row for an attempt still
+        // processing then.)
+        state.store.schedule_job(site_id, SETTLE_JOB, &begun.uuid, at + STALE_SECONDS).await?;
+    }
     let outcome = gateway_purchase(state, gateway.as_ref(), &begun, source, false, false).await;
     let result = result_of(&outcome, at);
     if !is_settled(&result) {
@@ -652,6 +660,11 @@ pub(crate) async fn charge(
 
 /// Kind of the job that settles a transaction whose outcome is not known (subject: its uuid).
 pub const SETTLE_JOB: &str = "settle_payment";
+
+/// Seconds after it was begun that a transaction still `processing` is taken for one whose
+/// process stopped (`collection::settlement::sweep`), and that the settle job of a charge a
+/// request made is due ([`charge`]): well past the longest a call waits for the gateway.
+pub const STALE_SECONDS: i64 = 600;
 
 /// Seconds before the settle job asks the gateway again after `tries` unknown outcomes: 30 s,
 /// doubling, at most an hour.
