@@ -48,8 +48,8 @@ use rebill_store::events::Awaiting;
 use rebill_store::invoices::{AttemptFacts, Closing, Invoice, Transaction};
 
 use crate::billing::invoicing::{
-    Collect, DUNNING_JOB, PaymentSource, SETTLE_JOB, attempt_key, attempted, backoff_by_age, charge, gateway_purchase,
-    transition_events, without_retry,
+    Collect, DUNNING_JOB, PaymentSource, SETTLE_JOB, attempt_key, attempted, backoff_by_age, charge, followed,
+    gateway_purchase, transition_events, without_retry,
 };
 use crate::collection::reactions;
 use crate::customers::payment_methods::{self, RequestedMethod};
@@ -196,11 +196,14 @@ pub async fn collect_now(
     let key = format!("collect:{}", rebill_store::invoices::new_uuid());
     let t = charge(state, site.id, &account, invoice, &source, key, false, at).await?;
     if t.status() != TransactionStatus::Success {
+        // Declined, nothing follows; processing, the settle job stays.
+        followed(state, &t).await?;
         return Ok(Some((invoice.clone(), Some(t))));
     }
     let paid = close(state, invoice, InvoiceTransition::Pay, SETTLED_BY_COLLECTION, at, UnlessPaying::Close)
         .await?
         .unwrap_or_else(|_| invoice.clone());
+    followed(state, &t).await?;
     Ok(Some((paid, Some(t))))
 }
 

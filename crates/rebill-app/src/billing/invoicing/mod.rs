@@ -414,7 +414,19 @@ pub(crate) async fn first_collection(
         None => Attempt::NoPaymentMethod,
     };
     let invoice = attempted(state, &invoice, collect, 0, outcome, events::SETTLED_BY_INVOICING, at).await?;
+    if let Some(t) = &transaction {
+        followed(state, t).await?;
+    }
     Ok((invoice, transaction))
+}
+
+/// What follows a settled charge of a request is recorded: its settle job, which [`charge`]
+/// scheduled in case the process stopped before that, has nothing left to do and goes.
+pub(crate) async fn followed(state: &Services, transaction: &Transaction) -> Result<(), StoreError> {
+    if !transaction.new.recurring && transaction.status() != TransactionStatus::Processing {
+        state.store.cancel_jobs(SETTLE_JOB, &transaction.uuid).await?;
+    }
+    Ok(())
 }
 
 /// Finishes the first collection of an invoice created earlier whose run stopped (a crash, a
@@ -639,9 +651,9 @@ pub(crate) async fn charge(
     if !recurring {
         // A charge a request made (no job runs it again if its process stops): its settle job,
         // due once the call is long over, finishes what the call did not — the answer if it was
-        // never recorded, what follows it if the process stopped right after recording it — and
-        // finds nothing to do otherwise. (The sweep schedules the same row for an attempt still
-        // processing then.)
+        // never recorded, what follows it if the process stopped right after recording it. The
+        // caller drops it once what follows is recorded ([`followed`]). (The sweep schedules the
+        // same row for an attempt still processing then.)
         state.store.schedule_job(site_id, SETTLE_JOB, &begun.uuid, at + STALE_SECONDS).await?;
     }
     let outcome = gateway_purchase(state, gateway.as_ref(), &begun, source, false, false).await;
