@@ -1,11 +1,13 @@
 //! `cargo xtask regen [--check]`, `cargo xtask test`, `cargo xtask xml`,
-//! `cargo xtask load-bench`, `cargo xtask renewal-bench` and `cargo xtask fuzz`.
+//! `cargo xtask load-bench`, `cargo xtask renewal-bench`, `cargo xtask fuzz` and
+//! `cargo xtask cluster up|down|status`.
 //!
 //! `regen` runs `rebill-codegen` over `schema/` (`--check` fails on any stale generated file);
 //! `test` is the command CI runs; the others run `rebill-transcode` and the benchmarks of
 //! `rebill-load-bench`. xtask depends on the schema loader and the generator only, never on
 //! `rebill-models`, so that regen works while the generated code is broken.
 
+mod cluster;
 mod fuzz;
 
 use std::path::{Path, PathBuf};
@@ -66,6 +68,9 @@ enum Command {
     /// N] [--seconds S]` runs one; `seed` rebuilds the seed corpus and dictionaries
     /// (docs/fuzzing.md).
     Fuzz(fuzz::FuzzArgs),
+    /// A local PostgreSQL high-availability cluster (etcd, Patroni, HAProxy, pgBouncer) under
+    /// <target>/cluster/: `up`, `down`, `status` (docs/deploy.md).
+    Cluster(cluster::ClusterArgs),
 }
 
 fn workspace_root() -> PathBuf {
@@ -82,6 +87,7 @@ fn main() -> ExitCode {
         Command::RenewalBench { args } => renewal_bench(&args),
         Command::Soak { args } => soak(&args),
         Command::Fuzz(args) => fuzz::run(&args, &workspace_root()),
+        Command::Cluster(args) => cluster::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
