@@ -1089,7 +1089,7 @@ fn kill_round(b: &mut Bench, round: usize, hold: Hold) {
         (created + 4, refunds + 2),
         &format!("{hold:?}: PaymentIntents and Refunds made at the peer"),
     );
-    assert_ledger_matches(&b);
+    assert_ledger_matches(b);
 }
 
 fn killed_mid_operation(db: &str) {
