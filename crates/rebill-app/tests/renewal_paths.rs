@@ -251,7 +251,12 @@ async fn rows(
     let page = PageRequest { limit: 1000, ..PageRequest::default() };
     let mut names = Names::default();
     let mut out: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
-    out.insert("gateway", vec![format!("{} purchases", gateway.purchases())]);
+    // What the gateway was asked to do: the payments (distinct keys) and the first calls of
+    // each. A call that asks again about an attempt under its key (`resumed`: the attempt was
+    // found under way, e.g. by two runners' jobs of one subscription at once) moves no money
+    // and depends on timing, so it is not compared.
+    let first_calls = gateway.resumed_calls().iter().filter(|(resumed, _)| !resumed).count();
+    out.insert("gateway", vec![format!("{} payments, {first_calls} first calls", gateway.distinct_keys())]);
     // An invoice is named by its account, origin and time, not by its number (numbers follow
     // the order in which jobs due at the same time are claimed).
     let invoices = store.list_invoices(site, &InvoiceFilter::default(), &page).await.expect("invoices").items;
