@@ -523,7 +523,9 @@ fn security_codes_are_checked(db: &str) {
          COALESCE(reference, '') FROM transactions",
     );
     assert!(stored.iter().all(|v| !v.contains("4321")), "{stored:?}");
-    assert!(!s.log().contains("4321"));
+    // As a value of its own: a uuid or a time in the log may hold the digits by chance.
+    let log = s.log();
+    assert!(!log.split(|c: char| !c.is_ascii_alphanumeric()).any(|token| token == "4321"), "{log}");
 }
 
 #[test]
