@@ -326,7 +326,7 @@ pub(crate) async fn generate(
     match coupons::generate(state, &call.context(), code, count).await {
         Ok((_, made)) => {
             let Some(last) = made.iter().max_by_key(|c| (c.created_at, c.id)) else {
-                return respond::internal(&"no unique code made");
+                return respond::invariant(&"no unique code made");
             };
             let cursor = encode_cursor(Position { value: last.created_at, id: last.id + 1 });
             let path = format!(

@@ -53,7 +53,7 @@ pub(crate) fn endpoint_of(method: &axum::http::Method, path: &str) -> Option<End
 pub(crate) async fn dispatch(State(state): State<AppState>, request: Request<Body>) -> Response {
     let path = request.uri().path().to_owned();
     let Some(ctx) = request.extensions().get::<RequestContext>().cloned() else {
-        return respond::internal(&"request reached routing without a context");
+        return respond::invariant(&"request reached routing without a context");
     };
     let not_found = || respond::not_found(&format!("Couldn't find anything at {path}."));
     let found = table_method(request.method()).and_then(|m| routes().route(m, &path));
@@ -113,7 +113,7 @@ pub(crate) async fn dispatch(State(state): State<AppState>, request: Request<Bod
         log.endpoint(endpoint.name);
     }
     let Some(id) = EndpointId::of(endpoint) else {
-        return respond::internal(&format!("endpoint {} is not in the table", endpoint.name));
+        return respond::invariant(&format!("endpoint {} is not in the table", endpoint.name));
     };
     let call = Call { id, endpoint, params, ctx, head: is_head };
     match handlers::handle(&state, call, request).await {

@@ -42,7 +42,7 @@ macro_rules! handlers {
                         // (tens of kilobytes, allocated and copied on every request).
                         Box::pin($handler).await
                     }
-                    None => respond::internal(&format!("{} routed as {}", $call.endpoint.name, stringify!($id))),
+                    None => respond::invariant(&format!("{} routed as {}", $call.endpoint.name, stringify!($id))),
                 },)*
                 // Every endpoint of the table is built today; one added to the table before its
                 // handler is written answers 501 through this arm.

@@ -873,7 +873,7 @@ pub(crate) async fn get_adjustment(state: &AppState, call: &Routed<'_, api::GetA
         Ok(a) => match stored_adjustment_views(state, std::slice::from_ref(&a)).await {
             Ok(mut views) => match views.pop() {
                 Some(view) => call.answer(&view),
-                None => respond::internal(&"the adjustment's view is missing"),
+                None => respond::invariant(&"the adjustment's view is missing"),
             },
             Err(e) => respond::internal(&e),
         },

@@ -154,7 +154,7 @@ async fn read(state: &AppState, call: &crate::request::Call, doc: &Purchase) -> 
         Err(e) => return Err(respond::internal(&e)),
     };
     let currency = doc.currency.clone().unwrap_or_default().to_ascii_uppercase();
-    let Some(now) = time(call.ctx.now) else { return Err(respond::internal(&"site clock out of range")) };
+    let Some(now) = time(call.ctx.now) else { return Err(respond::invariant(&"site clock out of range")) };
     let mut subs = Vec::new();
     for (i, s) in doc.subscriptions.iter().flatten().enumerate() {
         subs.push(subscription(state, call, i, s, &currency, now).await?);

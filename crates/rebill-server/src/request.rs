@@ -177,7 +177,7 @@ where
     E::Response: XmlResource,
 {
     if E::ENDPOINT.response_at(ctx.version) != E::ENDPOINT.response {
-        return respond::internal(&format!("{} answered its earlier resource at {}", E::ENDPOINT.name, ctx.version));
+        return respond::invariant(&format!("{} answered its earlier resource at {}", E::ENDPOINT.name, ctx.version));
     }
     respond::resource(status::<E>(), body, ctx)
 }

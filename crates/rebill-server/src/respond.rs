@@ -67,19 +67,48 @@ pub fn app_error(ctx: &WireContext, root: &str, failure: AppError) -> Response {
         }
         AppError::Declined(_) => error(StatusCode::UNPROCESSABLE_ENTITY, "declined", "The payment was declined."),
         AppError::Conflict(why) => error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_transition", &why),
-        AppError::Internal(cause) => internal(&cause),
+        AppError::Internal(cause) => internal(cause.as_ref()),
     }
 }
 
-/// A 500 that tells the client nothing about the cause (the cause is logged).
-pub fn internal(cause: &dyn std::fmt::Display) -> Response {
+/// A 500 that tells the client nothing about the cause (the cause is logged) — or, when the
+/// cause is the database being unavailable (a lost connection, a failover under way:
+/// [`rebill_store::unavailable_in`]), [`unavailable`].
+pub fn internal(cause: &(dyn std::error::Error + 'static)) -> Response {
+    if rebill_store::unavailable_in(cause) {
+        tracing::warn!(%cause, "the database is unavailable");
+        return unavailable();
+    }
+    invariant(cause)
+}
+
+/// Seconds a client is told to wait before retrying a request the database could not take
+/// (`Retry-After`): about the time a failover takes.
+pub const RETRY_AFTER_SECONDS: u64 = 5;
+
+/// 503 `service_unavailable` with `Retry-After`: the database could not take the request now
+/// (nothing was changed by it, or, for a COMMIT whose answer was lost, what it did is settled
+/// as any unknown outcome is); the same request may succeed in a few seconds.
+pub fn unavailable() -> Response {
+    let mut response = error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "service_unavailable",
+        "The service is temporarily unavailable; please retry in a few seconds.",
+    );
+    response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS));
+    response
+}
+
+/// A 500 that tells the client nothing about the cause (the cause, an error or a message
+/// naming a broken invariant, is logged).
+pub fn invariant(cause: &dyn std::fmt::Display) -> Response {
     tracing::error!(%cause, "internal error");
     error(StatusCode::INTERNAL_SERVER_ERROR, "internal_server_error", "An internal error occurred; please retry later.")
 }
 
 /// The 500 of a request whose handler panicked: it tells the client nothing about the cause.
 pub(crate) fn panicked() -> Response {
-    internal(&"a request handler panicked")
+    invariant(&"a request handler panicked")
 }
 
 /// 400 `invalid_xml` or 422 validation errors for a refused request body.

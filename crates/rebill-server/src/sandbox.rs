@@ -60,7 +60,7 @@ pub(crate) async fn clock(State(state): State<AppState>, request: Request) -> Re
         Err(e) => return respond::rejection(&reject_decode(&e), &ctx),
     };
     let Some(current) = DateTime::<Utc>::from_timestamp(site.now(state.clock.now()), 0) else {
-        return respond::internal(&"site clock out of range");
+        return respond::invariant(&"site clock out of range");
     };
     let target = match (&wanted.now, &wanted.advance) {
         (Some(now), None) => *now,

@@ -328,7 +328,7 @@ pub(crate) fn interval_of(plan: &Plan) -> Result<Interval, Response> {
     u32::try_from(plan.interval.length)
         .ok()
         .and_then(|length| Interval::new(length, unit).ok())
-        .ok_or_else(|| respond::internal(&format!("plan {} has an invalid interval", plan.plan_code)))
+        .ok_or_else(|| respond::invariant(&format!("plan {} has an invalid interval", plan.plan_code)))
 }
 
 pub(crate) fn trial_of(plan: &Plan) -> Option<Interval> {
@@ -554,7 +554,7 @@ pub(crate) async fn create<E: TakesSubscription>(
     };
     let now = match time(call.ctx.now) {
         Some(t) => t,
-        None => return respond::internal(&"site clock out of range"),
+        None => return respond::invariant(&"site clock out of range"),
     };
     // The account: the path's, or the nested one (created or updated).
     let nested = doc.account.as_deref();

@@ -697,6 +697,30 @@ pub(crate) fn is_transient(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(d) if d.code().is_some_and(|c| TRANSIENT_STATES.contains(&c.as_ref())))
 }
 
+/// SQLSTATEs of a database that cannot take the work now, whatever the work: a connection
+/// exception (class `08`), the server shutting down or starting (`57P01` admin_shutdown,
+/// `57P02` crash_shutdown, `57P03` cannot_connect_now), and a write reaching a server that is
+/// read-only (`25006`: a standby, e.g. an old primary a failover demoted before the routing
+/// learnt of it).
+const UNAVAILABLE_STATES: [&str; 4] = ["57P01", "57P02", "57P03", "25006"];
+
+/// Whether the statement failed because no writable database answered (the connection was
+/// lost or could not be made, the pool gave none in time, the server is going away or is a
+/// standby), not because of the statement: the same work may succeed once a primary answers.
+pub(crate) fn is_unavailable(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(d) => {
+            d.code().is_some_and(|c| c.starts_with("08") || UNAVAILABLE_STATES.contains(&c.as_ref()))
+        }
+        _ => false,
+    }
+}
+
 /// SQLite's plan of `explain` (an `EXPLAIN QUERY PLAN` statement with its values bound): the
 /// steps' details joined by `; ` (tests of which index a statement uses).
 #[cfg(test)]

@@ -17,6 +17,11 @@
 
 use crate::checkpoints::Checkpointer;
 use crate::db::{Pool, Readers, pool_options};
+
+/// How long a statement waits for a PostgreSQL connection (sqlx's default is 30 s): longer
+/// than a failover (Patroni promotes a standby in a few seconds, `docs/deploy.md`), short
+/// enough that a client told to retry is told soon.
+pub(crate) const ACQUIRE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 use crate::{Backend, StoreError};
 
 /// Column types that differ between the migration trees, as (PostgreSQL, SQLite) token pairs;
@@ -80,6 +85,9 @@ impl Backend {
             Backend::Postgres => {
                 let pool = pool_options::<sqlx::Postgres>()
                     .max_connections(16)
+                    // While no primary answers (a failover takes seconds), a statement waits
+                    // this long for a connection, then fails as unavailable (503, retry).
+                    .acquire_timeout(ACQUIRE_TIMEOUT)
                     .after_release(|conn, _| {
                         Box::pin(async move {
                             sqlx::Connection::shrink_buffers(conn);

@@ -155,6 +155,54 @@ impl StoreError {
     pub fn is_transient(&self) -> bool {
         matches!(self, StoreError::Database(e) if db::is_transient(e))
     }
+
+    /// Whether the work failed because no writable database answered (see
+    /// [`unavailable_in`]): it may succeed when run again once a primary answers.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, StoreError::Database(e) if db::is_unavailable(e))
+    }
+}
+
+/// Whether `error`, or any error it was caused by, is the database being unavailable: a lost or
+/// refused connection, a pool that gave none in time, a server shutting down or starting, a
+/// write reaching a standby. The API answers such a failure 503 (retry), not 500.
+pub fn unavailable_in(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(error);
+    while let Some(e) = next {
+        if let Some(store) = e.downcast_ref::<StoreError>() {
+            return store.is_unavailable();
+        }
+        if let Some(driver) = e.downcast_ref::<sqlx::Error>() {
+            return db::is_unavailable(driver);
+        }
+        next = e.source();
+    }
+    false
+}
+
+#[cfg(test)]
+mod unavailable_tests {
+    use super::{StoreError, unavailable_in};
+
+    /// An error of a use case wrapping the store's, as the service's answers see them.
+    #[derive(Debug, thiserror::Error)]
+    enum Wrapping {
+        #[error(transparent)]
+        Store(#[from] StoreError),
+    }
+
+    #[test]
+    fn a_lost_database_is_told_from_a_failed_statement() {
+        let refused = || StoreError::Database(sqlx::Error::Io(std::io::ErrorKind::ConnectionRefused.into()));
+        assert!(refused().is_unavailable());
+        assert!(StoreError::Database(sqlx::Error::PoolTimedOut).is_unavailable());
+        assert!(!StoreError::Database(sqlx::Error::RowNotFound).is_unavailable());
+        assert!(!StoreError::Conflict("changed".into()).is_unavailable());
+        assert!(unavailable_in(&Wrapping::from(refused())), "found through the causes");
+        let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(Wrapping::from(refused()));
+        assert!(unavailable_in(boxed.as_ref()));
+        assert!(!unavailable_in(&Wrapping::from(StoreError::Invalid("x".into()))));
+    }
 }
 
 /// Which database a [`Store`] talks to.
@@ -450,6 +498,15 @@ impl Store {
     /// Whether the database answers and holds every migration this binary has, applied without
     /// failure (the service's readiness).
     pub async fn ready(&self) -> Result<bool, StoreError> {
+        if self.backend == Backend::Postgres {
+            // A standby answers reads but takes no write: not ready (a failover under way, or
+            // the URL names a replica).
+            let row = crate::db::query("SELECT pg_is_in_recovery() AS standby").fetch_one(&self.pool).await?;
+            if row.try_get::<bool, _>("standby")? {
+                tracing::warn!("not ready: the database is a standby (in recovery), not a primary");
+                return Ok(false);
+            }
+        }
         let rows =
             crate::db::query("SELECT version FROM _sqlx_migrations WHERE success").fetch_all(&self.reads).await?;
         let applied = rows

@@ -10,6 +10,7 @@ mod python;
 pub mod receiver;
 pub mod sink;
 pub mod stripe_proxy;
+pub mod tcp_cut;
 
 pub use python::{python_venv, target_dir};
 

@@ -4,12 +4,13 @@
 
 use crate::Services;
 
-/// Whether the database answers with every migration applied (the reason when not is logged).
+/// Whether the database answers as a primary (not a standby) with every migration applied (the
+/// reason when not is logged).
 pub async fn database_ready(services: &Services) -> bool {
     match services.store.ready().await {
         Ok(true) => true,
         Ok(false) => {
-            tracing::warn!("not ready: the database lacks migrations this binary has");
+            tracing::warn!("not ready: the database is a standby, or lacks migrations this binary has");
             false
         }
         Err(e) => {
