@@ -73,9 +73,9 @@ pub fn app_error(ctx: &WireContext, root: &str, failure: AppError) -> Response {
 
 /// A 500 that tells the client nothing about the cause (the cause is logged) — or, when the
 /// cause is the database being unavailable (a lost connection, a failover under way:
-/// [`rebill_store::unavailable_in`]), [`unavailable`].
+/// `rebill_app::platform::error::database_unavailable`), [`unavailable`].
 pub fn internal(cause: &(dyn std::error::Error + 'static)) -> Response {
-    if rebill_store::unavailable_in(cause) {
+    if rebill_app::platform::error::database_unavailable(cause) {
         tracing::warn!(%cause, "the database is unavailable");
         return unavailable();
     }

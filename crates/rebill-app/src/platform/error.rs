@@ -145,6 +145,13 @@ impl AppError {
     }
 }
 
+/// Whether `error`, or an error it was caused by, is the database being unavailable (a lost
+/// connection, a failover under way: `rebill_store::unavailable_in`): the adapters answer it as
+/// "retry", not as a failure of the operation.
+pub fn database_unavailable(error: &(dyn std::error::Error + 'static)) -> bool {
+    rebill_store::unavailable_in(error)
+}
+
 impl From<StoreError> for AppError {
     fn from(e: StoreError) -> Self {
         match e {
